@@ -1,0 +1,137 @@
+"""The model-client seam: chat messages in, text + token usage + latency out.
+
+Every back end (OpenAI-compatible HTTP, in-process ``transformers``) implements
+:class:`ModelClient`. Errors are classified into three kinds so the harness can give an
+episode an explicit status (case T4 of ``shared/cases``): :class:`ContextExceededError`,
+:class:`RetryableModelError` (raised only after bounded retries are spent) and
+:class:`FatalModelError`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class Message(BaseModel):
+    """One chat message. ``content`` is plain text (no multimodal parts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    """Who speaks: system prompt, user (task or REPL output), assistant (the model)."""
+    content: str
+    """The text of the message."""
+
+
+class Sampling(BaseModel):
+    """Sampling settings of one request; recorded verbatim in every trace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(0.7, ge=0.0, description="Softmax temperature; 0 = greedy.")
+    top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_tokens: int = Field(512, ge=1, description="Most new tokens to generate.")
+    seed: int | None = Field(None, description="Per-request seed where the back end honours it.")
+    stop: list[str] = Field(default_factory=list, description="Stop strings (not included in the output).")
+
+
+class Usage(BaseModel):
+    """Token counts of one request, as reported by the back end (tokens, not characters)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    """Input tokens, including any cached ones."""
+    cached_tokens: int = 0
+    """Input tokens served from a prefix cache (subset of ``prompt_tokens``); 0 when unknown."""
+    completion_tokens: int = 0
+    """Generated tokens."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+FinishReason = Literal["stop", "length", "error", "unknown"]
+
+
+class ChatResult(BaseModel):
+    """What one chat request returned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    """Generated text only (a reply prefill is *not* included)."""
+    usage: Usage
+    latency_s: float
+    """Wall time of the request including retries, in seconds."""
+    finish_reason: FinishReason = "unknown"
+    model: str
+    """Model id as the back end names it."""
+    attempts: int = 1
+    """1 + number of retries spent."""
+    token_ids: list[int] | None = None
+    """Generated token ids when the back end returns them."""
+    logprobs: list[float] | None = None
+    """Per generated token log-probabilities when the back end returns them."""
+
+
+class ModelError(Exception):
+    """Base class of classified model errors. ``kind`` is stored in traces."""
+
+    kind: str = "fatal"
+
+    def __init__(self, message: str, *, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class ContextExceededError(ModelError):
+    """The prompt (plus requested new tokens) does not fit the model's context window."""
+
+    kind = "context_exceeded"
+
+
+class RetryableModelError(ModelError):
+    """Rate limit, 5xx, timeout or connection error that outlived the bounded retries."""
+
+    kind = "retryable"
+
+
+class FatalModelError(ModelError):
+    """Any other error (bad request, auth, malformed response): retrying will not help."""
+
+    kind = "fatal"
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """One model behind a chat interface.
+
+    ``chat`` may be called from many threads at once; back ends that batch (the in-process
+    one) gather concurrent calls into one forward pass.
+    """
+
+    model_id: str
+    """Stable id recorded in traces (never contains secrets)."""
+
+    def chat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:
+        """Complete ``messages``.
+
+        ``prefill`` is text the assistant reply is forced to start with; the returned
+        ``text`` excludes it. Raises a :class:`ModelError` subclass on failure.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections / threads. Idempotent."""
+        ...

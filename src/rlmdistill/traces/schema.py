@@ -1,0 +1,306 @@
+"""The one schema module: every record written under ``runs/<run>/``.
+
+Files and their records (all JSON Lines except ``run.json``):
+
+- ``run.json``: :class:`RunManifest` (resolved config, versions, seeds, git commit).
+- ``episodes.jsonl``: one :class:`EpisodeSummary` per finished episode; appended, never rewritten.
+- ``trajectories/<episode_id>.jsonl``: :class:`EpisodeStart`, then :class:`TurnRecord` and
+  :class:`SubCallRecord` lines as the episode runs, then :class:`EpisodeEnd`.
+- ``verdicts/<grader>.jsonl``: one :class:`Verdict` per (episode, criterion) grading.
+
+Every record carries ``schema_version`` and ``record_type``; timestamps are timezone-aware
+UTC. Old shapes are upgraded by :func:`upgrade_record` before validation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlmdistill.models.base import Message, Sampling, Usage
+
+SCHEMA_VERSION = 1
+"""Bump when a record changes shape; add the upgrade step to :func:`upgrade_record`."""
+
+EpisodeStatus = Literal[
+    "completed",  # a memo was handed back
+    "no_memo",  # turn limit or the root stopped without a memo
+    "timeout",  # episode wall-time limit
+    "repl_timeout",  # one code block exceeded its time limit; REPL killed
+    "repl_crashed",  # REPL process died (memory limit, segfault, ...)
+    "context_exceeded",  # root history no longer fits the root's context window
+    "budget_exceeded",  # token or sub-call budget of the episode spent
+    "model_error",  # root request failed after bounded retries, or fatally
+    "error",  # harness bug or unexpected exception (traceback in the trajectory)
+]
+
+ActionFormat = Literal["fenced_code"]
+VerdictLabel = Literal["PASS", "FAIL", "UNGRADABLE"]
+
+
+def utcnow() -> dt.datetime:
+    """Timezone-aware current time in UTC."""
+    return dt.datetime.now(dt.UTC)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of the record shape (see :data:`SCHEMA_VERSION`)."""
+
+
+class TokenUsage(BaseModel):
+    """Token usage of one episode split by who spent it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root: Usage = Field(default_factory=Usage)
+    """Root model requests."""
+    sub: Usage = Field(default_factory=Usage)
+    """All sub-call requests."""
+
+
+class RoomInfo(BaseModel):
+    """Identity and size of the data room an episode ran on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    room_id: str
+    """Folder name of the room (human label)."""
+    room_hash: str
+    """sha256 over document ids and texts (first 16 hex chars): changes when content does."""
+    path: str
+    """Where the room was loaded from."""
+    n_documents: int
+    n_chars: int
+    """Total characters of extracted document text."""
+    n_tokens: int | None = None
+    """Total tokens under the root model's tokenizer, when known."""
+    folders: dict[str, int] = Field(default_factory=dict)
+    """Documents per top-level category folder."""
+
+
+class ModelSettings(BaseModel):
+    """How one model was used in an episode (recorded per episode)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str
+    """Model spec as given (``local:NAME`` or ``openai:MODEL@URL``); never holds a key."""
+    model_id: str
+    """Back end's id of the model."""
+    sampling: Sampling
+    few_shot: bool = False
+    """Root only: worked-example turns placed before the task."""
+    prefill: str | None = None
+    """Root only: text each assistant reply is forced to start with."""
+
+
+class Coverage(BaseModel):
+    """Share of the room's text that reached any model input (unit: characters).
+
+    ``method`` names how it was measured, so later probes can replace earlier ones.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str
+    overall: float
+    """Covered characters / room characters, in [0, 1]."""
+    per_folder: dict[str, float] = Field(default_factory=dict)
+    per_document: dict[str, float] = Field(default_factory=dict)
+
+
+class EpisodeStart(_Record):
+    """First line of a trajectory: everything needed to rebuild the root's first prompt."""
+
+    record_type: Literal["episode_start"] = "episode_start"
+    episode_id: str
+    run_id: str
+    sample_index: int
+    started_at: dt.datetime = Field(default_factory=utcnow)
+    room: RoomInfo
+    task_id: str
+    root: ModelSettings
+    sub: ModelSettings
+    depth: Literal[1, 2] = 1
+    seed: int
+    action_format: ActionFormat = "fenced_code"
+    prompt_version: str
+    """Version id of the packaged root system prompt."""
+    limits: dict[str, Any]
+    """Resolved episode limits (turns, sub-calls, tokens, wall time, output sizes)."""
+    initial_messages: list[Message]
+    """System prompt, few-shot turns and the task message, exactly as sent."""
+    n_few_shot_messages: int = 0
+    """How many of ``initial_messages`` (after the system prompt) are worked-example turns."""
+
+
+class CodeBlockResult(BaseModel):
+    """Execution of one fenced code block inside a turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    code: str
+    stdout_full: str
+    """Everything the block printed (capped at the trace limit; see ``stdout_chars``)."""
+    stdout_chars: int
+    """Characters printed in total, before any cap."""
+    error: str | None = None
+    """Traceback text when the block raised."""
+    duration_s: float
+    timed_out: bool = False
+
+
+class TurnRecord(_Record):
+    """One root completion plus the execution of its code."""
+
+    record_type: Literal["turn"] = "turn"
+    episode_id: str
+    turn: int
+    """0-based turn index."""
+    started_at: dt.datetime
+    n_messages_before: int
+    """Length of the root message list before this turn's request."""
+    messages_added: list[Message]
+    """Messages appended to the history since the previous request (REPL output as seen)."""
+    prefill: str | None = None
+    completion: str
+    """The root's reply as generated (prefill excluded)."""
+    usage: Usage
+    latency_s: float
+    attempts: int = 1
+    blocks: list[CodeBlockResult] = Field(default_factory=list)
+    observation: str | None = None
+    """What the root will see of this turn's execution (bounded), i.e. the next user message."""
+    final_answer_source: Literal["text", "final_call", "final_var"] | None = None
+    final_error: str | None = None
+    """E.g. ``FINAL_VAR(memo)`` named a variable that does not exist (case R1)."""
+    no_op: bool = False
+    """The reply held neither code nor a final answer (case R2)."""
+    duration_s: float = 0.0
+
+
+class SubCallRecord(_Record):
+    """One sub-call (a bounded LM call the root dispatched from the REPL)."""
+
+    record_type: Literal["sub_call"] = "sub_call"
+    episode_id: str
+    call_id: int
+    """0-based index over the episode's sub-calls."""
+    turn: int
+    block: int
+    batch_id: int
+    """Sub-calls sent by one ``llm_query_batched`` share a ``batch_id``."""
+    batch_size: int
+    parent_call_id: int | None = None
+    """Depth 2: the sub-call whose subagent made this one."""
+    depth: int = 1
+    prompt: str
+    sources: list[dict[str, Any]] = Field(default_factory=list)
+    """Document ranges the prompt carried when known: ``{doc_id, start, end}`` (chars)."""
+    response: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    attempts: int = 1
+    error: str | None = None
+    error_kind: str | None = None
+
+
+class EpisodeEnd(_Record):
+    """Last line of a complete trajectory."""
+
+    record_type: Literal["episode_end"] = "episode_end"
+    episode_id: str
+    status: EpisodeStatus
+    status_detail: str | None = None
+    memo: str | None = None
+    ended_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class EpisodeSummary(_Record):
+    """One line of ``episodes.jsonl``: enough to list, filter and report without trajectories."""
+
+    record_type: Literal["episode_summary"] = "episode_summary"
+    episode_id: str
+    run_id: str
+    sample_index: int
+    room: RoomInfo
+    task_id: str
+    root_model: str
+    sub_model: str
+    depth: Literal[1, 2] = 1
+    seed: int
+    status: EpisodeStatus
+    status_detail: str | None = None
+    n_turns: int
+    n_sub_calls: int
+    n_sub_call_errors: int = 0
+    n_sub_batches: int = 0
+    tokens: TokenUsage
+    wall_time_s: float
+    memo: str | None = None
+    memo_chars: int = 0
+    memo_sha256: str | None = None
+    cited_documents: list[str] = Field(default_factory=list)
+    """Document ids of the room that the memo names (exact id or file name)."""
+    coverage: Coverage | None = None
+    started_at: dt.datetime
+    ended_at: dt.datetime
+
+
+class Verdict(_Record):
+    """One grader's decision on one rubric criterion for one episode's memo."""
+
+    record_type: Literal["verdict"] = "verdict"
+    episode_id: str
+    grader: str
+    """Grader id, also the verdict file name (``verdicts/<grader>.jsonl``)."""
+    grader_version: str
+    criterion_id: str
+    criterion_type: str | None = None
+    weight: float = 1.0
+    verdict: VerdictLabel
+    reason: str
+    memo_sha256: str | None = None
+    graded_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class RunManifest(_Record):
+    """``run.json``: the resolved config and provenance of a run."""
+
+    record_type: Literal["run_manifest"] = "run_manifest"
+    run_id: str
+    created_at: dt.datetime = Field(default_factory=utcnow)
+    config: dict[str, Any]
+    """Resolved collect config (see ``rlmdistill.collect.config.CollectConfig``)."""
+    config_hash: str
+    versions: dict[str, str]
+    """Package versions (python, rlmdistill, torch, transformers, openai, ...)."""
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    rooms: list[RoomInfo]
+    command: list[str] = Field(default_factory=list)
+
+
+TrajectoryRecord = Annotated[
+    EpisodeStart | TurnRecord | SubCallRecord | EpisodeEnd, Field(discriminator="record_type")
+]
+
+
+def upgrade_record(data: dict[str, Any]) -> dict[str, Any]:
+    """Upgrade an old record shape to :data:`SCHEMA_VERSION` (identity for version 1).
+
+    Raises ``ValueError`` for a version newer than this package knows.
+    """
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ValueError(
+            f"record schema_version {version!r} is newer than this rlmdistill knows "
+            f"({SCHEMA_VERSION}); upgrade rlmdistill"
+        )
+    return data
