@@ -36,7 +36,9 @@ class Sampling(BaseModel):
     top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     max_tokens: int = Field(512, ge=1, description="Most new tokens to generate.")
     seed: int | None = Field(None, description="Per-request seed where the back end honours it.")
-    stop: list[str] = Field(default_factory=list, description="Stop strings (not included in the output).")
+    stop: list[str] = Field(
+        default_factory=list, description="Stop strings (not included in the output)."
+    )
 
 
 class Usage(BaseModel):

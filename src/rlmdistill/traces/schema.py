@@ -165,18 +165,20 @@ class TurnRecord(_Record):
     """0-based turn index."""
     started_at: dt.datetime
     n_messages_before: int
-    """Length of the root message list before this turn's request."""
-    messages_added: list[Message]
-    """Messages appended to the history since the previous request (REPL output as seen)."""
+    """Length of the root message list sent in this turn's request."""
+    prompt_sha256: str
+    """sha256 of the exact message list sent (see :func:`rlmdistill.traces.rebuild`)."""
     prefill: str | None = None
     completion: str
-    """The root's reply as generated (prefill excluded)."""
+    """The root's reply as generated (prefill excluded). The assistant message appended to
+    the history is ``(prefill or "") + completion``."""
     usage: Usage
     latency_s: float
     attempts: int = 1
     blocks: list[CodeBlockResult] = Field(default_factory=list)
     observation: str | None = None
-    """What the root will see of this turn's execution (bounded), i.e. the next user message."""
+    """The user message appended after this turn: the bounded REPL output exactly as the root
+    sees it in its next request. ``None`` when the episode ended in this turn."""
     final_answer_source: Literal["text", "final_call", "final_var"] | None = None
     final_error: str | None = None
     """E.g. ``FINAL_VAR(memo)`` named a variable that does not exist (case R1)."""

@@ -1,0 +1,89 @@
+"""The validated configuration of ``rlmdistill collect`` (one object, saved in ``run.json``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlmdistill.collect.repl import ReplLimits
+from rlmdistill.models.base import Sampling
+
+
+class EpisodeLimits(BaseModel):
+    """Per-episode budgets; exceeding one ends the episode with an explicit status."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_turns: int = Field(6, ge=1, description="Root turns before the episode ends as no_memo.")
+    max_sub_calls: int = Field(
+        256, ge=0, description="Sub-calls allowed; further llm_query calls raise in the REPL."
+    )
+    max_tokens: int = Field(
+        2_000_000,
+        ge=1,
+        description="Root + sub tokens (prompt + completion) before budget_exceeded.",
+    )
+    max_wall_s: float = Field(
+        1800.0, gt=0, description="Episode wall time (seconds) before timeout."
+    )
+    observation_head_chars: int = Field(
+        2500, ge=0, description="Characters of each block's output the root sees from the start."
+    )
+    observation_tail_chars: int = Field(
+        1000, ge=0, description="Characters of each block's output the root sees from the end."
+    )
+
+
+class CollectConfig(BaseModel):
+    """Everything that decides what a run's episodes are. Saved resolved in ``run.json``.
+
+    Fields that only change *how fast* episodes run (``concurrency``) are excluded from the
+    episode id, so resuming with more workers continues the same run.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    rooms: list[str] = Field(description="Data room folders (absolute paths once resolved).")
+    root: str = Field(description="Root model spec: local:NAME[+adapter=DIR] or openai:MODEL@URL.")
+    sub: str = Field(description="Sub-call model spec (same syntax as root).")
+    episodes: int = Field(4, ge=1, description="Episodes (samples) per room.")
+    concurrency: int = Field(4, ge=1, description="Episodes run at once.")
+    sub_concurrency: int = Field(8, ge=1, description="Sub-calls of one batch in flight at once.")
+    depth: Literal[1] = Field(
+        1, description="Recursion depth (1: sub-calls are plain completions)."
+    )
+    seed: int = Field(0, description="Base seed; each episode's seed derives from it and its id.")
+    root_sampling: Sampling = Field(
+        default_factory=lambda: Sampling(temperature=0.7, top_p=0.95, max_tokens=768)
+    )
+    sub_sampling: Sampling = Field(
+        default_factory=lambda: Sampling(temperature=0.2, top_p=0.95, max_tokens=200)
+    )
+    few_shot: bool = Field(False, description="Put the packaged worked example before the task.")
+    prefill: str | None = Field(
+        None, description='Text every root reply starts with, e.g. "```repl\\n".'
+    )
+    limits: EpisodeLimits = Field(default_factory=EpisodeLimits)
+    repl: ReplLimits = Field(default_factory=ReplLimits)
+
+    def fingerprint(self) -> str:
+        """sha256 (16 hex) of the fields that define episodes (excludes ``concurrency``)."""
+        data = self.model_dump(mode="json", exclude={"concurrency", "rooms"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def episode_id(config: CollectConfig, room_hash: str, task_id: str, sample_index: int) -> str:
+    """Stable id of one episode: sha256 over (config fingerprint, room, task, sample index).
+
+    The room enters by content hash, so moving a room folder keeps ids; editing it changes them.
+    """
+    key = json.dumps([config.fingerprint(), room_hash, task_id, sample_index])
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def episode_seed(config: CollectConfig, eid: str) -> int:
+    """Per-episode seed (31-bit) derived from the base seed and the episode id."""
+    return int(hashlib.sha256(f"{config.seed}:{eid}".encode()).hexdigest()[:8], 16) & 0x7FFFFFFF

@@ -1,0 +1,220 @@
+"""Parent side of the per-episode REPL: a persistent Python process, killable on limits.
+
+The worker (``repl_worker.py``) runs in its own process group with an address-space limit;
+the collector talks to it over pipes. A block that exceeds its wall-time limit gets the whole
+process group killed (SIGKILL) — thread timeouts and ``signal.alarm`` cannot stop
+``while True: pass`` (case T5). State persists across blocks and survives exceptions (R2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+WORKER = Path(__file__).with_name("repl_worker.py")
+
+
+class ReplLimits(BaseModel):
+    """Limits of one REPL process (per code block unless noted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    block_timeout_s: float = Field(
+        600.0, gt=0, description="Wall time of one code block, sub-calls included (seconds)."
+    )
+    memory_limit_mb: int | None = Field(
+        4096, description="Address-space limit of the REPL process (MiB); None = unlimited."
+    )
+    capture_head_chars: int = Field(
+        200_000, ge=0, description="Characters of a block's output kept from its start (trace)."
+    )
+    capture_tail_chars: int = Field(
+        50_000, ge=0, description="Characters of a block's output kept from its end (trace)."
+    )
+    startup_timeout_s: float = Field(60.0, gt=0, description="Time to load the room (seconds).")
+
+
+class ReplDied(RuntimeError):
+    """The REPL process ended or was killed. ``timed_out`` tells a wall-time kill apart."""
+
+    def __init__(self, message: str, *, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class BlockOutcome(NamedTuple):
+    """What executing one block returned."""
+
+    stdout: str
+    """Output as captured for the trace (head + tail when over the capture caps)."""
+    stdout_chars: int
+    """Characters printed in total."""
+    error: str | None
+    final: dict[str, Any] | None
+    """``{"source": "final_call"|"final_var", "value": str}`` when the block handed back a memo."""
+    final_error: str | None
+    stdout_sources: list[dict[str, Any]]
+    duration_s: float
+
+
+LlmHandler = Callable[[list[str], list[list[dict[str, Any]]]], list[str]]
+"""Called for every ``llm_query``/``llm_query_batched``: (prompts, sources) -> responses.
+Raising :class:`SubCallRefused` makes the REPL call raise ``RuntimeError`` with its text."""
+
+
+class SubCallRefused(Exception):
+    """Raised by an :data:`LlmHandler` to refuse a batch (e.g. the sub-call budget is spent)."""
+
+
+class ReplProcess:
+    """One persistent REPL process over one room snapshot.
+
+    Use as a context manager; :meth:`execute` runs a block and serves its sub-calls through
+    ``on_llm`` in the calling thread.
+    """
+
+    def __init__(self, room_snapshot: Path, scratch_dir: Path, limits: ReplLimits) -> None:
+        self.limits = limits
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-u", str(WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=scratch_dir,
+            start_new_session=True,
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONIOENCODING": "utf-8"},
+        )
+        self._buf = b""
+        init = {
+            "op": "init",
+            "room_snapshot": str(room_snapshot),
+            "capture_head_chars": limits.capture_head_chars,
+            "capture_tail_chars": limits.capture_tail_chars,
+            "memory_limit_bytes": limits.memory_limit_mb * 2**20
+            if limits.memory_limit_mb
+            else None,
+        }
+        self._write(init)
+        msg = self._read(time.monotonic() + limits.startup_timeout_s)
+        if msg.get("op") != "ready":
+            self.kill()
+            raise ReplDied(f"REPL failed to start: {msg}", timed_out=False)
+
+    # -- pipes ------------------------------------------------------------------------
+    def _write(self, msg: dict[str, Any]) -> None:
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write((json.dumps(msg) + "\n").encode("ascii"))
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise ReplDied(f"REPL process is gone ({exc})", timed_out=False) from exc
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise ReplDied("code block exceeded its time limit; REPL killed", timed_out=True)
+            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                code = self._proc.wait()
+                raise ReplDied(f"REPL process died (exit code {code})", timed_out=False)
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    # -- API --------------------------------------------------------------------------
+    def execute(
+        self, code: str, on_llm: LlmHandler, timeout_s: float | None = None
+    ) -> BlockOutcome:
+        """Run ``code``; serve its sub-calls with ``on_llm``; return its outcome.
+
+        Raises :class:`ReplDied` when the block exceeds ``timeout_s`` (default
+        ``limits.block_timeout_s``; the process is killed) or the process dies.
+        """
+        t0 = time.monotonic()
+        deadline = t0 + (timeout_s if timeout_s is not None else self.limits.block_timeout_s)
+        self._write({"op": "exec", "code": code})
+        while True:
+            msg = self._read(deadline)
+            op = msg.get("op")
+            if op == "llm":
+                try:
+                    responses = on_llm(msg["prompts"], msg["sources"])
+                    self._write({"op": "llm_result", "responses": responses})
+                except SubCallRefused as exc:
+                    self._write({"op": "llm_result", "fatal": str(exc)})
+                continue
+            if op == "result":
+                return BlockOutcome(
+                    stdout=msg["stdout"],
+                    stdout_chars=msg["stdout_chars"],
+                    error=msg["error"],
+                    final=msg["final"],
+                    final_error=msg["final_error"],
+                    stdout_sources=msg["stdout_sources"],
+                    duration_s=time.monotonic() - t0,
+                )
+            raise ReplDied(f"protocol error from REPL: {msg}", timed_out=False)
+
+    def get_var(self, name: str, timeout_s: float = 30.0) -> str | None:
+        """Value of REPL variable ``name`` as ``str``, or ``None`` when it does not exist."""
+        self._write({"op": "get_var", "name": name})
+        msg = self._read(time.monotonic() + timeout_s)
+        return msg["value"] if msg.get("found") else None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def kill(self) -> None:
+        """SIGKILL the REPL's whole process group and reap it. Idempotent."""
+        if self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+    def close(self) -> None:
+        """Ask the worker to exit, then make sure it is gone."""
+        if self._proc.poll() is None:
+            try:
+                self._write({"op": "shutdown"})
+                self._proc.wait(timeout=2)
+            except (ReplDied, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def __enter__(self) -> ReplProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,393 @@
+"""Model client for any OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp, APIs).
+
+Implements :class:`~rlmdistill.models.base.ModelClient` over the ``openai`` SDK with the SDK's
+own retries switched off and bounded retries of our own (``tenacity``: exponential backoff with
+full jitter, honouring ``Retry-After`` up to the backoff cap), so that every
+:class:`~rlmdistill.models.base.ChatResult` records how many attempts it took. Errors are
+classified as in case T4 of ``shared/cases``:
+
+- HTTP 400/413/422 whose message speaks of the context length -> ``ContextExceededError``;
+- 408/409/429/5xx, timeouts and connection errors, once retries are spent ->
+  ``RetryableModelError(attempts=n)``;
+- anything else (other 4xx, malformed response, empty ``choices``) -> ``FatalModelError``.
+
+Reply prefill uses the vLLM/SGLang ``continue_final_message`` extension: the prefill is sent as
+a final assistant message with ``extra_body={"continue_final_message": True,
+"add_generation_prompt": False}``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import httpx
+import openai
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+)
+
+from rlmdistill.models.base import (
+    ChatResult,
+    ContextExceededError,
+    FatalModelError,
+    FinishReason,
+    Message,
+    ModelError,
+    RetryableModelError,
+    Sampling,
+    Usage,
+)
+
+PrefillMode = Literal["continue_final_message", "none"]
+"""How a reply prefill is sent: vLLM/SGLang ``continue_final_message``, or not supported."""
+
+DEFAULT_KEY_ENV = "RLMDISTILL_API_KEY"
+"""Environment variable the API key is read from unless the spec names another."""
+
+CONTEXT_ERROR_MARKERS: tuple[str, ...] = (
+    "maximum context length",
+    "context_length_exceeded",
+    "context length",
+    "too many tokens",
+    "prompt is too long",
+    "exceeds the context",
+    "input is too long",
+)
+"""Lower-case substrings of a 4xx message that mean the prompt did not fit the context."""
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def is_context_error_message(message: str) -> bool:
+    """True when an error message says the prompt exceeded the model's context window."""
+    low = message.lower()
+    return any(marker in low for marker in CONTEXT_ERROR_MARKERS)
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
+    return isinstance(exc, httpx.TimeoutException | httpx.TransportError)
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+    return str(exc.message or exc)
+
+
+def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
+    """Rough prompt size in tokens when no tokenizer is known: characters / 3 + 4 per message.
+
+    Deliberately pessimistic (real BPE tokenizers average ~4 characters per token on English).
+    """
+    return sum(len(m.content) for m in messages) // 3 + 4 * len(messages)
+
+
+class OpenAIChatClient:
+    """Chat client for one model on an OpenAI-compatible server.
+
+    Thread-safe: one SDK client (one ``httpx`` connection pool) is shared by all threads.
+
+    Args:
+        model: model name the server knows (``model`` field of the request).
+        base_url: server root including ``/v1``, e.g. ``http://127.0.0.1:8000/v1``.
+        api_key: the key; ``None`` reads ``$key_env`` and falls back to ``"EMPTY"`` (what
+            local vLLM/SGLang servers accept). Never part of :attr:`model_id`.
+        key_env: environment variable holding the key (default ``RLMDISTILL_API_KEY``).
+        timeout_s: timeout of each HTTP attempt in seconds (connect + read).
+        max_retries: retries after the first attempt for retryable errors
+            (so at most ``max_retries + 1`` attempts).
+        backoff_initial_s / backoff_max_s: exponential backoff with full jitter: the wait
+            before retry *k* is uniform in ``[0, min(backoff_max_s, backoff_initial_s * 2**k)]``;
+            a ``Retry-After`` header raises it, never past ``backoff_max_s``.
+        prefill_mode: ``continue_final_message`` (vLLM/SGLang) or ``none`` (a prefill then
+            raises ``FatalModelError``).
+        context_window: the model's context in tokens, if known; enables clamping
+            ``max_tokens`` to ``context_window - estimated prompt tokens`` before sending.
+        count_tokens: optional exact token counter (``str -> int``) for that clamping;
+            default :func:`estimate_prompt_tokens`.
+        logprobs: request per-token log-probabilities and fill ``ChatResult.logprobs``.
+        max_concurrency: threads used by :meth:`chat_batch`.
+        extra_body: extra JSON fields merged into every request (server extensions).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        key_env: str = DEFAULT_KEY_ENV,
+        timeout_s: float = 120.0,
+        max_retries: int = 4,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        prefill_mode: PrefillMode = "continue_final_message",
+        context_window: int | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+        logprobs: bool = False,
+        max_concurrency: int = 8,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.model_id = f"openai:{model}@{self.base_url}"
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max_retries
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self.prefill_mode: PrefillMode = prefill_mode
+        self.context_window = context_window
+        self.count_tokens = count_tokens
+        self.logprobs = logprobs
+        self.max_concurrency = max(1, max_concurrency)
+        self.extra_body = dict(extra_body or {})
+        key = api_key if api_key is not None else os.environ.get(key_env) or "EMPTY"
+        self._client = openai.OpenAI(
+            base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0
+        )
+        self._closed = False
+        self._lock = threading.Lock()
+
+    # -- request building -------------------------------------------------------------
+
+    def _prompt_tokens(self, messages: Sequence[Message]) -> int:
+        if self.count_tokens is None:
+            return estimate_prompt_tokens(messages)
+        return sum(self.count_tokens(m.content) for m in messages) + 4 * len(messages)
+
+    def _max_tokens(self, messages: Sequence[Message], sampling: Sampling) -> int:
+        if self.context_window is None:
+            return sampling.max_tokens
+        room = self.context_window - self._prompt_tokens(messages)
+        if room <= 0:
+            raise ContextExceededError(
+                f"{self.model_id}: prompt of ~{self._prompt_tokens(messages)} tokens leaves "
+                f"{room} of the {self.context_window}-token context for the reply",
+                attempts=0,
+            )
+        return min(sampling.max_tokens, room)
+
+    def _request(
+        self, messages: list[Message], sampling: Sampling, prefill: str | None
+    ) -> dict[str, Any]:
+        wire: list[dict[str, str]] = [{"role": m.role, "content": m.content} for m in messages]
+        extra: dict[str, Any] = dict(self.extra_body)
+        if prefill:
+            if self.prefill_mode == "none":
+                raise FatalModelError(
+                    f"{self.model_id}: a reply prefill was requested but prefill_mode='none'; "
+                    "standard OpenAI chat APIs cannot force the start of a reply. Use a "
+                    "vLLM/SGLang server (prefill_mode='continue_final_message') or drop the "
+                    "prefill from the root settings.",
+                    attempts=0,
+                )
+            wire.append({"role": "assistant", "content": prefill})
+            extra.update({"continue_final_message": True, "add_generation_prompt": False})
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": self._max_tokens(messages, sampling),
+        }
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if self.logprobs:
+            body["logprobs"] = True
+        if extra:
+            body["extra_body"] = extra
+        return body
+
+    # -- retry machinery --------------------------------------------------------------
+
+    def _wait(self, state: RetryCallState) -> float:
+        k = state.attempt_number - 1
+        cap = min(self.backoff_max_s, self.backoff_initial_s * (2**k))
+        wait = random.uniform(0.0, cap)
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, openai.APIStatusError):
+            retry_after = exc.response.headers.get("retry-after")
+            try:
+                if retry_after is not None:
+                    wait = max(wait, min(float(retry_after), self.backoff_max_s))
+            except ValueError:
+                pass
+        return wait
+
+    def _classify(self, exc: BaseException, attempts: int) -> ModelError:
+        if isinstance(exc, ModelError):
+            exc.attempts = attempts
+            return exc
+        if isinstance(exc, openai.APIStatusError):
+            text = _error_text(exc)
+            status = exc.status_code
+            if status in (400, 413, 422) and is_context_error_message(text):
+                return ContextExceededError(
+                    f"{self.model_id}: HTTP {status}: {text}", attempts=attempts
+                )
+            if _is_retryable(exc):
+                return RetryableModelError(
+                    f"{self.model_id}: HTTP {status} after {attempts} attempt(s): {text}",
+                    attempts=attempts,
+                )
+            return FatalModelError(f"{self.model_id}: HTTP {status}: {text}", attempts=attempts)
+        if _is_retryable(exc):
+            return RetryableModelError(
+                f"{self.model_id}: {type(exc).__name__} after {attempts} attempt(s) "
+                f"(timeout {self.timeout_s}s): {exc}",
+                attempts=attempts,
+            )
+        return FatalModelError(f"{self.model_id}: {type(exc).__name__}: {exc}", attempts=attempts)
+
+    # -- public API -------------------------------------------------------------------
+
+    def chat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:
+        """Complete ``messages`` (see :meth:`ModelClient.chat`).
+
+        Returns a :class:`ChatResult` whose ``latency_s`` covers all attempts and backoff.
+
+        Raises:
+            ContextExceededError: server said the context is exceeded, or the locally
+                estimated prompt leaves no room (only with ``context_window``).
+            RetryableModelError: 408/409/429/5xx/timeout/connection error on every attempt.
+            FatalModelError: other HTTP errors, a malformed response, a prefill with
+                ``prefill_mode='none'``, or a closed client.
+        """
+        if self._closed:
+            raise FatalModelError(f"{self.model_id}: client is closed", attempts=0)
+        body = self._request(messages, sampling, prefill)
+        t0 = time.perf_counter()
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(_is_retryable),
+            reraise=True,
+        )
+        attempts = 0
+        try:
+            for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    response = self._client.chat.completions.create(**body)
+        except Exception as exc:
+            raise self._classify(exc, max(attempts, 1)) from exc
+        return self._result(response, prefill, time.perf_counter() - t0, attempts)
+
+    def _result(
+        self, response: Any, prefill: str | None, latency_s: float, attempts: int
+    ) -> ChatResult:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise FatalModelError(
+                f"{self.model_id}: malformed response without choices: {response!r:.300}",
+                attempts=attempts,
+            )
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise FatalModelError(
+                f"{self.model_id}: malformed response, choice without message", attempts=attempts
+            )
+        text = message.content or ""
+        if not isinstance(text, str):
+            raise FatalModelError(
+                f"{self.model_id}: malformed response, content is {type(text).__name__}",
+                attempts=attempts,
+            )
+        if prefill and text.startswith(prefill):
+            text = text[len(prefill) :]
+        usage = Usage()
+        if response.usage is not None:
+            details = getattr(response.usage, "prompt_tokens_details", None)
+            cached = getattr(details, "cached_tokens", None) if details is not None else None
+            usage = Usage(
+                prompt_tokens=response.usage.prompt_tokens or 0,
+                completion_tokens=response.usage.completion_tokens or 0,
+                cached_tokens=cached or 0,
+            )
+        finish: FinishReason = "unknown"
+        if choice.finish_reason in ("stop", "length"):
+            finish = choice.finish_reason
+        logprobs: list[float] | None = None
+        lp = getattr(choice, "logprobs", None)
+        if self.logprobs and lp is not None and lp.content is not None:
+            logprobs = [float(t.logprob) for t in lp.content]
+        return ChatResult(
+            text=text,
+            usage=usage,
+            latency_s=latency_s,
+            finish_reason=finish,
+            model=getattr(response, "model", None) or self.model,
+            attempts=attempts,
+            logprobs=logprobs,
+        )
+
+    def chat_batch(
+        self,
+        batch: Sequence[list[Message]],
+        sampling: Sampling,
+        *,
+        prefill: str | None = None,
+    ) -> list[ChatResult | ModelError]:
+        """Run ``chat`` for every conversation in ``batch`` concurrently.
+
+        Uses up to ``max_concurrency`` threads. Returns one entry per input, in input order:
+        the :class:`ChatResult`, or the classified :class:`ModelError` of that prompt alone
+        (one failing prompt never fails the others, case T4).
+        """
+
+        def one(messages: list[Message]) -> ChatResult | ModelError:
+            try:
+                return self.chat(messages, sampling, prefill=prefill)
+            except ModelError as exc:
+                return exc
+            except Exception as exc:  # a bug must not kill the sibling prompts
+                return FatalModelError(f"{self.model_id}: {type(exc).__name__}: {exc}")
+
+        if not batch:
+            return []
+        workers = min(self.max_concurrency, len(batch))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlmd-openai") as pool:
+            return list(pool.map(one, batch))
+
+    def close(self) -> None:
+        """Close the HTTP connection pool. Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._client.close()
+
+    def __enter__(self) -> OpenAIChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatClient({self.model_id!r})"

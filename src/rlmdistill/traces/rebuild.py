@@ -1,0 +1,41 @@
+"""Rebuild the exact message lists the root was sent, from a trajectory's records."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from rlmdistill.models.base import Message
+from rlmdistill.traces.schema import EpisodeStart, TurnRecord
+
+
+def messages_sha256(messages: list[Message]) -> str:
+    """sha256 (hex) of a message list, over its canonical JSON (role + content)."""
+    payload = json.dumps([m.model_dump() for m in messages], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def assistant_message(turn: TurnRecord) -> Message:
+    """The assistant message a turn added to the root history (prefill + completion)."""
+    return Message(role="assistant", content=(turn.prefill or "") + turn.completion)
+
+
+def root_requests(start: EpisodeStart, turns: list[TurnRecord]) -> list[list[Message]]:
+    """The message list of every root request of an episode, in turn order.
+
+    Shape: ``len(result) == len(turns)``; ``result[t]`` is exactly what turn ``t`` sent.
+    Raises ``ValueError`` if a rebuilt list does not match the recorded length or hash.
+    """
+    history = list(start.initial_messages)
+    out: list[list[Message]] = []
+    for turn in sorted(turns, key=lambda t: t.turn):
+        if len(history) != turn.n_messages_before or messages_sha256(history) != turn.prompt_sha256:
+            raise ValueError(
+                f"episode {turn.episode_id} turn {turn.turn}: rebuilt root prompt does not match "
+                "the recorded length/hash (trajectory incomplete or edited)"
+            )
+        out.append(list(history))
+        history.append(assistant_message(turn))
+        if turn.observation is not None:
+            history.append(Message(role="user", content=turn.observation))
+    return out

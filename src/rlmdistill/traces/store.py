@@ -1,0 +1,164 @@
+"""JSON Lines storage for run directories: append-only writes, torn-tail tolerant reads.
+
+Case T3 (``shared/cases``): a crash can leave a half-written last line. Readers return every
+complete record and report the torn tail; the next append first closes the tail with a newline
+so it never fuses with a new record; a bad line in the *middle* of a file is an error.
+Case T2: strings are sanitised at this boundary (lone UTF-16 surrogates become U+FFFD) so a
+record always encodes to UTF-8 and reads back equal to what was written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel, TypeAdapter
+
+from rlmdistill.traces.schema import upgrade_record
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_M = TypeVar("_M", bound=BaseModel)
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+TORN_MARKER = "torn_tail"
+"""``record_type`` of the marker line an append writes after closing a torn last line."""
+
+
+def _is_marker(line: str) -> bool:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and obj.get("record_type") == TORN_MARKER
+
+
+class TraceFileError(ValueError):
+    """A trace file is corrupt somewhere other than its last line (names file and line)."""
+
+
+def sanitize(value: Any) -> Any:
+    """Return ``value`` with lone surrogates in every string replaced by U+FFFD (case T2).
+
+    Works on nested dicts/lists as produced by ``model_dump(mode="json")``.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {sanitize(k): sanitize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sanitize(v) for v in value]
+    return value
+
+
+def dumps_record(record: BaseModel | dict[str, Any]) -> str:
+    """Serialise one record to a single JSON line (no trailing newline), sanitised."""
+    data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+    return json.dumps(sanitize(data), ensure_ascii=False, separators=(",", ":"))
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    key = str(path.resolve())
+    with _locks_guard:
+        return _locks.setdefault(key, threading.Lock())
+
+
+def append_records(path: Path, records: list[BaseModel] | list[dict[str, Any]]) -> None:
+    """Append records to ``path`` as JSON lines in one ``write`` and fsync.
+
+    If the file ends with a torn line (no final newline), a newline and a ``torn_tail`` marker
+    line are written first: the torn bytes stay on disk untouched and readers know to skip
+    exactly that line. Thread-safe within a process; one
+    ``os.write`` on an ``O_APPEND`` descriptor keeps concurrent processes from interleaving.
+    """
+    if not records:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = "".join(dumps_record(r) + "\n" for r in records).encode("utf-8")
+    with _lock_for(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size:
+                with open(path, "rb") as fh:
+                    fh.seek(size - 1)
+                    if fh.read(1) != b"\n":
+                        marker = json.dumps({"record_type": TORN_MARKER})
+                        payload = b"\n" + marker.encode() + b"\n" + payload
+            os.write(fd, payload)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class JsonlRead(NamedTuple):
+    """Result of reading a JSON Lines file."""
+
+    records: list[dict[str, Any]]
+    """Every complete record, in file order."""
+    torn_tail: str | None
+    """The unparsable last line (a crash mid-write), or ``None``."""
+    skipped_torn_lines: int
+    """Unparsable lines that were closed off by a later append (earlier crashes)."""
+
+
+def read_jsonl(path: Path) -> JsonlRead:
+    """Read ``path`` tolerating a torn last line (case T3).
+
+    Lines that were torn by an earlier crash and then closed off by a later append (they are
+    followed by a ``torn_tail`` marker line) are skipped and counted; any other bad line raises
+    :class:`TraceFileError` naming the file and line number. A missing file reads as empty.
+    """
+    if not path.exists():
+        return JsonlRead([], None, 0)
+    raw = path.read_bytes()
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    ends_clean = text.endswith("\n") or text == ""
+    if ends_clean:
+        lines = lines[:-1]
+    records: list[dict[str, Any]] = []
+    torn: str | None = None
+    skipped = 0
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        is_last = i == len(lines) - 1
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if is_last and not ends_clean:
+                torn = line
+                continue
+            if not is_last and _is_marker(lines[i + 1]):
+                skipped += 1
+                continue
+            raise TraceFileError(f"{path}:{i + 1}: corrupt JSON line ({exc.msg})") from exc
+        if isinstance(obj, dict) and obj.get("record_type") == TORN_MARKER:
+            continue
+        if not isinstance(obj, dict):
+            raise TraceFileError(
+                f"{path}:{i + 1}: expected a JSON object, got {type(obj).__name__}"
+            )
+        records.append(obj)
+    return JsonlRead(records, torn, skipped)
+
+
+def parse_records(path: Path, model: type[_M] | TypeAdapter[Any]) -> Iterator[Any]:
+    """Read ``path`` and validate each record (after :func:`upgrade_record`).
+
+    Raises :class:`TraceFileError` naming the file and line when a record fails validation.
+    """
+    result = read_jsonl(path)
+    adapter = model if isinstance(model, TypeAdapter) else TypeAdapter(model)
+    for i, rec in enumerate(result.records):
+        try:
+            yield adapter.validate_python(upgrade_record(rec))
+        except Exception as exc:  # pydantic.ValidationError or ValueError from upgrade
+            raise TraceFileError(f"{path}: record {i + 1} is invalid: {exc}") from exc
