@@ -238,7 +238,7 @@ def convert_gguf(gguf: Path, out_dir: Path, *, dtype: str, manifest: dict[str, A
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(
+        model: Any = AutoModelForCausalLM.from_pretrained(
             str(gguf.parent), gguf_file=gguf.name, dtype=torch_dtype
         )
         model.hf_quantizer = None

@@ -118,6 +118,7 @@ _FOLDER_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _SPAN_MAX_CHARS = 1000
 _FUZZY_CUTOFF = 95.0
 _N_KEY_TERMS = 6
+_NAME_MAX_CHARS = 100
 
 
 class CuadError(ValueError):
@@ -300,7 +301,11 @@ def _match_contracts(source: Path) -> tuple[str, list[_Contract], list[str], int
 
 def _doc_name(txt_name: str) -> str:
     stem = re.sub(r"\.txt$", "", txt_name, flags=re.IGNORECASE)
-    return slugify(stem, "_")[:80].strip("_") or "contract"
+    slug = slugify(stem, "_") or "contract"
+    if len(slug) > _NAME_MAX_CHARS:  # cut at a word boundary when one is near
+        cut = slug[:_NAME_MAX_CHARS]
+        slug = cut[: cut.rfind("_")] if cut.rfind("_") > _NAME_MAX_CHARS // 2 else cut
+    return slug
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:

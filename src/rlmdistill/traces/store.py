@@ -13,7 +13,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -69,7 +69,7 @@ def _lock_for(path: Path) -> threading.Lock:
         return _locks.setdefault(key, threading.Lock())
 
 
-def append_records(path: Path, records: list[BaseModel] | list[dict[str, Any]]) -> None:
+def append_records(path: Path, records: Sequence[BaseModel | dict[str, Any]]) -> None:
     """Append records to ``path`` as JSON lines in one ``write`` and fsync.
 
     If the file ends with a torn line (no final newline), a newline and a ``torn_tail`` marker

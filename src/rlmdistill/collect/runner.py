@@ -1,0 +1,182 @@
+"""``rlmdistill collect``: run many episodes over rooms, resumable, into a run directory.
+
+Layout written (see :mod:`rlmdistill.traces.schema`): ``run.json``, ``episodes.jsonl``
+(appended once per finished episode), ``trajectories/<episode_id>.jsonl``. Re-running the
+same command skips episodes already in ``episodes.jsonl`` and restarts unfinished ones, so
+every episode ends up there exactly once. A run directory refuses a different config.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import NamedTuple
+
+from tqdm import tqdm
+
+from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
+from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
+from rlmdistill.models.base import ModelClient
+from rlmdistill.paths import cache_home
+from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.rooms import DataRoom
+from rlmdistill.traces.schema import EpisodeSummary, RoomInfo, RunManifest
+from rlmdistill.traces.store import append_records, parse_records
+
+
+class RunConfigMismatch(ValueError):
+    """The run directory already holds a run made with a different config."""
+
+
+class CollectResult(NamedTuple):
+    """What :func:`collect` did."""
+
+    run_dir: Path
+    summaries: list[EpisodeSummary]
+    """Episodes finished by this call (not those skipped as already done)."""
+    skipped: int
+    """Episodes already in ``episodes.jsonl`` before this call."""
+
+
+def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
+    """Prepare ``room`` for episodes: info record and a cached REPL snapshot file.
+
+    Raises ``ValueError`` when the room has no ``task.json`` (episodes need a task).
+    """
+    if room.task is None:
+        raise ValueError(f"room {room.path} has no task.json; build one or add it")
+    n_tokens = None
+    tok = getattr(root, "tokenizer", None)
+    if tok is not None:
+        n_tokens = room.token_count(tok)
+    info = RoomInfo(
+        room_id=room.room_id,
+        room_hash=room.room_hash,
+        path=str(room.path),
+        n_documents=len(room.documents),
+        n_chars=room.n_chars,
+        n_tokens=n_tokens,
+        folders=room.folders,
+    )
+    snap = cache_home() / "rooms" / f"{room.room_hash}.json"
+    if not snap.exists():
+        snap.parent.mkdir(parents=True, exist_ok=True)
+        tmp = snap.with_suffix(f".{threading.get_ident()}.tmp")
+        room.snapshot_json(tmp)
+        tmp.replace(snap)
+    return RoomHandle(
+        info=info,
+        snapshot=snap,
+        documents=[(d.id, d.folder, d.n_chars) for d in room.documents],
+        task_id=room.task.id,
+        task_title=room.task.title,
+        task_instructions=room.task.instructions,
+    )
+
+
+def _manifest(run_dir: Path, config: CollectConfig, rooms: list[RoomInfo]) -> RunManifest:
+    path = run_dir / "run.json"
+    config_hash = config.fingerprint() + ":" + ",".join(sorted(r.room_hash for r in rooms))
+    if path.exists():
+        old = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+        if old.config_hash != config_hash:
+            raise RunConfigMismatch(
+                f"{path}: this run was collected with another config or other rooms "
+                f"({old.config_hash} != {config_hash}); use a new --out directory"
+            )
+        return old
+    commit, dirty = git_state()
+    manifest = RunManifest(
+        run_id=run_dir.name,
+        config=config.model_dump(mode="json"),
+        config_hash=config_hash,
+        versions=package_versions(),
+        git_commit=commit,
+        git_dirty=dirty,
+        rooms=rooms,
+        command=sys.argv,
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    tmp.replace(path)
+    return manifest
+
+
+def finished_ids(run_dir: Path) -> set[str]:
+    """Ids of episodes already in ``episodes.jsonl`` (torn last line tolerated)."""
+    return {s.episode_id for s in parse_records(run_dir / "episodes.jsonl", EpisodeSummary)}
+
+
+def collect(
+    config: CollectConfig,
+    run_dir: Path,
+    root: ModelClient,
+    sub: ModelClient,
+    *,
+    progress: bool = True,
+) -> CollectResult:
+    """Run every episode of ``config`` not yet in ``run_dir/episodes.jsonl``.
+
+    ``root``/``sub`` are open clients for ``config.root``/``config.sub`` (the same object when
+    the specs are equal). Episodes run ``config.concurrency`` at a time; each finished one is
+    appended to ``episodes.jsonl`` at once. Raises :class:`RunConfigMismatch` when ``run_dir``
+    holds a different run, ``ValueError`` for a room without a task.
+    """
+    rooms = [DataRoom.load(p) for p in config.rooms]
+    handles = [room_handle(r, root) for r in rooms]
+    manifest = _manifest(run_dir, config, [h.info for h in handles])
+    done = finished_ids(run_dir)
+    plan: list[tuple[RoomHandle, int, str]] = []
+    for h in handles:
+        for k in range(config.episodes):
+            eid = episode_id(config, h.info.room_hash, h.task_id, k)
+            if eid not in done:
+                plan.append((h, k, eid))
+    skipped = len(handles) * config.episodes - len(plan)
+    summaries: list[EpisodeSummary] = []
+    if not plan:
+        return CollectResult(run_dir, summaries, skipped)
+
+    def run_one(item: tuple[RoomHandle, int, str]) -> EpisodeSummary:
+        handle, k, eid = item
+        scratch = Path(tempfile.mkdtemp(prefix=f"rlmdistill-{eid}-"))
+        try:
+            with ThreadPoolExecutor(config.sub_concurrency, thread_name_prefix="sub") as pool:
+                ep = Episode(
+                    config,
+                    EpisodeSpec(
+                        run_id=manifest.run_id,
+                        episode_id=eid,
+                        sample_index=k,
+                        seed=episode_seed(config, eid),
+                        trajectory_path=run_dir / "trajectories" / f"{eid}.jsonl",
+                        scratch_dir=scratch,
+                    ),
+                    handle,
+                    root,
+                    sub,
+                    config.root,
+                    config.sub,
+                    pool,
+                )
+                summary = ep.run()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        append_records(run_dir / "episodes.jsonl", [summary])
+        return summary
+
+    bar = tqdm(total=len(plan), desc=f"collect {run_dir.name}", unit="ep", disable=not progress)
+    with ThreadPoolExecutor(config.concurrency, thread_name_prefix="episode") as ex:
+        futures = [ex.submit(run_one, item) for item in plan]
+        for fut in as_completed(futures):
+            s = fut.result()
+            summaries.append(s)
+            bar.set_postfix_str(f"last: {s.status}")
+            bar.update(1)
+    bar.close()
+    return CollectResult(run_dir, summaries, skipped)

@@ -1,0 +1,459 @@
+"""In-process ``transformers`` back end for local checkpoints and LoRA adapters.
+
+:class:`LocalChatClient` implements :class:`~rlmdistill.models.base.ModelClient` for a
+checkpoint directory (``config.json`` + safetensors + tokenizer, e.g. one converted by
+``rlmdistill models pull``), optionally with a PEFT LoRA adapter on top. One background worker
+thread owns the model; :meth:`LocalChatClient.chat` may be called from any number of threads:
+each call enqueues a request and waits for it, and the worker gathers up to ``max_batch``
+concurrent requests with compatible sampling settings into one left-padded ``generate`` call.
+That is what makes sub-call fan-out cheap on a CPU (Qwen2.5-Coder-0.5B on 2 cores: ~11 tok/s
+alone, ~59 tok/s in a batch of 8, see ``shared/MODELS.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rlmdistill.models.base import (
+    ChatResult,
+    ContextExceededError,
+    FatalModelError,
+    FinishReason,
+    Message,
+    ModelError,
+    Sampling,
+    Usage,
+)
+
+LocalDtype = Literal["auto", "float32", "bfloat16", "float16"]
+"""Compute dtype; ``auto`` = bfloat16 when the CPU runs it, else float32."""
+
+MIN_NEW_TOKENS = 16
+"""``max_tokens`` is clamped to fit the context only if at least this many new tokens fit."""
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    max_tokens: int
+    sampling: Sampling
+    enqueued_at: float
+    future: Future[ChatResult] = field(default_factory=Future)
+
+    @property
+    def group_key(self) -> tuple[Any, ...]:
+        s = self.sampling
+        return ("greedy",) if s.temperature == 0 else ("sample", s.temperature, s.top_p)
+
+
+_STOP = object()
+
+
+def bf16_supported() -> bool:
+    """True when a bfloat16 matmul runs on this CPU (and is not emulated as an error)."""
+    import torch
+
+    try:
+        a = torch.ones(4, 4, dtype=torch.bfloat16)
+        return bool(torch.isfinite((a @ a).float()).all())
+    except (RuntimeError, TypeError):
+        return False
+
+
+class LocalChatClient:
+    """Batched in-process chat client over a ``transformers`` causal LM.
+
+    Args:
+        model_dir: checkpoint directory (``config.json``, safetensors, tokenizer files with a
+            chat template).
+        adapter: optional PEFT adapter directory loaded with ``PeftModel.from_pretrained``.
+        dtype: compute dtype (``auto``: bfloat16 if :func:`bf16_supported`, else float32).
+        max_batch: most requests in one ``generate`` call.
+        batch_wait_s: after the first queued request, how long the worker waits for more
+            before generating (seconds).
+        context_window: override of ``config.max_position_embeddings`` (tokens).
+        num_threads: ``torch.set_num_threads`` value; default ``$RLMDISTILL_NUM_THREADS``
+            when set, else torch's default (which honours ``OMP_NUM_THREADS``).
+        model_id: id recorded in traces; default ``local:<model_dir>[+adapter=<adapter>]``.
+        merge_adapter: merge the LoRA weights into the base (faster, same outputs up to
+            rounding).
+
+    Determinism: greedy decoding (``temperature == 0``) of a given prompt is deterministic for
+    a given batch composition. Sampling seeds a generator from the *first* request's
+    ``seed`` per batch, so sampled outputs depend on which requests were batched together
+    (and left padding can shift logits slightly), i.e. sampling is not reproducible across
+    batch compositions.
+
+    Attributes:
+        generate_calls: number of ``model.generate`` calls made so far.
+        requests_served: number of requests answered (success or error).
+    """
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        adapter: str | Path | None = None,
+        dtype: LocalDtype = "auto",
+        max_batch: int = 8,
+        batch_wait_s: float = 0.02,
+        context_window: int | None = None,
+        num_threads: int | None = None,
+        model_id: str | None = None,
+        merge_adapter: bool = False,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model_dir = Path(model_dir)
+        self.adapter = Path(adapter) if adapter is not None else None
+        default_id = f"local:{model_dir}" + (f"+adapter={adapter}" if adapter else "")
+        self.model_id = model_id or default_id
+        self.max_batch = max(1, max_batch)
+        self.batch_wait_s = batch_wait_s
+        threads = num_threads or int(os.environ.get("RLMDISTILL_NUM_THREADS") or 0)
+        if threads > 0:
+            torch.set_num_threads(threads)
+        if dtype == "auto":
+            dtype = "bfloat16" if bf16_supported() else "float32"
+        self.dtype: str = dtype
+        t0 = time.perf_counter()
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
+            model: Any = AutoModelForCausalLM.from_pretrained(
+                str(self.model_dir), dtype=getattr(torch, dtype)
+            )
+            if self.adapter is not None:
+                from peft import PeftModel
+
+                model = PeftModel.from_pretrained(model, str(self.adapter))
+                if merge_adapter:
+                    model = model.merge_and_unload()
+        except (OSError, ValueError) as exc:
+            raise FatalModelError(f"{self.model_id}: cannot load: {exc}", attempts=0) from exc
+        model.eval()
+        self.model: Any = model
+        self.load_s = time.perf_counter() - t0
+        if getattr(self.tokenizer, "chat_template", None) is None:
+            raise FatalModelError(f"{self.model_id}: tokenizer has no chat template", attempts=0)
+        config = model.config
+        self.context_window: int = int(
+            context_window or getattr(config, "max_position_embeddings", 0) or 2048
+        )
+        self.eos_ids: list[int] = self._eos_ids()
+        pad = self.tokenizer.pad_token_id
+        self.pad_id: int = int(pad if pad is not None else self.eos_ids[0])
+        self._tok_lock = threading.Lock()
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self.generate_calls = 0
+        self.requests_served = 0
+        self._worker = threading.Thread(target=self._run, name="rlmd-local-worker", daemon=True)
+        self._worker.start()
+
+    def _eos_ids(self) -> list[int]:
+        ids: list[int] = []
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        for v in [gen_eos, self.tokenizer.eos_token_id]:
+            if isinstance(v, int):
+                ids.append(v)
+            elif isinstance(v, list):
+                ids.extend(int(x) for x in v)
+        for special in ("<|im_end|>", "<|eot_id|>", "<|endoftext|>"):
+            tid = self.tokenizer.convert_tokens_to_ids(special)
+            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id and tid >= 0:
+                ids.append(tid)
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            raise FatalModelError(f"{self.model_id}: no end-of-sequence token known", attempts=0)
+        return ids
+
+    # -- caller side ------------------------------------------------------------------
+
+    def render(self, messages: list[Message], prefill: str | None = None) -> str:
+        """The exact prompt string sent to the model: chat template with the generation
+        prompt, then ``prefill``."""
+        with self._tok_lock:
+            text = self.tokenizer.apply_chat_template(
+                [{"role": m.role, "content": m.content} for m in messages],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+        return str(text) + (prefill or "")
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without added special tokens (the chat template already
+        writes any BOS it wants, so this never doubles it)."""
+        with self._tok_lock:
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def chat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:
+        """Complete ``messages`` (see :meth:`ModelClient.chat`); blocks until done.
+
+        ``max_tokens`` is clamped to the context window when at least
+        :data:`MIN_NEW_TOKENS` new tokens fit. ``usage.prompt_tokens`` counts the rendered
+        prompt including the prefill; ``completion_tokens`` counts generated tokens up to and
+        including EOS, or up to the token that completed a stop string; ``cached_tokens`` = 0.
+
+        Raises:
+            ContextExceededError: prompt + ``MIN_NEW_TOKENS`` do not fit the context.
+            FatalModelError: the client is closed or generation failed.
+        """
+        if self._closed:
+            raise FatalModelError(f"{self.model_id}: client is closed", attempts=0)
+        ids, max_tokens = self._prepare(messages, sampling, prefill)
+        return self._submit(ids, max_tokens, sampling).result()
+
+    def _prepare(
+        self, messages: list[Message], sampling: Sampling, prefill: str | None
+    ) -> tuple[list[int], int]:
+        ids = self.encode(self.render(messages, prefill))
+        room = self.context_window - len(ids)
+        max_tokens = sampling.max_tokens
+        if len(ids) + max_tokens > self.context_window:
+            if room < MIN_NEW_TOKENS:
+                raise ContextExceededError(
+                    f"{self.model_id}: prompt of {len(ids)} tokens leaves {room} of the "
+                    f"{self.context_window}-token context (need >= {MIN_NEW_TOKENS})",
+                    attempts=1,
+                )
+            max_tokens = room
+        return ids, max_tokens
+
+    def _submit(self, ids: list[int], max_tokens: int, sampling: Sampling) -> Future[ChatResult]:
+        req = _Request(ids, max_tokens, sampling, time.perf_counter())
+        self._queue.put(req)
+        if self._closed:  # closed between the check and the put: the worker may be gone
+            self._fail_pending()
+        return req.future
+
+    def chat_batch(
+        self,
+        batch: list[list[Message]],
+        sampling: Sampling,
+        *,
+        prefill: str | None = None,
+    ) -> list[ChatResult | ModelError]:
+        """Complete every conversation of ``batch``; one entry per input, in order.
+
+        All requests are queued at once, so they share ``generate`` calls (up to
+        ``max_batch`` each). A prompt that fails (e.g. ``ContextExceededError``) yields its
+        error in its slot and never fails the others (case T4).
+        """
+        slots: list[ChatResult | ModelError | Future[ChatResult]] = []
+        for messages in batch:
+            try:
+                if self._closed:
+                    raise FatalModelError(f"{self.model_id}: client is closed", attempts=0)
+                ids, max_tokens = self._prepare(messages, sampling, prefill)
+                slots.append(self._submit(ids, max_tokens, sampling))
+            except ModelError as exc:
+                slots.append(exc)
+        out: list[ChatResult | ModelError] = []
+        for slot in slots:
+            if isinstance(slot, Future):
+                try:
+                    out.append(slot.result())
+                except ModelError as exc:
+                    out.append(exc)
+            else:
+                out.append(slot)
+        return out
+
+    # -- worker side ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        pending: list[_Request] = []
+        while True:
+            if not pending:
+                item = self._queue.get()
+                if item is _STOP:
+                    break
+                pending.append(item)
+            deadline = time.perf_counter() + self.batch_wait_s
+            stop = False
+            while len(pending) < 4 * self.max_batch:
+                timeout = deadline - time.perf_counter()
+                try:
+                    item = (
+                        self._queue.get(timeout=timeout)
+                        if timeout > 0
+                        else self._queue.get_nowait()
+                    )
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                pending.append(item)
+            if stop:
+                pending.extend(self._drain())
+                for req in pending:
+                    self._fail(req, "client closed before the request ran")
+                return
+            key = pending[0].group_key
+            batch = [r for r in pending if r.group_key == key][: self.max_batch]
+            pending = [r for r in pending if r not in batch]
+            self._generate(batch)
+        self._fail_pending()
+
+    def _drain(self) -> list[_Request]:
+        out: list[_Request] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return out
+            if item is not _STOP:
+                out.append(item)
+
+    def _fail_pending(self) -> None:
+        for req in self._drain():
+            self._fail(req, "client closed before the request ran")
+
+    def _fail(self, req: _Request, why: str) -> None:
+        if not req.future.done():
+            req.future.set_exception(FatalModelError(f"{self.model_id}: {why}", attempts=1))
+            self.requests_served += 1
+
+    def _generate(self, batch: list[_Request]) -> None:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        try:
+            width = max(len(r.prompt_ids) for r in batch)
+            input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            for i, r in enumerate(batch):
+                n = len(r.prompt_ids)
+                input_ids[i, width - n :] = torch.tensor(r.prompt_ids, dtype=torch.long)
+                attention[i, width - n :] = 1
+            limits = [r.max_tokens for r in batch]
+            stops = [list(r.sampling.stop) for r in batch]
+            tokenizer = self.tokenizer
+            eos = torch.tensor(self.eos_ids)
+
+            class _RowStop(StoppingCriteria):
+                """Row i is done at its own max_tokens, at EOS, or once a stop string shows."""
+
+                def __call__(self, ids: torch.Tensor, scores: Any, **kw: Any) -> torch.Tensor:
+                    gen = ids[:, width:]
+                    done = torch.isin(gen, eos).any(dim=1)
+                    for i in range(gen.shape[0]):
+                        if done[i]:
+                            continue
+                        if gen.shape[1] >= limits[i]:
+                            done[i] = True
+                        elif stops[i]:
+                            longest = max(len(s) for s in stops[i])
+                            tail = tokenizer.decode(gen[i, -(longest + 8) :].tolist())
+                            done[i] = any(s in tail for s in stops[i])
+                    return done
+
+            sampling = batch[0].sampling
+            gen_kwargs: dict[str, Any] = {
+                "max_new_tokens": max(limits),
+                "pad_token_id": self.pad_id,
+                "eos_token_id": self.eos_ids,
+                "stopping_criteria": StoppingCriteriaList([_RowStop()]),
+            }
+            if sampling.temperature > 0:
+                gen_kwargs.update(
+                    do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0
+                )
+            else:
+                gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            seed = next((r.sampling.seed for r in batch if r.sampling.seed is not None), None)
+            rng = (
+                torch.random.fork_rng(devices=[]) if seed is not None else contextlib.nullcontext()
+            )
+            with rng, torch.inference_mode():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                out = self.model.generate(
+                    input_ids=input_ids, attention_mask=attention, **gen_kwargs
+                )
+            self.generate_calls += 1
+        except Exception as exc:
+            for r in batch:
+                self._fail(r, f"generation failed: {type(exc).__name__}: {exc}")
+            return
+        done_at = time.perf_counter()
+        for i, r in enumerate(batch):
+            try:
+                result = self._decode(out[i, width:].tolist(), r, done_at)
+            except Exception as exc:
+                self._fail(r, f"decoding failed: {type(exc).__name__}: {exc}")
+                continue
+            r.future.set_result(result)
+            self.requests_served += 1
+
+    def _decode(self, gen: list[int], req: _Request, done_at: float) -> ChatResult:
+        finish: FinishReason = "length"
+        eos = set(self.eos_ids)
+        cut = next((k for k, t in enumerate(gen) if t in eos), None)
+        text_ids = gen
+        if cut is not None and cut < req.max_tokens:
+            gen, text_ids, finish = gen[: cut + 1], gen[:cut], "stop"
+        else:
+            gen = text_ids = gen[: req.max_tokens]
+        with self._tok_lock:
+            text = str(self.tokenizer.decode(text_ids, skip_special_tokens=True))
+            hits = [(text.find(s), s) for s in req.sampling.stop if s and s in text]
+            if hits:
+                pos, stop = min(hits)
+                text, finish = text[:pos], "stop"
+                lo, hi = 1, len(text_ids)  # first token count whose decode shows the stop
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if stop in self.tokenizer.decode(text_ids[:mid], skip_special_tokens=True):
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                gen = text_ids[:lo]
+        return ChatResult(
+            text=text,
+            usage=Usage(prompt_tokens=len(req.prompt_ids), completion_tokens=len(gen)),
+            latency_s=done_at - req.enqueued_at,
+            finish_reason=finish,
+            model=self.model_id,
+            attempts=1,
+            token_ids=gen,
+        )
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the worker (queued requests fail with ``FatalModelError``) and drop the
+        model. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._queue.put(_STOP)
+        if threading.current_thread() is not self._worker:
+            self._worker.join(timeout=600)
+        self.model = None
+
+    def __enter__(self) -> LocalChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LocalChatClient({self.model_id!r}, dtype={self.dtype}, max_batch={self.max_batch})"
+
+
+__all__ = ["LocalChatClient", "ModelError", "bf16_supported"]

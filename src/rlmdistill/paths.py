@@ -1,0 +1,13 @@
+"""Where rlmdistill keeps caches: ``$RLMDISTILL_HOME`` or ``~/.cache/rlmdistill``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_home() -> Path:
+    """Root of rlmdistill's caches (models, room snapshots). Created on first use."""
+    root = Path(os.environ.get("RLMDISTILL_HOME") or Path.home() / ".cache" / "rlmdistill")
+    root.mkdir(parents=True, exist_ok=True)
+    return root

@@ -1,0 +1,434 @@
+"""A scripted OpenAI-compatible chat server on loopback, for tests and benchmarks.
+
+:class:`FakeOpenAIServer` is a real HTTP server (stdlib ``ThreadingHTTPServer`` in a
+background thread) serving ``POST /v1/chat/completions`` and ``GET /v1/models``. Every request
+body is passed to a *handler* ``(request_json) -> FakeReply | str`` that decides the reply: text
+(a normal completion with usage), an HTTP error (429, 500, 400 "maximum context length", ...),
+a delay (to test timeouts), or a malformed body. Ready-made handlers:
+
+- :class:`ScriptedHandler`: the root model gets scripted replies in order per conversation,
+  the sub model a function of its prompt;
+- :func:`fail_first`, :func:`fail_if`: wrap a handler to inject bursts of errors.
+
+The server honours ``continue_final_message`` (the reply is what follows the prefill; the
+prefill is not echoed unless ``echo_prefill``), ``stop`` strings and ``max_tokens``, and a fixed
+``latency_s`` per request (for benchmarks). Usage is counted with an optional tokenizer (a
+``str -> int`` callable or an object with ``encode``), else ``max(1, chars // 4)``.
+
+Example::
+
+    handler = ScriptedHandler(["```repl\\nprint(1)\\n```", "FINAL(done)"], lambda p: "ok")
+    with FakeOpenAIServer(handler) as server:
+        client = OpenAIChatClient("root", server.base_url)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Handler = Callable[[dict[str, Any]], "FakeReply | str"]
+"""A function from the request JSON to the reply (a plain ``str`` means ``FakeReply(text=...)``)."""
+
+
+@dataclass
+class FakeReply:
+    """What the fake server answers to one request.
+
+    Exactly one of: ``text`` (a completion), ``status`` >= 400 with ``error_message``, or
+    ``raw_body`` (sent verbatim with ``status``, to test malformed responses). ``delay_s`` is
+    slept before answering (in addition to the server's ``latency_s``).
+    """
+
+    text: str | None = None
+    status: int = 200
+    error_message: str | None = None
+    error_type: str | None = None
+    delay_s: float = 0.0
+    raw_body: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    finish_reason: str | None = None
+    """Override the computed finish reason (``stop``/``length``)."""
+    cached_tokens: int | None = None
+    """Reported as ``usage.prompt_tokens_details.cached_tokens`` when set."""
+
+    @classmethod
+    def error(cls, status: int, message: str, *, retry_after: float | None = None) -> FakeReply:
+        """An OpenAI-style error body ``{"error": {"message": ...}}`` with HTTP ``status``."""
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        return cls(status=status, error_message=message, headers=headers)
+
+    @classmethod
+    def context_exceeded(cls, limit: int = 4096, requested: int = 5000) -> FakeReply:
+        """The HTTP 400 vLLM sends when the prompt does not fit."""
+        return cls.error(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{requested} tokens in the messages, Please reduce the length of the messages.",
+        )
+
+    @classmethod
+    def hang(cls, seconds: float = 3600.0) -> FakeReply:
+        """Never answer (within ``seconds``): the client must time out."""
+        return cls(text="", delay_s=seconds)
+
+
+def _default_count(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+def prefill_of(request: dict[str, Any]) -> str | None:
+    """The reply prefill of a request: the final assistant message under
+    ``continue_final_message``, else ``None``."""
+    messages = request.get("messages") or []
+    if (
+        request.get("continue_final_message")
+        and messages
+        and messages[-1].get("role") == "assistant"
+    ):
+        return str(messages[-1].get("content") or "")
+    return None
+
+
+def conversation_turn(request: dict[str, Any]) -> tuple[str, int]:
+    """``(first user message, number of completed assistant turns)`` of a request.
+
+    A trailing assistant message that is a prefill does not count as a completed turn.
+    """
+    messages = list(request.get("messages") or [])
+    if prefill_of(request) is not None:
+        messages = messages[:-1]
+    first_user = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+    n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
+    return first_user, n_assistant
+
+
+def last_user_message(request: dict[str, Any]) -> str:
+    """Content of the last user message of a request ('' if none)."""
+    for m in reversed(request.get("messages") or []):
+        if m.get("role") == "user":
+            return str(m.get("content", ""))
+    return ""
+
+
+class ScriptedHandler:
+    """Root requests get scripted replies; sub requests get ``sub_reply(prompt)``.
+
+    Requests are told apart by their ``model`` field. A root reply is chosen by the number of
+    completed assistant turns in the request (``root_replies[n]``), so each conversation walks
+    the script in order no matter how many episodes run concurrently, and a retried request
+    gets the same reply. When a prefill is sent and the scripted reply starts with it, only the
+    rest is returned (scripts can be written as full replies).
+
+    Args:
+        root_replies: replies of the root, turn by turn (``str`` or :class:`FakeReply`).
+        sub_reply: reply of the sub model given the last user message of the sub-call.
+        root_model / sub_model: model names that route requests.
+        on_exhausted: ``error`` answers HTTP 400 once the script runs out (a fatal error for
+            the client); ``repeat_last`` repeats the last reply.
+    """
+
+    def __init__(
+        self,
+        root_replies: list[str | FakeReply],
+        sub_reply: Callable[[str], str | FakeReply] = lambda prompt: "ok",
+        *,
+        root_model: str = "root",
+        sub_model: str = "sub",
+        on_exhausted: str = "error",
+    ) -> None:
+        if not root_replies:
+            raise ValueError("root_replies must not be empty")
+        self.root_replies = list(root_replies)
+        self.sub_reply = sub_reply
+        self.root_model = root_model
+        self.sub_model = sub_model
+        self.on_exhausted = on_exhausted
+        self.models = [root_model, sub_model]
+
+    def __call__(self, request: dict[str, Any]) -> FakeReply | str:
+        model = request.get("model")
+        if model == self.sub_model and model != self.root_model:
+            return self.sub_reply(last_user_message(request))
+        if model != self.root_model:
+            return FakeReply.error(404, f"The model `{model}` does not exist.")
+        _, turn = conversation_turn(request)
+        if turn >= len(self.root_replies):
+            if self.on_exhausted != "repeat_last":
+                return FakeReply.error(
+                    400, f"ScriptedHandler: script of {len(self.root_replies)} replies exhausted"
+                )
+            turn = len(self.root_replies) - 1
+        reply = self.root_replies[turn]
+        prefill = prefill_of(request)
+        if isinstance(reply, str) and prefill and reply.startswith(prefill):
+            reply = reply[len(prefill) :]
+        return reply
+
+
+def fail_first(n: int, status: int, handler: Handler, *, message: str | None = None) -> Handler:
+    """Answer the first ``n`` requests (counted across threads) with HTTP ``status``, then
+    delegate to ``handler``. The wrapper's ``.calls`` attribute counts requests seen."""
+    lock = threading.Lock()
+    seen = [0]
+
+    def wrapped(request: dict[str, Any]) -> FakeReply | str:
+        with lock:
+            seen[0] += 1
+            k = seen[0]
+        if k <= n:
+            return FakeReply.error(status, message or f"injected HTTP {status} ({k}/{n})")
+        return handler(request)
+
+    return wrapped
+
+
+def fail_if(
+    predicate: Callable[[dict[str, Any]], bool],
+    reply: FakeReply,
+    handler: Handler,
+) -> Handler:
+    """Answer ``reply`` to requests where ``predicate(request)`` holds, else delegate."""
+
+    def wrapped(request: dict[str, Any]) -> FakeReply | str:
+        return reply if predicate(request) else handler(request)
+
+    return wrapped
+
+
+def echo_handler(request: dict[str, Any]) -> str:
+    """Reply with the last user message (handy default)."""
+    return last_user_message(request)
+
+
+class FakeOpenAIServer:
+    """OpenAI-compatible chat server on ``127.0.0.1`` (random free port) in a background thread.
+
+    Use as a context manager or call :meth:`close`. Attributes: :attr:`base_url`
+    (``http://127.0.0.1:PORT/v1``), :attr:`requests` (copy of every chat request body received,
+    in arrival order), :attr:`max_in_flight` (peak concurrent chat requests).
+
+    Args:
+        handler: ``(request_json) -> FakeReply | str``.
+        latency_s: fixed delay before every chat reply, in seconds.
+        tokenizer: ``str -> int`` token counter or an object with ``encode`` (e.g. a HF
+            tokenizer) for usage; default ``max(1, chars // 4)``.
+        context_window: when set, requests whose counted prompt plus ``max_tokens`` exceed it
+            get the vLLM HTTP 400 "maximum context length" error before the handler runs.
+        echo_prefill: return prefill + reply (as some servers do) instead of the reply alone.
+        models: ids listed by ``GET /v1/models`` (default: ``handler.models`` or ``["fake"]``).
+    """
+
+    def __init__(
+        self,
+        handler: Handler = echo_handler,
+        latency_s: float = 0.0,
+        *,
+        tokenizer: Any = None,
+        context_window: int | None = None,
+        echo_prefill: bool = False,
+        models: list[str] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.latency_s = latency_s
+        self.context_window = context_window
+        self.echo_prefill = echo_prefill
+        self.models = models or list(getattr(handler, "models", None) or ["fake"])
+        self._count = self._make_counter(tokenizer)
+        self._lock = threading.Lock()
+        self._requests: list[dict[str, Any]] = []
+        self._in_flight = 0
+        self.max_in_flight = 0
+        self._stop = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._make_request_handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        host, port = self._httpd.server_address[:2]
+        self.base_url = f"http://{host!s}:{port}/v1"
+
+    @staticmethod
+    def _make_counter(tokenizer: Any) -> Callable[[str], int]:
+        if tokenizer is None:
+            return _default_count
+        if hasattr(tokenizer, "encode"):
+            return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
+        if callable(tokenizer):
+            return lambda text: int(tokenizer(text))
+        raise TypeError("tokenizer must be a str->int callable or have .encode")
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Copy of the chat request bodies received so far (thread-safe)."""
+        with self._lock:
+            return list(self._requests)
+
+    def close(self) -> None:
+        """Stop serving, wake any delayed replies, and join the server thread. Idempotent."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reply building ---------------------------------------------------------------
+
+    def _prompt_tokens(self, request: dict[str, Any]) -> int:
+        messages = request.get("messages") or []
+        return sum(self._count(str(m.get("content") or "")) + 4 for m in messages)
+
+    def _completion(self, request: dict[str, Any], reply: FakeReply) -> dict[str, Any]:
+        text = reply.text or ""
+        finish = "stop"
+        stops = request.get("stop") or []
+        if isinstance(stops, str):
+            stops = [stops]
+        cut = min((i for s in stops if s and (i := text.find(s)) >= 0), default=-1)
+        if cut >= 0:
+            text = text[:cut]
+        max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
+        if isinstance(max_tokens, int) and self._count(text) > max_tokens:
+            lo, hi = 0, len(text)  # longest prefix that fits max_tokens
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if self._count(text[:mid]) <= max_tokens:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            text = text[:lo]
+            finish = "length"
+        completion_tokens = self._count(text)
+        prefill = prefill_of(request)
+        if self.echo_prefill and prefill:
+            text = prefill + text
+        usage: dict[str, Any] = {
+            "prompt_tokens": self._prompt_tokens(request),
+            "completion_tokens": completion_tokens,
+            "total_tokens": self._prompt_tokens(request) + completion_tokens,
+        }
+        if reply.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": reply.finish_reason or finish,
+            "logprobs": None,
+        }
+        if request.get("logprobs"):
+            pieces = [text[i : i + 4] for i in range(0, len(text), 4)]
+            choice["logprobs"] = {
+                "content": [
+                    {"token": p, "logprob": -0.25, "bytes": list(p.encode()), "top_logprobs": []}
+                    for p in pieces
+                ]
+            }
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", "fake"),
+            "choices": [choice],
+            "usage": usage,
+        }
+
+    def _answer(self, request: dict[str, Any]) -> tuple[int, dict[str, str], str]:
+        if request.get("stream"):
+            return _error(400, "streaming is not supported by the fake server")
+        if self.context_window is not None:
+            requested = self._prompt_tokens(request) + int(request.get("max_tokens") or 0)
+            if requested > self.context_window:
+                reply = FakeReply.context_exceeded(self.context_window, requested)
+                return _error(400, reply.error_message or "")
+        try:
+            out = self.handler(request)
+        except Exception as exc:  # a broken handler is a 500, visible to the test
+            return _error(500, f"handler raised {type(exc).__name__}: {exc}")
+        reply = FakeReply(text=out) if isinstance(out, str) else out
+        if self.latency_s + reply.delay_s > 0 and self._stop.wait(self.latency_s + reply.delay_s):
+            return _error(503, "server shutting down")
+        if reply.raw_body is not None:
+            return reply.status, dict(reply.headers), reply.raw_body
+        if reply.status >= 400:
+            status, headers, body = _error(
+                reply.status, reply.error_message or "error", reply.error_type
+            )
+            return status, {**headers, **reply.headers}, body
+        return 200, dict(reply.headers), json.dumps(self._completion(request, reply))
+
+    def _make_request_handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class _RequestHandler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # silence stderr
+                return
+
+            def _send(self, status: int, headers: dict[str, str], body: str) -> None:
+                data = body.encode("utf-8")
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # client timed out and left
+                    self.close_connection = True
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/v1/models":
+                    data = [{"id": m, "object": "model", "owned_by": "fake"} for m in server.models]
+                    self._send(200, {}, json.dumps({"object": "list", "data": data}))
+                else:
+                    self._send(*_error(404, f"no route {self.path}"))
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send(*_error(404, f"no route {self.path}"))
+                    return
+                try:
+                    request = json.loads(raw or b"{}")
+                    if not isinstance(request, dict):
+                        raise ValueError("body is not a JSON object")
+                except ValueError as exc:
+                    self._send(*_error(400, f"invalid JSON body: {exc}"))
+                    return
+                with server._lock:
+                    server._requests.append(request)
+                    server._in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                try:
+                    status, headers, body = server._answer(request)
+                finally:
+                    with server._lock:
+                        server._in_flight -= 1
+                self._send(status, headers, body)
+
+        return _RequestHandler
+
+
+def _error(
+    status: int, message: str, error_type: str | None = None
+) -> tuple[int, dict[str, str], str]:
+    kind = error_type or ("invalid_request_error" if status < 500 else "server_error")
+    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return status, {}, json.dumps(body)
