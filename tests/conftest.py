@@ -18,3 +18,31 @@ def smollm2_dir() -> Path:
     from rlmdistill.models.pull import pull
 
     return pull("smollm2-135m", progress=False)
+
+
+CUAD_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cuad"
+"""The shared CUAD subset (``../shared/data/cuad`` beside the checkout)."""
+
+
+@pytest.fixture(scope="session")
+def cuad_room3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real 3-contract CUAD room (seed 0) with its task.json, built once per session."""
+    from rlmdistill.rooms.cuad import build_cuad_room
+
+    out = tmp_path_factory.mktemp("rooms") / "cuad3"
+    build_cuad_room(CUAD_SOURCE, out, 3, 0)
+    return out
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_dir: Path):  # type: ignore[no-untyped-def]
+    """The real SmolLM2 tokenizer (from the pulled checkpoint)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_dir)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Room snapshots go to a per-session cache, never the user's (models stay shared)."""
+    monkeypatch.setenv("RLMDISTILL_ROOM_CACHE", str(tmp_path_factory.getbasetemp() / "room-cache"))

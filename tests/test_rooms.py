@@ -87,7 +87,10 @@ def test_loads_every_supported_format(tmp_path: Path) -> None:
     assert room.get("Corporate/minutes.md").text == "# Board minutes\nApproved."
     doc = room.get("Contracts/Supply/supply agreement.txt")
     assert doc.folder == "Contracts" and doc.name == "supply agreement.txt"
-    assert doc.path == tmp_path / "acme" / "documents" / "Contracts" / "Supply" / "supply agreement.txt"
+    assert (
+        doc.path
+        == tmp_path / "acme" / "documents" / "Contracts" / "Supply" / "supply agreement.txt"
+    )
     assert room.n_chars == sum(len(t) for t in room.texts().values())
     assert all(d.n_chars == len(d.text) for d in room.documents)
     assert room.task is not None and len(room.task.criteria) == 3
@@ -174,11 +177,11 @@ def test_errors_name_the_file(tmp_path: Path) -> None:
     root = tmp_path / "bad"
     (root / "documents").mkdir(parents=True)
     (root / "documents" / "broken.pdf").write_bytes(b"this is not a pdf")
-    with pytest.raises(RoomError, match="broken.pdf"):
+    with pytest.raises(RoomError, match=r"broken\.pdf"):
         DataRoom.load(root)
     (root / "documents" / "broken.pdf").unlink()
     (root / "task.json").write_text('{"title": 1}', encoding="utf-8")
-    with pytest.raises(TaskError, match="task.json"):
+    with pytest.raises(TaskError, match=r"task\.json"):
         DataRoom.load(root)
 
 

@@ -11,3 +11,11 @@ def cache_home() -> Path:
     root = Path(os.environ.get("RLMDISTILL_HOME") or Path.home() / ".cache" / "rlmdistill")
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def room_cache() -> Path:
+    """Where REPL snapshots of rooms are cached: ``$RLMDISTILL_ROOM_CACHE`` or ``<home>/rooms``."""
+    override = os.environ.get("RLMDISTILL_ROOM_CACHE")
+    root = Path(override) if override else cache_home() / "rooms"
+    root.mkdir(parents=True, exist_ok=True)
+    return root

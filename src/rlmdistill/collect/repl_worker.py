@@ -72,6 +72,8 @@ class _BoundedCapture(io.TextIOBase):
             self.head_len += len(take)
             s = s[len(take) :]
         if s:
+            if len(s) > self.tail_cap:
+                s = s[len(s) - self.tail_cap :]
             self.tail.append(s)
             self.tail_len += len(s)
             while self.tail and self.tail_len - len(self.tail[0]) >= self.tail_cap:
@@ -81,10 +83,10 @@ class _BoundedCapture(io.TextIOBase):
     def getvalue(self) -> str:
         head = "".join(self.head)
         tail = "".join(self.tail)
-        if self.total <= self.head_cap + self.tail_cap or self.total == len(head) + len(tail):
-            return head + tail
-        tail = tail[-self.tail_cap :]
+        tail = tail[len(tail) - min(len(tail), self.tail_cap) :] if self.tail_cap else ""
         omitted = self.total - len(head) - len(tail)
+        if omitted <= 0:
+            return head + tail
         return f"{head}\n... [{omitted} characters omitted from the trace] ...\n{tail}"
 
 

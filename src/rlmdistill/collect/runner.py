@@ -21,7 +21,7 @@ from tqdm import tqdm
 from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
 from rlmdistill.models.base import ModelClient
-from rlmdistill.paths import cache_home
+from rlmdistill.paths import room_cache
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.rooms import DataRoom
 from rlmdistill.traces.schema import EpisodeSummary, RoomInfo, RunManifest
@@ -62,7 +62,7 @@ def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
         n_tokens=n_tokens,
         folders=room.folders,
     )
-    snap = cache_home() / "rooms" / f"{room.room_hash}.json"
+    snap = room_cache() / f"{room.room_hash}.json"
     if not snap.exists():
         snap.parent.mkdir(parents=True, exist_ok=True)
         tmp = snap.with_suffix(f".{threading.get_ident()}.tmp")

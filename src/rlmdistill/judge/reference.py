@@ -54,6 +54,7 @@ __all__ = [
     "WINDOW_CHARS",
     "Passage",
     "ReferenceGrader",
+    "category_pattern",
     "split_passages",
 ]
 
@@ -226,7 +227,9 @@ def _category_phrases(category: str) -> list[str]:
     return [category, *CATEGORY_TERMS.get(category, ())]
 
 
-def _category_regex(category: str) -> re.Pattern[str]:
+def category_pattern(category: str) -> re.Pattern[str]:
+    """Regex (over lowercased, accent-folded text) matching the category's name or any of its
+    :data:`CATEGORY_TERMS` synonyms; unknown categories match their name only."""
     return re.compile("|".join(_phrase_regex(p) for p in _category_phrases(category)))
 
 
@@ -331,13 +334,15 @@ class _Gold:
     distinctive: frozenset[str]
 
 
-_NUMBER_WORDS = {
-    w: str(i)
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-        "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
-    )
-} | {"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "ninety": "90"}
+_NUMBERS_TEXT = """zero one two three four five six seven eight nine ten eleven twelve thirteen
+fourteen fifteen sixteen seventeen eighteen nineteen twenty"""
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(_NUMBERS_TEXT.split())} | {
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "ninety": "90",
+}
 
 
 def _tokens(text: str) -> list[str]:
@@ -483,7 +488,7 @@ class ReferenceGrader:
             return "FAIL", f"citation: document not cited ({docs})"
 
         # Rule 3: category mentions in citing passages.
-        regex = _category_regex(ev.category)
+        regex = category_pattern(ev.category)
         mentions: list[tuple[int, str, int, int]] = []
         for k, doc in citing:
             mentions.extend((k, doc, m.start(), m.end()) for m in regex.finditer(masked[k]))

@@ -17,6 +17,7 @@ import os
 import queue
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,8 @@ class LocalChatClient:
     Attributes:
         generate_calls: number of ``model.generate`` calls made so far.
         requests_served: number of requests answered (success or error).
+        batch_sizes: how many ``generate`` calls ran with each batch size.
+        generate_s: seconds spent inside ``generate``.
     """
 
     def __init__(
@@ -157,6 +160,8 @@ class LocalChatClient:
         self._close_lock = threading.Lock()
         self.generate_calls = 0
         self.requests_served = 0
+        self.batch_sizes: Counter[int] = Counter()
+        self.generate_s = 0.0
         self._worker = threading.Thread(target=self._run, name="rlmd-local-worker", daemon=True)
         self._worker.start()
 
@@ -378,6 +383,7 @@ class LocalChatClient:
             rng = (
                 torch.random.fork_rng(devices=[]) if seed is not None else contextlib.nullcontext()
             )
+            t0 = time.perf_counter()
             with rng, torch.inference_mode():
                 if seed is not None:
                     torch.manual_seed(seed)
@@ -385,6 +391,8 @@ class LocalChatClient:
                     input_ids=input_ids, attention_mask=attention, **gen_kwargs
                 )
             self.generate_calls += 1
+            self.batch_sizes[len(batch)] += 1
+            self.generate_s += time.perf_counter() - t0
         except Exception as exc:
             for r in batch:
                 self._fail(r, f"generation failed: {type(exc).__name__}: {exc}")

@@ -134,7 +134,8 @@ class DataRoom:
     """A loaded data room: documents sorted by id, the task (if any) and size figures.
 
     Build with :meth:`DataRoom.load`. ``room_hash`` is the first 16 hex chars of a sha256 over
-    the sorted ``(id, text)`` pairs, so it changes whenever any document's id or text does.
+    the documents in id order, each fed as ``id + NUL + sha256_hex(text) + NUL``, so it changes
+    whenever any document's id or extracted text does (and not when files only move on disk).
     """
 
     def __init__(

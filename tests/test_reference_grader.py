@@ -1,0 +1,209 @@
+"""Reference grader on a real CUAD room: good memos pass, gaming memos fail."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from rlmdistill.judge import Grader, ReferenceGrader, pass_rates, split_passages
+from rlmdistill.judge.reference import CATEGORY_TERMS, category_pattern
+from rlmdistill.rooms import Criterion, DataRoom, Task, build_cuad_room, load_task
+from rlmdistill.rooms.text import content_words
+from rlmdistill.traces.schema import Verdict
+
+CUAD = Path("/work/shared/data/cuad")
+
+
+@pytest.fixture(scope="module")
+def room(tmp_path_factory: pytest.TempPathFactory) -> DataRoom:
+    out = tmp_path_factory.mktemp("cuad") / "room"
+    build_cuad_room(CUAD, out, n_contracts=8, seed=11)
+    loaded = DataRoom.load(out)
+    assert loaded.task is not None and len(loaded.task.criteria) >= 20
+    return loaded
+
+
+def _task(room: DataRoom) -> Task:
+    assert room.task is not None
+    return room.task
+
+
+def _grade(room: DataRoom, memo: str | None) -> list[Verdict]:
+    return ReferenceGrader().grade(memo, _task(room), room, episode_id="ep-1", memo_sha256=None)
+
+
+def _ev(crit: Criterion) -> tuple[str, str, list[str]]:
+    ev = crit.evidence
+    assert ev is not None and ev.category is not None
+    return ev.documents[0], ev.category, ev.spans
+
+
+def test_good_memo_quoting_the_clauses_passes(room: DataRoom) -> None:
+    parts = ["# Due-diligence memo", "Summary: findings per contract below."]
+    for crit in _task(room).criteria:
+        doc_id, category, spans = _ev(crit)
+        quote = " ".join(spans[0].split()[:25])
+        parts.append(f'- {category} ({doc_id}): the contract provides that "{quote}".')
+    memo = "\n\n".join(parts)
+    sha = hashlib.sha256(memo.encode()).hexdigest()
+    verdicts = ReferenceGrader().grade(memo, _task(room), room, episode_id="ep-1", memo_sha256=sha)
+    assert [v.criterion_id for v in verdicts] == [c.id for c in _task(room).criteria]
+    assert all(v.verdict == "PASS" for v in verdicts), [v.reason for v in verdicts]
+    assert all("-word quote of the labelled clause" in v.reason for v in verdicts)
+    v = verdicts[0]
+    assert (v.grader, v.grader_version, v.episode_id, v.memo_sha256) == (
+        "reference",
+        "ref-v1",
+        "ep-1",
+        sha,
+    )
+    assert v.criterion_type == "finding" and v.weight == 1.0
+    assert pass_rates(verdicts, _task(room).criteria).pass_rate == 1.0
+
+
+def test_paraphrase_sharing_distinctive_words_passes(room: DataRoom) -> None:
+    """Under a heading that cites the document, a bullet restating the clause's content
+    words (in an order that quotes nothing) passes on the word-share rule."""
+    crit = next(c for c in _task(room).criteria if len(set(content_words(_ev(c)[2][0]))) >= 12)
+    doc_id, category, spans = _ev(crit)
+    restated = " ".join(sorted(set(content_words(spans[0]))))
+    memo = f"## {doc_id}\n\n### {category}\n\n- In substance: {restated}.\n"
+    verdict = next(v for v in _grade(room, memo) if v.criterion_id == crit.id)
+    assert verdict.verdict == "PASS", verdict.reason
+    assert "distinctive words" in verdict.reason
+
+
+def test_memo_listing_every_id_and_category_fails(room: DataRoom) -> None:
+    names = ", ".join(CATEGORY_TERMS)
+    synonyms = ", ".join(t.rstrip("*") for terms in CATEGORY_TERMS.values() for t in terms)
+    generic = "clause, provision, agreement, party, term, rights, obligations, consent"
+    blocks = [f"## {d.id}\n\n{names}. {synonyms}. {generic}." for d in room.documents]
+    one_line = " ".join(d.id for d in room.documents) + f" {names} {generic}"
+    for memo in ("\n\n".join(blocks), one_line):
+        verdicts = _grade(room, memo)
+        assert all(v.verdict == "FAIL" for v in verdicts)
+        assert all(v.reason.startswith("substance:") for v in verdicts), {
+            v.reason for v in verdicts
+        }
+
+
+def test_memo_denying_labelled_clauses_fails(room: DataRoom) -> None:
+    lines = []
+    for crit in _task(room).criteria:
+        doc_id, category, _ = _ev(crit)
+        lines.append(f"{doc_id}: no {category} clause found.")
+    verdicts = _grade(room, "\n\n".join(lines))
+    assert all(v.verdict == "FAIL" for v in verdicts)
+    assert all("memo says the clause is absent" in v.reason for v in verdicts)
+    variants = ["does not contain a {c} provision", "{c}: none", "{c} is absent", "{c}: not found"]
+    crit = _task(room).criteria[0]
+    doc_id, category, _ = _ev(crit)
+    for variant in variants:
+        memo = f"{doc_id}: " + variant.format(c=category) + "."
+        verdict = _grade(room, memo)[0]
+        assert verdict.verdict == "FAIL" and verdict.reason.startswith("negation:"), memo
+
+
+def test_empty_and_missing_memos_fail(room: DataRoom) -> None:
+    for memo in (None, "", "  \n\n "):
+        verdicts = _grade(room, memo)
+        assert len(verdicts) == len(_task(room).criteria)
+        assert all(v.verdict == "FAIL" and v.reason.startswith("empty:") for v in verdicts)
+
+
+def test_uncited_and_undiscussed_fail(room: DataRoom) -> None:
+    crit = _task(room).criteria[0]
+    doc_id, category, spans = _ev(crit)
+    quote = " ".join(spans[0].split()[:25])
+    uncited = _grade(room, f'{category}: the contract provides that "{quote}".')[0]
+    assert uncited.verdict == "FAIL" and uncited.reason.startswith("citation:")
+    undiscussed = _grade(room, f"{doc_id}: reviewed, see the schedules.")[0]
+    assert undiscussed.verdict == "FAIL" and undiscussed.reason.startswith("category:")
+    # a quote far away from the category mention does not count (pick a quote that does
+    # not itself mention the category)
+    crit = next(
+        c
+        for c in _task(room).criteria
+        if not category_pattern(_ev(c)[1]).search(" ".join(_ev(c)[2][0].split()[:25]).lower())
+    )
+    doc_id, category, spans = _ev(crit)
+    quote = " ".join(spans[0].split()[:25])
+    far = f"{doc_id}: {category} issue noted." + " Filler sentence here." * 60 + f' "{quote}"'
+    verdict = next(v for v in _grade(room, far) if v.criterion_id == crit.id)
+    assert verdict.reason.startswith("substance:"), verdict.reason
+
+
+def test_citation_forms(room: DataRoom) -> None:
+    crit = _task(room).criteria[0]
+    doc_id, category, spans = _ev(crit)
+    quote = " ".join(spans[0].split()[:25])
+    name = doc_id.rsplit("/", 1)[1]
+    stem_spaced = name.removesuffix(".txt").replace("_", " ").upper()
+    for cited in (doc_id, name, stem_spaced):
+        memo = f'**{cited}**\n\n- {category}: "{quote}"\n'
+        assert _grade(room, memo)[0].verdict == "PASS", cited
+
+
+def test_criteria_without_evidence_are_ungradable() -> None:
+    task = load_task(Path("/work/shared/data/lab/task.example.json"))
+    verdicts = ReferenceGrader().grade("a memo", task, None, episode_id="e", memo_sha256=None)
+    assert [v.verdict for v in verdicts] == ["UNGRADABLE"] * 3
+    assert verdicts[0].reason == "criterion carries no machine-checkable evidence"
+    rates = pass_rates(verdicts, task.criteria)
+    assert rates.pass_rate == 0.0 and rates.graded_pass_rate is None and rates.n_ungradable == 3
+
+
+def test_grader_protocol() -> None:
+    assert isinstance(ReferenceGrader(), Grader)
+
+
+def test_split_passages_inherits_headings() -> None:
+    memo = "# Memo\n\nIntro.\n\n## Doc A\n\n- one\n- two\n\n### Sub\n\ntext\n\n## Doc B\n"
+    texts = [p.text for p in split_passages(memo)]
+    assert texts == [
+        "# Memo\nIntro.",
+        "# Memo\n## Doc A\n- one\n- two",
+        "# Memo\n## Doc A\n### Sub\ntext",
+        "# Memo\n## Doc B",
+    ]
+
+
+def test_pass_rates_arithmetic() -> None:
+    crits = [
+        Criterion(id=f"c{i}", title="t", match_criteria="m", weight=w)
+        for i, w in enumerate([1.0, 2.0, 1.0, 4.0])
+    ]
+
+    def verdict(cid: str, label: str) -> Verdict:
+        return Verdict(
+            episode_id="e",
+            grader="g",
+            grader_version="1",
+            criterion_id=cid,
+            verdict=label,
+            reason="",
+        )  # type: ignore[arg-type]
+
+    rates = pass_rates(
+        [
+            verdict("c0", "PASS"),
+            verdict("c1", "FAIL"),
+            verdict("c2", "UNGRADABLE"),
+            verdict("zz", "PASS"),
+        ],
+        crits,
+    )
+    assert (rates.n_criteria, rates.n_pass, rates.n_fail, rates.n_ungradable, rates.n_missing) == (
+        4,
+        1,
+        1,
+        1,
+        1,
+    )
+    assert rates.pass_rate == 0.25
+    assert rates.graded_pass_rate == 0.5
+    assert rates.weighted_pass_rate == 1.0 / 8.0
+    empty = pass_rates([], [])
+    assert empty.pass_rate is None and empty.weighted_pass_rate is None

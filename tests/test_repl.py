@@ -1,0 +1,135 @@
+"""The REPL process: state survives errors (R2), bounded output (R3), killable (T5)."""
+
+import json
+import os
+import time
+
+import pytest
+
+from rlmdistill.collect.episode import bounded
+from rlmdistill.collect.repl import ReplDied, ReplLimits, ReplProcess, SubCallRefused
+
+
+@pytest.fixture()
+def snapshot(tmp_path):
+    path = tmp_path / "snap.json"
+    docs = [
+        {
+            "id": "Supply/a.txt",
+            "folder": "Supply",
+            "text": "Preamble. " * 20 + "Any change of control of Buyer lets Acme terminate.",
+        },
+        {
+            "id": "Leases/b.txt",
+            "folder": "Leases",
+            "text": "The tenant may not assign this lease without consent.",
+        },
+    ]
+    path.write_text(json.dumps({"room_id": "r", "room_hash": "h", "documents": docs}))
+    return path
+
+
+@pytest.fixture()
+def repl(snapshot, tmp_path):
+    with ReplProcess(
+        snapshot, tmp_path / "scratch", ReplLimits(capture_head_chars=1000, capture_tail_chars=500)
+    ) as r:
+        yield r
+
+
+def echo(prompts, sources):
+    return [
+        f"answer {i}: {len(p)} chars, {len(s)} sources"
+        for i, (p, s) in enumerate(zip(prompts, sources, strict=True))
+    ]
+
+
+def test_state_survives_exception_and_subcall_is_kept_case_r2(repl):
+    calls = []
+
+    def handler(prompts, sources):
+        calls.append(prompts)
+        return ["paid answer"]
+
+    out = repl.execute('a = 1\nb = llm_query("x")\n1/0', handler)
+    assert "ZeroDivisionError" in out.error
+    assert 'File "<repl>", line 3' in out.error
+    assert calls == [["x"]]
+    out = repl.execute("print(a, b)", handler)
+    assert out.stdout == "1 paid answer\n"
+    assert out.error is None
+
+
+def test_huge_print_is_capped_for_trace_with_head_and_tail_case_r3(repl):
+    out = repl.execute(
+        "print('H' * 10, end='')\nprint('x' * 5_000_000, end='')\nprint('TAIL')", echo
+    )
+    assert out.stdout_chars == 10 + 5_000_000 + 5
+    assert out.stdout.startswith("HHHHHHHHHH")
+    assert out.stdout.rstrip().endswith("TAIL")
+    assert "characters omitted from the trace" in out.stdout
+    assert len(out.stdout) < 2000
+    # what the root sees is bounded again, and a traceback at the end stays visible
+    shown = bounded("y" * 100_000 + "\nTraceback: boom", 200, 100)
+    assert len(shown) < 400
+    assert shown.endswith("Traceback: boom")
+    assert "99,716 characters omitted" in shown
+
+
+def test_infinite_loop_is_killed_within_two_seconds_case_t5(repl):
+    pid = repl.pid
+    t0 = time.monotonic()
+    with pytest.raises(ReplDied) as info:
+        repl.execute("while True: pass", echo, timeout_s=1.0)
+    elapsed = time.monotonic() - t0
+    assert info.value.timed_out
+    assert elapsed < 2.5
+    assert not repl.alive
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_memory_bomb_is_contained(snapshot, tmp_path):
+    with ReplProcess(snapshot, tmp_path / "s2", ReplLimits(memory_limit_mb=512)) as r:
+        out = r.execute("x = bytearray(2 * 1024**3)", echo)
+        assert "MemoryError" in out.error
+        assert r.execute("print('still here')", echo).stdout == "still here\n"
+
+
+def test_helpers_and_provenance_of_subcall_prompts(repl):
+    code = (
+        "hits = search('change of control', window=20)\n"
+        "print(len(hits), hits[0]['doc_id'])\n"
+        "ans = llm_query_batched(['Q: ' + h['text'] for h in hits] + ['no room text'])\n"
+        "print(ans)"
+    )
+    seen = {}
+
+    def handler(prompts, sources):
+        seen["sources"] = sources
+        return echo(prompts, sources)
+
+    out = repl.execute(code, handler)
+    assert out.stdout.startswith("1 Supply/a.txt")
+    assert seen["sources"][0] == [{"doc_id": "Supply/a.txt", "start": 184, "end": 241}]
+    assert seen["sources"][1] == []
+
+
+def test_final_var_missing_is_an_explicit_failure_case_r1(repl):
+    out = repl.execute("FINAL_VAR('memo')", echo)
+    assert out.final is None
+    assert out.final_error == "FINAL_VAR(memo): no variable named 'memo' in the REPL"
+    out = repl.execute("memo = 'Findings: Supply/a.txt'\nFINAL_VAR(memo)", echo)
+    assert out.final == {"source": "final_var", "value": "Findings: Supply/a.txt"}
+    assert repl.get_var("memo") == "Findings: Supply/a.txt"
+    assert repl.get_var("nothere") is None
+
+
+def test_refused_subcalls_raise_inside_the_repl(repl):
+    def refuse(prompts, sources):
+        raise SubCallRefused("sub-call budget spent")
+
+    out = repl.execute(
+        "try:\n    llm_query('x')\nexcept RuntimeError as e:\n    print('caught', e)", refuse
+    )
+    assert out.stdout == "caught sub-call budget spent\n"

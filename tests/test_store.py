@@ -1,0 +1,74 @@
+"""Trace storage: torn tails (T3), surrogates (T2), schema versions."""
+
+import json
+
+import pytest
+
+from rlmdistill.models.base import Usage
+from rlmdistill.traces.schema import TurnRecord, upgrade_record, utcnow
+from rlmdistill.traces.store import TraceFileError, append_records, parse_records, read_jsonl
+
+
+def _turn(i: int, completion: str = "ok") -> TurnRecord:
+    return TurnRecord(
+        episode_id="e1",
+        turn=i,
+        started_at=utcnow(),
+        n_messages_before=1,
+        prompt_sha256="0" * 64,
+        completion=completion,
+        usage=Usage(prompt_tokens=3),
+        latency_s=0.1,
+    )
+
+
+def test_torn_last_line_is_reported_and_next_append_starts_fresh_case_t3(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"turn":1}\n{"turn":2,"con', encoding="utf-8")
+    res = read_jsonl(path)
+    assert res.records == [{"turn": 1}]
+    assert res.torn_tail == '{"turn":2,"con'
+    append_records(path, [{"turn": 3}])
+    res = read_jsonl(path)
+    assert res.records == [{"turn": 1}, {"turn": 3}]
+    assert res.torn_tail is None
+    assert res.skipped_torn_lines == 1
+    # the torn bytes are still on disk, untouched
+    assert '{"turn":2,"con\n' in path.read_text(encoding="utf-8")
+
+
+def test_corruption_in_the_middle_is_an_error_case_t3(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"turn":1}\n{"turn":2,,}\n{"turn":3}\n', encoding="utf-8")
+    with pytest.raises(TraceFileError, match=r"t\.jsonl:2"):
+        read_jsonl(path)
+
+
+def test_unpaired_surrogate_written_read_and_compared_case_t2(tmp_path):
+    path = tmp_path / "traj.jsonl"
+    rec = _turn(0, "ok \ud83c")
+    append_records(path, [rec])
+    (back,) = list(parse_records(path, TurnRecord))
+    assert back.completion == "ok \ufffd"
+    assert back.model_dump(exclude={"completion"}) == rec.model_dump(exclude={"completion"})
+    path.read_bytes().decode("utf-8")  # valid UTF-8 on disk
+
+
+def test_validation_error_names_file_and_record(tmp_path):
+    path = tmp_path / "traj.jsonl"
+    append_records(path, [_turn(0)])
+    append_records(path, [{"record_type": "turn", "turn": "x"}])
+    with pytest.raises(TraceFileError, match="record 2"):
+        list(parse_records(path, TurnRecord))
+
+
+def test_newer_schema_version_is_refused():
+    with pytest.raises(ValueError, match="newer"):
+        upgrade_record({"schema_version": 99})
+
+
+def test_timestamps_are_timezone_aware(tmp_path):
+    path = tmp_path / "traj.jsonl"
+    append_records(path, [_turn(0)])
+    raw = json.loads(path.read_text().splitlines()[0])
+    assert raw["started_at"].endswith("Z") or "+00:00" in raw["started_at"]
