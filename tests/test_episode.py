@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
 from rlmdistill.collect.repl import ReplLimits
@@ -18,10 +19,15 @@ from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms import DataRoom
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, FakeReply, ScriptedHandler, fail_if
 from rlmdistill.traces.rebuild import root_requests
-from rlmdistill.traces.schema import EpisodeEnd, EpisodeStart, EpisodeSummary, SubCallRecord, TrajectoryRecord, TurnRecord
+from rlmdistill.traces.schema import (
+    EpisodeEnd,
+    EpisodeStart,
+    EpisodeSummary,
+    SubCallRecord,
+    TrajectoryRecord,
+    TurnRecord,
+)
 from rlmdistill.traces.store import parse_records, read_jsonl
-
-from pydantic import TypeAdapter
 
 EXPLORE = "```repl\ndocs = list_documents()\nfor d in docs:\n    print(d['id'], d['chars'])\n```"
 DELEGATE = """```repl
@@ -57,8 +63,25 @@ def make_config(room: Path, url: str, **kw) -> CollectConfig:
 
 def clients(url: str, tokenizer=None):
     count = (lambda s: len(tokenizer.encode(s))) if tokenizer is not None else None
-    root = OpenAIChatClient("root", url, api_key="test", max_retries=2, backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=10, count_tokens=count)
-    sub = OpenAIChatClient("sub", url, api_key="test", max_retries=2, backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=10)
+    root = OpenAIChatClient(
+        "root",
+        url,
+        api_key="test",
+        max_retries=2,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+        timeout_s=10,
+        count_tokens=count,
+    )
+    sub = OpenAIChatClient(
+        "sub",
+        url,
+        api_key="test",
+        max_retries=2,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+        timeout_s=10,
+    )
     return root, sub
 
 
@@ -67,11 +90,15 @@ def trajectory(run: Path, eid: str) -> list:
     return list(parse_records(run / "trajectories" / f"{eid}.jsonl", adapter))
 
 
-def test_episode_with_subcalls_completes_and_trace_rebuilds_exact_prompts(cuad_room3, smollm2_tokenizer, tmp_path):
+def test_episode_with_subcalls_completes_and_trace_rebuilds_exact_prompts(
+    cuad_room3, smollm2_tokenizer, tmp_path
+):
     handler = ScriptedHandler([EXPLORE, DELEGATE], sub_answer)
     with FakeOpenAIServer(handler, tokenizer=smollm2_tokenizer) as server:
         root, sub = clients(server.base_url)
-        res = collect(make_config(cuad_room3, server.base_url), tmp_path / "run", root, sub, progress=False)
+        res = collect(
+            make_config(cuad_room3, server.base_url), tmp_path / "run", root, sub, progress=False
+        )
         requests = server.requests
     room = DataRoom.load(cuad_room3)
     doc_ids = [d.id for d in room.documents]
@@ -85,8 +112,12 @@ def test_episode_with_subcalls_completes_and_trace_rebuilds_exact_prompts(cuad_r
         assert 0 < s.coverage.overall < 1
         # usage as counted by the server with the real tokenizer: completion tokens of the
         # three sub answers, prompt tokens of the two root requests (+4 per message)
-        subs = [r for r in trajectory(tmp_path / "run", s.episode_id) if isinstance(r, SubCallRecord)]
-        assert s.tokens.sub.completion_tokens == sum(len(smollm2_tokenizer.encode(c.response)) for c in subs)
+        subs = [
+            r for r in trajectory(tmp_path / "run", s.episode_id) if isinstance(r, SubCallRecord)
+        ]
+        assert s.tokens.sub.completion_tokens == sum(
+            len(smollm2_tokenizer.encode(c.response)) for c in subs
+        )
         assert s.tokens.root.completion_tokens == sum(
             len(smollm2_tokenizer.encode(t.removeprefix("```repl\n"))) for t in (EXPLORE, DELEGATE)
         )
@@ -98,12 +129,16 @@ def test_episode_with_subcalls_completes_and_trace_rebuilds_exact_prompts(cuad_r
     subs = [r for r in records if isinstance(r, SubCallRecord)]
     # case R4: sub-calls stored apart, linked to turn 1 block 0, never in the root's messages
     assert [(c.turn, c.block, c.batch_id, c.batch_size) for c in subs] == [(1, 0, 0, 3)] * 3
-    assert all(c.sources and c.sources[0]["doc_id"] == d for c, d in zip(sorted(subs, key=lambda c: c.call_id), doc_ids, strict=True))
+    assert all(
+        c.sources and c.sources[0]["doc_id"] == d
+        for c, d in zip(sorted(subs, key=lambda c: c.call_id), doc_ids, strict=True)
+    )
     rebuilt = root_requests(records[0], turns)
     sent = [
         [Message(**m) for m in r["messages"][:-1]]  # drop the prefill message the client added
         for r in requests
-        if r["model"] == "root" and r["messages"][1]["content"] == records[0].initial_messages[1].content
+        if r["model"] == "root"
+        and r["messages"][1]["content"] == records[0].initial_messages[1].content
     ]
     assert len(rebuilt) == 2
     assert all(msgs in sent for msgs in rebuilt)  # byte-exact: what the server received
@@ -124,7 +159,13 @@ def test_one_failing_subcall_fails_only_that_prompt_case_t4(cuad_room3, tmp_path
     )
     with FakeOpenAIServer(handler) as server:
         root, sub = clients(server.base_url)
-        res = collect(make_config(cuad_room3, server.base_url, episodes=1), tmp_path / "run", root, sub, progress=False)
+        res = collect(
+            make_config(cuad_room3, server.base_url, episodes=1),
+            tmp_path / "run",
+            root,
+            sub,
+            progress=False,
+        )
     (s,) = res.summaries
     assert s.status == "completed"
     assert s.n_sub_calls == 3 and s.n_sub_call_errors == 1
@@ -139,7 +180,13 @@ def test_context_exceeded_ends_episode_with_status_case_t4(cuad_room3, tmp_path)
     handler = ScriptedHandler([EXPLORE, FakeReply.context_exceeded(4096, 5000)], sub_answer)
     with FakeOpenAIServer(handler) as server:
         root, sub = clients(server.base_url)
-        res = collect(make_config(cuad_room3, server.base_url, episodes=1), tmp_path / "run", root, sub, progress=False)
+        res = collect(
+            make_config(cuad_room3, server.base_url, episodes=1),
+            tmp_path / "run",
+            root,
+            sub,
+            progress=False,
+        )
     (s,) = res.summaries
     assert s.status == "context_exceeded"
     assert "maximum context length" in s.status_detail
@@ -147,10 +194,14 @@ def test_context_exceeded_ends_episode_with_status_case_t4(cuad_room3, tmp_path)
 
 
 def test_noop_and_turn_limit_give_no_memo_case_r2(cuad_room3, tmp_path):
-    handler = ScriptedHandler(["I will think about it.", EXPLORE], sub_answer, on_exhausted="repeat_last")
+    handler = ScriptedHandler(
+        ["I will think about it.", EXPLORE], sub_answer, on_exhausted="repeat_last"
+    )
     with FakeOpenAIServer(handler) as server:
         root, sub = clients(server.base_url)
-        cfg = make_config(cuad_room3, server.base_url, episodes=1, prefill=None, limits=EpisodeLimits(max_turns=3))
+        cfg = make_config(
+            cuad_room3, server.base_url, episodes=1, prefill=None, limits=EpisodeLimits(max_turns=3)
+        )
         res = collect(cfg, tmp_path / "run", root, sub, progress=False)
     (s,) = res.summaries
     assert s.status == "no_memo" and s.n_turns == 3
@@ -164,7 +215,10 @@ def test_subcall_budget_raises_in_repl_and_memo_still_possible(cuad_room3, tmp_p
     with FakeOpenAIServer(handler) as server:
         root, sub = clients(server.base_url)
         cfg = make_config(
-            cuad_room3, server.base_url, episodes=1, prefill=None,
+            cuad_room3,
+            server.base_url,
+            episodes=1,
+            prefill=None,
             limits=EpisodeLimits(max_turns=4, max_sub_calls=2),
         )
         res = collect(cfg, tmp_path / "run", root, sub, progress=False)
@@ -180,7 +234,9 @@ def test_block_timeout_ends_episode_case_t5(cuad_room3, tmp_path):
     handler = ScriptedHandler(["```repl\nwhile True: pass\n```"], sub_answer)
     with FakeOpenAIServer(handler) as server:
         root, sub = clients(server.base_url)
-        cfg = make_config(cuad_room3, server.base_url, episodes=1, repl=ReplLimits(block_timeout_s=1.0))
+        cfg = make_config(
+            cuad_room3, server.base_url, episodes=1, repl=ReplLimits(block_timeout_s=1.0)
+        )
         res = collect(cfg, tmp_path / "run", root, sub, progress=False)
     (s,) = res.summaries
     assert s.status == "repl_timeout"
@@ -196,7 +252,9 @@ def test_rerun_skips_finished_episodes_and_refuses_other_config(cuad_room3, tmp_
         cfg = make_config(cuad_room3, server.base_url)
         first = collect(cfg, tmp_path / "run", root, sub, progress=False)
         n_requests = len(server.requests)
-        again = collect(cfg.model_copy(update={"concurrency": 1}), tmp_path / "run", root, sub, progress=False)
+        again = collect(
+            cfg.model_copy(update={"concurrency": 1}), tmp_path / "run", root, sub, progress=False
+        )
         assert len(server.requests) == n_requests
         with pytest.raises(RunConfigMismatch, match="another config"):
             collect(cfg.model_copy(update={"seed": 5}), tmp_path / "run", root, sub, progress=False)

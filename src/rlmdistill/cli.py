@@ -253,7 +253,7 @@ def quickstart_cmd(
 ) -> None:
     """The main job on the embedded default: pull -> build CUAD room -> collect -> judge -> show."""
     from rlmdistill.models.pull import pull_main
-    from rlmdistill.rooms.cuad import build_cuad_main
+    from rlmdistill.rooms.cuad import SAMPLE_SOURCE, build_cuad_main
 
     t0 = time.monotonic()
     for name in dict.fromkeys([model, sub_model or model]):
@@ -262,7 +262,7 @@ def quickstart_cmd(
     t_pulled = time.monotonic()
     room = room_dir or Path("rooms") / f"cuad{contracts}-s{seed}"
     if not (room / "task.json").exists():
-        code = build_cuad_main(cuad, contracts, seed, room)
+        code = build_cuad_main(cuad or SAMPLE_SOURCE, contracts, seed, room)
         if code != 0:
             raise typer.Exit(code)
     cfg = build_config(

@@ -163,6 +163,10 @@ class _Contract:
     type_source: str
 
 
+SAMPLE_SOURCE = Path(__file__).resolve().parent / "cuad_sample"
+"""16 CUAD contracts with their labels shipped inside the package (CC BY 4.0; see its README)."""
+
+
 def normalise_name(name: str) -> str:
     """Matching key of a CUAD file name: extension stripped, accents folded, lowercase,
     non-alphanumerics removed (``"Foo - Bar Agreement.PDF"`` -> ``"foobaragreement"``)."""

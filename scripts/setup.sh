@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up a virtual environment in .venv with rlmdistill and its dev tools.
+# torch's CPU wheel goes in first: a bare `torch` requirement would pull a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[dev]"

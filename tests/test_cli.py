@@ -1,0 +1,88 @@
+"""The console script end to end over the fake server: collect -> judge -> show."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from rlmdistill.cli import app, build_config
+from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
+from rlmdistill.traces.schema import Verdict
+from rlmdistill.traces.store import parse_records
+
+GOOD = """```repl
+docs = list_documents()
+hits = [search(d['id'].split('/')[-1][:0] + 'assign', doc_id=d['id'], window=300, max_hits=1) for d in docs]
+answers = llm_query_batched(['Contract ' + d['id'] + ':\\n' + (h[0]['text'] if h else '') for d, h in zip(docs, hits)])
+memo = '\\n\\n'.join('## ' + d['id'] + '\\nAnti-assignment: ' + a for d, a in zip(docs, answers))
+FINAL_VAR(memo)
+```"""
+
+
+def quote_back(prompt: str) -> str:
+    """A sub model that quotes the excerpt it was given (as a good reader would)."""
+    return "The contract says: " + prompt.split(":\n", 1)[-1][:600]
+
+
+def test_collect_judge_show_through_the_cli(cuad_room3, tmp_path, monkeypatch):
+    monkeypatch.setenv("RLMDISTILL_API_KEY", "sk-test-not-logged")
+    runner = CliRunner()
+    run = tmp_path / "runs" / "cli"
+    with FakeOpenAIServer(ScriptedHandler([GOOD], quote_back)) as server:
+        args = [
+            "collect",
+            "--room",
+            str(cuad_room3),
+            "--root",
+            f"openai:root@{server.base_url}",
+            "--sub",
+            f"openai:sub@{server.base_url}",
+            "--episodes",
+            "2",
+            "--concurrency",
+            "2",
+            "--out",
+            str(run),
+            "--no-progress",
+        ]
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output
+    assert "sk-test-not-logged" not in (run / "run.json").read_text()
+    for traj in (run / "trajectories").iterdir():
+        assert "sk-test-not-logged" not in traj.read_text()
+    res = runner.invoke(app, ["judge", str(run)])
+    assert res.exit_code == 0, res.output
+    verdicts = list(parse_records(run / "verdicts" / "reference.jsonl", Verdict))
+    n_criteria = len(json.loads((cuad_room3 / "task.json").read_text())["criteria"])
+    assert len(verdicts) == 2 * n_criteria
+    # re-judging the same memos appends nothing
+    assert runner.invoke(app, ["judge", str(run)]).exit_code == 0
+    assert len(list(parse_records(run / "verdicts" / "reference.jsonl", Verdict))) == 2 * n_criteria
+    res = runner.invoke(app, ["show", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    assert summary["n_episodes"] == 2 and summary["status_counts"] == {"completed": 2}
+    assert summary["memo_with_citation"] == 2
+    (grader,) = summary["graders"]
+    n_pass = sum(v.verdict == "PASS" for v in verdicts)
+    assert grader["pass_rate"]["mean"] == n_pass / (2 * n_criteria)
+    # quoting the text around "assign" passes only assignment-related criteria
+    passed = {v.criterion_id for v in verdicts if v.verdict == "PASS"}
+    assert passed and all("assignment" in cid for cid in passed)
+    res = runner.invoke(app, ["show", str(run)])
+    assert res.exit_code == 0 and "episodes by status" in res.output
+
+
+def test_config_file_then_flags_override(tmp_path, cuad_room3):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text(
+        f"rooms: [{cuad_room3}]\nroot: local:qwen2.5-coder-0.5b\nsub: local:smollm2-135m\nepisodes: 3\n"
+        "limits: {max_turns: 2}\n"
+    )
+    cfg = build_config(cfg_file, {"episodes": 5, "rooms": []})
+    assert cfg.episodes == 5 and cfg.limits.max_turns == 2
+    # embedded-model recommendation fills the root's few-shot and prefill
+    assert cfg.few_shot is True and cfg.prefill == "```repl\n"
+    cfg = build_config(cfg_file, {"few_shot": False, "prefill": ""})
+    assert cfg.few_shot is False and cfg.prefill is None
