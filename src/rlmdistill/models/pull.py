@@ -393,8 +393,9 @@ def list_main(cache_dir: Path | str | None = None) -> int:
     from rich.table import Table
 
     table = Table(title="embedded models")
-    for col in ("name", "size", "ctx", "root prefill", "pulled", "notes"):
-        table.add_column(col)
+    for col in ("name", "size", "ctx", "root prefill", "pulled"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("notes")
     for entry in EMBEDDED_MODELS.values():
         directory = model_dir(entry.name, cache_dir)
         manifest = read_manifest(directory) if _is_complete(directory, entry, "auto") else None
