@@ -5,4 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/rlmdistill quickstart --cuad ../shared/data/cuad "$@"
+# The 360-contract CUAD subset beside the checkout when present, else the packaged 16-contract sample.
+src=()
+[ -d ../shared/data/cuad/contracts ] && src=(--cuad ../shared/data/cuad)
+.venv/bin/rlmdistill quickstart "${src[@]}" "$@"

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.collect.prompts import PROMPT_VERSION
 from rlmdistill.collect.repl import ReplLimits
 from rlmdistill.models.base import Sampling
 
@@ -70,8 +71,10 @@ class CollectConfig(BaseModel):
     repl: ReplLimits = Field(default_factory=ReplLimits)
 
     def fingerprint(self) -> str:
-        """sha256 (16 hex) of the fields that define episodes (excludes ``concurrency``)."""
+        """sha256 (16 hex) of what defines episodes: every field but ``concurrency`` and
+        ``rooms`` (rooms enter ids by content hash), plus the packaged root prompt version."""
         data = self.model_dump(mode="json", exclude={"concurrency", "rooms"})
+        data["prompt_version"] = PROMPT_VERSION
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

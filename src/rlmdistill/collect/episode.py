@@ -193,10 +193,8 @@ class Episode:
         return msgs, n_few
 
     # -- sub-calls --------------------------------------------------------------------------
-    def _sub_sampling(self, i: int) -> Sampling:
-        return self.config.sub_sampling.model_copy(
-            update={"seed": (self.spec.seed + 7919 * (i + 1)) % 2**31}
-        )
+    def _sub_seed(self, call_id: int) -> int:
+        return (self.spec.seed + 7919 * (call_id + 1)) % 2**31
 
     def _on_llm(self, prompts_: list[str], sources: list[list[dict[str, Any]]]) -> list[str]:
         st = self.state
@@ -221,12 +219,14 @@ class Episode:
                 batch_id=batch_id,
                 batch_size=len(prompts_),
                 prompt=prompts_[i],
+                seed=self._sub_seed(first_id + i),
                 sources=sources[i] if i < len(sources) else [],
             )
             t0 = time.monotonic()
             try:
                 res = self.sub.chat(
-                    [Message(role="user", content=prompts_[i])], self._sub_sampling(first_id + i)
+                    [Message(role="user", content=prompts_[i])],
+                    self.config.sub_sampling.model_copy(update={"seed": rec.seed}),
                 )
                 rec.response = res.text
                 rec.usage = res.usage
@@ -392,7 +392,11 @@ class Episode:
             latency_s=0.0,
         )
         try:
-            res = self.root.chat(messages, sampling, prefill=cfg.prefill)
+            turn_sampling = sampling.model_copy(
+                update={"seed": (self.spec.seed + 1_000_003 * self._turn) % 2**31}
+            )
+            rec.seed = turn_sampling.seed
+            res = self.root.chat(messages, turn_sampling, prefill=cfg.prefill)
         except ContextExceededError as exc:
             rec.completion, rec.duration_s = "", time.monotonic() - t0
             self._write(rec)

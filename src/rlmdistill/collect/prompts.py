@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rlmdistill.models.base import Message
 
-PROMPT_VERSION = "rlm-dd-v1"
+PROMPT_VERSION = "rlm-dd-v2"
 
 SYSTEM_PROMPT = """\
 You are the lead reviewer in an M&A due-diligence team. A data room of documents is loaded \
@@ -67,6 +67,7 @@ Leases/hq_lease.txt 3350
 
 _EXAMPLE_TURN_2 = """\
 ```repl
+docs = list_documents()
 KEYS = "change of control|change in control|assign|exclusiv|non-compet|terminat|liabilit|minimum|indemn"
 prompts = []
 for d in docs:

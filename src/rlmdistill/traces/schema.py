@@ -168,6 +168,8 @@ class TurnRecord(_Record):
     """Length of the root message list sent in this turn's request."""
     prompt_sha256: str
     """sha256 of the exact message list sent (see :func:`rlmdistill.traces.rebuild`)."""
+    seed: int | None = None
+    """Sampling seed of this request: episode seed + 1,000,003 x turn (mod 2^31)."""
     prefill: str | None = None
     completion: str
     """The root's reply as generated (prefill excluded). The assistant message appended to
@@ -203,6 +205,8 @@ class SubCallRecord(_Record):
     """Depth 2: the sub-call whose subagent made this one."""
     depth: int = 1
     prompt: str
+    seed: int | None = None
+    """Sampling seed of this request: episode seed + 7,919 x (call_id + 1) (mod 2^31)."""
     sources: list[dict[str, Any]] = Field(default_factory=list)
     """Document ranges the prompt carried when known: ``{doc_id, start, end}`` (chars)."""
     response: str | None = None
