@@ -5,15 +5,26 @@ from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
 
 
 def _cfg(**kw) -> CollectConfig:
-    return CollectConfig(rooms=["/r"], root="openai:a@http://h/v1", sub="openai:b@http://h/v1", **kw)
+    return CollectConfig(
+        rooms=["/r"], root="openai:a@http://h/v1", sub="openai:b@http://h/v1", **kw
+    )
 
 
 def test_episode_id_is_stable_and_keyed_by_room_task_sample():
     a = episode_id(_cfg(), "roomhash", "task", 0)
     assert a == episode_id(_cfg(), "roomhash", "task", 0)
     assert len(a) == 20
-    assert len({a, episode_id(_cfg(), "other", "task", 0), episode_id(_cfg(), "roomhash", "t2", 0),
-                episode_id(_cfg(), "roomhash", "task", 1)}) == 4
+    assert (
+        len(
+            {
+                a,
+                episode_id(_cfg(), "other", "task", 0),
+                episode_id(_cfg(), "roomhash", "t2", 0),
+                episode_id(_cfg(), "roomhash", "task", 1),
+            }
+        )
+        == 4
+    )
 
 
 def test_concurrency_and_room_paths_do_not_change_ids_but_sampling_and_prompt_do(monkeypatch):

@@ -32,7 +32,12 @@ def test_local_smollm2_episode_is_traced_and_prompts_rebuild(cuad_room3, smollm2
     try:
         assert get_client(cfg.sub) is root  # one loaded model serves root and sub
         (s,) = collect(cfg, tmp_path / "run", root, root, progress=False).summaries
-        records = list(parse_records(tmp_path / "run" / "trajectories" / f"{s.episode_id}.jsonl", TypeAdapter(TrajectoryRecord)))
+        records = list(
+            parse_records(
+                tmp_path / "run" / "trajectories" / f"{s.episode_id}.jsonl",
+                TypeAdapter(TrajectoryRecord),
+            )
+        )
         start = records[0]
         assert isinstance(start, EpisodeStart)
         turns = [r for r in records if isinstance(r, TurnRecord)]

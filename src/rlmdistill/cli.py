@@ -130,7 +130,11 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
 
 
 def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> int:
-    """Open the root/sub clients, collect, close. Returns the number of finished episodes."""
+    """Open the root/sub clients, collect, close. Returns the number of finished episodes.
+
+    Raises ``typer.Exit(2)`` when an episode ended with status ``error`` (a harness bug; the
+    traceback is in its trajectory) so that scripts and CI notice.
+    """
     from rlmdistill.collect.runner import collect
     from rlmdistill.models.spec import close_all, get_client
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 def cache_home() -> Path:
     """Root of rlmdistill's caches (models, room snapshots). Created on first use."""
-    root = Path(os.environ.get("RLMDISTILL_HOME") or Path.home() / ".cache" / "rlmdistill")
+    env = os.environ.get("RLMDISTILL_HOME")
+    root = Path(env).expanduser() if env else Path.home() / ".cache" / "rlmdistill"
     root.mkdir(parents=True, exist_ok=True)
     return root
 

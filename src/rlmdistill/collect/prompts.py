@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rlmdistill.models.base import Message
 
-PROMPT_VERSION = "rlm-dd-v2"
+PROMPT_VERSION = "rlm-dd-v4"
 
 SYSTEM_PROMPT = """\
 You are the lead reviewer in an M&A due-diligence team. A data room of documents is loaded \
@@ -65,39 +65,50 @@ Leases/hq_lease.txt 3350
 3 documents
 ```"""
 
-_EXAMPLE_TURN_2 = """\
-```repl
+_EXAMPLE_TURN_2 = r"""```repl
 docs = list_documents()
-KEYS = "change of control|change in control|assign|exclusiv|non-compet|terminat|liabilit|minimum|indemn"
-prompts = []
+TOPICS = {
+    "change of control": "change of control|change in control|merger|acqui",
+    "anti-assignment": "assign",
+    "exclusivity": "exclusiv",
+    "non-compete": "compet",
+    "termination for convenience": "convenience|without cause|for any reason",
+    "liability cap": "limitation of liability|liabilit",
+    "minimum commitment": "minimum",
+}
+jobs = []
 for d in docs:
-    hits = search(KEYS, doc_id=d["id"], window=400, max_hits=4)
-    excerpt = "\\n...\\n".join(h["text"] for h in hits) if hits else read(d["id"], 0, 3000)
-    prompts.append(
-        "Contract " + d["id"] + ". Excerpts:\\n" + excerpt + "\\n\\n"
-        "Quote every clause above on change of control, assignment, exclusivity, non-compete, "
-        "termination, liability caps or minimum commitments, with amounts. Say what it means for a buyer."
-    )
-answers = llm_query_batched(prompts)
-memo = "# Due-diligence memo\\n\\n## Findings\\n"
-for d, a in zip(docs, answers):
-    memo += "\\n### " + d["id"] + "\\n" + a.strip() + "\\n"
-memo += "\\n## Next steps\\n- Seek consents where change of control or assignment needs them.\\n"
-memo += "- Quantify the exposure of each finding with the seller.\\n"
-print(memo[:1500])
+    for topic, pattern in TOPICS.items():
+        hits = search(pattern, doc_id=d["id"], window=250, max_hits=2)
+        if hits:
+            excerpt = "\n...\n".join(h["text"] for h in hits)
+            prompt = ("Excerpt of contract " + d["id"] + ":\n" + excerpt + "\n\n"
+                      "Copy word for word the sentence above about " + topic + ".")
+            jobs.append((d["id"], topic, prompt))
+print(len(jobs), "sub-calls")
+answers = llm_query_batched([p for _, _, p in jobs])
+memo = "# Due-diligence memo\n\n## Findings\n"
+for (doc_id, topic, _), answer in zip(jobs, answers):
+    memo += "\n- " + topic + " (" + doc_id + "): " + answer.strip() + "\n"
+memo += "\n## Next steps\n\n- Seek consents where change of control or assignment needs them.\n"
+memo += "- Quantify the exposure of each finding with the seller.\n"
+print(memo[:1000])
 FINAL_VAR(memo)
 ```"""
 
 _EXAMPLE_OBS_2 = """\
 REPL output (block 0):
 ```
+9 sub-calls
 # Due-diligence memo
 
 ## Findings
 
-### Supply/acme_supply.txt
-"Any change of control of Buyer shall entitle Acme to terminate this Agreement on 30 days' notice." \
-A buyer risks losing this supply contract on closing.
+- change of control (Supply/acme_supply.txt): "Any change of control of Buyer shall entitle \
+Acme to terminate this Agreement on 30 days' notice."
+
+- anti-assignment (Supply/acme_supply.txt): "Neither party may assign this Agreement without \
+the prior written consent of the other party."
 ...
 ```
 Final memo received."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlmdistill.models.registry import EMBEDDED_MODELS, EmbeddedModel, get_embedded
+from rlmdistill.paths import cache_home
 
 DtypeOption = Literal["auto", "float32", "bfloat16"]
 """dtype of the converted checkpoint; ``auto`` takes the registry's ``default_dtype``."""
@@ -46,20 +46,14 @@ class PullError(RuntimeError):
     """Downloading, assembling, verifying or converting an embedded model failed."""
 
 
-def default_home() -> Path:
-    """Cache root: ``$RLMDISTILL_HOME`` or ``~/.cache/rlmdistill``."""
-    env = os.environ.get("RLMDISTILL_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "rlmdistill"
-
-
 def model_dir(name: str, cache_dir: Path | str | None = None) -> Path:
     """Where the converted checkpoint of embedded model ``name`` lives (may not exist yet)."""
-    return Path(cache_dir or default_home()) / "models" / name
+    return Path(cache_dir or cache_home()) / "models" / name
 
 
 def gguf_path(name: str, cache_dir: Path | str | None = None) -> Path:
     """Where the assembled GGUF of embedded model ``name`` lives (may not exist yet)."""
-    return Path(cache_dir or default_home()) / "gguf" / get_embedded(name).gguf_name
+    return Path(cache_dir or cache_home()) / "gguf" / get_embedded(name).gguf_name
 
 
 def read_manifest(directory: Path) -> dict[str, Any] | None:
@@ -278,7 +272,7 @@ def pull(
 
     Args:
         name: a key of :data:`~rlmdistill.models.registry.EMBEDDED_MODELS`.
-        cache_dir: cache root; default :func:`default_home`.
+        cache_dir: cache root; default :func:`rlmdistill.paths.cache_home`.
         dtype: dtype of the saved weights; ``auto`` = the entry's ``default_dtype``.
 
     Raises:
@@ -286,7 +280,7 @@ def pull(
         PullError: download, checksum or conversion failure (message says which).
     """
     entry = get_embedded(name)
-    root = Path(cache_dir) if cache_dir is not None else default_home()
+    root = Path(cache_dir) if cache_dir is not None else cache_home()
     out_dir = model_dir(name, root)
     if _is_complete(out_dir, entry, dtype):
         return out_dir
