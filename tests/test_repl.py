@@ -133,3 +133,30 @@ def test_refused_subcalls_raise_inside_the_repl(repl):
         "try:\n    llm_query('x')\nexcept RuntimeError as e:\n    print('caught', e)", refuse
     )
     assert out.stdout == "caught sub-call budget spent\n"
+
+
+def test_repl_reads_a_memory_mapped_room_snapshot(tmp_path):
+    from rlmdistill.rooms import DataRoom
+
+    root = tmp_path / "room" / "documents" / "Tax"
+    root.mkdir(parents=True)
+    (root / "a.txt").write_text("Résumé: the seller indemnifies the buyer for pre-closing taxes.")
+    (root / "b.txt").write_text(
+        "No change of control clause here... just kidding: change of control."
+    )
+    index = DataRoom.load(tmp_path / "room").snapshot(tmp_path / "cache" / "h.json")
+    with ReplProcess(index, tmp_path / "s", ReplLimits()) as repl:
+        out = repl.execute(
+            "print(list_documents())\nprint(read('Tax/a.txt', 0, 6))\n"
+            "print([h['start'] for h in search('change of control', window=0)])\nprint(len(room['Tax/b.txt']))",
+            echo,
+        )
+    assert out.error is None, out.error
+    lines = out.stdout.splitlines()
+    assert (
+        lines[0]
+        == "[{'id': 'Tax/a.txt', 'folder': 'Tax', 'chars': 63}, {'id': 'Tax/b.txt', 'folder': 'Tax', 'chars': 68}]"
+    )
+    assert lines[1] == "Résumé"
+    assert lines[2] == "[3, 50]"
+    assert lines[3] == "68"

@@ -158,17 +158,23 @@ def test_token_count_cached_per_tokenizer(tmp_path: Path) -> None:
     assert fresh.token_count(tok2, tokenizer_id="other") == expected and tok2.calls > 0
 
 
-def test_snapshot_json(tmp_path: Path) -> None:
+def test_snapshot_is_an_index_plus_a_utf8_blob(tmp_path: Path) -> None:
     room = DataRoom.load(make_room(tmp_path / "r"))
-    dest = room.snapshot_json(tmp_path / "snap.json")
-    data = json.loads(dest.read_text(encoding="utf-8"))
+    index = room.snapshot(tmp_path / "snap.json")
+    data = json.loads(index.read_text(encoding="utf-8"))
+    blob = (tmp_path / data["blob"]).read_bytes()
     assert data["room_id"] == "r" and data["room_hash"] == room.room_hash
     assert [d["id"] for d in data["documents"]] == [d.id for d in room.documents]
-    assert data["documents"][0] == {
-        "id": "Contracts/Supply/supply agreement.txt",
-        "folder": "Contracts",
-        "text": "The Supplier shall deliver widgets.\n",
-    }
+    first = data["documents"][0]
+    assert first["id"] == "Contracts/Supply/supply agreement.txt" and first["folder"] == "Contracts"
+    assert (
+        blob[first["byte_start"] : first["byte_end"]].decode()
+        == "The Supplier shall deliver widgets.\n"
+    )
+    for d, doc in zip(data["documents"], room.documents, strict=True):
+        assert blob[d["byte_start"] : d["byte_end"]].decode() == doc.text
+        assert d["chars"] == len(doc.text)
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_errors_name_the_file(tmp_path: Path) -> None:

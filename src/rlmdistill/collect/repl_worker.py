@@ -90,10 +90,58 @@ class _BoundedCapture(io.TextIOBase):
         return f"{head}\n... [{omitted} characters omitted from the trace] ...\n{tail}"
 
 
+class _Texts(Mapping[str, str]):
+    """``doc_id -> text`` over a room snapshot.
+
+    With a ``.bin`` blob the texts stay in one read-only memory map shared (through the page
+    cache) by every REPL over the room; a document is decoded when asked for, and the last few
+    decoded ones are kept. Inline ``"text"`` fields (small test snapshots) are used as they are.
+    """
+
+    def __init__(self, index_path: str) -> None:
+        with open(index_path, encoding="utf-8") as fh:
+            snap = json.load(fh)
+        self.entries: dict[str, dict[str, Any]] = {d["id"]: d for d in snap["documents"]}
+        self.inline = {d["id"]: d["text"] for d in snap["documents"] if "text" in d}
+        self.chars = {
+            d["id"]: (len(d["text"]) if "text" in d else int(d["chars"])) for d in snap["documents"]
+        }
+        self.map: Any = None
+        if snap.get("blob") and len(self.inline) < len(self.entries):
+            import mmap
+
+            blob = os.path.join(os.path.dirname(index_path), snap["blob"])
+            with open(blob, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                self.map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self.cache: dict[str, str] = {}
+
+    def __getitem__(self, key: str) -> str:
+        if key in self.inline:
+            return self.inline[key]
+        if key in self.cache:
+            return self.cache[key]
+        e = self.entries[key]
+        text = bytes(self.map[e["byte_start"] : e["byte_end"]]).decode("utf-8", "surrogatepass")
+        if len(self.cache) >= 8:
+            self.cache.pop(next(iter(self.cache)))
+        self.cache[key] = text
+        return text
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
 class _Room(Mapping[str, str]):
     """Read-only ``doc_id -> text`` mapping that notes which texts were handed out."""
 
-    def __init__(self, docs: dict[str, str], note: Any) -> None:
+    def __init__(self, docs: Mapping[str, str], note: Any) -> None:
         self._docs = docs
         self._note = note
 
@@ -114,10 +162,10 @@ class _Room(Mapping[str, str]):
 
 class _Worker:
     def __init__(self, init: dict[str, Any]) -> None:
-        with open(init["room_snapshot"], encoding="utf-8") as fh:
-            snap = json.load(fh)
-        self.docs: dict[str, str] = {d["id"]: d["text"] for d in snap["documents"]}
-        self.folders: dict[str, str] = {d["id"]: d.get("folder", "") for d in snap["documents"]}
+        self.docs = _Texts(init["room_snapshot"])
+        self.folders: dict[str, str] = {
+            k: e.get("folder", "") for k, e in self.docs.entries.items()
+        }
         self.capture_head = int(init.get("capture_head_chars", 200_000))
         self.capture_tail = int(init.get("capture_tail_chars", 50_000))
         self.min_source_chars = int(init.get("min_source_chars", 40))
@@ -155,8 +203,8 @@ class _Worker:
     # -- room helpers -----------------------------------------------------------------
     def list_documents(self, folder: str | None = None) -> list[dict[str, Any]]:
         return [
-            {"id": d, "folder": self.folders[d], "chars": len(t)}
-            for d, t in self.docs.items()
+            {"id": d, "folder": self.folders[d], "chars": self.docs.chars[d]}
+            for d in self.docs
             if folder is None or self.folders[d] == folder
         ]
 

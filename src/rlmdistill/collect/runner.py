@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import NamedTuple
@@ -62,12 +61,9 @@ def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
         n_tokens=n_tokens,
         folders=room.folders,
     )
-    snap = room_cache() / f"{room.room_hash}.json"
+    snap = room_cache() / f"{room.room_hash}.snapshot.json"
     if not snap.exists():
-        snap.parent.mkdir(parents=True, exist_ok=True)
-        tmp = snap.with_suffix(f".{threading.get_ident()}.tmp")
-        room.snapshot_json(tmp)
-        tmp.replace(snap)
+        room.snapshot(snap)
     return RoomHandle(
         info=info,
         snapshot=snap,

@@ -269,17 +269,47 @@ class DataRoom:
         return value
 
     # ----------------------------------------------------------------- export
-    def snapshot_json(self, dest: str | Path) -> Path:
-        """Write ``{"room_id", "room_hash", "documents": [{"id", "folder", "text"}]}`` to
-        ``dest`` (UTF-8 JSON) for a separate process (the REPL) to load; returns ``dest``."""
+    def snapshot(self, dest: str | Path) -> Path:
+        """Write a shared, memory-mappable snapshot for REPL processes; returns the index path.
+
+        Files: ``<dest>.bin`` holds every document's text as UTF-8, back to back, in id order;
+        ``<dest>.json`` is the index ``{"room_id", "room_hash", "blob", "documents": [{"id",
+        "folder", "chars", "byte_start", "byte_end"}]}``. Concurrent episodes map the same
+        ``.bin`` read-only, so the OS page cache holds one copy of the room however many REPLs
+        run. Both files are written under temporary names and renamed into place.
+        """
         dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        blob = dest.with_suffix(".bin")
+        index = dest.with_suffix(".json")
+        tmp_blob = blob.with_name(f"{blob.name}.{os.getpid()}.tmp")
+        docs = []
+        offset = 0
+        with open(tmp_blob, "wb") as fh:
+            for d in self.documents:
+                data = d.text.encode("utf-8", "surrogatepass")
+                fh.write(data)
+                docs.append(
+                    {
+                        "id": d.id,
+                        "folder": d.folder,
+                        "chars": len(d.text),
+                        "byte_start": offset,
+                        "byte_end": offset + len(data),
+                    }
+                )
+                offset += len(data)
         payload = {
             "room_id": self.room_id,
             "room_hash": self.room_hash,
-            "documents": [{"id": d.id, "folder": d.folder, "text": d.text} for d in self.documents],
+            "blob": blob.name,
+            "documents": docs,
         }
-        dest.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
-        return dest
+        tmp_index = index.with_name(f"{index.name}.{os.getpid()}.tmp")
+        tmp_index.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+        tmp_blob.replace(blob)
+        tmp_index.replace(index)
+        return index
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,89 @@
+"""Harness overhead: one episode against a loopback server with fixed latency L.
+
+The root makes 2 turns; turn 0 dispatches 64 sub-calls in one ``llm_query_batched`` at
+concurrency 64; turn 1 hands back the memo. The critical path is 3L (root, sub batch, root);
+we report the wall time from episode start to its summary line written in ``episodes.jsonl``
+(REPL start-up included) divided by 3L. Target (issue 3): <= 1.10 at L = 0.2 s.
+
+    python benchmarks/bench_harness_overhead.py [--latency 0.2 1.0] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+from rlmdistill.collect.config import CollectConfig, EpisodeLimits
+from rlmdistill.collect.runner import collect
+from rlmdistill.models.openai_client import OpenAIChatClient
+from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
+from rlmdistill.traces.schema import EpisodeSummary
+from rlmdistill.traces.store import parse_records
+
+TURN0 = "```repl\nanswers = llm_query_batched(['question %d' % i for i in range(64)])\nprint(len(answers))\n```"
+TURN1 = "```repl\nmemo = 'Findings: ' + ' '.join(answers[:3])\nFINAL_VAR(memo)\n```"
+
+
+def make_room(root: Path) -> Path:
+    docs = root / "documents" / "Contracts"
+    docs.mkdir(parents=True)
+    for i in range(20):
+        (docs / f"c{i}.txt").write_text(f"Contract {i}. " + "Clause text. " * 500)
+    (root / "task.json").write_text(
+        '{"title": "t", "instructions": "Review.", "criteria": [{"id": "c1", "title": "x", '
+        '"match_criteria": "PASS if ..."}]}'
+    )
+    return root
+
+
+def one(latency: float, room: Path, out: Path) -> float:
+    handler = ScriptedHandler([TURN0, TURN1], lambda p: "answer to " + p)
+    with FakeOpenAIServer(handler, latency_s=latency) as server:
+        mk = lambda m: OpenAIChatClient(m, server.base_url, api_key="x", max_concurrency=64)  # noqa: E731
+        cfg = CollectConfig(
+            rooms=[str(room)],
+            root=f"openai:root@{server.base_url}",
+            sub=f"openai:sub@{server.base_url}",
+            episodes=1,
+            concurrency=1,
+            sub_concurrency=64,
+            limits=EpisodeLimits(max_turns=3),
+        )
+        root, sub = mk("root"), mk("sub")
+        t0 = time.monotonic()
+        res = collect(cfg, out, root, sub, progress=False)
+        wall = time.monotonic() - t0
+        (s,) = list(parse_records(out / "episodes.jsonl", EpisodeSummary))
+        assert s.status == "completed" and s.n_sub_calls == 64, (s.status, s.status_detail)
+        assert res.summaries[0].episode_id == s.episode_id
+        root.close()
+        sub.close()
+    return wall
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--latency", type=float, nargs="+", default=[0.2, 1.0])
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        room = make_room(Path(tmp) / "room")
+        for latency in args.latency:
+            walls = [
+                one(latency, room, Path(tmp) / f"run-{latency}-{k}") for k in range(args.repeats)
+            ]
+            best, worst = min(walls), max(walls)
+            print(
+                f"L={latency:.2f}s  critical path 3L={3 * latency:.2f}s  wall best {best:.3f}s "
+                f"worst {worst:.3f}s  ratio best {best / (3 * latency):.3f} worst {worst / (3 * latency):.3f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
