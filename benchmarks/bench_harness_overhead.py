@@ -11,10 +11,12 @@ we report the wall time from episode start to its summary line written in ``epis
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import platform
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
 from rlmdistill.collect.runner import collect
@@ -39,14 +41,31 @@ def make_room(root: Path) -> Path:
     return root
 
 
-def one(latency: float, room: Path, out: Path) -> float:
-    handler = ScriptedHandler([TURN0, TURN1], lambda p: "answer to " + p)
+def _answer(prompt: str) -> str:
+    return "answer to " + prompt
+
+
+def _serve(latency: float, urls: mp.Queue, stop: Any) -> None:
+    """Run the fake server in its own process, so its CPU time is not the harness's."""
+    handler = ScriptedHandler([TURN0, TURN1], _answer)
     with FakeOpenAIServer(handler, latency_s=latency) as server:
-        mk = lambda m: OpenAIChatClient(m, server.base_url, api_key="x", max_concurrency=64)  # noqa: E731
+        urls.put(server.base_url)
+        stop.wait()
+
+
+def one(latency: float, room: Path, out: Path) -> float:
+    ctx = mp.get_context("spawn")
+    urls: mp.Queue = ctx.Queue()
+    stop = ctx.Event()
+    proc = ctx.Process(target=_serve, args=(latency, urls, stop), daemon=True)
+    proc.start()
+    url = urls.get(timeout=60)
+    try:
+        mk = lambda m: OpenAIChatClient(m, url, api_key="x", max_concurrency=64)  # noqa: E731
         cfg = CollectConfig(
             rooms=[str(room)],
-            root=f"openai:root@{server.base_url}",
-            sub=f"openai:sub@{server.base_url}",
+            root=f"openai:root@{url}",
+            sub=f"openai:sub@{url}",
             episodes=1,
             concurrency=1,
             sub_concurrency=64,
@@ -61,6 +80,9 @@ def one(latency: float, room: Path, out: Path) -> float:
         assert res.summaries[0].episode_id == s.episode_id
         root.close()
         sub.close()
+    finally:
+        stop.set()
+        proc.join(timeout=10)
     return wall
 
 

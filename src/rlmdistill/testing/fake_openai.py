@@ -207,6 +207,13 @@ def echo_handler(request: dict[str, Any]) -> str:
     return last_user_message(request)
 
 
+class _Server(ThreadingHTTPServer):
+    """Threading server with a listen backlog deep enough for bursts of concurrent sub-calls
+    (the stdlib default of 5 makes the kernel drop SYNs, adding ~1 s retransmit delays)."""
+
+    request_queue_size = 1024
+
+
 class FakeOpenAIServer:
     """OpenAI-compatible chat server on ``127.0.0.1`` (random free port) in a background thread.
 
@@ -246,7 +253,7 @@ class FakeOpenAIServer:
         self._in_flight = 0
         self.max_in_flight = 0
         self._stop = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._make_request_handler())
+        self._httpd = _Server(("127.0.0.1", 0), self._make_request_handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
