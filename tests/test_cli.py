@@ -86,3 +86,48 @@ def test_config_file_then_flags_override(tmp_path, cuad_room3):
     assert cfg.few_shot is True and cfg.prefill == "```repl\n"
     cfg = build_config(cfg_file, {"few_shot": False, "prefill": ""})
     assert cfg.few_shot is False and cfg.prefill is None
+
+
+def test_user_errors_exit_2_with_one_clear_line(monkeypatch, capsys, tmp_path, cuad_room3):
+    import pytest
+
+    from rlmdistill.cli import main
+
+    cases = [
+        (
+            [
+                "collect",
+                "--room",
+                "/nonexistent",
+                "--root",
+                "local:x",
+                "--sub",
+                "local:x",
+                "--out",
+                str(tmp_path / "r"),
+            ],
+            "/nonexistent: data room folder not found",
+        ),
+        (
+            [
+                "collect",
+                "--room",
+                str(cuad_room3),
+                "--root",
+                "bogus",
+                "--sub",
+                "local:x",
+                "--out",
+                str(tmp_path / "r"),
+            ],
+            "bad model spec 'bogus'",
+        ),
+        (["show", str(tmp_path / "nothing")], "a run directory?"),
+    ]
+    for argv, expected in cases:
+        monkeypatch.setattr("sys.argv", ["rlmdistill", *argv])
+        with pytest.raises(SystemExit) as info:
+            main()
+        assert info.value.code == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert expected in err and "Traceback" not in err

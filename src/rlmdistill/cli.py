@@ -24,7 +24,12 @@ from rich.console import Console
 
 from rlmdistill.collect.config import CollectConfig
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    help=__doc__.split("\n\n")[0],
+)
 rooms_app = typer.Typer(no_args_is_help=True, help="Build and inspect data rooms.")
 models_app = typer.Typer(no_args_is_help=True, help="Pull and list the embedded local models.")
 app.add_typer(rooms_app, name="rooms")
@@ -136,12 +141,18 @@ def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> int:
     traceback is in its trajectory) so that scripts and CI notice.
     """
     from rlmdistill.collect.runner import collect
-    from rlmdistill.models.spec import close_all, get_client
+    from rlmdistill.models.spec import close_all, get_client, parse_spec
+    from rlmdistill.rooms import DataRoom
 
+    rooms = [DataRoom.load(p) for p in config.rooms]  # bad rooms fail before a model loads
+    for r in rooms:
+        if r.task is None:
+            raise ValueError(f"room {r.path} has no task.json; episodes need a task")
+    parse_spec(config.sub)
     root = get_client(config.root)
     sub = get_client(config.sub)
     try:
-        result = collect(config, out, root, sub, progress=progress)
+        result = collect(config, out, root, sub, progress=progress, rooms=rooms)
     finally:
         close_all()
     err.print(
@@ -291,8 +302,30 @@ def quickstart_cmd(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    Errors in the user's input (a missing room or file, an invalid task or config, a run
+    folder made with another config, a bad model spec) print one clear line and exit with
+    status 2 instead of a traceback; anything else is a bug and keeps its traceback.
+    """
+    from pydantic import ValidationError
+
+    from rlmdistill.collect.runner import RunConfigMismatch
+    from rlmdistill.rooms.room import RoomError
+    from rlmdistill.rooms.task import TaskError
+    from rlmdistill.traces.store import TraceFileError
+
+    try:
+        app(standalone_mode=True)
+    except (RoomError, TaskError, RunConfigMismatch, TraceFileError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise SystemExit(2) from None
+    except ValidationError as exc:
+        err.print(f"[red]invalid configuration:[/red] {exc}")
+        raise SystemExit(2) from None
+    except ValueError as exc:  # bad model spec, room without task, ...
+        err.print(f"[red]error:[/red] {exc}")
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

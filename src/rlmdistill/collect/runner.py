@@ -115,15 +115,18 @@ def collect(
     sub: ModelClient,
     *,
     progress: bool = True,
+    rooms: list[DataRoom] | None = None,
 ) -> CollectResult:
     """Run every episode of ``config`` not yet in ``run_dir/episodes.jsonl``.
 
     ``root``/``sub`` are open clients for ``config.root``/``config.sub`` (the same object when
     the specs are equal). Episodes run ``config.concurrency`` at a time; each finished one is
     appended to ``episodes.jsonl`` at once. Raises :class:`RunConfigMismatch` when ``run_dir``
-    holds a different run, ``ValueError`` for a room without a task.
+    holds a different run, ``ValueError`` for a room without a task. ``rooms`` may pass the
+    rooms of ``config.rooms`` already loaded (same order).
     """
-    rooms = [DataRoom.load(p) for p in config.rooms]
+    if rooms is None:
+        rooms = [DataRoom.load(p) for p in config.rooms]
     handles = [room_handle(r, root) for r in rooms]
     manifest = _manifest(run_dir, config, [h.info for h in handles])
     done = finished_ids(run_dir)
