@@ -51,7 +51,7 @@ def test_sigkill_at_random_points_then_rerun_gives_each_episode_once(cuad_room3,
     out = tmp_path / "run"
     env = {**os.environ, "RLMDISTILL_API_KEY": "x"}
     with FakeOpenAIServer(
-        ScriptedHandler([EXPLORE, DELEGATE], lambda p: "ok " + p), latency_s=0.4
+        ScriptedHandler([EXPLORE, DELEGATE], lambda p: "ok " + p), latency_s=1.0
     ) as server:
         cmd = _collect_cmd(cuad_room3, server.base_url, out)
         kills = 0
@@ -60,7 +60,7 @@ def test_sigkill_at_random_points_then_rerun_gives_each_episode_once(cuad_room3,
             proc = subprocess.Popen(
                 cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
-            time.sleep(rng.uniform(1.0, 3.5))
+            time.sleep(rng.uniform(1.0, 4.0))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1
