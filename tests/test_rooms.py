@@ -196,3 +196,12 @@ def test_undecodable_text_is_replaced(tmp_path: Path) -> None:
     root.mkdir()
     (root / "latin.txt").write_bytes(b"caf\xe9 au lait")
     assert DataRoom.load(root).get("latin.txt").text == "caf\ufffd au lait"
+
+
+def test_cited_documents_by_id_name_or_stem_with_separators_alike() -> None:
+    from rlmdistill.rooms.text import cited_documents
+
+    ids = ["Supply/acme_supply_agreement.txt", "Leases/hq-lease.txt", "Tax/a.txt"]
+    memo = "See ACME SUPPLY AGREEMENT and Leases/hq-lease.txt; nothing on a."
+    assert cited_documents(memo, ids) == ["Supply/acme_supply_agreement.txt", "Leases/hq-lease.txt"]
+    assert cited_documents(None, ids) == [] and cited_documents("", ids) == []

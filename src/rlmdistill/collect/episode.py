@@ -15,7 +15,6 @@ import hashlib
 import threading
 import time
 import traceback
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from rlmdistill.models.base import (
     Sampling,
     Usage,
 )
+from rlmdistill.rooms.text import cited_documents
 from rlmdistill.traces.rebuild import messages_sha256
 from rlmdistill.traces.schema import (
     CodeBlockResult,
@@ -95,19 +95,6 @@ class _State:
     n_batches: int = 0
     covered: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def cited_documents(memo: str | None, doc_ids: Sequence[str]) -> list[str]:
-    """Document ids named in ``memo``: by full id or by file name (case-insensitive)."""
-    if not memo:
-        return []
-    low = memo.lower()
-    out = []
-    for doc_id in doc_ids:
-        name = doc_id.rsplit("/", 1)[-1].lower()
-        if doc_id.lower() in low or name in low:
-            out.append(doc_id)
-    return out
 
 
 def _merge(ranges: list[tuple[int, int]]) -> int:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.rooms.task import Criterion, Evidence, Task
-from rlmdistill.rooms.text import ascii_fold, content_words, words
+from rlmdistill.rooms.text import ascii_fold, citation_regex, content_words, words
 from rlmdistill.traces.schema import Verdict
 
 __all__ = [
@@ -64,8 +64,6 @@ MIN_QUOTE_WORDS = 8
 """Shortest run of consecutive span words that counts as a quote."""
 WORD_SHARE = 0.25
 """Share of a span's distinctive words that counts as a paraphrase (at least 3)."""
-MIN_STEM_CHARS = 5
-"""File stems shorter than this do not count as a citation on their own."""
 
 # Synonym phrases per CUAD category. A trailing "*" lets the last word continue (assign* ->
 # assignment, assigned); words are separated by any run of spaces, hyphens, underscores or "/".
@@ -300,21 +298,6 @@ def split_passages(memo: str) -> list[Passage]:
     return passages
 
 
-def _citation_regex(doc_id: str) -> re.Pattern[str]:
-    """Regex over lowercased, accent-folded text matching the id, file name or stem of a
-    document, with ``_``, ``-`` and whitespace runs treated alike."""
-    name = doc_id.rsplit("/", 1)[-1]
-    stem = name.rsplit(".", 1)[0] if "." in name else name
-    forms = {doc_id, name}
-    if len(stem) >= MIN_STEM_CHARS:
-        forms.add(stem)
-    alternatives = []
-    for form in sorted(forms, key=len, reverse=True):
-        parts = [re.escape(p) for p in re.split(r"[\s_\-]+", ascii_fold(form).lower()) if p]
-        alternatives.append(r"[\s_\-]+".join(parts))
-    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alternatives) + r")(?![a-z0-9])")
-
-
 def _sentence(text: str, start: int, end: int) -> str:
     left = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
     right_match = _SENTENCE_END.search(text, end)
@@ -469,7 +452,7 @@ class ReferenceGrader:
             return "FAIL", "empty: no memo"
 
         # Rule 2: citation.
-        cite_res = {doc: _citation_regex(doc) for doc in ev.documents}
+        cite_res = {doc: citation_regex(doc) for doc in ev.documents}
         citing: list[tuple[int, str]] = []
         masked: dict[int, str] = {}
         for k, text in enumerate(norm):

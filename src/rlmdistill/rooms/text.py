@@ -78,3 +78,30 @@ def slugify(text: str, sep: str = "-") -> str:
     ``"rofr-rofo"``)."""
     folded = ascii_fold(text).lower()
     return re.sub(r"[^a-z0-9]+", sep, folded).strip(sep)
+
+
+MIN_STEM_CHARS = 5
+"""File stems shorter than this do not count as a citation on their own."""
+
+
+def citation_regex(doc_id: str) -> re.Pattern[str]:
+    """Regex over lowercased, accent-folded text matching the id, file name or stem of a
+    document, with ``_``, ``-`` and whitespace runs treated alike."""
+    name = doc_id.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    forms = {doc_id, name}
+    if len(stem) >= MIN_STEM_CHARS:
+        forms.add(stem)
+    alternatives = []
+    for form in sorted(forms, key=len, reverse=True):
+        parts = [re.escape(p) for p in re.split(r"[\s_\-]+", ascii_fold(form).lower()) if p]
+        alternatives.append(r"[\s_\-]+".join(parts))
+    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alternatives) + r")(?![a-z0-9])")
+
+
+def cited_documents(text: str | None, doc_ids: Iterable[str]) -> list[str]:
+    """The ``doc_ids`` that ``text`` cites (see :func:`citation_regex`), in the given order."""
+    if not text:
+        return []
+    folded = ascii_fold(text).lower()
+    return [d for d in doc_ids if citation_regex(d).search(folded)]
