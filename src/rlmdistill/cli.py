@@ -184,6 +184,10 @@ def collect_cmd(
         str | None, typer.Option(help='Root reply prefill, e.g. "```repl\\n"; "" for none.')
     ] = None,
     max_turns: Annotated[int | None, typer.Option(help="Root turns per episode.")] = None,
+    depth: Annotated[
+        int | None,
+        typer.Option(help="1: plain sub-calls; 2: each sub-call runs a subagent with a REPL."),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/JSON file of CollectConfig fields; flags override it.")
     ] = None,
@@ -198,6 +202,7 @@ def collect_cmd(
         "concurrency": concurrency,
         "sub_concurrency": sub_concurrency,
         "seed": seed,
+        "depth": depth,
         "few_shot": few_shot,
         "prefill": prefill.encode().decode("unicode_escape") if prefill else prefill,
     }

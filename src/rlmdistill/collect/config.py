@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.collect.prompts import PROMPT_VERSION
+from rlmdistill.collect.prompts import PROMPT_VERSION, SUBAGENT_PROMPT_VERSION
 from rlmdistill.collect.repl import ReplLimits
 from rlmdistill.models.base import Sampling
 
@@ -53,8 +53,14 @@ class CollectConfig(BaseModel):
     episodes: int = Field(4, ge=1, description="Episodes (samples) per room.")
     concurrency: int = Field(4, ge=1, description="Episodes run at once.")
     sub_concurrency: int = Field(8, ge=1, description="Sub-calls of one batch in flight at once.")
-    depth: Literal[1] = Field(
-        1, description="Recursion depth (1: sub-calls are plain completions)."
+    depth: Literal[1, 2] = Field(
+        1,
+        description="1: sub-calls are plain completions; 2: each sub-call runs a subagent with "
+        "its own REPL over the text it was given, which may make plain sub-calls itself.",
+    )
+    subagent_max_turns: int = Field(3, ge=1, description="Depth 2: turns a subagent may take.")
+    subagent_prefill: str | None = Field(
+        None, description="Depth 2: text every subagent reply starts with."
     )
     seed: int = Field(0, description="Base seed; each episode's seed derives from it and its id.")
     root_sampling: Sampling = Field(
@@ -75,6 +81,8 @@ class CollectConfig(BaseModel):
         ``rooms`` (rooms enter ids by content hash), plus the packaged root prompt version."""
         data = self.model_dump(mode="json", exclude={"concurrency", "rooms"})
         data["prompt_version"] = PROMPT_VERSION
+        if self.depth == 2:
+            data["subagent_prompt_version"] = SUBAGENT_PROMPT_VERSION
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

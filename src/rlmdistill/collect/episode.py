@@ -1,29 +1,43 @@
-"""One RLM episode (depth 1): root turns, REPL execution, sub-calls, trajectory records.
+"""One RLM episode: root turns, REPL execution, sub-calls (and subagents), trajectory records.
 
 The root's reply is parsed for fenced code blocks (:mod:`rlmdistill.collect.parsing`); each
 block runs in the episode's REPL process, whose ``llm_query`` calls come back here and go to
-the sub model in parallel. The trajectory file is appended as the episode runs
-(:class:`EpisodeStart`, then :class:`TurnRecord` / :class:`SubCallRecord`, then
+the sub model in parallel. At depth 1 a sub-call is one plain completion. At depth 2 it starts
+a **subagent**: the sub model gets its own REPL whose variable ``context`` holds the prompt it
+was given, takes up to ``subagent_max_turns`` turns, may make plain sub-calls itself, and hands
+back its answer with ``FINAL(...)``. Root turns and subagent turns run through the same
+:meth:`Episode._turn_loop`.
+
+The trajectory file is appended as the episode runs (:class:`EpisodeStart`, then
+:class:`TurnRecord`, :class:`SubCallRecord` and :class:`SubagentTurnRecord` lines, then
 :class:`EpisodeEnd`); the returned :class:`EpisodeSummary` is what the runner appends to
-``episodes.jsonl``. Sub-calls are stored apart from root turns and linked to the turn and code
-block that made them (case R4).
+``episodes.jsonl``. Sub-calls are stored apart from root turns and linked to the turn, code
+block and parent sub-call that made them (case R4).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rlmdistill.collect import prompts
 from rlmdistill.collect.config import CollectConfig
 from rlmdistill.collect.parsing import parse_reply
-from rlmdistill.collect.repl import BlockOutcome, ReplDied, ReplProcess, SubCallRefused
+from rlmdistill.collect.repl import (
+    BlockOutcome,
+    LlmHandler,
+    ReplDied,
+    ReplProcess,
+    SubCallRefused,
+)
 from rlmdistill.models.base import (
     ContextExceededError,
     Message,
@@ -43,12 +57,16 @@ from rlmdistill.traces.schema import (
     EpisodeSummary,
     ModelSettings,
     RoomInfo,
+    SubagentTurnRecord,
     SubCallRecord,
     TokenUsage,
+    TurnBase,
     TurnRecord,
     utcnow,
 )
 from rlmdistill.traces.store import append_records
+
+FinalSource = Literal["text", "final_call", "final_var"]
 
 
 def bounded(text: str, head: int, tail: int) -> str:
@@ -87,6 +105,21 @@ class EpisodeSpec:
     scratch_dir: Path
 
 
+@dataclass(frozen=True)
+class _Origin:
+    """Where a batch of sub-calls came from (root turn/block; subagent call/turn/block)."""
+
+    turn: int
+    block: int
+    parent_call_id: int | None = None
+    sub_turn: int | None = None
+    sub_block: int | None = None
+
+    @property
+    def depth(self) -> int:
+        return 1 if self.parent_call_id is None else 2
+
+
 @dataclass
 class _State:
     usage: TokenUsage = field(default_factory=TokenUsage)
@@ -95,6 +128,15 @@ class _State:
     n_batches: int = 0
     covered: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _TurnEnd(Exception):
+    """A model error that ends a turn loop (root: the episode; subagent: its sub-call)."""
+
+    def __init__(self, status: EpisodeStatus, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
 
 
 def _merge(ranges: list[tuple[int, int]]) -> int:
@@ -152,6 +194,8 @@ class Episode:
         self.state = _State()
         self._turn = 0
         self._block = 0
+        self._n_turns = 0
+        self._t_start = time.monotonic()
 
     # -- trajectory -----------------------------------------------------------------------
     def _write(self, *records: Any) -> None:
@@ -179,11 +223,24 @@ class Episode:
         )
         return msgs, n_few
 
+    def _remaining_s(self) -> float:
+        return self.config.limits.max_wall_s - (time.monotonic() - self._t_start)
+
     # -- sub-calls --------------------------------------------------------------------------
     def _sub_seed(self, call_id: int) -> int:
         return (self.spec.seed + 7919 * (call_id + 1)) % 2**31
 
-    def _on_llm(self, prompts_: list[str], sources: list[list[dict[str, Any]]]) -> list[str]:
+    def _handler(self, origin_of: Callable[[], _Origin]) -> LlmHandler:
+        """The ``llm_query`` handler of a REPL; ``origin_of`` tells where the code is now."""
+        return lambda prompts_, sources: self._dispatch(prompts_, sources, origin_of())
+
+    def _dispatch(
+        self, prompts_: list[str], sources: list[list[dict[str, Any]]], origin: _Origin
+    ) -> list[str]:
+        """Run one ``llm_query_batched`` batch in parallel; record and return the answers.
+
+        Raises :class:`SubCallRefused` (shown in the REPL) when the sub-call budget is spent.
+        """
         st = self.state
         with st.lock:
             budget = self.config.limits.max_sub_calls - st.n_sub_calls
@@ -196,43 +253,54 @@ class Episode:
             st.n_sub_calls += len(prompts_)
             batch_id = st.n_batches
             st.n_batches += 1
+        subagents = self.config.depth == 2 and origin.depth == 1
 
         def one(i: int) -> SubCallRecord:
             rec = SubCallRecord(
                 episode_id=self.spec.episode_id,
                 call_id=first_id + i,
-                turn=self._turn,
-                block=self._block,
+                turn=origin.turn,
+                block=origin.block,
                 batch_id=batch_id,
                 batch_size=len(prompts_),
+                parent_call_id=origin.parent_call_id,
+                sub_turn=origin.sub_turn,
+                sub_block=origin.sub_block,
+                subagent=subagents,
+                depth=origin.depth,
                 prompt=prompts_[i],
                 seed=self._sub_seed(first_id + i),
                 sources=sources[i] if i < len(sources) else [],
             )
             t0 = time.monotonic()
+            if subagents:
+                self._run_subagent(rec)
+                rec.latency_s = time.monotonic() - t0
+                return rec
             try:
                 res = self.sub.chat(
                     [Message(role="user", content=prompts_[i])],
                     self.config.sub_sampling.model_copy(update={"seed": rec.seed}),
                 )
-                rec.response = res.text
-                rec.usage = res.usage
-                rec.attempts = res.attempts
-                rec.latency_s = res.latency_s
+                rec.response, rec.usage = res.text, res.usage
+                rec.attempts, rec.latency_s = res.attempts, res.latency_s
             except ModelError as exc:
-                rec.error = str(exc)
-                rec.error_kind = exc.kind
-                rec.attempts = exc.attempts
-                rec.latency_s = time.monotonic() - t0
+                rec.error, rec.error_kind = str(exc), exc.kind
+                rec.attempts, rec.latency_s = exc.attempts, time.monotonic() - t0
             return rec
 
-        if len(prompts_) == 1 or self._pool is None:
-            records = [one(i) for i in range(len(prompts_))]
+        if len(prompts_) == 1:
+            records = [one(0)]
+        elif subagents or self._pool is None:
+            # subagents block on their own sub-calls: never run them on the shared pool
+            with ThreadPoolExecutor(self.config.sub_concurrency, thread_name_prefix="agent") as ex:
+                records = list(ex.map(one, range(len(prompts_))))
         else:
             records = list(self._pool.map(one, range(len(prompts_))))
         with st.lock:
             for rec in records:
-                st.usage.sub = st.usage.sub + rec.usage
+                if not rec.subagent:  # a subagent's usage was counted turn by turn
+                    st.usage.sub = st.usage.sub + rec.usage
                 if rec.error is not None:
                     st.n_sub_errors += 1
                 else:
@@ -246,6 +314,75 @@ class Episode:
             for r in records
         ]
 
+    def _run_subagent(self, rec: SubCallRecord) -> None:
+        """Depth 2: answer ``rec.prompt`` with a subagent; fills ``rec`` (response or error)."""
+        cfg = self.config
+        scratch = self.spec.scratch_dir / f"subagent-{rec.call_id}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        snapshot = scratch / "context.snapshot.json"
+        doc = {"id": "context", "folder": "", "text": rec.prompt}
+        snapshot.write_text(
+            json.dumps({"room_id": "context", "documents": [doc]}), encoding="utf-8"
+        )
+        messages = [
+            Message(role="system", content=prompts.SUBAGENT_SYSTEM_PROMPT),
+            Message(role="user", content=prompts.subagent_task_message(rec.prompt)),
+        ]
+        where = {"turn": 0, "block": 0}
+        handler = self._handler(
+            lambda: _Origin(
+                turn=rec.turn,
+                block=rec.block,
+                parent_call_id=rec.call_id,
+                sub_turn=where["turn"],
+                sub_block=where["block"],
+            )
+        )
+
+        def make_record(t: int, msgs: list[Message]) -> SubagentTurnRecord:
+            where["turn"] = t
+            return SubagentTurnRecord(
+                episode_id=self.spec.episode_id,
+                call_id=rec.call_id,
+                turn=t,
+                started_at=utcnow(),
+                n_messages_before=len(msgs),
+                prompt_sha256=messages_sha256(msgs),
+                seed=(rec.seed or 0) + 1_000_003 * t,
+                prefill=cfg.subagent_prefill,
+                completion="",
+                usage=Usage(),
+                latency_s=0.0,
+                initial_messages=list(msgs) if t == 0 else None,
+            )
+
+        try:
+            with ReplProcess(snapshot, scratch, cfg.repl, context_doc="context") as repl:
+                final = self._turn_loop(
+                    self.sub,
+                    messages,
+                    cfg.sub_sampling,
+                    cfg.subagent_prefill,
+                    repl,
+                    handler,
+                    make_record,
+                    cfg.subagent_max_turns,
+                    lambda b: where.__setitem__("block", b),
+                    usage_into=rec,
+                )
+        except _TurnEnd as exc:
+            rec.error, rec.error_kind = exc.detail, exc.status
+            return
+        except ReplDied as exc:
+            rec.error = f"subagent REPL: {exc}"
+            rec.error_kind = "repl_timeout" if exc.timed_out else "repl_crashed"
+            return
+        if final is None:
+            rec.error = f"subagent gave no answer in {cfg.subagent_max_turns} turns"
+            rec.error_kind = "no_answer"
+        else:
+            rec.response = final[1]
+
     # -- turns ------------------------------------------------------------------------------
     def _observation(self, idx: int, out: BlockOutcome) -> str:
         lim = self.config.limits
@@ -257,162 +394,86 @@ class Episode:
             shown += f"\n[output was {out.stdout_chars:,} characters in total]"
         return f"REPL output (block {idx}):\n```\n{shown.rstrip() or '(no output)'}\n```"
 
-    def run(self) -> EpisodeSummary:
-        """Run the episode to an end status and return its summary (already traced)."""
-        cfg = self.config
-        t_start = time.monotonic()
-        started_at = utcnow()
-        self.spec.trajectory_path.parent.mkdir(parents=True, exist_ok=True)
-        self.spec.trajectory_path.unlink(missing_ok=True)  # an interrupted attempt restarts
-        messages, n_few = self._initial_messages()
-        root_sampling = cfg.root_sampling.model_copy(update={"seed": self.spec.seed})
-        self._write(
-            EpisodeStart(
-                episode_id=self.spec.episode_id,
-                run_id=self.spec.run_id,
-                sample_index=self.spec.sample_index,
-                room=self.room.info,
-                task_id=self.room.task_id,
-                root=ModelSettings(
-                    spec=self.root_spec,
-                    model_id=self.root.model_id,
-                    sampling=root_sampling,
-                    few_shot=cfg.few_shot,
-                    prefill=cfg.prefill,
-                ),
-                sub=ModelSettings(
-                    spec=self.sub_spec, model_id=self.sub.model_id, sampling=cfg.sub_sampling
-                ),
-                depth=cfg.depth,
-                seed=self.spec.seed,
-                prompt_version=prompts.PROMPT_VERSION,
-                limits={"episode": cfg.limits.model_dump(), "repl": cfg.repl.model_dump()},
-                initial_messages=messages,
-                n_few_shot_messages=n_few,
-            )
-        )
-        status: EpisodeStatus = "no_memo"
-        detail: str | None = f"turn limit ({cfg.limits.max_turns}) reached without a memo"
-        memo: str | None = None
-        n_turns = 0
-        repl: ReplProcess | None = None
-        try:
-            repl = ReplProcess(self.room.snapshot, self.spec.scratch_dir, cfg.repl)
-            for turn in range(cfg.limits.max_turns):
-                elapsed = time.monotonic() - t_start
-                if elapsed >= cfg.limits.max_wall_s:
-                    status, detail = (
-                        "timeout",
-                        f"episode wall time {elapsed:.0f}s >= {cfg.limits.max_wall_s:.0f}s",
-                    )
-                    break
-                self._turn = turn
-                n_turns = turn + 1
-                outcome = self._one_turn(repl, messages, root_sampling, t_start)
-                if outcome is not None:
-                    status, detail, memo = outcome
-                    break
-                used = self.state.usage.root + self.state.usage.sub
-                if used.prompt_tokens + used.completion_tokens > cfg.limits.max_tokens:
-                    status, detail = (
-                        "budget_exceeded",
-                        f"token budget {cfg.limits.max_tokens:,} spent",
-                    )
-                    break
-        except ReplDied as exc:
-            status = "repl_timeout" if exc.timed_out else "repl_crashed"
-            detail = str(exc)
-        except Exception:  # a harness bug must not take the collector down
-            status, detail = "error", traceback.format_exc()
-        finally:
-            if repl is not None:
-                repl.close()
-        end = EpisodeEnd(
-            episode_id=self.spec.episode_id, status=status, status_detail=detail, memo=memo
-        )
-        self._write(end)
-        doc_ids = [d for d, _, _ in self.room.documents]
-        return EpisodeSummary(
-            episode_id=self.spec.episode_id,
-            run_id=self.spec.run_id,
-            sample_index=self.spec.sample_index,
-            room=self.room.info,
-            task_id=self.room.task_id,
-            root_model=self.root_spec,
-            sub_model=self.sub_spec,
-            depth=cfg.depth,
-            seed=self.spec.seed,
-            status=status,
-            status_detail=detail,
-            n_turns=n_turns,
-            n_sub_calls=self.state.n_sub_calls,
-            n_sub_call_errors=self.state.n_sub_errors,
-            n_sub_batches=self.state.n_batches,
-            tokens=self.state.usage,
-            wall_time_s=time.monotonic() - t_start,
-            memo=memo,
-            memo_chars=len(memo or ""),
-            memo_sha256=hashlib.sha256(memo.encode("utf-8", "surrogatepass")).hexdigest()
-            if memo
-            else None,
-            cited_documents=cited_documents(memo, doc_ids),
-            coverage=_coverage(self.state, self.room),
-            started_at=started_at,
-            ended_at=end.ended_at,
-        )
+    def _turn_loop(
+        self,
+        model: ModelClient,
+        messages: list[Message],
+        sampling: Sampling,
+        prefill: str | None,
+        repl: ReplProcess,
+        on_llm: LlmHandler,
+        make_record: Callable[[int, list[Message]], TurnBase],
+        max_turns: int,
+        set_block: Callable[[int], None],
+        usage_into: SubCallRecord | None = None,
+    ) -> tuple[FinalSource, str] | None:
+        """Turns of one agent (root or subagent) until it hands back an answer.
+
+        Returns ``(source, answer)`` or ``None`` when ``max_turns`` ran out. Raises
+        :class:`_TurnEnd` on a model error, wall-time or token budget, and
+        :class:`~rlmdistill.collect.repl.ReplDied` when a block is killed. Every turn is
+        written as the record ``make_record(turn, messages)`` returns.
+        """
+        for turn in range(max_turns):
+            if self._remaining_s() <= 0:
+                raise _TurnEnd(
+                    "timeout", f"episode wall time {self.config.limits.max_wall_s:.0f}s spent"
+                )
+            rec = make_record(turn, messages)
+            final = self._one_turn(model, messages, sampling, prefill, repl, on_llm, rec, set_block)
+            if usage_into is not None:
+                usage_into.usage = usage_into.usage + rec.usage
+                usage_into.attempts = max(usage_into.attempts, rec.attempts)
+            if final is not None:
+                return final
+            used = self.state.usage.root + self.state.usage.sub
+            if used.prompt_tokens + used.completion_tokens > self.config.limits.max_tokens:
+                raise _TurnEnd(
+                    "budget_exceeded", f"token budget {self.config.limits.max_tokens:,} spent"
+                )
+        return None
 
     def _one_turn(
-        self, repl: ReplProcess, messages: list[Message], sampling: Sampling, t_start: float
-    ) -> tuple[EpisodeStatus, str | None, str | None] | None:
-        """Run one turn; return ``(status, detail, memo)`` when the episode ends, else ``None``."""
-        cfg = self.config
+        self,
+        model: ModelClient,
+        messages: list[Message],
+        sampling: Sampling,
+        prefill: str | None,
+        repl: ReplProcess,
+        on_llm: LlmHandler,
+        rec: TurnBase,
+        set_block: Callable[[int], None],
+    ) -> tuple[FinalSource, str] | None:
+        """One completion + execution. Appends to ``messages`` unless the agent answered."""
         t0 = time.monotonic()
-        rec = TurnRecord(
-            episode_id=self.spec.episode_id,
-            turn=self._turn,
-            started_at=utcnow(),
-            n_messages_before=len(messages),
-            prompt_sha256=messages_sha256(messages),
-            prefill=cfg.prefill,
-            completion="",
-            usage=Usage(),
-            latency_s=0.0,
-        )
         try:
-            turn_sampling = sampling.model_copy(
-                update={"seed": (self.spec.seed + 1_000_003 * self._turn) % 2**31}
+            res = model.chat(
+                messages, sampling.model_copy(update={"seed": rec.seed}), prefill=prefill
             )
-            rec.seed = turn_sampling.seed
-            res = self.root.chat(messages, turn_sampling, prefill=cfg.prefill)
-        except ContextExceededError as exc:
-            rec.completion, rec.duration_s = "", time.monotonic() - t0
-            self._write(rec)
-            return "context_exceeded", str(exc), None
         except ModelError as exc:
-            rec.duration_s = time.monotonic() - t0
-            rec.attempts = exc.attempts
+            rec.duration_s, rec.attempts = time.monotonic() - t0, exc.attempts
+            if isinstance(rec, SubagentTurnRecord):
+                rec.error = f"{exc.kind}: {exc}"
             self._write(rec)
-            return "model_error", f"{exc.kind}: {exc}", None
-        rec.completion, rec.usage, rec.latency_s, rec.attempts = (
-            res.text,
-            res.usage,
-            res.latency_s,
-            res.attempts,
-        )
-        self.state.usage.root = self.state.usage.root + res.usage
-        reply = (cfg.prefill or "") + res.text
+            if isinstance(exc, ContextExceededError):
+                raise _TurnEnd("context_exceeded", str(exc)) from exc
+            raise _TurnEnd("model_error", f"{exc.kind}: {exc}") from exc
+        rec.completion, rec.usage = res.text, res.usage
+        rec.latency_s, rec.attempts = res.latency_s, res.attempts
+        with self.state.lock:
+            if isinstance(rec, TurnRecord):
+                self.state.usage.root = self.state.usage.root + res.usage
+            else:
+                self.state.usage.sub = self.state.usage.sub + res.usage
+        reply = (prefill or "") + res.text
         parsed = parse_reply(reply)
         observations: list[str] = []
-        final: tuple[str, str] | None = None
+        final: tuple[FinalSource, str] | None = None
         for block in parsed.blocks:
-            self._block = block.position
-            remaining = cfg.limits.max_wall_s - (time.monotonic() - t_start)
+            set_block(block.position)
+            timeout = max(1.0, min(self.config.repl.block_timeout_s, self._remaining_s()))
             try:
-                out = repl.execute(
-                    block.code,
-                    self._on_llm,
-                    timeout_s=max(1.0, min(cfg.repl.block_timeout_s, remaining)),
-                )
+                out = repl.execute(block.code, on_llm, timeout_s=timeout)
             except ReplDied as exc:
                 rec.blocks.append(
                     CodeBlockResult(
@@ -438,9 +499,9 @@ class Episode:
                     duration_s=out.duration_s,
                 )
             )
-            if out.stdout_chars == len(out.stdout):
-                for src in out.stdout_sources:  # printed room text reached the root in full
-                    with self.state.lock:
+            if isinstance(rec, TurnRecord) and out.stdout_chars == len(out.stdout):
+                with self.state.lock:  # printed room text reached the root in full
+                    for src in out.stdout_sources:
                         self.state.covered.setdefault(src["doc_id"], []).append(
                             (src["start"], src["end"])
                         )
@@ -454,9 +515,10 @@ class Episode:
             if parsed.final.kind == "text":
                 final = ("text", parsed.final.value)
             else:
-                value = repl.get_var(parsed.final.value)
+                name = parsed.final.value
+                value = repl.get_var(name)
                 if value is None:
-                    rec.final_error = f"FINAL_VAR({parsed.final.value}): no variable named {parsed.final.value!r} in the REPL"
+                    rec.final_error = f"FINAL_VAR({name}): no variable named {name!r} in the REPL"
                     observations.append(
                         f"Error: {rec.final_error}. Assign it first, then hand it back."
                     )
@@ -467,14 +529,128 @@ class Episode:
             observations.append(prompts.no_action_message())
         rec.duration_s = time.monotonic() - t0
         if final is not None:
-            rec.final_answer_source = final[0]  # type: ignore[assignment]
+            rec.final_answer_source = final[0]
             self._write(rec)
-            memo = final[1]
-            if not memo.strip():
-                return "no_memo", "the final answer was empty", None
-            return "completed", None, memo
+            return final
         rec.observation = prompts.observation_message(observations)
         self._write(rec)
         messages.append(Message(role="assistant", content=reply))
         messages.append(Message(role="user", content=rec.observation))
         return None
+
+    # -- episode ----------------------------------------------------------------------------
+    def run(self) -> EpisodeSummary:
+        """Run the episode to an end status and return its summary (already traced)."""
+        cfg = self.config
+        self._t_start = time.monotonic()
+        started_at = utcnow()
+        self.spec.trajectory_path.parent.mkdir(parents=True, exist_ok=True)
+        self.spec.trajectory_path.unlink(missing_ok=True)  # an interrupted attempt restarts
+        messages, n_few = self._initial_messages()
+        root_sampling = cfg.root_sampling.model_copy(update={"seed": self.spec.seed})
+        self._write(
+            EpisodeStart(
+                episode_id=self.spec.episode_id,
+                run_id=self.spec.run_id,
+                sample_index=self.spec.sample_index,
+                room=self.room.info,
+                task_id=self.room.task_id,
+                root=ModelSettings(
+                    spec=self.root_spec,
+                    model_id=self.root.model_id,
+                    sampling=root_sampling,
+                    few_shot=cfg.few_shot,
+                    prefill=cfg.prefill,
+                ),
+                sub=ModelSettings(
+                    spec=self.sub_spec,
+                    model_id=self.sub.model_id,
+                    sampling=cfg.sub_sampling,
+                    prefill=cfg.subagent_prefill if cfg.depth == 2 else None,
+                ),
+                depth=cfg.depth,
+                seed=self.spec.seed,
+                prompt_version=prompts.PROMPT_VERSION
+                + (f"+{prompts.SUBAGENT_PROMPT_VERSION}" if cfg.depth == 2 else ""),
+                limits={"episode": cfg.limits.model_dump(), "repl": cfg.repl.model_dump()},
+                initial_messages=messages,
+                n_few_shot_messages=n_few,
+            )
+        )
+
+        def root_record(turn: int, msgs: list[Message]) -> TurnRecord:
+            self._turn, self._n_turns = turn, turn + 1
+            return TurnRecord(
+                episode_id=self.spec.episode_id,
+                turn=turn,
+                started_at=utcnow(),
+                n_messages_before=len(msgs),
+                prompt_sha256=messages_sha256(msgs),
+                seed=(self.spec.seed + 1_000_003 * turn) % 2**31,
+                prefill=cfg.prefill,
+                completion="",
+                usage=Usage(),
+                latency_s=0.0,
+            )
+
+        status: EpisodeStatus = "no_memo"
+        detail: str | None = f"turn limit ({cfg.limits.max_turns}) reached without a memo"
+        memo: str | None = None
+        try:
+            with ReplProcess(self.room.snapshot, self.spec.scratch_dir, cfg.repl) as repl:
+                final = self._turn_loop(
+                    self.root,
+                    messages,
+                    root_sampling,
+                    cfg.prefill,
+                    repl,
+                    self._handler(lambda: _Origin(turn=self._turn, block=self._block)),
+                    root_record,
+                    cfg.limits.max_turns,
+                    lambda b: setattr(self, "_block", b),
+                )
+            if final is not None:
+                if final[1].strip():
+                    status, detail, memo = "completed", None, final[1]
+                else:
+                    status, detail = "no_memo", "the final answer was empty"
+        except _TurnEnd as exc:
+            status, detail = exc.status, exc.detail
+        except ReplDied as exc:
+            status = "repl_timeout" if exc.timed_out else "repl_crashed"
+            detail = str(exc)
+        except Exception:  # a harness bug must not take the collector down
+            status, detail = "error", traceback.format_exc()
+        end = EpisodeEnd(
+            episode_id=self.spec.episode_id, status=status, status_detail=detail, memo=memo
+        )
+        self._write(end)
+        doc_ids = [d for d, _, _ in self.room.documents]
+        return EpisodeSummary(
+            episode_id=self.spec.episode_id,
+            run_id=self.spec.run_id,
+            sample_index=self.spec.sample_index,
+            room=self.room.info,
+            task_id=self.room.task_id,
+            root_model=self.root_spec,
+            sub_model=self.sub_spec,
+            depth=cfg.depth,
+            seed=self.spec.seed,
+            status=status,
+            status_detail=detail,
+            n_turns=self._n_turns,
+            n_sub_calls=self.state.n_sub_calls,
+            n_sub_call_errors=self.state.n_sub_errors,
+            n_sub_batches=self.state.n_batches,
+            tokens=self.state.usage,
+            wall_time_s=time.monotonic() - self._t_start,
+            memo=memo,
+            memo_chars=len(memo or ""),
+            memo_sha256=hashlib.sha256(memo.encode("utf-8", "surrogatepass")).hexdigest()
+            if memo
+            else None,
+            cited_documents=cited_documents(memo, doc_ids),
+            coverage=_coverage(self.state, self.room),
+            started_at=started_at,
+            ended_at=end.ended_at,
+        )

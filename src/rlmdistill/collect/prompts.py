@@ -168,3 +168,31 @@ def no_action_message() -> str:
         "Your reply had no ```repl code block and no final answer. Write a ```repl block, "
         "or call FINAL_VAR(memo) once the memo is complete."
     )
+
+
+SUBAGENT_PROMPT_VERSION = "rlm-dd-sub-v1"
+"""Version of the depth-2 subagent prompt; part of the episode id when ``depth == 2``."""
+
+SUBAGENT_SYSTEM_PROMPT = """\
+You are a sub-agent of a due-diligence reviewer. The request you were given, with the text it \
+concerns, is in the Python REPL variable `context` (a str). Work in ```repl code blocks; printed \
+output is shown to you, truncated if long.
+
+REPL API: context (str); search(pattern, window=300, max_hits=10) -> list of {"start", "end", \
+"text"} hits in context; llm_query(prompt) -> str and llm_query_batched(prompts) -> list[str] \
+ask a plain model about text you pass (use them for long contexts); FINAL(answer) hands back \
+your answer as text, FINAL_VAR(name) the value of a variable.
+
+Answer the request precisely, quoting the text where it asks for quotes. Reply with one ```repl \
+block per turn and call FINAL(...) as soon as you have the answer."""
+
+
+def subagent_task_message(context: str, preview_chars: int = 600) -> str:
+    """First user message of a subagent: size and a bounded preview of its ``context``."""
+    preview = context[:preview_chars]
+    more = (
+        f"\n... [{len(context) - preview_chars:,} more characters in `context`]"
+        if len(context) > preview_chars
+        else ""
+    )
+    return f"`context` holds {len(context):,} characters. It begins:\n\n{preview}{more}"

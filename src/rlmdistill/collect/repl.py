@@ -1,7 +1,9 @@
 """Parent side of the per-episode REPL: a persistent Python process, killable on limits.
 
-The worker (``repl_worker.py``) runs in its own process group with an address-space limit;
-the collector talks to it over pipes. A block that exceeds its wall-time limit gets the whole
+The worker (``repl_worker.py``) runs in its own process group with an address-space limit, a
+file-size limit and (``ReplLimits.sandbox``) an audit-hook guard against writes outside its
+scratch folder, sockets and new processes (a guard against mistakes, not a security boundary;
+see the worker's docstring); the collector talks to it over pipes. A block that exceeds its wall-time limit gets the whole
 process group killed (SIGKILL) — thread timeouts and ``signal.alarm`` cannot stop
 ``while True: pass`` (case T5). State persists across blocks and survives exceptions (R2).
 """
@@ -43,6 +45,14 @@ class ReplLimits(BaseModel):
         50_000, ge=0, description="Characters of a block's output kept from its end (trace)."
     )
     startup_timeout_s: float = Field(60.0, gt=0, description="Time to load the room (seconds).")
+    sandbox: bool = Field(
+        True,
+        description="Refuse writes outside the scratch folder, sockets, new processes and "
+        "ctypes in the REPL (audit hook: a guard against mistakes, not a security boundary).",
+    )
+    max_file_mb: int | None = Field(
+        256, ge=1, description="Largest file the REPL may write (MiB, RLIMIT_FSIZE); None = no cap."
+    )
 
 
 class ReplDied(RuntimeError):
@@ -80,11 +90,20 @@ class SubCallRefused(Exception):
 class ReplProcess:
     """One persistent REPL process over one room snapshot.
 
+    ``context_doc`` (depth 2) names a snapshot document exposed as the variable ``context``.
+
     Use as a context manager; :meth:`execute` runs a block and serves its sub-calls through
     ``on_llm`` in the calling thread.
     """
 
-    def __init__(self, room_snapshot: Path, scratch_dir: Path, limits: ReplLimits) -> None:
+    def __init__(
+        self,
+        room_snapshot: Path,
+        scratch_dir: Path,
+        limits: ReplLimits,
+        *,
+        context_doc: str | None = None,
+    ) -> None:
         self.limits = limits
         scratch_dir.mkdir(parents=True, exist_ok=True)
         self._proc = subprocess.Popen(
@@ -100,11 +119,15 @@ class ReplProcess:
         init = {
             "op": "init",
             "room_snapshot": str(room_snapshot),
+            "context_doc": context_doc,
             "capture_head_chars": limits.capture_head_chars,
             "capture_tail_chars": limits.capture_tail_chars,
             "memory_limit_bytes": limits.memory_limit_mb * 2**20
             if limits.memory_limit_mb
             else None,
+            "sandbox": limits.sandbox,
+            "scratch_dir": str(scratch_dir.resolve()),
+            "max_file_bytes": limits.max_file_mb * 2**20 if limits.max_file_mb else None,
         }
         self._write(init)
         msg = self._read(time.monotonic() + limits.startup_timeout_s)

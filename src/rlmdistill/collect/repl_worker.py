@@ -18,6 +18,24 @@ The namespace the root's code sees:
 - ``llm_query(prompt)`` -> ``str`` and ``llm_query_batched(prompts)`` -> ``list[str]``
   (sub-calls, run in parallel by the harness);
 - ``FINAL(value)`` / ``FINAL_VAR(name)`` to hand back the memo.
+
+Sandbox (``init["sandbox"]``, on by default): once the room is loaded, :func:`_install_sandbox`
+adds a :func:`sys.addaudithook` hook that refuses, with a ``PermissionError`` whose message
+starts ``rlmdistill sandbox:``, any write outside the scratch folder (``open`` for writing,
+create, remove, rename, link, chmod, truncate, ...; ``/dev/null`` is allowed), every socket
+(``socket.__new__``/``connect``/``bind``/``getaddrinfo``, ...), every new process
+(``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.fork``), signals to
+other processes, and native code through ``ctypes`` (named ``dlopen``, symbol lookup, raw
+addresses). Reads and imports stay allowed. ``RLIMIT_FSIZE`` (``init["max_file_bytes"]``) caps
+the size of any file written, and ``TMPDIR`` points into the scratch folder.
+
+This is a guard against the mistakes of a weak model (``open("/etc/x", "w")``, ``rm -rf`` by
+``os.system``, a stray HTTP call), **not a security boundary**: audit hooks run in the same
+interpreter as the code they watch, and adversarial code can get around them (private C modules
+such as ``_posixsubprocess``, ``os.open(..., dir_fd=...)`` relative to a directory fd, mutating
+interpreter state through ``gc``/frames, races between the check and the system call). Running
+untrusted code needs an OS boundary: a container or VM with a read-only root file system and no
+network, or seccomp/landlock rules on the process.
 """
 
 from __future__ import annotations
@@ -184,6 +202,8 @@ class _Worker:
             FINAL=self.final_call,
             FINAL_VAR=self.final_var,
         )
+        if init.get("context_doc"):  # depth 2: a subagent's REPL over the slice it was given
+            self.ns["context"] = self.docs[init["context_doc"]]
 
     # -- provenance -------------------------------------------------------------------
     def _note(self, doc_id: str, start: int, end: int, text: str) -> None:
@@ -309,6 +329,176 @@ class _Worker:
         return {"op": "var", "found": False, "value": None}
 
 
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_FS_EVENTS = {  # audit event -> indexes of its path arguments that must lie inside scratch
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.chflags": (0,),
+    "os.lchflags": (0,),
+    "os.link": (0, 1),
+    "os.mkdir": (0,),
+    "os.remove": (0,),
+    "os.removexattr": (0,),
+    "os.rename": (0, 1),
+    "os.rmdir": (0,),
+    "os.setxattr": (0,),
+    "os.symlink": (1,),  # the link; its target is checked (relative to the link) below
+    "os.truncate": (0,),
+    "os.utime": (0,),
+    "shutil.chown": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copymode": (1,),
+    "shutil.copystat": (1,),
+    "shutil.copytree": (1,),
+    "shutil.move": (0, 1),
+    "shutil.rmtree": (0,),
+    "shutil.unpack_archive": (1,),
+}
+_PROCESS_EVENTS = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.startfile",
+        "pty.spawn",
+    }
+)
+_NETWORK_EVENTS = frozenset(
+    {
+        "socket.__new__",
+        "socket.connect",
+        "socket.bind",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.sendto",
+        "socket.sendmsg",
+        "socket.sethostname",
+        "http.client.connect",
+        "urllib.Request",
+        "ftplib.connect",
+        "smtplib.connect",
+        "telnetlib.Telnet.open",
+        "poplib.connect",
+        "imaplib.open",
+        "nntplib.connect",
+        "webbrowser.open",
+    }
+)
+_NATIVE_EVENTS = frozenset({"ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata"})
+
+
+def _install_sandbox(scratch: str, max_file_bytes: int | None) -> None:
+    """Refuse writes outside ``scratch``, sockets, new processes and ``ctypes`` (see module doc).
+
+    Everything the hook needs is bound as default arguments now, so that later changes to
+    module globals or to ``os.path`` by the root's code do not change the checks.
+    """
+    if max_file_bytes:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over the cap: EFBIG, not a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(max_file_bytes), int(max_file_bytes)))
+    root = os.path.realpath(scratch)
+    os.environ["TMPDIR"] = root  # tempfile.gettempdir() then lands inside scratch
+    sys.dont_write_bytecode = True  # imports never try to write __pycache__ outside scratch
+
+    def resolve(
+        path: Any,
+        base: str | None = None,
+        _fspath: Any = os.fspath,
+        _fsdecode: Any = os.fsdecode,
+        _join: Any = os.path.join,
+        _getcwd: Any = os.getcwd,
+        _realpath: Any = os.path.realpath,
+        _readlink: Any = os.readlink,
+    ) -> str | None:
+        """Absolute real path of ``path`` (``None`` for a file descriptor that is no file)."""
+        if isinstance(path, int):
+            try:
+                target = _readlink(f"/proc/self/fd/{path}")
+            except OSError:
+                return None
+            return target if target.startswith("/") else None
+        p = _fsdecode(_fspath(path))
+        return str(_realpath(_join(base if base is not None else _getcwd(), p)))
+
+    def inside(real: str | None, _root: str = root, _sep: str = os.sep) -> bool:
+        return real is None or real == _root or real.startswith(_root + _sep) or real == "/dev/null"
+
+    def refuse_write(path: Any) -> PermissionError:
+        return PermissionError(
+            f"rlmdistill sandbox: writing outside the scratch folder is not allowed: {path} "
+            f"(scratch folder: {root})"
+        )
+
+    def hook(
+        event: str,
+        args: tuple[Any, ...],
+        _fs: dict[str, tuple[int, ...]] = dict(_FS_EVENTS),
+        _proc: frozenset[str] = _PROCESS_EVENTS,
+        _net: frozenset[str] = _NETWORK_EVENTS,
+        _native: frozenset[str] = _NATIVE_EVENTS,
+        _write_flags: int = _WRITE_FLAGS,
+        _getpid: Any = os.getpid,
+        _getpgid: Any = os.getpgid,
+        _dirname: Any = os.path.dirname,
+    ) -> None:
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None, 0))[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
+                (flags or 0) & _write_flags
+            )
+            if writing and not isinstance(path, int):
+                try:
+                    real = resolve(path)
+                except (TypeError, ValueError, OSError):
+                    real = "?"
+                if not inside(real):
+                    raise refuse_write(real)
+            return
+        if event in _fs:
+            for i in _fs[event]:
+                if i < len(args) and args[i] is not None:
+                    try:
+                        real = resolve(args[i])
+                    except (TypeError, ValueError, OSError):
+                        real = "?"
+                    if not inside(real):
+                        raise refuse_write(real)
+            if event == "os.symlink" and len(args) > 1:
+                link = resolve(args[1])
+                target = resolve(args[0], _dirname(link) if link else None)
+                if not inside(target):
+                    raise refuse_write(target)
+            return
+        if event in _net:
+            raise PermissionError(
+                f"rlmdistill sandbox: network access is not allowed ({event}); the REPL talks "
+                "to the harness only through llm_query()"
+            )
+        if event in _proc:
+            raise PermissionError(
+                f"rlmdistill sandbox: starting processes is not allowed ({event}); "
+                "do the work in Python in this REPL"
+            )
+        if event in _native or (event == "ctypes.dlopen" and args and args[0] is not None):
+            raise PermissionError(
+                f"rlmdistill sandbox: native code through ctypes is not allowed ({event})"
+            )
+        if event == "os.kill" and args and args[0] not in (0, _getpid()):
+            raise PermissionError("rlmdistill sandbox: signalling other processes is not allowed")
+        if event == "os.killpg" and args and args[0] not in (0, _getpgid(0)):
+            raise PermissionError("rlmdistill sandbox: signalling other processes is not allowed")
+
+    sys.addaudithook(hook)
+
+
 def main() -> None:
     global _proto_out, _proto_in
     _proto_out = os.fdopen(os.dup(1), "w", encoding="ascii")
@@ -322,6 +512,8 @@ def main() -> None:
 
         resource.setrlimit(resource.RLIMIT_AS, (int(mem), int(mem)))
     worker = _Worker(init)
+    if init.get("sandbox", True):
+        _install_sandbox(init.get("scratch_dir") or os.getcwd(), init.get("max_file_bytes"))
     _send({"op": "ready", "n_documents": len(worker.docs)})
     while True:
         msg = _recv()

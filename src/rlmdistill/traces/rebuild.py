@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 
 from rlmdistill.models.base import Message
-from rlmdistill.traces.schema import EpisodeStart, TurnRecord
+from rlmdistill.traces.schema import EpisodeStart, SubagentTurnRecord, TurnBase, TurnRecord
 
 
 def messages_sha256(messages: list[Message]) -> str:
@@ -15,23 +16,18 @@ def messages_sha256(messages: list[Message]) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def assistant_message(turn: TurnRecord) -> Message:
+def assistant_message(turn: TurnBase) -> Message:
     """The assistant message a turn added to the root history (prefill + completion)."""
     return Message(role="assistant", content=(turn.prefill or "") + turn.completion)
 
 
-def root_requests(start: EpisodeStart, turns: list[TurnRecord]) -> list[list[Message]]:
-    """The message list of every root request of an episode, in turn order.
-
-    Shape: ``len(result) == len(turns)``; ``result[t]`` is exactly what turn ``t`` sent.
-    Raises ``ValueError`` if a rebuilt list does not match the recorded length or hash.
-    """
-    history = list(start.initial_messages)
+def _requests(initial: list[Message], turns: Sequence[TurnBase], who: str) -> list[list[Message]]:
+    history = list(initial)
     out: list[list[Message]] = []
     for turn in sorted(turns, key=lambda t: t.turn):
         if len(history) != turn.n_messages_before or messages_sha256(history) != turn.prompt_sha256:
             raise ValueError(
-                f"episode {turn.episode_id} turn {turn.turn}: rebuilt root prompt does not match "
+                f"episode {turn.episode_id} {who} turn {turn.turn}: rebuilt prompt does not match "
                 "the recorded length/hash (trajectory incomplete or edited)"
             )
         out.append(list(history))
@@ -39,3 +35,24 @@ def root_requests(start: EpisodeStart, turns: list[TurnRecord]) -> list[list[Mes
         if turn.observation is not None:
             history.append(Message(role="user", content=turn.observation))
     return out
+
+
+def root_requests(start: EpisodeStart, turns: Sequence[TurnRecord]) -> list[list[Message]]:
+    """The message list of every root request of an episode, in turn order.
+
+    Shape: ``len(result) == len(turns)``; ``result[t]`` is exactly what turn ``t`` sent.
+    Raises ``ValueError`` if a rebuilt list does not match the recorded length or hash.
+    """
+    return _requests(start.initial_messages, turns, "root")
+
+
+def subagent_requests(turns: Sequence[SubagentTurnRecord]) -> list[list[Message]]:
+    """The message list of every request of one subagent (depth 2), in turn order.
+
+    ``turns`` are the :class:`SubagentTurnRecord` of one ``call_id``; turn 0 carries the
+    initial messages. Raises ``ValueError`` when turn 0 is missing or a hash does not match.
+    """
+    first = min(turns, key=lambda t: t.turn, default=None)
+    if first is None or first.turn != 0 or first.initial_messages is None:
+        raise ValueError("subagent turns must include turn 0 with its initial messages")
+    return _requests(first.initial_messages, turns, f"subagent {first.call_id}")

@@ -156,37 +156,58 @@ class CodeBlockResult(BaseModel):
     timed_out: bool = False
 
 
-class TurnRecord(_Record):
-    """One root completion plus the execution of its code."""
+class TurnBase(_Record):
+    """Fields shared by a root turn and a subagent turn: one completion plus its execution."""
 
-    record_type: Literal["turn"] = "turn"
     episode_id: str
     turn: int
-    """0-based turn index."""
+    """0-based turn index (of the root, or of the subagent)."""
     started_at: dt.datetime
     n_messages_before: int
-    """Length of the root message list sent in this turn's request."""
+    """Length of the message list sent in this turn's request."""
     prompt_sha256: str
     """sha256 of the exact message list sent (see :func:`rlmdistill.traces.rebuild`)."""
     seed: int | None = None
-    """Sampling seed of this request: episode seed + 1,000,003 x turn (mod 2^31)."""
+    """Sampling seed of this request (root: episode seed + 1,000,003 x turn, mod 2^31)."""
     prefill: str | None = None
     completion: str
-    """The root's reply as generated (prefill excluded). The assistant message appended to
-    the history is ``(prefill or "") + completion``."""
+    """The reply as generated (prefill excluded). The assistant message appended to the
+    history is ``(prefill or "") + completion``."""
     usage: Usage
     latency_s: float
     attempts: int = 1
     blocks: list[CodeBlockResult] = Field(default_factory=list)
     observation: str | None = None
-    """The user message appended after this turn: the bounded REPL output exactly as the root
-    sees it in its next request. ``None`` when the episode ended in this turn."""
+    """The user message appended after this turn: the bounded REPL output exactly as the model
+    sees it in its next request. ``None`` when the episode (or subagent) ended in this turn."""
     final_answer_source: Literal["text", "final_call", "final_var"] | None = None
     final_error: str | None = None
     """E.g. ``FINAL_VAR(memo)`` named a variable that does not exist (case R1)."""
     no_op: bool = False
     """The reply held neither code nor a final answer (case R2)."""
     duration_s: float = 0.0
+
+
+class TurnRecord(TurnBase):
+    """One root completion plus the execution of its code."""
+
+    record_type: Literal["turn"] = "turn"
+
+
+class SubagentTurnRecord(TurnBase):
+    """Depth 2: one turn of the subagent that a root sub-call started (never a root turn).
+
+    The subagent's messages are rebuilt like the root's: ``initial_messages`` (on turn 0) then
+    ``(prefill or "") + completion`` and ``observation`` per turn.
+    """
+
+    record_type: Literal["subagent_turn"] = "subagent_turn"
+    call_id: int
+    """The depth-1 sub-call whose subagent took this turn."""
+    initial_messages: list[Message] | None = None
+    """Turn 0 only: system prompt and task message of the subagent, exactly as sent."""
+    error: str | None = None
+    """Model error that ended the subagent in this turn (classified kind first)."""
 
 
 class SubCallRecord(_Record):
@@ -202,8 +223,16 @@ class SubCallRecord(_Record):
     """Sub-calls sent by one ``llm_query_batched`` share a ``batch_id``."""
     batch_size: int
     parent_call_id: int | None = None
-    """Depth 2: the sub-call whose subagent made this one."""
+    """Depth 2: the depth-1 sub-call whose subagent made this call."""
+    sub_turn: int | None = None
+    """Depth 2: the subagent turn that made this call."""
+    sub_block: int | None = None
+    """Depth 2: the subagent code block that made this call."""
+    subagent: bool = False
+    """True when this call ran a subagent (depth 2) rather than one plain completion; its
+    ``usage`` is then the subagent's own requests (its calls have their own records)."""
     depth: int = 1
+    """1: made by the root's code; 2: made by a subagent's code."""
     prompt: str
     seed: int | None = None
     """Sampling seed of this request: episode seed + 7,919 x (call_id + 1) (mod 2^31)."""
@@ -294,7 +323,8 @@ class RunManifest(_Record):
 
 
 TrajectoryRecord = Annotated[
-    EpisodeStart | TurnRecord | SubCallRecord | EpisodeEnd, Field(discriminator="record_type")
+    EpisodeStart | TurnRecord | SubagentTurnRecord | SubCallRecord | EpisodeEnd,
+    Field(discriminator="record_type"),
 ]
 
 
