@@ -131,3 +131,42 @@ def test_user_errors_exit_2_with_one_clear_line(monkeypatch, capsys, tmp_path, c
         assert info.value.code == 2
         err = " ".join(capsys.readouterr().err.split())
         assert expected in err and "Traceback" not in err
+
+
+def test_spend_cap_ends_episodes_with_budget_exceeded(cuad_room3, tmp_path, monkeypatch):
+    monkeypatch.setenv("RLMDISTILL_API_KEY", "x")
+    prices = tmp_path / "prices.yaml"
+    # $1 per prompt token: the first root request (> 1,000 tokens) crosses a $10 cap
+    prices.write_text(
+        "version: test\nprices:\n  - {pattern: 'openai:*', input: 1000000, output: 0}\n"
+    )
+    run = tmp_path / "runs" / "capped"
+    explore = "```repl\nprint(len(list_documents()))\n```"
+    with FakeOpenAIServer(ScriptedHandler([explore, GOOD], quote_back)) as server:
+        cfg_file = tmp_path / "c.yaml"
+        cfg_file.write_text(f"max_usd: 10\nprices: {prices}\nlimits: {{max_turns: 3}}\n")
+        res = CliRunner().invoke(
+            app,
+            [
+                "collect",
+                "--room",
+                str(cuad_room3),
+                "--root",
+                f"openai:root@{server.base_url}",
+                "--sub",
+                f"openai:sub@{server.base_url}",
+                "--episodes",
+                "1",
+                "--out",
+                str(run),
+                "--no-progress",
+                "--config",
+                str(cfg_file),
+            ],
+        )
+        assert res.exit_code == 0, res.output
+        n_requests = len(server.requests)
+    (line,) = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+    assert line["status"] == "budget_exceeded"
+    assert "spend cap" in line["status_detail"].lower() or "usd" in line["status_detail"].lower()
+    assert n_requests == 1  # the root's first request crossed the cap; nothing was sent after

@@ -134,6 +134,21 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
     return CollectConfig.model_validate(data)
 
 
+def limit_clients(config: CollectConfig, root: Any, sub: Any) -> tuple[Any, Any]:
+    """Wrap the run's clients in one shared spend cap / request rate (``RunLimits``)."""
+    from rlmdistill.models.limits import DEFAULT_PRICES, LimitedClient, PriceTable, RunLimits
+
+    prices = DEFAULT_PRICES
+    if config.prices:
+        prices = PriceTable.model_validate(yaml.safe_load(Path(config.prices).read_text("utf-8")))
+    limits = RunLimits(
+        max_usd=config.max_usd, requests_per_minute=config.requests_per_minute, prices=prices
+    )
+    limited_root = LimitedClient(root, limits)
+    limited_sub = limited_root if sub is root else LimitedClient(sub, limits)
+    return limited_root, limited_sub
+
+
 def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> int:
     """Open the root/sub clients, collect, close. Returns the number of finished episodes.
 
@@ -151,6 +166,8 @@ def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> int:
     parse_spec(config.sub)
     root = get_client(config.root)
     sub = get_client(config.sub)
+    if config.max_usd is not None or config.requests_per_minute is not None:
+        root, sub = limit_clients(config, root, sub)
     try:
         result = collect(config, out, root, sub, progress=progress, rooms=rooms)
     finally:
@@ -188,6 +205,10 @@ def collect_cmd(
         int | None,
         typer.Option(help="1: plain sub-calls; 2: each sub-call runs a subagent with a REPL."),
     ] = None,
+    max_usd: Annotated[float | None, typer.Option(help="Spend cap of the run in USD.")] = None,
+    requests_per_minute: Annotated[
+        float | None, typer.Option(help="Request rate limit across the run.")
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/JSON file of CollectConfig fields; flags override it.")
     ] = None,
@@ -203,6 +224,8 @@ def collect_cmd(
         "sub_concurrency": sub_concurrency,
         "seed": seed,
         "depth": depth,
+        "max_usd": max_usd,
+        "requests_per_minute": requests_per_minute,
         "few_shot": few_shot,
         "prefill": prefill.encode().decode("unicode_escape") if prefill else prefill,
     }

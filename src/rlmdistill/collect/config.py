@@ -74,12 +74,27 @@ class CollectConfig(BaseModel):
         None, description='Text every root reply starts with, e.g. "```repl\\n".'
     )
     limits: EpisodeLimits = Field(default_factory=EpisodeLimits)
+    max_usd: float | None = Field(
+        None, ge=0, description="Spend cap of the whole run in USD (hosted APIs); None = none."
+    )
+    requests_per_minute: float | None = Field(
+        None, gt=0, description="Model requests started per minute across the run; None = any."
+    )
+    prices: str | None = Field(
+        None,
+        description="Price table file (YAML/JSON, rlmdistill.models.limits.PriceTable); "
+        "default: the packaged example table (local models and loopback servers cost 0).",
+    )
     repl: ReplLimits = Field(default_factory=ReplLimits)
 
     def fingerprint(self) -> str:
-        """sha256 (16 hex) of what defines episodes: every field but ``concurrency`` and
-        ``rooms`` (rooms enter ids by content hash), plus the packaged root prompt version."""
-        data = self.model_dump(mode="json", exclude={"concurrency", "rooms"})
+        """sha256 (16 hex) of what defines episodes: every field but the operational ones
+        (``concurrency``, spend cap, request rate, price table) and ``rooms`` (rooms enter ids
+        by content hash), plus the packaged prompt version(s)."""
+        data = self.model_dump(
+            mode="json",
+            exclude={"concurrency", "rooms", "max_usd", "requests_per_minute", "prices"},
+        )
         data["prompt_version"] = PROMPT_VERSION
         if self.depth == 2:
             data["subagent_prompt_version"] = SUBAGENT_PROMPT_VERSION

@@ -457,6 +457,8 @@ class Episode:
             self._write(rec)
             if isinstance(exc, ContextExceededError):
                 raise _TurnEnd("context_exceeded", str(exc)) from exc
+            if exc.kind == "budget_exceeded":  # the run's spend cap (models.limits)
+                raise _TurnEnd("budget_exceeded", str(exc)) from exc
             raise _TurnEnd("model_error", f"{exc.kind}: {exc}") from exc
         rec.completion, rec.usage = res.text, res.usage
         rec.latency_s, rec.attempts = res.latency_s, res.attempts

@@ -3,9 +3,9 @@
 The worker (``repl_worker.py``) runs in its own process group with an address-space limit, a
 file-size limit and (``ReplLimits.sandbox``) an audit-hook guard against writes outside its
 scratch folder, sockets and new processes (a guard against mistakes, not a security boundary;
-see the worker's docstring); the collector talks to it over pipes. A block that exceeds its wall-time limit gets the whole
-process group killed (SIGKILL) — thread timeouts and ``signal.alarm`` cannot stop
-``while True: pass`` (case T5). State persists across blocks and survives exceptions (R2).
+see the worker's docstring); the collector talks to it over pipes. A block that exceeds its
+wall-time limit gets the whole process group killed (SIGKILL) — thread timeouts and
+``signal.alarm`` cannot stop ``while True: pass`` (case T5). State persists across blocks and survives exceptions (R2).
 """
 
 from __future__ import annotations

@@ -405,6 +405,7 @@ def _install_sandbox(scratch: str, max_file_bytes: int | None) -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over the cap: EFBIG, not a kill
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(max_file_bytes), int(max_file_bytes)))
     root = os.path.realpath(scratch)
+    fs_events = dict(_FS_EVENTS)  # a private copy: later edits of the global change nothing
     os.environ["TMPDIR"] = root  # tempfile.gettempdir() then lands inside scratch
     sys.dont_write_bytecode = True  # imports never try to write __pycache__ outside scratch
 
@@ -440,7 +441,6 @@ def _install_sandbox(scratch: str, max_file_bytes: int | None) -> None:
     def hook(
         event: str,
         args: tuple[Any, ...],
-        _fs: dict[str, tuple[int, ...]] = dict(_FS_EVENTS),
         _proc: frozenset[str] = _PROCESS_EVENTS,
         _net: frozenset[str] = _NETWORK_EVENTS,
         _native: frozenset[str] = _NATIVE_EVENTS,
@@ -450,7 +450,7 @@ def _install_sandbox(scratch: str, max_file_bytes: int | None) -> None:
         _dirname: Any = os.path.dirname,
     ) -> None:
         if event == "open":
-            path, mode, flags = (tuple(args) + (None, None, 0))[:3]
+            path, mode, flags = (*args, None, None, 0)[:3]
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
                 (flags or 0) & _write_flags
             )
@@ -462,8 +462,8 @@ def _install_sandbox(scratch: str, max_file_bytes: int | None) -> None:
                 if not inside(real):
                     raise refuse_write(real)
             return
-        if event in _fs:
-            for i in _fs[event]:
+        if event in fs_events:
+            for i in fs_events[event]:
                 if i < len(args) and args[i] is not None:
                     try:
                         real = resolve(args[i])

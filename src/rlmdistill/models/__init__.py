@@ -5,6 +5,7 @@
   client cache;
 - :mod:`.openai_client`: any OpenAI-compatible server, with bounded retries;
 - :mod:`.local`: in-process ``transformers`` with request batching;
+- :mod:`.limits`: per-run spend cap (USD, from a versioned price table) and request rate;
 - :mod:`.registry` / :mod:`.pull`: the models embedded in PyPI wheels and ``models pull``.
 
 Importing this package does not import ``torch``.
@@ -21,6 +22,14 @@ from rlmdistill.models.base import (
     Sampling,
     Usage,
 )
+from rlmdistill.models.limits import (
+    DEFAULT_PRICES,
+    LimitedClient,
+    ModelPrice,
+    PriceTable,
+    RunLimits,
+    SpendCapExceeded,
+)
 from rlmdistill.models.local import LocalChatClient
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.models.pull import PullError, list_main, pull, pull_main, resolve_local
@@ -28,20 +37,26 @@ from rlmdistill.models.registry import EMBEDDED_MODELS, EmbeddedModel, get_embed
 from rlmdistill.models.spec import ModelSpec, close_all, get_client, open_client, parse_spec
 
 __all__ = [
+    "DEFAULT_PRICES",
     "EMBEDDED_MODELS",
     "ChatResult",
     "ContextExceededError",
     "EmbeddedModel",
     "FatalModelError",
+    "LimitedClient",
     "LocalChatClient",
     "Message",
     "ModelClient",
     "ModelError",
+    "ModelPrice",
     "ModelSpec",
     "OpenAIChatClient",
+    "PriceTable",
     "PullError",
     "RetryableModelError",
+    "RunLimits",
     "Sampling",
+    "SpendCapExceeded",
     "Usage",
     "close_all",
     "get_client",

@@ -1,0 +1,227 @@
+"""Cost of the coverage probe (``collect/coverage.py``) on a large room.
+
+Measures, for a room of ``--docs`` documents (default 5,000 synthetic documents of 5-10k
+characters, seeded; or an existing room via ``--room``):
+
+1. index build time (:meth:`CoverageIndex.build`), cache save and cache load time, and the
+   index's cache size on disk;
+2. probe time for one realistic episode: ``--root-requests`` root requests (default 10, each
+   ~20k characters: a system prompt, then a growing history of code and REPL output that
+   prints room excerpts) and ``--sub-calls`` sub-call prompts (default 200, ~4k characters:
+   instructions plus a ~3.5k-character room slice). The probe is fed two ways: each message
+   of each root request separately (identical earlier messages are skipped by digest), and
+   each root request rendered as one string (worst case: nothing repeats exactly). Sub-call
+   prompts are observed from ``--threads`` threads. ``result()`` is timed separately.
+
+Target (coverage issue): probe time per episode <= 1 s on 2 cores.
+
+    python benchmarks/bench_coverage_probe.py [--docs 5000] [--room DIR] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from rlmdistill.collect import coverage as cov_mod
+from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
+from rlmdistill.rooms import DataRoom
+
+
+def _vocab(rng: np.random.Generator, n: int, lo: int = 2, hi: int = 11) -> list[str]:
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    return ["".join(rng.choice(letters, size=int(rng.integers(lo, hi)))) for _ in range(n)]
+
+
+def make_room(root: Path, n_docs: int, seed: int) -> Path:
+    """Write ``n_docs`` documents of 5-10k chars in 20 folders, with shared boilerplate.
+
+    Each document is sentences of random words from a 5,000-word vocabulary (Zipf-like
+    weights), and carries 2 of 40 boilerplate clauses (~400 chars each) shared verbatim
+    across documents, so the duplicate rule has work to do.
+    """
+    rng = np.random.default_rng(seed)
+    vocab = np.array(_vocab(rng, 5000))
+    weights = 1.0 / np.arange(1, vocab.size + 1)
+    weights /= weights.sum()
+    clauses = [
+        " ".join(rng.choice(vocab, size=60, p=weights)).capitalize() + "." for _ in range(40)
+    ]
+    for i in range(n_docs):
+        target = int(rng.integers(5000, 10001))
+        n_words = target // 6
+        words = rng.choice(vocab, size=n_words, p=weights)
+        parts: list[str] = []
+        for j in range(0, n_words, 15):
+            parts.append(" ".join(words[j : j + 15]).capitalize() + ".")
+            if j % 150 == 0:
+                parts.append("\n\n")
+        for c in rng.choice(len(clauses), size=2, replace=False):
+            parts.insert(int(rng.integers(0, len(parts))), "\n" + clauses[int(c)] + "\n")
+        folder = root / "documents" / f"Folder{i % 20:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"doc{i:05d}.txt").write_text(" ".join(parts)[:target], encoding="utf-8")
+    return root
+
+
+def make_episode(
+    room: DataRoom, n_root: int, n_sub: int, seed: int
+) -> tuple[list[list[str]], list[str]]:
+    """Root requests (each a list of message texts, history growing) and sub-call prompts."""
+    rng = random.Random(seed)
+    docs = [d for d in room.documents if d.n_chars > 4000]
+    noise_words = _vocab(np.random.default_rng(seed + 1), 800, 3, 9)
+
+    def noise(n: int) -> str:
+        out = []
+        total = 0
+        while total < n:
+            w = rng.choice(noise_words)
+            out.append(w)
+            total += len(w) + 1
+        return " ".join(out)[:n]
+
+    def room_slice(n: int) -> str:
+        d = rng.choice(docs)
+        text = d.text
+        start = rng.randrange(0, max(1, len(text) - n))
+        return text[start : start + n]
+
+    messages = [
+        "SYSTEM " + noise(4000),
+        "TASK " + noise(1500),
+    ]
+    requests: list[list[str]] = []
+    per_turn = (20_000 - 5500) // max(1, n_root)
+    for _ in range(n_root):
+        requests.append(list(messages))
+        code = "```repl\n" + noise(400) + "\n```"
+        observation = "\n".join(
+            f"--- excerpt {k} ---\n{room_slice(per_turn // 3)}" for k in range(2)
+        )
+        messages += [code, observation + "\n" + noise(per_turn - len(observation) - 420)]
+    # Requests of ~20k chars each: pad the early ones with a long repeated preamble, as a
+    # harness with few-shot examples would.
+    fewshot = "EXAMPLE " + noise(20_000)
+    requests = [[fewshot[: max(0, 20_000 - sum(len(m) for m in r))], *r] for r in requests]
+    subs = [
+        "Read the excerpt and list clauses. " + noise(500) + "\n\n" + room_slice(3500)
+        for _ in range(n_sub)
+    ]
+    return requests, subs
+
+
+def run_episode(
+    index: CoverageIndex,
+    requests: list[list[str]],
+    subs: list[str],
+    *,
+    whole_requests: bool,
+    threads: int,
+) -> tuple[float, float, float]:
+    """Seconds for (observe root, observe sub-calls, result) of one episode."""
+    probe = CoverageProbe(index)
+    t0 = time.perf_counter()
+    for req in requests:
+        if whole_requests:
+            probe.observe("\n".join(req))
+        else:
+            for msg in req:
+                probe.observe(msg)
+    t1 = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(probe.observe, subs))
+    t2 = time.perf_counter()
+    cov = probe.result()
+    t3 = time.perf_counter()
+    print(
+        f"    overall={cov.overall:.5f}  docs touched="
+        f"{sum(v > 0 for v in cov.per_document.values())}"
+    )
+    return t1 - t0, t2 - t1, t3 - t2
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--room", type=Path, help="existing room folder (default: synthetic)")
+    ap.add_argument("--docs", type=int, default=5000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--root-requests", type=int, default=10)
+    ap.add_argument("--sub-calls", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    print(
+        f"machine: {platform.platform()} | {platform.processor() or platform.machine()} | "
+        f"cpus={os.cpu_count()} (affinity {len(os.sched_getaffinity(0))}) | "
+        f"python {platform.python_version()} | numpy {np.__version__}"
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="bench_coverage_"))
+    try:
+        if args.room is None:
+            t = time.perf_counter()
+            make_room(tmp / "room", args.docs, args.seed)
+            print(f"synthetic room written in {time.perf_counter() - t:.1f} s")
+            room_path = tmp / "room"
+        else:
+            room_path = args.room
+        t = time.perf_counter()
+        room = DataRoom.load(room_path)
+        print(f"room: {room!r} (loaded in {time.perf_counter() - t:.1f} s)")
+
+        t = time.perf_counter()
+        index = CoverageIndex.build(room)
+        build_s = time.perf_counter() - t
+        print(
+            f"index build: {build_s:.2f} s | normalised chars {index.n_chars:,} | aligned "
+            f"windows {index.win_pos.size:,} | duplicate chars {index.duplicate_chars:,}"
+        )
+        cache = tmp / "cache"
+        t = time.perf_counter()
+        CoverageIndex.load_or_build(room, cache)  # builds again and saves
+        print(f"load_or_build, cold (build + save): {time.perf_counter() - t:.2f} s")
+        cov_mod._LOADED.clear()  # forget the in-process copy, as a new process would
+        t = time.perf_counter()
+        loaded = CoverageIndex.load_or_build(room, cache)
+        load_s = time.perf_counter() - t
+        size = sum(p.stat().st_size for p in cache.iterdir()) / 2**20
+        print(f"load_or_build, warm (load from disk): {load_s:.3f} s | cache {size:.1f} MiB")
+
+        requests, subs = make_episode(room, args.root_requests, args.sub_calls, args.seed)
+        root_chars = sum(len(m) for r in requests for m in r)
+        sub_chars = sum(len(s) for s in subs)
+        print(
+            f"episode: {len(requests)} root requests ({root_chars:,} chars), "
+            f"{len(subs)} sub-call prompts ({sub_chars:,} chars)"
+        )
+        for whole in (False, True):
+            label = "whole request strings" if whole else "per message"
+            best: tuple[float, float, float] | None = None
+            for _ in range(args.repeats):
+                got = run_episode(
+                    loaded, requests, subs, whole_requests=whole, threads=args.threads
+                )
+                if best is None or sum(got) < sum(best):
+                    best = got
+            assert best is not None
+            print(
+                f"  probe per episode ({label}), best of {args.repeats}: "
+                f"total {sum(best):.3f} s = observe root {best[0]:.3f} + observe sub "
+                f"{best[1]:.3f} + result {best[2]:.3f}"
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
