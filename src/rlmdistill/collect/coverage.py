@@ -166,7 +166,7 @@ def _sorted_search(keys: Arr, needles: Arr, side: str = "left") -> I64:
     """``np.searchsorted`` with the needles sorted first (far better cache behaviour)."""
     if needles.size < 4096:
         return np.searchsorted(keys, needles, side=side)  # type: ignore[call-overload]
-    order = np.argsort(needles, kind="stable")
+    order = np.argsort(needles)
     out = np.empty(needles.size, dtype=np.int64)
     out[order] = np.searchsorted(keys, needles[order], side=side)  # type: ignore[call-overload]
     return out
