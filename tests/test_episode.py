@@ -110,6 +110,10 @@ def test_episode_with_subcalls_completes_and_trace_rebuilds_exact_prompts(
         assert s.cited_documents == doc_ids
         assert all(f"SUB[{d}]" in s.memo for d in doc_ids)
         assert 0 < s.coverage.overall < 1
+        # measured over every model input: each document's excerpt reached a sub-call
+        assert s.coverage.method == "shingle-v1"
+        assert all(s.coverage.per_document[d] > 0 for d in doc_ids)
+        assert s.coverage.covered_chars is not None and s.coverage.unique_chars > 0
         # usage as counted by the server with the real tokenizer: completion tokens of the
         # three sub answers, prompt tokens of the two root requests (+4 per message)
         subs = [

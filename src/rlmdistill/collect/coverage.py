@@ -55,7 +55,15 @@ O(N log A) lookups of the few prefilter candidates (N room chars, A = N / S alig
 memory about N x (1..4) bytes (code points, narrowest dtype that fits) + 24 bytes x A.
 ``observe``: O(n) for an input of n characters. ``result``: O(A + M log M) for M distinct
 observed windows. The index can be cached on disk (:meth:`CoverageIndex.load_or_build`): the
-code points are memory-mapped, so processes share one copy through the page cache.
+code points are memory-mapped, so processes share one copy through the page cache. Measured
+(``benchmarks/bench_coverage_probe.py``, 2 cores): 5,000 documents / 37 M characters build in
+~4.5 s (peak ~0.75 GB), load from cache in ~0.02 s; one episode (1 M input characters) probes
+in ~0.1 s.
+
+**Limits.** Text that reaches a model only in an escaped form (``repr`` of a string, JSON with
+``\\n`` escapes) breaks into pieces at each escape and is credited only for the pieces of >= K
+characters between escapes. Room text that a model writes itself (e.g. a stock legal sentence)
+and that then comes back in a later input counts as covered: the probe sees text, not intent.
 """
 
 from __future__ import annotations
@@ -481,8 +489,9 @@ class CoverageIndex:
         Files: ``<room_hash>.coverage-<PROBE_VERSION>-k<K>-s<STRIDE>.npz`` (index) and
         ``....cp.npy`` (normalised code points, memory-mapped read-only on load), written under
         temporary names and renamed into place. Within one process, concurrent callers for
-        the same room share one build and one loaded index. An unreadable or mismatched cache
-        is rebuilt; an unwritable ``cache_dir`` just skips saving.
+        the same room share one build and one loaded index (kept for the life of the process).
+        An unreadable or mismatched cache is rebuilt; an unwritable ``cache_dir`` just skips
+        saving. Raises what :meth:`build` raises.
         """
         cache_dir = Path(cache_dir)
         stem = f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}"

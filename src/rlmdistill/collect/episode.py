@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from rlmdistill.collect import prompts
 from rlmdistill.collect.config import CollectConfig
+from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
 from rlmdistill.collect.parsing import parse_reply
 from rlmdistill.collect.repl import (
     BlockOutcome,
@@ -91,6 +92,8 @@ class RoomHandle:
     task_id: str
     task_title: str
     task_instructions: str
+    coverage_index: CoverageIndex | None = None
+    """Shingle index of the room for the coverage probe; ``None`` falls back to provenance."""
 
 
 @dataclass
@@ -195,6 +198,7 @@ class Episode:
         self._turn = 0
         self._block = 0
         self._n_turns = 0
+        self.probe = CoverageProbe(room.coverage_index) if room.coverage_index is not None else None
         self._t_start = time.monotonic()
 
     # -- trajectory -----------------------------------------------------------------------
@@ -222,6 +226,12 @@ class Episode:
             )
         )
         return msgs, n_few
+
+    def _observe(self, texts: list[str]) -> None:
+        """Feed every model input, exactly as sent, to the coverage probe."""
+        if self.probe is not None:
+            for text in texts:
+                self.probe.observe(text)
 
     def _remaining_s(self) -> float:
         return self.config.limits.max_wall_s - (time.monotonic() - self._t_start)
@@ -277,6 +287,7 @@ class Episode:
                 self._run_subagent(rec)
                 rec.latency_s = time.monotonic() - t0
                 return rec
+            self._observe([prompts_[i]])
             try:
                 res = self.sub.chat(
                     [Message(role="user", content=prompts_[i])],
@@ -446,6 +457,7 @@ class Episode:
     ) -> tuple[FinalSource, str] | None:
         """One completion + execution. Appends to ``messages`` unless the agent answered."""
         t0 = time.monotonic()
+        self._observe([m.content for m in messages] + ([prefill] if prefill else []))
         try:
             res = model.chat(
                 messages, sampling.model_copy(update={"seed": rec.seed}), prefill=prefill
@@ -539,6 +551,19 @@ class Episode:
         messages.append(Message(role="assistant", content=reply))
         messages.append(Message(role="user", content=rec.observation))
         return None
+
+    def _coverage(self) -> Coverage:
+        """Probe coverage over every model input (``shingle-v1``), else provenance ranges."""
+        if self.probe is None:
+            return _coverage(self.state, self.room)
+        d = self.probe.detail()
+        return d.coverage.model_copy(
+            update={
+                "covered_chars": d.covered_chars,
+                "unique_chars": d.unique_chars,
+                "duplicate_chars": d.duplicate_chars,
+            }
+        )
 
     # -- episode ----------------------------------------------------------------------------
     def run(self) -> EpisodeSummary:
@@ -652,7 +677,7 @@ class Episode:
             if memo
             else None,
             cited_documents=cited_documents(memo, doc_ids),
-            coverage=_coverage(self.state, self.room),
+            coverage=self._coverage(),
             started_at=started_at,
             ended_at=end.ended_at,
         )

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from tqdm import tqdm
 
 from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
+from rlmdistill.collect.coverage import CoverageIndex
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
 from rlmdistill.models.base import ModelClient
 from rlmdistill.paths import room_cache
@@ -67,6 +68,7 @@ def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
     return RoomHandle(
         info=info,
         snapshot=snap,
+        coverage_index=CoverageIndex.load_or_build(room, room_cache()),
         documents=[(d.id, d.folder, d.n_chars) for d in room.documents],
         task_id=room.task.id,
         task_title=room.task.title,

@@ -112,6 +112,13 @@ class Coverage(BaseModel):
     """Covered characters / room characters, in [0, 1]."""
     per_folder: dict[str, float] = Field(default_factory=dict)
     per_document: dict[str, float] = Field(default_factory=dict)
+    covered_chars: int | None = None
+    """Numerator of ``overall`` (normalised characters), when the method counts them."""
+    unique_chars: int | None = None
+    """Denominator of ``overall``: room characters that are not repeats of other documents."""
+    duplicate_chars: int | None = None
+    """Room characters left out of ``overall`` as text repeated across documents (reported,
+    not double-counted)."""
 
 
 class EpisodeStart(_Record):
