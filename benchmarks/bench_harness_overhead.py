@@ -2,8 +2,9 @@
 
 The root makes 2 turns; turn 0 dispatches 64 sub-calls in one ``llm_query_batched`` at
 concurrency 64; turn 1 hands back the memo. The critical path is 3L (root, sub batch, root);
-we report the wall time from episode start to its summary line written in ``episodes.jsonl``
-(REPL start-up included) divided by 3L. Target (issue 3): <= 1.10 at L = 0.2 s.
+we report the wall time from episode start (``EpisodeSummary.started_at``) to its summary line
+written in ``episodes.jsonl`` (REPL start-up included; run set-up such as loading the room is
+not) divided by 3L. The fake server runs in its own process so its CPU is not the harness's. Target (issue 3): <= 1.10 at L = 0.2 s.
 
     python benchmarks/bench_harness_overhead.py [--latency 0.2 1.0] [--repeats 3]
 """
@@ -72,10 +73,10 @@ def one(latency: float, room: Path, out: Path) -> float:
             limits=EpisodeLimits(max_turns=3),
         )
         root, sub = mk("root"), mk("sub")
-        t0 = time.monotonic()
         res = collect(cfg, out, root, sub, progress=False)
-        wall = time.monotonic() - t0
+        written = time.time()  # collect returns right after appending the summary line
         (s,) = list(parse_records(out / "episodes.jsonl", EpisodeSummary))
+        wall = written - s.started_at.timestamp()
         assert s.status == "completed" and s.n_sub_calls == 64, (s.status, s.status_detail)
         assert res.summaries[0].episode_id == s.episode_id
         root.close()

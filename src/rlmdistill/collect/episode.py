@@ -33,8 +33,10 @@ from rlmdistill.collect.config import CollectConfig
 from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
 from rlmdistill.collect.parsing import parse_reply
 from rlmdistill.collect.repl import (
+    BackgroundRepl,
     BlockOutcome,
     LlmHandler,
+    Repl,
     ReplDied,
     ReplProcess,
     SubCallRefused,
@@ -411,7 +413,7 @@ class Episode:
         messages: list[Message],
         sampling: Sampling,
         prefill: str | None,
-        repl: ReplProcess,
+        repl: Repl,
         on_llm: LlmHandler,
         make_record: Callable[[int, list[Message]], TurnBase],
         max_turns: int,
@@ -450,7 +452,7 @@ class Episode:
         messages: list[Message],
         sampling: Sampling,
         prefill: str | None,
-        repl: ReplProcess,
+        repl: Repl,
         on_llm: LlmHandler,
         rec: TurnBase,
         set_block: Callable[[int], None],
@@ -624,7 +626,7 @@ class Episode:
         detail: str | None = f"turn limit ({cfg.limits.max_turns}) reached without a memo"
         memo: str | None = None
         try:
-            with ReplProcess(self.room.snapshot, self.spec.scratch_dir, cfg.repl) as repl:
+            with BackgroundRepl(self.room.snapshot, self.spec.scratch_dir, cfg.repl) as repl:
                 final = self._turn_loop(
                     self.root,
                     messages,

@@ -17,10 +17,11 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -237,6 +238,68 @@ class ReplProcess:
         self.kill()
 
     def __enter__(self) -> ReplProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Repl(Protocol):
+    """The REPL seam: what an episode needs of the process that runs the root's code."""
+
+    def execute(
+        self, code: str, on_llm: LlmHandler, timeout_s: float | None = None
+    ) -> BlockOutcome: ...
+
+    def get_var(self, name: str, timeout_s: float = 30.0) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+class BackgroundRepl:
+    """A :class:`ReplProcess` started in a background thread.
+
+    The first root request does not need the REPL, so starting it concurrently takes its
+    start-up (~20 ms, more for big rooms) off the episode's critical path. Errors of the
+    start-up (:class:`ReplDied`) surface at first use. Arguments as :class:`ReplProcess`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._proc: ReplProcess | None = None
+        self._error: BaseException | None = None
+
+        def start() -> None:
+            try:
+                self._proc = ReplProcess(*args, **kwargs)
+            except BaseException as exc:  # surfaced by _get()
+                self._error = exc
+
+        self._thread = threading.Thread(target=start, name="repl-start", daemon=True)
+        self._thread.start()
+
+    def _get(self) -> ReplProcess:
+        self._thread.join()
+        if self._proc is None:
+            raise self._error or ReplDied("REPL failed to start", timed_out=False)
+        return self._proc
+
+    def execute(
+        self, code: str, on_llm: LlmHandler, timeout_s: float | None = None
+    ) -> BlockOutcome:
+        """See :meth:`ReplProcess.execute` (waits for start-up first)."""
+        return self._get().execute(code, on_llm, timeout_s)
+
+    def get_var(self, name: str, timeout_s: float = 30.0) -> str | None:
+        """See :meth:`ReplProcess.get_var`."""
+        return self._get().get_var(name, timeout_s)
+
+    def close(self) -> None:
+        """Wait for start-up to finish, then close the process if it started. Idempotent."""
+        self._thread.join()
+        if self._proc is not None:
+            self._proc.close()
+
+    def __enter__(self) -> BackgroundRepl:
         return self
 
     def __exit__(self, *exc: object) -> None:
