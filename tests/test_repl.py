@@ -160,3 +160,16 @@ def test_repl_reads_a_memory_mapped_room_snapshot(tmp_path):
     assert lines[1] == "Résumé"
     assert lines[2] == "[3, 50]"
     assert lines[3] == "68"
+
+
+def test_time_waiting_for_subcalls_does_not_count_against_the_block_timeout(repl):
+    def slow(prompts, sources):
+        time.sleep(1.5)  # a slow local sub-model
+        return ["late answer"] * len(prompts)
+
+    out = repl.execute("a = llm_query('x')\nb = llm_query('y')\nprint(a, b)", slow, timeout_s=1.0)
+    assert out.error is None and out.stdout == "late answer late answer\n"
+    assert out.duration_s > 3.0
+    with pytest.raises(ReplDied) as info:  # its own compute still counts
+        repl.execute("import time\nwhile True: pass", slow, timeout_s=1.0)
+    assert info.value.timed_out

@@ -34,7 +34,9 @@ class ReplLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     block_timeout_s: float = Field(
-        600.0, gt=0, description="Wall time of one code block, sub-calls included (seconds)."
+        600.0,
+        gt=0,
+        description="Running time of one code block, time waiting for sub-calls excluded (s).",
     )
     memory_limit_mb: int | None = Field(
         4096, description="Address-space limit of the REPL process (MiB); None = unlimited."
@@ -171,8 +173,11 @@ class ReplProcess:
     ) -> BlockOutcome:
         """Run ``code``; serve its sub-calls with ``on_llm``; return its outcome.
 
-        Raises :class:`ReplDied` when the block exceeds ``timeout_s`` (default
-        ``limits.block_timeout_s``; the process is killed) or the process dies.
+        ``timeout_s`` (default ``limits.block_timeout_s``) bounds the block's own running time:
+        time spent waiting for sub-calls in ``on_llm`` is not counted, so a block that
+        delegates to a slow local model is not killed for its sub-models' speed (sub-calls are
+        bounded by their clients' timeouts and the episode's budgets). Raises
+        :class:`ReplDied` when the block exceeds it (the process is killed) or the process dies.
         """
         t0 = time.monotonic()
         deadline = t0 + (timeout_s if timeout_s is not None else self.limits.block_timeout_s)
@@ -181,11 +186,13 @@ class ReplProcess:
             msg = self._read(deadline)
             op = msg.get("op")
             if op == "llm":
+                t_llm = time.monotonic()
                 try:
                     responses = on_llm(msg["prompts"], msg["sources"])
                     self._write({"op": "llm_result", "responses": responses})
                 except SubCallRefused as exc:
                     self._write({"op": "llm_result", "fatal": str(exc)})
+                deadline += time.monotonic() - t_llm
                 continue
             if op == "result":
                 return BlockOutcome(
