@@ -317,6 +317,9 @@ def quickstart_cmd(
             "episodes": episodes,
             "concurrency": concurrency,
             "seed": seed,
+            # the worked example asks sub-calls to copy one sentence: 128 tokens is plenty,
+            # and on a CPU the longest answer of a batch sets the batch's time
+            "sub_sampling": {"temperature": 0.2, "top_p": 0.95, "max_tokens": 128},
         },
     )
     cfg.limits.max_turns = max_turns
