@@ -123,6 +123,7 @@ def test_user_errors_exit_2_with_one_clear_line(monkeypatch, capsys, tmp_path, c
             "bad model spec 'bogus'",
         ),
         (["show", str(tmp_path / "nothing")], "a run directory?"),
+        (["judge", str(tmp_path / "nothing")], "a run directory?"),
     ]
     for argv, expected in cases:
         monkeypatch.setattr("sys.argv", ["rlmdistill", *argv])

@@ -1,4 +1,4 @@
-"""The ``rlmdistill`` console script: one sub-command per stage, each a thin call into it.
+"""rlmdistill: collect RLM episodes, grade them, and (later) distill the root model.
 
 Stages talk only through files (runs, verdicts, rooms), so each command can run alone:
 
@@ -281,9 +281,10 @@ def quickstart_cmd(
     sub_model: Annotated[
         str | None, typer.Option(help="Embedded model for sub-calls (default: --model).")
     ] = None,
-    cuad: Annotated[Path, typer.Option(help="CUAD-format source folder.")] = Path(
-        "../shared/data/cuad"
-    ),
+    cuad: Annotated[
+        Path | None,
+        typer.Option(help="CUAD-format source folder (default: the packaged 16-contract sample)."),
+    ] = None,
     contracts: Annotated[int, typer.Option(help="Contracts in the room.")] = 10,
     episodes: Annotated[int, typer.Option(help="Episodes.")] = 4,
     concurrency: Annotated[int, typer.Option(help="Episodes at once.")] = 4,

@@ -41,7 +41,10 @@ def judge_run(run_dir: Path, grader: Grader) -> JudgeResult:
 
     Rooms are loaded from the paths recorded in the episodes; a room whose content hash no
     longer matches raises ``ValueError`` naming the episode (its criteria may have changed).
+    Raises ``FileNotFoundError`` when ``run_dir`` is not a run directory (no ``run.json``).
     """
+    if not (run_dir / "run.json").exists():
+        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
     summaries = list(parse_records(run_dir / "episodes.jsonl", EpisodeSummary))
     path = verdicts_path(run_dir, grader.grader_id)
     done = {
