@@ -389,7 +389,7 @@ def list_main(cache_dir: Path | str | None = None) -> int:
     table = Table(title="embedded models")
     for col in ("name", "size", "ctx", "root prefill", "pulled"):
         table.add_column(col, no_wrap=True)
-    table.add_column("notes", overflow="ellipsis", no_wrap=True, max_width=60)
+    table.add_column("notes", overflow="ellipsis", no_wrap=True, max_width=40)
     for entry in EMBEDDED_MODELS.values():
         directory = model_dir(entry.name, cache_dir)
         manifest = read_manifest(directory) if _is_complete(directory, entry, "auto") else None
