@@ -387,9 +387,10 @@ def list_main(cache_dir: Path | str | None = None) -> int:
     from rich.table import Table
 
     table = Table(title="embedded models")
-    for col in ("name", "size", "ctx", "root prefill", "pulled"):
+    table.add_column("name", no_wrap=True, min_width=18)
+    for col in ("size", "ctx", "root prefill", "pulled"):
         table.add_column(col, no_wrap=True)
-    table.add_column("notes", overflow="ellipsis", no_wrap=True, max_width=40)
+    table.add_column("notes (see MODELS.md)", overflow="ellipsis", no_wrap=True, max_width=40)
     for entry in EMBEDDED_MODELS.values():
         directory = model_dir(entry.name, cache_dir)
         manifest = read_manifest(directory) if _is_complete(directory, entry, "auto") else None
