@@ -9,6 +9,8 @@ episode an explicit status (case T4 of ``shared/cases``): :class:`ContextExceede
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -137,3 +139,35 @@ class ModelClient(Protocol):
     def close(self) -> None:
         """Release connections / threads. Idempotent."""
         ...
+
+
+def chat_concurrently(
+    chat: Callable[..., ChatResult],
+    model_id: str,
+    batch: Sequence[list[Message]],
+    sampling: Sampling,
+    *,
+    prefill: str | None = None,
+    max_concurrency: int = 8,
+    thread_name_prefix: str = "rlmd-chat",
+) -> list[ChatResult | ModelError]:
+    """Run ``chat(messages, sampling, prefill=...)`` for every conversation of ``batch`` at once.
+
+    Up to ``max_concurrency`` threads. One entry per input, in input order: the
+    :class:`ChatResult`, or that prompt's :class:`ModelError` alone; one failing prompt never
+    fails the others (case T4). An unexpected exception becomes a :class:`FatalModelError`.
+    """
+
+    def one(messages: list[Message]) -> ChatResult | ModelError:
+        try:
+            return chat(messages, sampling, prefill=prefill)
+        except ModelError as exc:
+            return exc
+        except Exception as exc:  # a bug must not kill the sibling prompts
+            return FatalModelError(f"{model_id}: {type(exc).__name__}: {exc}")
+
+    if not batch:
+        return []
+    workers = min(max_concurrency, len(batch))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name_prefix) as pool:
+        return list(pool.map(one, batch))

@@ -28,7 +28,6 @@ import fnmatch
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +39,7 @@ from rlmdistill.models.base import (
     ModelError,
     Sampling,
     Usage,
+    chat_concurrently,
 )
 
 __all__ = [
@@ -281,19 +281,15 @@ class LimitedClient:
         Each prompt goes through the limits on its own, whatever the inner client's batching.
         """
 
-        def one(messages: list[Message]) -> ChatResult | ModelError:
-            try:
-                return self.chat(messages, sampling, prefill=prefill)
-            except ModelError as exc:
-                return exc
-            except Exception as exc:  # a bug must not kill the sibling prompts
-                return FatalModelError(f"{self.model_id}: {type(exc).__name__}: {exc}")
-
-        if not batch:
-            return []
-        workers = min(self.max_concurrency, len(batch))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlmd-limited") as pool:
-            return list(pool.map(one, batch))
+        return chat_concurrently(
+            self.chat,
+            self.model_id,
+            batch,
+            sampling,
+            prefill=prefill,
+            max_concurrency=self.max_concurrency,
+            thread_name_prefix="rlmd-limited",
+        )
 
     def close(self) -> None:
         """Close the inner client. Idempotent if the inner client's ``close`` is."""

@@ -23,7 +23,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import httpx
@@ -45,6 +44,7 @@ from rlmdistill.models.base import (
     RetryableModelError,
     Sampling,
     Usage,
+    chat_concurrently,
 )
 
 PrefillMode = Literal["continue_final_message", "none"]
@@ -362,19 +362,15 @@ class OpenAIChatClient:
         (one failing prompt never fails the others, case T4).
         """
 
-        def one(messages: list[Message]) -> ChatResult | ModelError:
-            try:
-                return self.chat(messages, sampling, prefill=prefill)
-            except ModelError as exc:
-                return exc
-            except Exception as exc:  # a bug must not kill the sibling prompts
-                return FatalModelError(f"{self.model_id}: {type(exc).__name__}: {exc}")
-
-        if not batch:
-            return []
-        workers = min(self.max_concurrency, len(batch))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlmd-openai") as pool:
-            return list(pool.map(one, batch))
+        return chat_concurrently(
+            self.chat,
+            self.model_id,
+            batch,
+            sampling,
+            prefill=prefill,
+            max_concurrency=self.max_concurrency,
+            thread_name_prefix="rlmd-openai",
+        )
 
     def close(self) -> None:
         """Close the HTTP connection pool. Idempotent."""
