@@ -126,6 +126,19 @@ class _Origin:
 
 
 @dataclass
+class _Agent:
+    """One agent's turn-taking setup: the root, or a depth-2 subagent."""
+
+    model: ModelClient
+    sampling: Sampling
+    prefill: str | None
+    repl: Repl
+    on_llm: LlmHandler
+    set_block: Callable[[int], None]
+    """Told the code block about to run (so sub-calls know where they came from)."""
+
+
+@dataclass
 class _State:
     usage: TokenUsage = field(default_factory=TokenUsage)
     n_sub_calls: int = 0
@@ -371,17 +384,16 @@ class Episode:
 
         try:
             with ReplProcess(snapshot, scratch, cfg.repl, context_doc="context") as repl:
-                final = self._turn_loop(
+                agent = _Agent(
                     self.sub,
-                    messages,
                     cfg.sub_sampling,
                     cfg.subagent_prefill,
                     repl,
                     handler,
-                    make_record,
-                    cfg.subagent_max_turns,
                     lambda b: where.__setitem__("block", b),
-                    usage_into=rec,
+                )
+                final = self._turn_loop(
+                    agent, messages, make_record, cfg.subagent_max_turns, usage_into=rec
                 )
         except _TurnEnd as exc:
             rec.error, rec.error_kind = exc.detail, exc.status
@@ -409,15 +421,10 @@ class Episode:
 
     def _turn_loop(
         self,
-        model: ModelClient,
+        agent: _Agent,
         messages: list[Message],
-        sampling: Sampling,
-        prefill: str | None,
-        repl: Repl,
-        on_llm: LlmHandler,
         make_record: Callable[[int, list[Message]], TurnBase],
         max_turns: int,
-        set_block: Callable[[int], None],
         usage_into: SubCallRecord | None = None,
     ) -> tuple[FinalSource, str] | None:
         """Turns of one agent (root or subagent) until it hands back an answer.
@@ -433,7 +440,7 @@ class Episode:
                     "timeout", f"episode wall time {self.config.limits.max_wall_s:.0f}s spent"
                 )
             rec = make_record(turn, messages)
-            final = self._one_turn(model, messages, sampling, prefill, repl, on_llm, rec, set_block)
+            final = self._one_turn(agent, messages, rec)
             if usage_into is not None:
                 usage_into.usage = usage_into.usage + rec.usage
                 usage_into.attempts = max(usage_into.attempts, rec.attempts)
@@ -447,17 +454,10 @@ class Episode:
         return None
 
     def _one_turn(
-        self,
-        model: ModelClient,
-        messages: list[Message],
-        sampling: Sampling,
-        prefill: str | None,
-        repl: Repl,
-        on_llm: LlmHandler,
-        rec: TurnBase,
-        set_block: Callable[[int], None],
+        self, agent: _Agent, messages: list[Message], rec: TurnBase
     ) -> tuple[FinalSource, str] | None:
         """One completion + execution. Appends to ``messages`` unless the agent answered."""
+        model, sampling, prefill, repl = agent.model, agent.sampling, agent.prefill, agent.repl
         t0 = time.monotonic()
         self._observe([m.content for m in messages] + ([prefill] if prefill else []))
         try:
@@ -486,10 +486,10 @@ class Episode:
         observations: list[str] = []
         final: tuple[FinalSource, str] | None = None
         for block in parsed.blocks:
-            set_block(block.position)
+            agent.set_block(block.position)
             timeout = max(1.0, min(self.config.repl.block_timeout_s, self._remaining_s()))
             try:
-                out = repl.execute(block.code, on_llm, timeout_s=timeout)
+                out = repl.execute(block.code, agent.on_llm, timeout_s=timeout)
             except ReplDied as exc:
                 rec.blocks.append(
                     CodeBlockResult(
@@ -627,17 +627,15 @@ class Episode:
         memo: str | None = None
         try:
             with BackgroundRepl(self.room.snapshot, self.spec.scratch_dir, cfg.repl) as repl:
-                final = self._turn_loop(
+                agent = _Agent(
                     self.root,
-                    messages,
                     root_sampling,
                     cfg.prefill,
                     repl,
                     self._handler(lambda: _Origin(turn=self._turn, block=self._block)),
-                    root_record,
-                    cfg.limits.max_turns,
                     lambda b: setattr(self, "_block", b),
                 )
+                final = self._turn_loop(agent, messages, root_record, cfg.limits.max_turns)
             if final is not None:
                 if final[1].strip():
                     status, detail, memo = "completed", None, final[1]
