@@ -90,6 +90,15 @@ def trajectory(run: Path, eid: str) -> list:
     return list(parse_records(run / "trajectories" / f"{eid}.jsonl", adapter))
 
 
+def one_episode(handler, room, tmp_path, **config):
+    """Serve ``handler`` on loopback, collect one episode into ``tmp_path/run``, return its summary."""
+    with FakeOpenAIServer(handler) as server:
+        root, sub = clients(server.base_url)
+        cfg = make_config(room, server.base_url, episodes=1, **config)
+        (summary,) = collect(cfg, tmp_path / "run", root, sub, progress=False).summaries
+    return summary
+
+
 def test_episode_with_subcalls_completes_and_trace_rebuilds_exact_prompts(
     cuad_room3, smollm2_tokenizer, tmp_path
 ):
@@ -161,16 +170,7 @@ def test_one_failing_subcall_fails_only_that_prompt_case_t4(cuad_room3, tmp_path
         FakeReply.error(500, "boom"),
         ScriptedHandler([EXPLORE, DELEGATE], sub_answer),
     )
-    with FakeOpenAIServer(handler) as server:
-        root, sub = clients(server.base_url)
-        res = collect(
-            make_config(cuad_room3, server.base_url, episodes=1),
-            tmp_path / "run",
-            root,
-            sub,
-            progress=False,
-        )
-    (s,) = res.summaries
+    s = one_episode(handler, cuad_room3, tmp_path)
     assert s.status == "completed"
     assert s.n_sub_calls == 3 and s.n_sub_call_errors == 1
     subs = [r for r in trajectory(tmp_path / "run", s.episode_id) if isinstance(r, SubCallRecord)]
@@ -182,16 +182,7 @@ def test_one_failing_subcall_fails_only_that_prompt_case_t4(cuad_room3, tmp_path
 
 def test_context_exceeded_ends_episode_with_status_case_t4(cuad_room3, tmp_path):
     handler = ScriptedHandler([EXPLORE, FakeReply.context_exceeded(4096, 5000)], sub_answer)
-    with FakeOpenAIServer(handler) as server:
-        root, sub = clients(server.base_url)
-        res = collect(
-            make_config(cuad_room3, server.base_url, episodes=1),
-            tmp_path / "run",
-            root,
-            sub,
-            progress=False,
-        )
-    (s,) = res.summaries
+    s = one_episode(handler, cuad_room3, tmp_path)
     assert s.status == "context_exceeded"
     assert "maximum context length" in s.status_detail
     assert s.n_turns == 2 and s.memo is None
@@ -201,13 +192,7 @@ def test_noop_and_turn_limit_give_no_memo_case_r2(cuad_room3, tmp_path):
     handler = ScriptedHandler(
         ["I will think about it.", EXPLORE], sub_answer, on_exhausted="repeat_last"
     )
-    with FakeOpenAIServer(handler) as server:
-        root, sub = clients(server.base_url)
-        cfg = make_config(
-            cuad_room3, server.base_url, episodes=1, prefill=None, limits=EpisodeLimits(max_turns=3)
-        )
-        res = collect(cfg, tmp_path / "run", root, sub, progress=False)
-    (s,) = res.summaries
+    s = one_episode(handler, cuad_room3, tmp_path, prefill=None, limits=EpisodeLimits(max_turns=3))
     assert s.status == "no_memo" and s.n_turns == 3
     turns = [r for r in trajectory(tmp_path / "run", s.episode_id) if isinstance(r, TurnRecord)]
     assert [t.no_op for t in turns] == [True, False, False]
@@ -216,17 +201,13 @@ def test_noop_and_turn_limit_give_no_memo_case_r2(cuad_room3, tmp_path):
 
 def test_subcall_budget_raises_in_repl_and_memo_still_possible(cuad_room3, tmp_path):
     handler = ScriptedHandler([EXPLORE, DELEGATE, "FINAL(budget hit; partial memo)"], sub_answer)
-    with FakeOpenAIServer(handler) as server:
-        root, sub = clients(server.base_url)
-        cfg = make_config(
-            cuad_room3,
-            server.base_url,
-            episodes=1,
-            prefill=None,
-            limits=EpisodeLimits(max_turns=4, max_sub_calls=2),
-        )
-        res = collect(cfg, tmp_path / "run", root, sub, progress=False)
-    (s,) = res.summaries
+    s = one_episode(
+        handler,
+        cuad_room3,
+        tmp_path,
+        prefill=None,
+        limits=EpisodeLimits(max_turns=4, max_sub_calls=2),
+    )
     assert s.status == "completed" and s.memo == "budget hit; partial memo"
     assert s.n_sub_calls == 0
     turns = [r for r in trajectory(tmp_path / "run", s.episode_id) if isinstance(r, TurnRecord)]
@@ -236,13 +217,7 @@ def test_subcall_budget_raises_in_repl_and_memo_still_possible(cuad_room3, tmp_p
 
 def test_block_timeout_ends_episode_case_t5(cuad_room3, tmp_path):
     handler = ScriptedHandler(["```repl\nwhile True: pass\n```"], sub_answer)
-    with FakeOpenAIServer(handler) as server:
-        root, sub = clients(server.base_url)
-        cfg = make_config(
-            cuad_room3, server.base_url, episodes=1, repl=ReplLimits(block_timeout_s=1.0)
-        )
-        res = collect(cfg, tmp_path / "run", root, sub, progress=False)
-    (s,) = res.summaries
+    s = one_episode(handler, cuad_room3, tmp_path, repl=ReplLimits(block_timeout_s=1.0))
     assert s.status == "repl_timeout"
     assert s.wall_time_s < 10
     (turn,) = [r for r in trajectory(tmp_path / "run", s.episode_id) if isinstance(r, TurnRecord)]
