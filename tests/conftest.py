@@ -55,3 +55,54 @@ def _isolated_cache(
 ) -> None:
     """Room snapshots go to a per-session cache, never the user's (models stay shared)."""
     monkeypatch.setenv("RLMDISTILL_ROOM_CACHE", str(tmp_path_factory.getbasetemp() / "room-cache"))
+
+
+ROOT_SCRIPT = [
+    "```repl\ndocs = list_documents()\n"
+    "answers = llm_query_batched(['Quote the assignment clause.\\n' + read(d['id'], 0, 2000)"
+    " for d in docs])\nprint(len(answers))\n```",
+    "```repl\nmemo = '# Memo\\n' + '\\n'.join('## ' + d['id'] + '\\n' + a"
+    " for d, a in zip(docs, answers))\nFINAL_VAR(memo)\n```",
+]
+"""What the scripted root of :func:`collected_run` writes: a batched read, then the memo."""
+
+
+def _scripted(req: dict):  # type: ignore[no-untyped-def]
+    from rlmdistill.testing.fake_openai import conversation_turn
+
+    if req["model"] == "root":
+        return ROOT_SCRIPT[min(conversation_turn(req)[1], len(ROOT_SCRIPT) - 1)]
+    return "The agreement may not be assigned without prior written consent."
+
+
+@pytest.fixture(scope="session")
+def collected_run(tmp_path_factory: pytest.TempPathFactory, cuad_room3: Path) -> Path:
+    """A real run made by the collector against the loopback fake server, graded.
+
+    2 episodes (depth 1) over the 3-contract CUAD room: each root reads every document in one
+    batched sub-call, then writes a memo with one section per document (status completed);
+    ``verdicts/reference.jsonl`` holds the reference grader's verdicts. Built once per session;
+    tests must not modify it (copy it first).
+    """
+    from rlmdistill.collect.config import CollectConfig, EpisodeLimits
+    from rlmdistill.collect.runner import collect
+    from rlmdistill.judge.reference import ReferenceGrader
+    from rlmdistill.judge.run import judge_run
+    from rlmdistill.models.openai_client import OpenAIChatClient
+    from rlmdistill.testing.fake_openai import FakeOpenAIServer
+
+    out = tmp_path_factory.mktemp("runs") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLMDISTILL_ROOM_CACHE", str(tmp_path_factory.getbasetemp() / "room-cache"))
+        with FakeOpenAIServer(_scripted) as server:
+            mk = lambda m: OpenAIChatClient(m, server.base_url, api_key="x", max_retries=0)  # noqa: E731
+            cfg = CollectConfig(
+                rooms=[str(cuad_room3)],
+                root=f"openai:root@{server.base_url}",
+                sub=f"openai:sub@{server.base_url}",
+                episodes=2,
+                limits=EpisodeLimits(max_turns=3),
+            )
+            collect(cfg, out, mk("root"), mk("sub"), progress=False)
+        judge_run(out, ReferenceGrader())
+    return out

@@ -1,0 +1,159 @@
+"""Read a run directory: manifest, episode summaries, verdicts and (lazily) trajectories.
+
+The one loader every later stage (filter, export, analysis, dashboard) uses, so none of them
+parses run files its own way. Listing a run reads only ``run.json`` and ``episodes.jsonl``;
+a trajectory is parsed only when :func:`load_trajectory` is asked for it.
+
+Layout read (see ``docs/architecture.md``)::
+
+    runs/<run>/run.json                        RunManifest
+    runs/<run>/episodes.jsonl                  EpisodeSummary per finished episode
+    runs/<run>/trajectories/<episode_id>.jsonl EpisodeStart, TurnRecord*, SubagentTurnRecord*,
+                                               SubCallRecord*, EpisodeEnd
+    runs/<run>/verdicts/<grader>.jsonl         Verdict per (episode, criterion)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from rlmdistill.traces.schema import (
+    EpisodeEnd,
+    EpisodeStart,
+    EpisodeSummary,
+    RunManifest,
+    SubagentTurnRecord,
+    SubCallRecord,
+    TrajectoryRecord,
+    TurnRecord,
+    Verdict,
+)
+from rlmdistill.traces.store import TraceFileError, parse_records, read_jsonl
+
+__all__ = [
+    "NotARunError",
+    "Trajectory",
+    "grader_ids",
+    "load_manifest",
+    "load_summaries",
+    "load_trajectory",
+    "load_verdicts",
+    "trajectory_path",
+]
+
+_TRAJECTORY = TypeAdapter(TrajectoryRecord)
+_SIDE_FILES = (".cache", ".usage")
+
+
+class NotARunError(FileNotFoundError):
+    """The directory has no ``run.json``: it is not a run made by ``rlmdistill collect``."""
+
+
+@dataclass
+class Trajectory:
+    """Every record of one episode's trajectory file, split by kind (file order kept).
+
+    ``turns`` are root turns only (the SFT source, case R4); ``subagent_turns`` and
+    ``sub_calls`` are stored apart. ``end`` is ``None`` for an episode that never finished
+    (crash); ``torn_tail`` is the unparsable last line left by a crash, if any (case T3).
+    """
+
+    path: Path
+    start: EpisodeStart
+    turns: list[TurnRecord] = field(default_factory=list)
+    subagent_turns: list[SubagentTurnRecord] = field(default_factory=list)
+    sub_calls: list[SubCallRecord] = field(default_factory=list)
+    end: EpisodeEnd | None = None
+    torn_tail: str | None = None
+
+
+def load_manifest(run_dir: Path) -> RunManifest:
+    """The run's :class:`RunManifest`. Raises :class:`NotARunError` when ``run.json`` is absent,
+    :class:`TraceFileError` (naming the file) when it does not validate."""
+    path = Path(run_dir) / "run.json"
+    if not path.exists():
+        raise NotARunError(f"{path} not found: is {run_dir} a run directory?")
+    try:
+        return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise TraceFileError(f"{path}: invalid run manifest: {exc}") from exc
+
+
+def load_summaries(run_dir: Path) -> list[EpisodeSummary]:
+    """Every :class:`EpisodeSummary` of ``episodes.jsonl`` in file order (one per finished
+    episode; a torn last line is ignored, see :func:`rlmdistill.traces.store.read_jsonl`).
+
+    Raises :class:`NotARunError` when ``run.json`` is absent.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / "run.json").exists():
+        raise NotARunError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
+    return list(parse_records(run_dir / "episodes.jsonl", EpisodeSummary))
+
+
+def grader_ids(run_dir: Path) -> list[str]:
+    """Ids of the graders that wrote verdicts for this run (``verdicts/<id>.jsonl``), sorted.
+
+    Side files of a grader (``<id>.cache.jsonl``, ``<id>.usage.jsonl``) are not graders.
+    """
+    return sorted(
+        p.stem
+        for p in (Path(run_dir) / "verdicts").glob("*.jsonl")
+        if not p.stem.endswith(_SIDE_FILES)
+    )
+
+
+def load_verdicts(run_dir: Path, grader_id: str) -> list[Verdict]:
+    """All verdicts of one grader for a run (empty when it never graded the run)."""
+    return list(parse_records(Path(run_dir) / "verdicts" / f"{grader_id}.jsonl", Verdict))
+
+
+def trajectory_path(run_dir: Path, episode_id: str) -> Path:
+    """``runs/<run>/trajectories/<episode_id>.jsonl``."""
+    return Path(run_dir) / "trajectories" / f"{episode_id}.jsonl"
+
+
+def load_trajectory(run_dir: Path, episode_id: str) -> Trajectory:
+    """Parse one episode's trajectory file.
+
+    Raises ``FileNotFoundError`` when the file is missing and :class:`TraceFileError` (naming
+    the file and record) when a record is invalid, the first record is not an
+    ``episode_start``, or a record belongs to another episode.
+    """
+    path = trajectory_path(run_dir, episode_id)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no trajectory for episode {episode_id}")
+    read = read_jsonl(path)
+    start: EpisodeStart | None = None
+    traj: Trajectory | None = None
+    for i, raw in enumerate(read.records):
+        try:
+            rec = _TRAJECTORY.validate_python(raw)
+        except ValueError as exc:
+            raise TraceFileError(f"{path}: record {i + 1} is invalid: {exc}") from exc
+        if rec.episode_id != episode_id:
+            raise TraceFileError(
+                f"{path}: record {i + 1} belongs to episode {rec.episode_id}, not {episode_id}"
+            )
+        if isinstance(rec, EpisodeStart):
+            if start is not None:
+                raise TraceFileError(f"{path}: record {i + 1}: a second episode_start")
+            start = rec
+            traj = Trajectory(path=path, start=rec, torn_tail=read.torn_tail)
+            continue
+        if traj is None:
+            raise TraceFileError(f"{path}: record {i + 1} comes before the episode_start")
+        if isinstance(rec, TurnRecord):
+            traj.turns.append(rec)
+        elif isinstance(rec, SubagentTurnRecord):
+            traj.subagent_turns.append(rec)
+        elif isinstance(rec, SubCallRecord):
+            traj.sub_calls.append(rec)
+        elif isinstance(rec, EpisodeEnd):
+            traj.end = rec
+    if traj is None:
+        raise TraceFileError(f"{path}: no episode_start record")
+    return traj

@@ -1,0 +1,64 @@
+"""The shared run loader (traces/runs.py) over a run made by the real collector."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from rlmdistill.traces.rebuild import root_requests
+from rlmdistill.traces.runs import (
+    NotARunError,
+    grader_ids,
+    load_manifest,
+    load_summaries,
+    load_trajectory,
+    load_verdicts,
+)
+from rlmdistill.traces.store import TraceFileError
+
+
+def test_loads_manifest_summaries_verdicts_and_trajectories(collected_run):
+    manifest = load_manifest(collected_run)
+    summaries = load_summaries(collected_run)
+    assert len(summaries) == 2
+    assert {s.status for s in summaries} == {"completed"}
+    assert manifest.run_id == summaries[0].run_id
+    assert grader_ids(collected_run) == ["reference"]
+    verdicts = load_verdicts(collected_run, "reference")
+    n_criteria = len({v.criterion_id for v in verdicts})
+    assert len(verdicts) == 2 * n_criteria > 0
+    for s in summaries:
+        traj = load_trajectory(collected_run, s.episode_id)
+        assert traj.start.episode_id == s.episode_id
+        assert len(traj.turns) == s.n_turns == 2
+        assert len(traj.sub_calls) == s.n_sub_calls == 3
+        assert traj.subagent_turns == []
+        assert traj.end is not None and traj.end.memo == s.memo
+        assert traj.torn_tail is None
+        assert len(root_requests(traj.start, traj.turns)) == 2
+
+
+def test_torn_tail_reported_and_foreign_record_refused(collected_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(collected_run, run)
+    eid = load_summaries(run)[0].episode_id
+    path = run / "trajectories" / f"{eid}.jsonl"
+    with path.open("a", encoding="utf-8") as f:
+        f.write('{"record_type": "turn", "epis')
+    traj = load_trajectory(run, eid)
+    assert traj.torn_tail == '{"record_type": "turn", "epis'
+    assert len(traj.turns) == 2
+    other = load_summaries(run)[1].episode_id
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[1] = lines[1].replace(eid, other)
+    path.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    with pytest.raises(TraceFileError, match=rf"{eid}.jsonl: record 2 belongs to episode {other}"):
+        load_trajectory(run, eid)
+
+
+def test_not_a_run(tmp_path):
+    with pytest.raises(NotARunError, match=r"run\.json not found"):
+        load_summaries(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no trajectory for episode abc"):
+        load_trajectory(tmp_path, "abc")
