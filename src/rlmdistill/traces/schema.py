@@ -7,6 +7,8 @@ Files and their records (all JSON Lines except ``run.json``):
 - ``trajectories/<episode_id>.jsonl``: :class:`EpisodeStart`, then :class:`TurnRecord` and
   :class:`SubCallRecord` lines as the episode runs, then :class:`EpisodeEnd`.
 - ``verdicts/<grader>.jsonl``: one :class:`Verdict` per (episode, criterion) grading.
+- ``verdicts/<grader>.cache.jsonl`` / ``verdicts/<grader>.usage.jsonl`` (LLM judges only):
+  :class:`JudgeCacheEntry` per cached PASS/FAIL, :class:`JudgeRequestRecord` per judge request.
 
 Every record carries ``schema_version`` and ``record_type``; timestamps are timezone-aware
 UTC. Old shapes are upgraded by :func:`upgrade_record` before validation.
@@ -347,3 +349,55 @@ def upgrade_record(data: dict[str, Any]) -> dict[str, Any]:
             f"({SCHEMA_VERSION}); upgrade rlmdistill"
         )
     return data
+
+
+# --------------------------------------------------------------------------- LLM judge side files
+class JudgeCacheEntry(_Record):
+    """One line of ``verdicts/<grader>.cache.jsonl``: an LLM judge's PASS/FAIL on one criterion
+    for one memo, reused whenever the whole key (memo, criterion content, judge model, judge
+    prompt version) is equal. Only PASS/FAIL are cached; UNGRADABLE never is."""
+
+    record_type: Literal["judge_cache"] = "judge_cache"
+    memo_sha256: str
+    """sha256 (hex) of the memo's UTF-8 text."""
+    criterion_id: str
+    criterion_hash: str
+    """sha256 (first 16 hex chars) of the criterion's canonical JSON (every field)."""
+    judge_model: str
+    """The judge model's cache identity (see ``rlmdistill.judge.llm.judge_model_key``)."""
+    prompt_version: str
+    """Version of the judge prompt and reply format."""
+    verdict: Literal["PASS", "FAIL"]
+    reason: str
+    created_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class JudgeRequestRecord(_Record):
+    """One line of ``verdicts/<grader>.usage.jsonl``: one chat request of an LLM judge.
+
+    Judge tokens and cost live here, apart from the agent's (``episodes.jsonl``)."""
+
+    record_type: Literal["judge_request"] = "judge_request"
+    episode_id: str
+    grader: str
+    judge_model: str
+    """``model_id`` of the client that answered (the canonical spec)."""
+    prompt_version: str
+    criterion_ids: list[str]
+    """Criteria this request asked for (a retry asks only for those still missing)."""
+    attempt: int
+    """1 for the first request of a batch, 2.. for retries after a malformed/partial reply."""
+    outcome: Literal["ok", "partial", "malformed", "error"]
+    """ok: every asked criterion got a valid verdict; partial: some did; malformed: none could
+    be used; error: the request failed (``error`` holds the classified message)."""
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    cost_usd: float | None = None
+    """From the price table; ``None`` when the model has no price there."""
+    price_table: str | None = None
+    """``PriceTable.version`` used for ``cost_usd``."""
+    error: str | None = None
+    problem: str | None = None
+    """What was wrong with the reply (told to the model in the retry), when anything was."""
+    created_at: dt.datetime = Field(default_factory=utcnow)
