@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import TypeAdapter
 
@@ -34,6 +35,7 @@ from rlmdistill.traces.schema import (
 from rlmdistill.traces.store import TraceFileError, parse_records, read_jsonl
 
 __all__ = [
+    "EpisodeRef",
     "NotARunError",
     "Trajectory",
     "grader_ids",
@@ -50,6 +52,13 @@ _SIDE_FILES = (".cache", ".usage")
 
 class NotARunError(FileNotFoundError):
     """The directory has no ``run.json``: it is not a run made by ``rlmdistill collect``."""
+
+
+class EpisodeRef(NamedTuple):
+    """Names one episode of one run: what the filter stage hands to the export stage."""
+
+    run_dir: Path
+    episode_id: str
 
 
 @dataclass
