@@ -1,0 +1,495 @@
+"""Honest statistics for behaviour-shift reports: bootstrap intervals over rooms, paired
+differences, Wilcoxon signed-rank tests and correlations, each with an explicit undefined
+result (``value=None`` plus ``reason``) for degenerate data (cases A1, A2).
+
+Methods (named in every result's ``method`` field; sources in ``docs/analysis.md``):
+
+- **Mean with a cluster bootstrap interval** (:func:`cluster_bootstrap_mean`): episodes are
+  averaged per room first; the point value is the mean of the room means (every room weighs
+  the same) and the interval is the percentile bootstrap of that mean with rooms resampled
+  with replacement (Efron & Tibshirani 1993, ch. 13; cluster resampling: Davison & Hinkley
+  1997, sec. 3.8), via ``scipy.stats.bootstrap(method="percentile")``, ``B = 2000``, fixed
+  seed. Episodes of one room share the room's difficulty, so resampling episodes would
+  understate the uncertainty.
+- **Paired difference over rooms** (:func:`paired_comparison`): per room ``d = mean_B - mean_A``
+  over the rooms both arms ran; the mean of ``d`` with the same percentile bootstrap, and the
+  two-sided Wilcoxon signed-rank test of ``d`` (``scipy.stats.wilcoxon``, zero differences
+  dropped, exact null distribution for small samples without ties; Wilcoxon 1945).
+- **Pearson r** (:func:`pearson`): ``scipy.stats.pearsonr``; interval by the Fisher z
+  transform ``tanh(atanh(r) +- z_{1-a/2} / sqrt(n - 3))`` (Fisher 1921).
+- **Spearman rho** (:func:`spearman`): ``scipy.stats.spearmanr``; interval by a percentile
+  bootstrap over (x, y) pairs (``B = 2000``, fixed seed); resamples in which x or y has no
+  variance have no rho and are left out and counted.
+
+Undefined rather than a made-up number: fewer than 3 units (rooms, pairs, points), zero
+variance, every paired difference zero. No result ever holds NaN or infinity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+import scipy.stats
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_RESAMPLES",
+    "MIN_UNITS",
+    "Correlation",
+    "Estimate",
+    "PairedComparison",
+    "TestResult",
+    "bootstrap_mean",
+    "cluster_bootstrap_mean",
+    "cluster_means",
+    "ema",
+    "paired_comparison",
+    "pearson",
+    "spearman",
+    "wilcoxon_signed_rank",
+]
+
+DEFAULT_RESAMPLES = 2000
+"""Bootstrap resamples (B) used unless told otherwise."""
+DEFAULT_CONFIDENCE = 0.95
+"""Two-sided confidence level of every interval unless told otherwise."""
+MIN_UNITS = 3
+"""Fewest independent units (rooms, pairs, points) for an interval, a test or a correlation."""
+
+BOOTSTRAP_METHOD = "percentile bootstrap (scipy.stats.bootstrap), B={b}, seed={seed}, over {unit}"
+
+
+class Estimate(BaseModel):
+    """A point value with a confidence interval, either of which may be undefined.
+
+    ``value is None``: no estimate at all (``reason`` says why). ``low``/``high`` ``None``:
+    the value stands but no interval can be given (``reason`` says why). A degenerate but
+    valid interval (all values equal: ``low == high == value``) carries a ``reason`` note too.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    confidence: float = DEFAULT_CONFIDENCE
+    n: int
+    """Independent units behind the value (rooms, room pairs, points)."""
+    unit: str = "rooms"
+    method: str
+    reason: str | None = None
+
+    @property
+    def defined(self) -> bool:
+        """Whether there is a point value."""
+        return self.value is not None
+
+
+class TestResult(BaseModel):
+    """A hypothesis test's statistic and two-sided p-value, or an explicit undefined result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    statistic: float | None
+    p_value: float | None
+    n: int
+    """Units entering the test (non-zero paired differences for Wilcoxon)."""
+    method: str
+    reason: str | None = None
+
+
+class Correlation(BaseModel):
+    """A correlation coefficient with its interval and p-value, or an explicit undefined result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["pearson", "spearman"]
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    p_value: float | None = None
+    confidence: float = DEFAULT_CONFIDENCE
+    n: int
+    method: str
+    reason: str | None = None
+
+
+class PairedComparison(BaseModel):
+    """Arm B against arm A over the units (rooms) both have: differences ``b - a``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_pairs: int
+    keys: list[str] = Field(default_factory=list)
+    """Paired units in the order of ``differences``."""
+    differences: list[float] = Field(default_factory=list)
+    mean_difference: Estimate
+    wilcoxon: TestResult
+    n_improved: int
+    """Pairs with ``b > a``."""
+    n_declined: int
+    n_tied: int
+    only_in_a: list[str] = Field(default_factory=list)
+    only_in_b: list[str] = Field(default_factory=list)
+
+
+def _as_array(values: Sequence[float], what: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{what}: expected a flat sequence of numbers, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        bad = [i for i, v in enumerate(arr.tolist()) if not math.isfinite(v)]
+        raise ValueError(f"{what}: non-finite values at positions {bad[:10]}")
+    return arr
+
+
+def _all_equal(arr: np.ndarray) -> bool:
+    return bool(arr.size) and bool(np.all(arr == arr[0]))
+
+
+def bootstrap_mean(
+    values: Sequence[float],
+    *,
+    unit: str = "rooms",
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> Estimate:
+    """Mean of ``values`` (one per independent unit) with a percentile bootstrap interval.
+
+    Returns ``value=None`` for no values; the mean without an interval for fewer than
+    :data:`MIN_UNITS` values; ``[v, v]`` with a note when every value equals ``v`` (case A2).
+    Raises ``ValueError`` for non-finite values.
+    """
+    arr = _as_array(values, "bootstrap_mean")
+    method = BOOTSTRAP_METHOD.format(b=n_resamples, seed=seed, unit=unit)
+    n = int(arr.size)
+    if n == 0:
+        return Estimate(value=None, n=0, unit=unit, method=method, reason=f"no {unit}")
+    mean = float(arr.mean())
+    if _all_equal(arr):
+        v = float(arr[0])
+        if n < MIN_UNITS:
+            return Estimate(
+                value=v,
+                n=n,
+                unit=unit,
+                method=method,
+                confidence=confidence,
+                reason=f"interval needs >= {MIN_UNITS} {unit} (got {n})",
+            )
+        return Estimate(
+            value=v,
+            low=v,
+            high=v,
+            n=n,
+            unit=unit,
+            method=method,
+            confidence=confidence,
+            reason=f"all {n} values equal {v:g}: every resample has the same mean",
+        )
+    if n < MIN_UNITS:
+        return Estimate(
+            value=mean,
+            n=n,
+            unit=unit,
+            method=method,
+            confidence=confidence,
+            reason=f"interval needs >= {MIN_UNITS} {unit} (got {n})",
+        )
+    res = scipy.stats.bootstrap(
+        (arr,),
+        np.mean,
+        vectorized=True,
+        axis=-1,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return Estimate(
+        value=mean, low=low, high=high, n=n, unit=unit, method=method, confidence=confidence
+    )
+
+
+def cluster_means(values: Sequence[float], clusters: Sequence[Hashable]) -> dict[Hashable, float]:
+    """Mean of ``values`` per cluster (e.g. episodes per room), in order of first appearance.
+
+    Raises ``ValueError`` when the two sequences differ in length or a value is not finite.
+    """
+    if len(values) != len(clusters):
+        raise ValueError(f"cluster_means: {len(values)} values but {len(clusters)} cluster labels")
+    arr = _as_array(values, "cluster_means")
+    sums: dict[Hashable, float] = {}
+    counts: dict[Hashable, int] = {}
+    for v, c in zip(arr.tolist(), clusters, strict=True):
+        sums[c] = sums.get(c, 0.0) + v
+        counts[c] = counts.get(c, 0) + 1
+    return {c: sums[c] / counts[c] for c in sums}
+
+
+def cluster_bootstrap_mean(
+    values: Sequence[float],
+    clusters: Sequence[Hashable],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+    unit: str = "rooms",
+) -> Estimate:
+    """Mean of the cluster (room) means, with rooms resampled by a percentile bootstrap.
+
+    ``values[i]`` belongs to cluster ``clusters[i]``. ``n`` of the result is the number of
+    clusters. Degenerate cases as in :func:`bootstrap_mean`.
+    """
+    means = cluster_means(values, clusters)
+    return bootstrap_mean(
+        list(means.values()), unit=unit, n_resamples=n_resamples, confidence=confidence, seed=seed
+    )
+
+
+WILCOXON_METHOD = (
+    "Wilcoxon signed-rank test (scipy.stats.wilcoxon), two-sided, zero differences dropped "
+    "(zero_method='wilcox'), exact null distribution when n <= 50 without ties, else normal "
+    "approximation"
+)
+
+
+def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult:
+    """Two-sided Wilcoxon signed-rank test of paired differences against zero.
+
+    Undefined (``p_value=None``) when fewer than :data:`MIN_UNITS` differences are non-zero
+    (including every difference being zero).
+    """
+    d = _as_array(differences, "wilcoxon_signed_rank")
+    nonzero = d[d != 0]
+    if nonzero.size < MIN_UNITS:
+        if d.size and nonzero.size == 0:
+            why = f"all {d.size} paired differences are zero"
+        else:
+            why = (
+                f"needs >= {MIN_UNITS} non-zero paired differences (got {nonzero.size} of {d.size})"
+            )
+        return TestResult(
+            statistic=None, p_value=None, n=int(nonzero.size), method=WILCOXON_METHOD, reason=why
+        )
+    res = scipy.stats.wilcoxon(nonzero, zero_method="wilcox", alternative="two-sided")
+    return TestResult(
+        statistic=float(res.statistic),
+        p_value=float(res.pvalue),
+        n=int(nonzero.size),
+        method=WILCOXON_METHOD,
+    )
+
+
+def paired_comparison(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+    unit: str = "rooms",
+) -> PairedComparison:
+    """Compare per-unit values (e.g. room means) of arm B with arm A, paired by key.
+
+    Only keys present in both mappings pair up (in ``a``'s order); the others are listed in
+    ``only_in_a`` / ``only_in_b``. Differences are ``b - a``.
+    """
+    keys = [k for k in a if k in b]
+    diffs = [float(b[k]) - float(a[k]) for k in keys]
+    mean_diff = bootstrap_mean(
+        diffs, unit=f"paired {unit}", n_resamples=n_resamples, confidence=confidence, seed=seed
+    )
+    return PairedComparison(
+        n_pairs=len(keys),
+        keys=list(keys),
+        differences=diffs,
+        mean_difference=mean_diff,
+        wilcoxon=wilcoxon_signed_rank(diffs),
+        n_improved=sum(1 for d in diffs if d > 0),
+        n_declined=sum(1 for d in diffs if d < 0),
+        n_tied=sum(1 for d in diffs if d == 0),
+        only_in_a=[k for k in a if k not in b],
+        only_in_b=[k for k in b if k not in a],
+    )
+
+
+def _degenerate_pair(x: np.ndarray, y: np.ndarray) -> str | None:
+    n = int(x.size)
+    if n < MIN_UNITS:
+        return f"n = {n} < {MIN_UNITS} points: a correlation needs at least {MIN_UNITS}"
+    for name, arr in (("x", x), ("y", y)):
+        if _all_equal(arr):
+            return f"no variance in {name} (all {n} values equal {float(arr[0]):g})"
+    return None
+
+
+def _xy(x: Sequence[float], y: Sequence[float], what: str) -> tuple[np.ndarray, np.ndarray]:
+    if len(x) != len(y):
+        raise ValueError(f"{what}: x has {len(x)} values but y has {len(y)}")
+    return _as_array(x, f"{what} x"), _as_array(y, f"{what} y")
+
+
+PEARSON_METHOD = (
+    "Pearson r (scipy.stats.pearsonr), two-sided p; interval by the Fisher z transform "
+    "tanh(atanh(r) +- z/sqrt(n-3))"
+)
+
+
+def pearson(
+    x: Sequence[float], y: Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE
+) -> Correlation:
+    """Pearson correlation of paired points with a Fisher z interval.
+
+    Undefined for n < 3 or a constant x or y (case A1: ``x=[1,1,1]`` -> "no variance in x";
+    n = 2 never yields r = +-1). The interval needs n >= 4 and |r| < 1 (else ``low=high=None``
+    with the reason). Raises ``ValueError`` on unequal lengths or non-finite values.
+    """
+    xa, ya = _xy(x, y, "pearson")
+    n = int(xa.size)
+    why = _degenerate_pair(xa, ya)
+    if why is not None:
+        return Correlation(
+            kind="pearson",
+            value=None,
+            n=n,
+            method=PEARSON_METHOD,
+            reason=why,
+            confidence=confidence,
+        )
+    res = scipy.stats.pearsonr(xa, ya)
+    r = float(np.clip(res.statistic, -1.0, 1.0))
+    p = float(res.pvalue)
+    if n < 4:
+        return Correlation(
+            kind="pearson",
+            value=r,
+            p_value=p,
+            n=n,
+            method=PEARSON_METHOD,
+            confidence=confidence,
+            reason=f"Fisher z interval needs n >= 4 (got {n})",
+        )
+    if abs(r) >= 1.0:
+        return Correlation(
+            kind="pearson",
+            value=r,
+            p_value=p,
+            n=n,
+            method=PEARSON_METHOD,
+            confidence=confidence,
+            reason="|r| = 1 (points on a line): Fisher z is infinite, no interval",
+        )
+    z = math.atanh(r)
+    half = float(scipy.stats.norm.ppf(0.5 + confidence / 2)) / math.sqrt(n - 3)
+    return Correlation(
+        kind="pearson",
+        value=r,
+        low=math.tanh(z - half),
+        high=math.tanh(z + half),
+        p_value=p,
+        n=n,
+        method=PEARSON_METHOD,
+        confidence=confidence,
+    )
+
+
+def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson r of each row of ``a`` with the same row of ``b``; NaN where a row is constant."""
+    ac = a - a.mean(axis=1, keepdims=True)
+    bc = b - b.mean(axis=1, keepdims=True)
+    den = np.sqrt((ac * ac).sum(axis=1) * (bc * bc).sum(axis=1))
+    num = (ac * bc).sum(axis=1)
+    out = np.full(a.shape[0], np.nan)
+    ok = den > 0
+    out[ok] = num[ok] / den[ok]
+    return out
+
+
+def spearman(
+    x: Sequence[float],
+    y: Sequence[float],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> Correlation:
+    """Spearman rank correlation with a percentile bootstrap interval over (x, y) pairs.
+
+    Ties get average ranks. Undefined for n < 3 or a constant x or y. Bootstrap resamples in
+    which x or y is constant have no rho; they are left out and counted in ``reason``; when
+    fewer than half of the resamples remain the interval is undefined.
+    """
+    xa, ya = _xy(x, y, "spearman")
+    n = int(xa.size)
+    method = (
+        f"Spearman rho (scipy.stats.spearmanr; p from the t approximation); interval by "
+        f"percentile bootstrap over pairs, B={n_resamples}, seed={seed}"
+    )
+    why = _degenerate_pair(xa, ya)
+    if why is not None:
+        return Correlation(
+            kind="spearman", value=None, n=n, method=method, reason=why, confidence=confidence
+        )
+    res = scipy.stats.spearmanr(xa, ya)
+    rho = float(np.clip(res.statistic, -1.0, 1.0))
+    p = float(res.pvalue)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    rx = scipy.stats.rankdata(xa[idx], axis=1)
+    ry = scipy.stats.rankdata(ya[idx], axis=1)
+    rhos = _rowwise_pearson(rx, ry)
+    good = rhos[np.isfinite(rhos)]
+    dropped = n_resamples - int(good.size)
+    note = (
+        f"{dropped} of {n_resamples} resamples had no variance in x or y and were left out"
+        if dropped
+        else None
+    )
+    if good.size < n_resamples / 2:
+        return Correlation(
+            kind="spearman",
+            value=rho,
+            p_value=p,
+            n=n,
+            method=method,
+            confidence=confidence,
+            reason=f"no interval: {note}",
+        )
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(good, [alpha, 1 - alpha])
+    return Correlation(
+        kind="spearman",
+        value=rho,
+        low=float(np.clip(low, -1, 1)),
+        high=float(np.clip(high, -1, 1)),
+        p_value=p,
+        n=n,
+        method=method,
+        confidence=confidence,
+        reason=note,
+    )
+
+
+def ema(values: Sequence[float], beta: float = 0.9) -> list[float]:
+    """Bias-corrected exponential moving average (as in Adam's moment estimates, Kingma & Ba
+    2015): ``m_t = beta * m_{t-1} + (1 - beta) * x_t``, ``m_0 = 0``, reported as
+    ``m_t / (1 - beta**t)`` so the first value equals ``x_1``. Same length as ``values``.
+
+    Raises ``ValueError`` unless ``0 <= beta < 1`` or when a value is not finite.
+    """
+    if not 0.0 <= beta < 1.0:
+        raise ValueError(f"ema: beta must be in [0, 1), got {beta}")
+    arr = _as_array(values, "ema")
+    out: list[float] = []
+    m = 0.0
+    for t, x in enumerate(arr.tolist(), start=1):
+        m = beta * m + (1 - beta) * x
+        out.append(m / (1 - beta**t))
+    return out
