@@ -1,0 +1,68 @@
+"""Ablations page: depth-1 vs depth-2 (paired per room) and root x subagent grids, over the
+runs of the workspace, plus the analysis stage's ablation figures from saved reports."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from rlmdistill.dashboard.data import Workspace
+from rlmdistill.dashboard.pages_compare import _graders, episodes_of
+from rlmdistill.dashboard.reports import pick_report, show_report
+from rlmdistill.dashboard.widgets import pick_runs
+
+
+def depth_table(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Per room: mean pass rate at depth 1 and depth 2, their difference, and the episodes at
+    each depth that read the room (any sub-call) but wrote no memo. Rooms seen at one depth
+    only have ``NA`` for the other and the difference."""
+    rows = []
+    for room, g in episodes.groupby("room_id", sort=True):
+        row: dict[str, object] = {"room": room}
+        for d in (1, 2):
+            gd = g[g["depth"] == d]
+            v = pd.to_numeric(gd["pass_rate"], errors="coerce").dropna()
+            row[f"depth {d} pass rate"] = float(v.mean()) if len(v) else None
+            row[f"depth {d} n"] = len(gd)
+            row[f"depth {d} read, no memo"] = int(((gd["n_sub_calls"] > 0) & (gd["memo"] == 0)).sum())
+        a, b = row["depth 1 pass rate"], row["depth 2 pass rate"]
+        row["change"] = None if a is None or b is None else float(b) - float(a)  # type: ignore[arg-type]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def grid(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Mean pass rate per (root model, sub model) pair: rows root, columns sub; ``NA`` for a
+    pair never run."""
+    e = episodes.assign(pass_rate=pd.to_numeric(episodes["pass_rate"], errors="coerce"))
+    return e.pivot_table(index="root_model", columns="sub_model", values="pass_rate", aggfunc="mean")
+
+
+def render(ws: Workspace) -> None:
+    """Render the Ablations page."""
+    run_dirs = pick_runs(ws, "ablation_runs", default_n=100)
+    if run_dirs:
+        graders = _graders(run_dirs)
+        grader = st.selectbox("Grader", graders, key="ablation_grader") if graders else None
+        episodes = episodes_of(run_dirs, grader)
+        st.subheader("Depth 1 vs depth 2 (per room)")
+        dt = depth_table(episodes)
+        changed = dt["change"].dropna()
+        c = st.columns(3)
+        c[0].metric("rooms improved at depth 2", int((changed > 0).sum()))
+        c[1].metric("rooms declined at depth 2", int((changed < 0).sum()))
+        c[2].metric("mean change", f"{changed.mean():+.3f}" if len(changed) else "n/a")
+        st.dataframe(dt, hide_index=True, width="stretch")
+        st.subheader("Root x subagent: mean pass rate")
+        g = grid(episodes)
+        st.dataframe(g, width="stretch")
+        if g.notna().sum().sum() >= 2:
+            st.caption(
+                "gap best-worst root per subagent: "
+                + ", ".join(f"{col}: {g[col].max() - g[col].min():.3f}" for col in g.columns)
+            )
+    st.subheader("Ablation figures from saved reports")
+    report = pick_report(ws, "ablation_report")
+    if report is not None:
+        show_report(report, figure_filter="depth")
+        show_report(report, figure_filter="grid")

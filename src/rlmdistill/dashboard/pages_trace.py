@@ -1,0 +1,219 @@
+"""Trace viewer: one episode turn by turn, its sub-calls under the turn and code block that made
+them, the memo beside each criterion's verdict and reason, a coverage map of the room, and a
+search inside message contents across the run.
+
+Only the selected episode's trajectory is parsed (:func:`rlmdistill.dashboard.data.trajectory`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from rlmdistill.dashboard import data
+from rlmdistill.dashboard.data import Workspace
+from rlmdistill.dashboard.widgets import fmt_pct, pick_run
+from rlmdistill.traces.runs import Trajectory
+from rlmdistill.traces.schema import SubagentTurnRecord, SubCallRecord, TurnRecord
+
+VERDICT_ICON = {"PASS": "✅", "FAIL": "❌", "UNGRADABLE": "❔", "MISSING": "➖"}
+
+
+def coverage_frames(run_dir: Path, episode_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The coverage map of one episode from its summary: ``(per_folder, per_document)``.
+
+    ``per_folder``: ``folder, coverage, documents`` (documents of the room in that folder);
+    ``per_document``: ``folder, document, coverage`` sorted by folder then document. Both are
+    empty when the episode has no coverage measurement.
+    """
+    s = data.episode_summary(run_dir, episode_id)
+    if s.coverage is None:
+        return (
+            pd.DataFrame(columns=["folder", "coverage", "documents"]),
+            pd.DataFrame(columns=["folder", "document", "coverage"]),
+        )
+    folders = pd.DataFrame(
+        [
+            {"folder": f or "(top level)", "coverage": v, "documents": s.room.folders.get(f, 0)}
+            for f, v in sorted(s.coverage.per_folder.items())
+        ],
+        columns=["folder", "coverage", "documents"],
+    )
+    docs = pd.DataFrame(
+        [
+            {"folder": d.split("/", 1)[0] if "/" in d else "(top level)", "document": d, "coverage": v}
+            for d, v in sorted(s.coverage.per_document.items())
+        ],
+        columns=["folder", "document", "coverage"],
+    )
+    return folders, docs
+
+
+def _episode_label(table: pd.DataFrame) -> dict[str, str]:
+    return {
+        r.episode_id: f"{r.room_id} · #{r.sample_index} · {r.status} · {r.episode_id[:10]}"
+        for r in table.itertuples(index=False)
+    }
+
+
+def _pick_episode(run_dir: Path) -> str | None:
+    table = data.run_table(run_dir)
+    if table.empty:
+        st.info("This run has no finished episode yet.")
+        return None
+    labels = _episode_label(table)
+    ids = list(labels)
+    key = f"trace_episode:{run_dir.name}"
+    if key not in st.session_state:
+        wanted = st.query_params.get("episode")
+        st.session_state[key] = wanted if wanted in labels else ids[0]
+    eid = st.selectbox("Episode", ids, key=key, format_func=labels.__getitem__)
+    if st.query_params.get("episode") != eid:
+        st.query_params["episode"] = eid
+    return str(eid)
+
+
+def _sub_call(call: SubCallRecord, children: list[SubCallRecord], sub_turns: list) -> None:  # type: ignore[type-arg]
+    head = f"sub-call {call.call_id} (batch {call.batch_id}, {call.batch_size} prompts"
+    head += f", {call.latency_s:.1f} s, {call.usage.prompt_tokens}+{call.usage.completion_tokens} tok)"
+    st.markdown(f"**{head}**" + (" — subagent" if call.subagent else ""))
+    if call.sources:
+        st.caption("sources: " + ", ".join(f"{s.get('doc_id')}[{s.get('start')}:{s.get('end')}]" for s in call.sources))
+    st.text_area("prompt", call.prompt, height=120, disabled=True, key=f"p{call.call_id}")
+    if call.error:
+        st.error(f"{call.error_kind or 'error'}: {call.error}")
+    st.text_area("response", call.response or "", height=100, disabled=True, key=f"r{call.call_id}")
+    for t in sub_turns:
+        st.markdown(f"*subagent turn {t.turn}*")
+        st.code((t.prefill or "") + t.completion, language="markdown")
+        if t.observation is not None:
+            st.text(t.observation[:2000])
+    for c in children:
+        st.markdown(
+            f"↳ depth-2 call {c.call_id} (subagent turn {c.sub_turn}, block {c.sub_block}): "
+            f"{(c.response or c.error or '')[:300]}"
+        )
+
+
+def _turn(turn: TurnRecord, traj: Trajectory) -> None:
+    with st.container(border=True):
+        st.markdown(
+            f"#### Turn {turn.turn}  \n"
+            f"{turn.usage.prompt_tokens} prompt + {turn.usage.completion_tokens} completion tokens"
+            f" · {turn.latency_s:.1f} s" + (" · no-op" if turn.no_op else "")
+        )
+        st.markdown("**Root completion**")
+        st.code((turn.prefill or "") + turn.completion, language="markdown", wrap_lines=True)
+        calls = [c for c in traj.sub_calls if c.turn == turn.turn and c.depth == 1]
+        for block in turn.blocks:
+            st.markdown(f"**Code block {block.index}** ({block.duration_s:.2f} s)")
+            st.code(block.code, language="python")
+            if block.error:
+                st.error(block.error)
+            with st.expander(f"Full output of block {block.index} ({block.stdout_chars:,} chars)"):
+                st.text(block.stdout_full)
+            mine = [c for c in calls if c.block == block.index]
+            if mine:
+                with st.expander(f"{len(mine)} sub-call(s) made by block {block.index}"):
+                    for c in mine:
+                        children = [x for x in traj.sub_calls if x.parent_call_id == c.call_id]
+                        sub_turns: list[SubagentTurnRecord] = [
+                            t for t in traj.subagent_turns if t.call_id == c.call_id
+                        ]
+                        _sub_call(c, children, sub_turns)
+        if turn.observation is not None:
+            st.markdown("**REPL output as the root saw it**")
+            st.code(turn.observation, language="text", wrap_lines=True)
+        if turn.final_error:
+            st.warning(turn.final_error)
+
+
+def _memo(run_dir: Path, episode_id: str, traj: Trajectory) -> None:
+    s = data.episode_summary(run_dir, episode_id)
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Memo**")
+        if s.memo is None:
+            st.warning(f"No memo (status {s.status}).")
+        else:
+            st.markdown(s.memo)
+    with right:
+        st.markdown("**Rubric verdicts**")
+        verdicts = data.episode_verdicts(run_dir, episode_id)
+        if verdicts.empty:
+            st.info("Not graded (run `rlmdistill judge`).")
+        for r in verdicts.itertuples(index=False):
+            st.markdown(
+                f"{VERDICT_ICON.get(r.verdict, '')} **{r.criterion_id}** {r.title} — "
+                f"`{r.verdict}` ({r.grader})  \n{r.reason}"
+            )
+
+
+def _coverage(run_dir: Path, episode_id: str) -> None:
+    folders, docs = coverage_frames(run_dir, episode_id)
+    s = data.episode_summary(run_dir, episode_id)
+    if s.coverage is None:
+        st.info("No coverage measured for this episode.")
+        return
+    st.metric(f"overall coverage ({s.coverage.method})", fmt_pct(s.coverage.overall))
+    prog = st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent")
+    left, right = st.columns([1, 2])
+    with left:
+        st.dataframe(folders, hide_index=True, column_config={"coverage": prog})
+    with right:
+        st.dataframe(docs, hide_index=True, column_config={"coverage": prog}, width="stretch")
+
+
+def _search(run_dir: Path) -> None:
+    q = st.text_input("Search message contents across this run", key=f"search:{run_dir.name}")
+    if not q.strip():
+        return
+    hits = data.search_run(run_dir, q)
+    st.caption(f"{len(hits)} hit(s)" + (" (first 200)" if len(hits) >= 200 else ""))
+    if hits:
+        st.dataframe(pd.DataFrame(hits, columns=list(hits[0]._fields)), hide_index=True, width="stretch")
+
+
+def render(ws: Workspace) -> None:
+    """Render the Trace viewer page."""
+    run_dir = pick_run(ws, "trace_run")
+    if run_dir is None:
+        return
+    _search(run_dir)
+    episode_id = _pick_episode(run_dir)
+    if episode_id is None:
+        return
+    s = data.episode_summary(run_dir, episode_id)
+    try:
+        traj = data.trajectory(run_dir, episode_id)
+    except (FileNotFoundError, ValueError) as exc:
+        st.error(str(exc))
+        return
+    cols = st.columns(5)
+    cols[0].metric("status", s.status)
+    cols[1].metric("turns", s.n_turns)
+    cols[2].metric("sub-calls", s.n_sub_calls)
+    cols[3].metric("coverage", fmt_pct(s.coverage.overall if s.coverage else None))
+    cols[4].metric("wall time", f"{s.wall_time_s:.1f} s")
+    st.caption(
+        f"episode `{episode_id}` · room {s.room.room_id} ({s.room.n_documents} documents, "
+        f"{s.room.n_chars:,} chars) · root {s.root_model} · sub {s.sub_model} · depth {s.depth}"
+    )
+    if traj.torn_tail:
+        st.warning("The trajectory file ends with a torn line (crash); shown up to it.")
+    turns_tab, memo_tab, cov_tab = st.tabs(["Turns", "Memo & verdicts", "Coverage map"])
+    with turns_tab:
+        with st.expander("Initial messages (system prompt, task)"):
+            for m in traj.start.initial_messages:
+                st.markdown(f"**{m.role}**")
+                st.text(m.content)
+        for turn in traj.turns:
+            _turn(turn, traj)
+        if traj.end is not None and traj.end.status_detail:
+            st.caption(f"ended: {traj.end.status} — {traj.end.status_detail}")
+    with memo_tab:
+        _memo(run_dir, episode_id, traj)
+    with cov_tab:
+        _coverage(run_dir, episode_id)
