@@ -1,0 +1,147 @@
+"""Episode fields: the flat view of one episode that filter rules and ``where`` expressions see.
+
+One :class:`~rlmdistill.traces.schema.EpisodeSummary` plus its scores (pass rates from one
+grader's verdicts) flattened into ``{name: value}``. Only summaries and verdicts are read,
+never trajectories, so building the fields of 10,000 episodes takes well under a second.
+:data:`EPISODE_FIELDS` is the catalogue (name -> meaning) shown in error messages and in
+``docs/filter.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from rlmdistill.traces.schema import EpisodeSummary
+
+__all__ = ["EPISODE_FIELDS", "SCORE_FIELDS", "EpisodeScores", "episode_fields"]
+
+
+class EpisodeScores(NamedTuple):
+    """One episode's scores under the chosen grader (rates in [0, 1]; ``None`` = not graded).
+
+    Computed by :func:`rlmdistill.judge.base.pass_rates` over the grader's verdicts whose
+    ``memo_sha256`` equals the episode's (a verdict of another memo never counts).
+    """
+
+    pass_rate: float | None = None
+    graded_pass_rate: float | None = None
+    weighted_pass_rate: float | None = None
+    n_criteria: int | None = None
+    n_pass: int | None = None
+    n_fail: int | None = None
+    n_ungradable: int | None = None
+    n_missing: int | None = None
+
+
+EPISODE_FIELDS: dict[str, str] = {
+    "episode_id": "stable episode id (str)",
+    "run_id": "id of the run the episode belongs to (str)",
+    "sample_index": "sample index of the episode within its room (int)",
+    "room_id": "data room folder name (str)",
+    "room_hash": "content hash of the data room (str)",
+    "room_docs": "documents in the data room (int)",
+    "room_chars": "characters of extracted document text in the room (int)",
+    "room_tokens": "room tokens under the root tokenizer (int or None when unknown)",
+    "room_folders": "top-level category folders in the room (int)",
+    "task_id": "task id (str)",
+    "root_model": "root model id (str)",
+    "sub_model": "sub-call model id (str)",
+    "depth": "1: plain sub-calls, 2: subagents (int)",
+    "seed": "episode seed (int)",
+    "status": "episode status: completed, no_memo, timeout, ... (str)",
+    "n_turns": "root turns (int)",
+    "n_sub_calls": "sub-calls made (int)",
+    "n_sub_call_errors": "sub-calls that failed (int)",
+    "n_sub_batches": "llm_query_batched batches (int)",
+    "root_prompt_tokens": "prompt tokens of all root requests (int)",
+    "root_cached_tokens": "cached prompt tokens of root requests (int)",
+    "root_completion_tokens": "completion tokens of the root (int)",
+    "sub_prompt_tokens": "prompt tokens of all sub-calls (int)",
+    "sub_cached_tokens": "cached prompt tokens of sub-calls (int)",
+    "sub_completion_tokens": "completion tokens of sub-calls (int)",
+    "wall_time_s": "episode wall time in seconds (float)",
+    "has_memo": "a non-empty memo was handed back (bool)",
+    "memo_chars": "memo length in characters (int)",
+    "n_cited_documents": "room documents the memo names (int)",
+    "cited_share": "n_cited_documents / room_docs (float)",
+    "coverage": "share of the room's characters that reached any model, in [0, 1] "
+    "(float or None when not measured)",
+    "coverage_method": "coverage probe id, e.g. shingle-v1 (str or None)",
+    "graded": "the chosen grader has verdicts for this episode's memo (bool)",
+    "pass_rate": "passed / all rubric criteria; ungradable and missing count as failed "
+    "(float or None when not graded)",
+    "graded_pass_rate": "passed / (passed + failed) (float or None)",
+    "weighted_pass_rate": "weight of passed criteria / total weight (float or None)",
+    "n_criteria": "criteria of the room's task (int or None when not graded)",
+    "n_pass": "criteria graded PASS (int or None)",
+    "n_fail": "criteria graded FAIL (int or None)",
+    "n_ungradable": "criteria graded UNGRADABLE (int or None)",
+    "n_missing": "criteria without a verdict (int or None)",
+}
+"""Every field a ``where`` expression may name, with its meaning and type."""
+
+SCORE_FIELDS = (
+    "pass_rate",
+    "graded_pass_rate",
+    "weighted_pass_rate",
+    "graded",
+    "n_criteria",
+    "n_pass",
+    "n_fail",
+    "n_ungradable",
+    "n_missing",
+)
+"""Fields that need a grader's verdicts (naming one in a rule requires a grader)."""
+
+
+def episode_fields(summary: EpisodeSummary, scores: EpisodeScores) -> dict[str, Any]:
+    """Flatten one episode into ``{field: value}`` with exactly the keys of
+    :data:`EPISODE_FIELDS` (values are ``str``, ``int``, ``float``, ``bool`` or ``None``)."""
+    room = summary.room
+    root = summary.tokens.root
+    sub = summary.tokens.sub
+    cov = summary.coverage
+    n_cited = len(summary.cited_documents)
+    return {
+        "episode_id": summary.episode_id,
+        "run_id": summary.run_id,
+        "sample_index": summary.sample_index,
+        "room_id": room.room_id,
+        "room_hash": room.room_hash,
+        "room_docs": room.n_documents,
+        "room_chars": room.n_chars,
+        "room_tokens": room.n_tokens,
+        "room_folders": len(room.folders),
+        "task_id": summary.task_id,
+        "root_model": summary.root_model,
+        "sub_model": summary.sub_model,
+        "depth": summary.depth,
+        "seed": summary.seed,
+        "status": summary.status,
+        "n_turns": summary.n_turns,
+        "n_sub_calls": summary.n_sub_calls,
+        "n_sub_call_errors": summary.n_sub_call_errors,
+        "n_sub_batches": summary.n_sub_batches,
+        "root_prompt_tokens": root.prompt_tokens,
+        "root_cached_tokens": root.cached_tokens,
+        "root_completion_tokens": root.completion_tokens,
+        "sub_prompt_tokens": sub.prompt_tokens,
+        "sub_cached_tokens": sub.cached_tokens,
+        "sub_completion_tokens": sub.completion_tokens,
+        "wall_time_s": summary.wall_time_s,
+        "has_memo": bool(summary.memo) or summary.memo_chars > 0,
+        "memo_chars": summary.memo_chars,
+        "n_cited_documents": n_cited,
+        "cited_share": n_cited / max(1, room.n_documents),
+        "coverage": cov.overall if cov is not None else None,
+        "coverage_method": cov.method if cov is not None else None,
+        "graded": scores.n_criteria is not None,
+        "pass_rate": scores.pass_rate,
+        "graded_pass_rate": scores.graded_pass_rate,
+        "weighted_pass_rate": scores.weighted_pass_rate,
+        "n_criteria": scores.n_criteria,
+        "n_pass": scores.n_pass,
+        "n_fail": scores.n_fail,
+        "n_ungradable": scores.n_ungradable,
+        "n_missing": scores.n_missing,
+    }

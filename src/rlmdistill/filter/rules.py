@@ -1,0 +1,264 @@
+"""Filter rules: the rejection-sampling config of ``rlmdistill filter`` (YAML/JSON loadable).
+
+Every field carries its help text (``Field(description=...)``); :meth:`FilterRules.load`
+reads a YAML or JSON file, and :meth:`FilterRules.with_overrides` applies CLI flags on top.
+Rules are checked when built: unknown keys, out-of-range thresholds and unsafe or unknown
+``where`` expressions are refused with an error naming the file and field.
+
+Rules are applied per episode in this order; the first one an episode fails is its primary
+reason, and every rule it fails is recorded (see :data:`REASON_ORDER`):
+
+1. ``status``      status not in ``required_status``
+2. ``no_memo``     ``require_memo`` and the memo is empty
+3. ``turns``       ``n_turns`` outside ``[min_turns, max_turns]``
+4. ``sub_calls``   ``n_sub_calls < min_sub_calls``
+5. ``ungraded``    a pass-rate rule is set and the grader has no verdicts for this memo
+6. ``pass_rate``   below ``min_pass_rate`` or the room's ``min_pass_rate_quantile``
+7. ``no_coverage`` a coverage rule is set and the episode has no coverage
+8. ``coverage``    below ``min_coverage`` or the room's ``min_coverage_quantile``
+9. ``where``       a ``where`` expression is false (or reads a field that is ``None``)
+10. ``duplicate``  among episodes passing 1-9: same memo (and/or root completions) as a
+                   better-ranked one
+11. ``top_k``      among episodes passing 1-10: not in the room's ``top_k_per_room`` best
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rlmdistill.filter.expr import ExpressionError, WhereExpression, compile_expression
+from rlmdistill.filter.fields import EPISODE_FIELDS, SCORE_FIELDS
+from rlmdistill.traces.schema import EpisodeStatus
+
+__all__ = [
+    "REASON_ORDER",
+    "DedupKey",
+    "DropReason",
+    "FilterRuleError",
+    "FilterRules",
+    "QuantileMethod",
+    "ScoreName",
+]
+
+DropReason = Literal[
+    "status",
+    "no_memo",
+    "turns",
+    "sub_calls",
+    "ungraded",
+    "pass_rate",
+    "no_coverage",
+    "coverage",
+    "where",
+    "duplicate",
+    "top_k",
+]
+REASON_ORDER: tuple[DropReason, ...] = get_args(DropReason)
+"""Rule order: an episode's primary drop reason is the first of these it fails."""
+
+ScoreName = Literal["pass_rate", "graded_pass_rate", "weighted_pass_rate", "coverage"]
+"""A score that thresholds and ranking can use."""
+
+PassRateName = Literal["pass_rate", "graded_pass_rate", "weighted_pass_rate"]
+
+DedupKey = Literal["memo", "completions"]
+"""``memo``: equal ``memo_sha256`` (from the summary, fast). ``completions``: equal sequence of
+root assistant messages (prefill + completion), read from the trajectory of each episode still
+kept after rules 1-9 -- slower, not for dashboard previews."""
+
+QuantileMethod = Literal[
+    "linear",
+    "lower",
+    "higher",
+    "midpoint",
+    "nearest",
+    "inverted_cdf",
+    "averaged_inverted_cdf",
+    "closest_observation",
+    "interpolated_inverted_cdf",
+    "hazen",
+    "weibull",
+    "median_unbiased",
+    "normal_unbiased",
+]
+"""``method`` of :func:`numpy.quantile` (default ``linear``: Hyndman & Fan type 7)."""
+
+
+class FilterRuleError(ValueError):
+    """Filter rules are invalid, or cannot be applied to the given runs (message says why)."""
+
+
+class FilterRules(BaseModel):
+    """Which episodes of one or more runs become training data (rejection sampling).
+
+    Thresholds are inclusive (``>=``). An absolute threshold and a quantile threshold on the
+    same score both apply. Quantiles are per room (same room content hash and task) over
+    every episode of that room, in all given runs, that has the score, computed with
+    :func:`numpy.quantile` and ``quantile_method``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    grader: str | None = Field(
+        None,
+        description="Grader whose verdicts give the pass rate (verdicts/<grader>.jsonl). "
+        "Default: the only grader present in the runs; an error lists them when several are.",
+    )
+    required_status: list[EpisodeStatus] = Field(
+        default=["completed"],
+        description="Keep only episodes with one of these statuses (empty list: any status).",
+    )
+    require_memo: bool = Field(True, description="Drop episodes without a memo.")
+    min_turns: int | None = Field(None, ge=0, description="Drop episodes with fewer root turns.")
+    max_turns: int | None = Field(None, ge=0, description="Drop episodes with more root turns.")
+    min_sub_calls: int | None = Field(
+        None, ge=0, description="Drop episodes that made fewer sub-calls."
+    )
+    pass_rate_field: PassRateName = Field(
+        "pass_rate",
+        description="Which pass rate the pass-rate thresholds use: pass_rate (passed / all "
+        "criteria), graded_pass_rate (passed / graded) or weighted_pass_rate.",
+    )
+    min_pass_rate: float | None = Field(
+        None, ge=0.0, le=1.0, description="Keep episodes whose pass rate is >= this (0..1)."
+    )
+    min_pass_rate_quantile: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Keep episodes whose pass rate is >= this quantile of their room's pass "
+        "rates (0.75: at or above the room's 75th percentile).",
+    )
+    min_coverage: float | None = Field(
+        None, ge=0.0, le=1.0, description="Keep episodes whose coverage is >= this (0..1)."
+    )
+    min_coverage_quantile: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Keep episodes whose coverage is >= this quantile of their room's coverages.",
+    )
+    quantile_method: QuantileMethod = Field(
+        "linear",
+        description="numpy.quantile method for the per-room quantiles (default linear, "
+        "Hyndman & Fan type 7).",
+    )
+    top_k_per_room: int | None = Field(
+        None,
+        ge=1,
+        description="Best-of-n: keep at most this many episodes per room (after all other "
+        "rules), ranked by rank_by.",
+    )
+    rank_by: list[ScoreName] = Field(
+        default=["pass_rate", "coverage"],
+        min_length=1,
+        description="Scores ranking episodes for top_k_per_room and for which duplicate is "
+        "kept: compared in order, higher first, missing scores last; ties broken by "
+        "episode_id, then run id.",
+    )
+    dedup: list[DedupKey] = Field(
+        default=["memo"],
+        description="Drop duplicates, keeping the best-ranked: memo (same memo_sha256) and/or "
+        "completions (same root completions; reads trajectories). Empty list: no dedup.",
+    )
+    where: list[str] = Field(
+        default_factory=list,
+        description="Safe expressions over episode fields, all of which must hold, e.g. "
+        "'n_sub_calls >= 2 and depth == 1' (see docs/filter.md for fields and functions).",
+    )
+
+    @field_validator("where")
+    @classmethod
+    def _check_where(cls, value: list[str]) -> list[str]:
+        for text in value:
+            compile_expression(text, EPISODE_FIELDS)  # raises ExpressionError (a ValueError)
+        return value
+
+    @field_validator("required_status", "rank_by", "dedup")
+    @classmethod
+    def _no_repeats(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"repeated entries in {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _turn_range(self) -> FilterRules:
+        if (
+            self.min_turns is not None
+            and self.max_turns is not None
+            and self.min_turns > self.max_turns
+        ):
+            raise ValueError(f"min_turns ({self.min_turns}) > max_turns ({self.max_turns})")
+        return self
+
+    # ------------------------------------------------------------------ derived views
+    def expressions(self) -> list[WhereExpression]:
+        """The ``where`` expressions, compiled (already checked at construction)."""
+        return [compile_expression(text, EPISODE_FIELDS) for text in self.where]
+
+    def needs_pass_rate(self) -> bool:
+        """``True`` when any rule reads a grader's scores (then a grader must exist)."""
+        if self.min_pass_rate is not None or self.min_pass_rate_quantile is not None:
+            return True
+        if self.top_k_per_room is not None and any(s != "coverage" for s in self.rank_by):
+            return True
+        return any(name in SCORE_FIELDS for e in self.expressions() for name in e.names)
+
+    def needs_coverage(self) -> bool:
+        """``True`` when a coverage threshold is set."""
+        return self.min_coverage is not None or self.min_coverage_quantile is not None
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def load(cls, path: Path) -> FilterRules:
+        """Read rules from a YAML or JSON file (JSON is YAML). An empty file gives defaults.
+
+        Raises :class:`FilterRuleError` naming the file for a missing/unreadable file, a
+        top level that is not a mapping, or invalid rules (unknown key, bad value, bad
+        ``where`` expression).
+        """
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise FilterRuleError(f"{path}: cannot read filter rules: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise FilterRuleError(f"{path}: not valid YAML/JSON: {exc}") from exc
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise FilterRuleError(
+                f"{path}: filter rules must be a mapping of field: value, got {type(data).__name__}"
+            )
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "filter rules") -> FilterRules:
+        """Validate ``data``; raises :class:`FilterRuleError` naming ``source`` and the field."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(rules)'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise FilterRuleError(f"{source}: invalid filter rules: {problems}") from exc
+        except (ExpressionError, ValueError) as exc:
+            raise FilterRuleError(f"{source}: invalid filter rules: {exc}") from exc
+
+    def with_overrides(self, **overrides: Any) -> FilterRules:
+        """A copy with the given fields replaced (``None`` values are ignored; ``where`` is
+        appended to the existing expressions). Re-validated; raises :class:`FilterRuleError`."""
+        data = self.model_dump()
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if key == "where":
+                data["where"] = [*data["where"], *value]
+            else:
+                data[key] = value
+        return FilterRules.from_dict(data, source="filter rules with command-line overrides")
