@@ -195,20 +195,32 @@ class ParsedReply(NamedTuple):
 
 
 def _find_json(text: str) -> tuple[Any, str | None]:
-    """The first JSON object or array in ``text`` (a fenced block first), else an error."""
+    """The judge's JSON in ``text``: the first top-level object holding ``"verdicts"`` or the
+    first top-level array (fenced blocks searched first); else the first decode error; else the
+    first other object; else an error."""
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
     first_error: str | None = None
+    first_other: Any = None
     for chunk in candidates:
+        inside_until = 0  # start positions inside an object already decoded are skipped
         for match in re.finditer(r"[{\[]", chunk):
+            if match.start() < inside_until:
+                continue
             try:
-                obj, _ = decoder.raw_decode(chunk, match.start())
+                obj, inside_until = decoder.raw_decode(chunk, match.start())
             except json.JSONDecodeError as exc:
                 first_error = first_error or f"invalid JSON ({exc.msg} at char {exc.pos})"
                 continue
-            if isinstance(obj, dict | list):
+            if isinstance(obj, list) or (isinstance(obj, dict) and "verdicts" in obj):
                 return obj, None
-    return None, first_error or "no JSON object in the reply"
+            if first_other is None and isinstance(obj, dict):
+                first_other = obj
+    if first_error is not None:
+        return None, first_error
+    if first_other is not None:
+        return first_other, None
+    return None, "no JSON object in the reply"
 
 
 def parse_reply(text: str, asked: list[str]) -> ParsedReply:
