@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
 import rlmdistill.dashboard.app as app_module
-from rlmdistill.dashboard.data import ENV_WORKSPACE
+from rlmdistill.dashboard.data import ENV_WORKSPACE, run_table
 from rlmdistill.traces.runs import load_summaries, load_verdicts
 
 APP = str(Path(app_module.__file__))
@@ -40,3 +41,133 @@ def test_runs_page_lists_run_with_episode_count(workspace: Path) -> None:
     assert list(df["run"]) == ["base"]
     assert df["episodes"].iloc[0] == "2/2"
     assert df["status"].iloc[0] == "completed 2"
+
+
+ROOT_D2 = [
+    "```repl\ndocs = list_documents()[:2]\n"
+    "answers = llm_query_batched(['Find the assignment clause.\\n' + read(d['id'], 0, 3000)"
+    " for d in docs])\nprint(answers)\n```",
+    "```repl\nmemo = '\\n'.join(d['id'] + ': ' + a for d, a in zip(docs, answers))\n"
+    "FINAL_VAR(memo)\n```",
+]
+SUBAGENT = [
+    "```repl\nprint(len(context))\nq = llm_query('Summarise: ' + context[:200])\n```",
+    "```repl\nFINAL('subagent saw ' + str(len(context)) + ' chars; ' + q)\n```",
+]
+
+
+def _depth2_handler(req: dict):  # type: ignore[no-untyped-def]
+    from rlmdistill.collect.prompts import SUBAGENT_SYSTEM_PROMPT
+    from rlmdistill.testing.fake_openai import conversation_turn
+
+    msgs = req["messages"]
+    if req["model"] == "root":
+        return ROOT_D2[min(conversation_turn(req)[1], 1)]
+    if msgs[0]["role"] == "system" and msgs[0]["content"] == SUBAGENT_SYSTEM_PROMPT:
+        return SUBAGENT[min(conversation_turn(req)[1], 1)]
+    return "leaf answer"
+
+
+@pytest.fixture(scope="module")
+def depth2_run(tmp_path_factory: pytest.TempPathFactory, cuad_room3: Path) -> Path:
+    """A second real run (depth 2, 2 episodes, same room) made by the collector against the
+    fake server and graded by the reference grader."""
+    from rlmdistill.collect.config import CollectConfig, EpisodeLimits
+    from rlmdistill.collect.runner import collect
+    from rlmdistill.judge.reference import ReferenceGrader
+    from rlmdistill.judge.run import judge_run
+    from rlmdistill.models.openai_client import OpenAIChatClient
+    from rlmdistill.testing.fake_openai import FakeOpenAIServer
+
+    out = tmp_path_factory.mktemp("runs") / "deep"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLMDISTILL_ROOM_CACHE", str(tmp_path_factory.getbasetemp() / "room-cache"))
+        with FakeOpenAIServer(_depth2_handler) as server:
+            mk = lambda m: OpenAIChatClient(m, server.base_url, api_key="x", max_retries=0)  # noqa: E731
+            cfg = CollectConfig(
+                rooms=[str(cuad_room3)],
+                root=f"openai:root@{server.base_url}",
+                sub=f"openai:sub@{server.base_url}",
+                episodes=2,
+                depth=2,
+                limits=EpisodeLimits(max_turns=3),
+            )
+            collect(cfg, out, mk("root"), mk("sub"), progress=False)
+        judge_run(out, ReferenceGrader())
+    return out
+
+
+@pytest.fixture
+def workspace2(workspace: Path, depth2_run: Path) -> Path:
+    """The workspace with a second run, ``runs/deep`` (depth 2)."""
+    shutil.copytree(depth2_run, workspace / "runs" / "deep")
+    return workspace
+
+
+def _texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.code] + [c.value for c in at.caption]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_trace_viewer_shows_turns_subcalls_verdicts_and_coverage(workspace: Path) -> None:
+    run = workspace / "runs" / "base"
+    s = load_summaries(run)[1]
+    at = _open("trace", run="base", episode=s.episode_id)
+    assert at.selectbox(key="trace_episode:base").value == s.episode_id
+    text = _texts(at)
+    assert "#### Turn 0" in text and "#### Turn 1" in text
+    assert "FINAL_VAR(memo)" in text  # the second root completion
+    # sub-calls are grouped under the block that made them: 3 in turn 0 block 0
+    assert any(e.label == "3 sub-call(s) made by block 0" for e in at.expander)
+    # every verdict's reason is shown next to its criterion
+    verdicts = [v for v in load_verdicts(run, "reference") if v.episode_id == s.episode_id]
+    assert verdicts
+    for v in verdicts:
+        assert v.reason in text and v.criterion_id in text
+    # the coverage map holds the summary's per-document figures
+    docs = next(d.value for d in at.dataframe if "document" in d.value.columns)
+    assert dict(zip(docs["document"], docs["coverage"], strict=True)) == s.coverage.per_document
+    assert [m.value for m in at.metric if m.label == "sub-calls"] == ["3"]
+
+
+def test_trace_search_finds_message_text_across_the_run(workspace: Path) -> None:
+    at = _open("trace", run="base")
+    at.text_input(key="search:base").set_value("assignment clause").run()
+    assert not at.exception
+    hits = at.dataframe[0].value
+    # both episodes' turn-0 completions and their 3 sub-call prompts each contain the phrase
+    assert set(hits["where"]) >= {"completion", "sub_call[0].prompt"}
+    assert hits["episode_id"].nunique() == 2
+    assert (hits["where"] == "completion").sum() == 2
+
+
+def test_compare_page_shift_table_over_two_runs(workspace2: Path) -> None:
+    at = _open("compare")
+    assert at.multiselect(key="compare_runs").value == ["base", "deep"]
+    table = at.dataframe[0].value.set_index("metric")
+    assert table.loc["sub-calls", "base mean"] == 3.0
+    assert table.loc["sub-calls", "deep mean"] == 4.0
+    assert table.loc["sub-calls", "Δ deep"] == 1.0
+    assert table.loc["memo present", "base (n)"] == 2
+
+
+def test_ablations_page_depth_table(workspace2: Path) -> None:
+    at = _open("ablations")
+    dt = at.dataframe[0].value
+    assert list(dt["room"]) == ["cuad3"]
+    assert dt["depth 1 n"].iloc[0] == 2 and dt["depth 2 n"].iloc[0] == 2
+    base, deep = (run_table(workspace2 / "runs" / n) for n in ("base", "deep"))
+    want_change = deep["pass_rate:reference"].mean() - base["pass_rate:reference"].mean()
+    assert dt["change"].iloc[0] == pytest.approx(want_change)
+    # each run had its own fake server (own model ids): one filled cell per (root, sub) pair
+    grid = at.dataframe[1].value
+    cells = {
+        (r, c): float(grid.loc[r, c])
+        for r in grid.index
+        for c in grid.columns
+        if not pd.isna(grid.loc[r, c])
+    }
+    assert cells == {
+        (base["root_model"][0], base["sub_model"][0]): base["pass_rate:reference"].mean(),
+        (deep["root_model"][0], deep["sub_model"][0]): deep["pass_rate:reference"].mean(),
+    }
