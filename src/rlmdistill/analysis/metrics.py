@@ -1,0 +1,468 @@
+"""Per-episode behaviour metrics: one :class:`EpisodeMetrics` row per episode of a run.
+
+Most fields come from ``episodes.jsonl`` and the grader's verdicts; a few need the episode's
+trajectory (sub-call batches, sub-calls carrying document text, when the memo is first
+written, whether sub-call answers reach the memo) and are read only when asked for
+(``trajectories=True``), one trajectory file at a time. Every metric is defined in
+``docs/analysis.md``; the definitions that need a choice are:
+
+- **docs read**: documents whose ``coverage.per_document`` share is > 0 (some of their text
+  reached a root or sub model input; the ``shingle-v1`` probe detects every span of 79+
+  characters).
+- **early give-up**: no memo, or a memo written after reading fewer than
+  ``give_up_read_share`` (default :data:`GIVE_UP_READ_SHARE` = 0.5) of the room's documents.
+  ``None`` when the episode has a memo but no coverage was measured.
+- **read but wrote no memo**: at least one document read and no memo.
+- **answer reach**: share of the root's answered sub-calls (depth 1, no error, at least one
+  word) whose response shares a run of :data:`REACH_NGRAM` (8) consecutive words with the
+  memo, or, for responses shorter than 8 words, appears whole in the memo (words: NFKC,
+  casefolded ``\\w+`` tokens). 8 words is the reference grader's quote length
+  (``rlmdistill.judge.reference.MIN_QUOTE_WORDS``): a shorter run is often boilerplate.
+- **memo first turn**: the first root turn whose code assigns, augments or appends to a
+  variable whose name contains ``memo`` (see :data:`MEMO_WRITE`), or that hands back the final
+  answer; ``memo_first_turn_share = (memo_first_turn + 1) / n_turns`` (1.0: written only in
+  the last turn; small: written while still reviewing).
+- **cost**: root usage priced on the root model and sub usage on the sub model with a
+  :class:`~rlmdistill.models.limits.PriceTable` (uncached input, cached input and output
+  prices per million tokens); ``None`` when a model has no price.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlmdistill.judge.base import pass_rates
+from rlmdistill.models.base import Usage
+from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
+from rlmdistill.models.spec import parse_spec
+from rlmdistill.rooms.task import Task, TaskError, load_task
+from rlmdistill.traces.runs import (
+    Trajectory,
+    grader_ids,
+    load_manifest,
+    load_summaries,
+    load_trajectory,
+    load_verdicts,
+)
+from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
+
+__all__ = [
+    "GIVE_UP_READ_SHARE",
+    "MEMO_WRITE",
+    "REACH_NGRAM",
+    "EpisodeMetrics",
+    "RunMetrics",
+    "answer_reaches_memo",
+    "load_run_metrics",
+    "memo_first_turn",
+    "metrics_table",
+    "resolve_grader",
+    "word_tokens",
+]
+
+GIVE_UP_READ_SHARE = 0.5
+"""An episode with a memo gave up early when it read fewer than this share of the documents."""
+REACH_NGRAM = 8
+"""Consecutive words a sub-call answer must share with the memo to count as reaching it."""
+MEMO_WRITE = re.compile(
+    r"\b\w*memo\w*\s*(?:\[[^\]\n]*\]\s*)?(?:\+=|=(?!=)|\.(?:append|extend|write|insert)\()",
+    re.IGNORECASE,
+)
+"""Code that writes to a memo variable: ``memo = ..``, ``memo += ..``, ``memo_parts.append(..)``,
+``memo['x'] = ..`` (any name containing "memo", case-insensitive)."""
+
+_WORD = re.compile(r"\w+")
+
+CriterionVerdict = str
+"""``PASS``, ``FAIL``, ``UNGRADABLE`` or ``MISSING`` (no verdict for the criterion)."""
+
+
+class EpisodeMetrics(BaseModel):
+    """Behaviour metrics of one episode (one row of :func:`metrics_table`).
+
+    Rates and shares are in [0, 1]; tokens are model tokens; times are seconds; cost is USD.
+    ``None`` means "not measured / not defined" for that episode (see the field's note).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    # identity
+    run_id: str
+    episode_id: str
+    room_id: str
+    room_hash: str
+    """Content hash of the room: the key that pairs rooms across runs."""
+    task_id: str
+    sample_index: int
+    root_model: str
+    sub_model: str
+    depth: int
+    status: str
+    # scores
+    grader: str | None
+    pass_rate: float | None
+    """PASS / all criteria (UNGRADABLE and missing count as failed); ``score_note`` says why
+    it is ``None``."""
+    graded_pass_rate: float | None = None
+    weighted_pass_rate: float | None = None
+    n_criteria: int | None = None
+    n_pass: int | None = None
+    pass_rate_by_type: dict[str, float] = Field(default_factory=dict)
+    """Pass rate over the criteria of each criterion type (``finding``, ``citation``, ...)."""
+    criteria: dict[str, CriterionVerdict] = Field(default_factory=dict)
+    """Verdict per criterion id of the room's task (for flipped-criteria tables)."""
+    criterion_types: dict[str, str] = Field(default_factory=dict)
+    score_note: str | None = None
+    # coverage and room size
+    coverage: float | None
+    """Share of the room's characters that reached any model input (``Coverage.overall``)."""
+    coverage_per_folder: dict[str, float] = Field(default_factory=dict)
+    docs_read: int | None
+    """Documents with per-document coverage > 0; ``None`` without coverage."""
+    docs_read_share: float | None
+    room_documents: int
+    room_chars: int
+    room_tokens: int | None
+    # delegation and turns
+    n_turns: int
+    n_sub_calls: int
+    """All sub-calls (every depth)."""
+    n_sub_call_errors: int
+    n_sub_batches: int
+    """``llm_query``/``llm_query_batched`` calls of every depth (from the summary)."""
+    root_batch_sizes: list[int] | None = None
+    """Trajectory: sizes of the root's own batches (depth-1 calls grouped by ``batch_id``)."""
+    mean_batch_size: float | None = None
+    max_batch_size: int | None = None
+    n_sub_calls_with_text: int | None = None
+    """Trajectory: depth-1 sub-calls whose prompt carried document text (``sources``)."""
+    share_sub_calls_with_text: float | None = None
+    n_answers: int | None = None
+    """Trajectory: depth-1 sub-calls answered without error, with at least one word."""
+    answer_reach: float | None = None
+    """Trajectory: share of ``n_answers`` whose content reaches the memo (module docstring)."""
+    memo_first_turn: int | None = None
+    memo_first_turn_share: float | None = None
+    # memo and give-up
+    has_memo: bool
+    memo_chars: int
+    memo_words: int
+    early_give_up: bool | None
+    read_no_memo: bool | None
+    # tokens and cost
+    root_prompt_tokens: int
+    root_cached_tokens: int
+    root_completion_tokens: int
+    sub_prompt_tokens: int
+    sub_cached_tokens: int
+    sub_completion_tokens: int
+    sub_token_share: float | None
+    """Sub (prompt + completion) / all tokens; ``None`` with no tokens."""
+    sub_input_share: float | None
+    sub_output_share: float | None
+    root_cost_usd: float | None
+    sub_cost_usd: float | None
+    cost_usd: float | None
+    price_table: str
+    wall_time_s: float
+
+
+class RunMetrics(NamedTuple):
+    """Everything :func:`load_run_metrics` read from one run."""
+
+    manifest: RunManifest
+    grader: str | None
+    rows: list[EpisodeMetrics]
+    tasks: dict[str, Task]
+    """Task per room hash (rooms whose ``task.json`` was found)."""
+
+
+def word_tokens(text: str) -> list[str]:
+    """NFKC-normalised, casefolded ``\\w+`` tokens of ``text``."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def answer_reaches_memo(
+    answer_words: list[str], memo_ngrams: set[tuple[str, ...]], memo_joined: str, n: int
+) -> bool:
+    """Whether a sub-call answer (as :func:`word_tokens`) reaches the memo.
+
+    ``memo_ngrams`` holds the memo's ``n``-word runs; ``memo_joined`` is the memo's words
+    joined by single spaces with a space at both ends (for answers shorter than ``n``).
+    """
+    if len(answer_words) >= n:
+        return any(
+            tuple(answer_words[i : i + n]) in memo_ngrams for i in range(len(answer_words) - n + 1)
+        )
+    return f" {' '.join(answer_words)} " in memo_joined
+
+
+def memo_first_turn(traj: Trajectory) -> int | None:
+    """First root turn writing a memo variable (:data:`MEMO_WRITE`) or giving the final answer."""
+    for turn in traj.turns:
+        if turn.final_answer_source is not None:
+            return turn.turn
+        codes = [b.code for b in turn.blocks] or [turn.completion]
+        if any(MEMO_WRITE.search(code) for code in codes):
+            return turn.turn
+    return None
+
+
+def _model_id(spec: str) -> str:
+    """Canonical model id of a spec (what price patterns match); the spec itself if unparsable."""
+    try:
+        return parse_spec(spec).model_id
+    except ValueError:
+        return spec
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def resolve_grader(run_dir: Path, grader: str | None) -> str | None:
+    """The grader whose verdicts score ``run_dir``.
+
+    ``None`` picks the run's only grader (``None`` when it has none). Raises ``ValueError``
+    when ``grader`` is not among the run's graders, or when ``None`` is given and the run has
+    several (the message lists them).
+    """
+    have = grader_ids(run_dir)
+    if grader is not None:
+        if grader not in have:
+            raise ValueError(
+                f"{run_dir}: no verdicts from grader {grader!r} "
+                f"(graders with verdicts: {', '.join(have) or 'none'})"
+            )
+        return grader
+    if len(have) > 1:
+        raise ValueError(f"{run_dir}: several graders ({', '.join(have)}); choose one with grader=")
+    return have[0] if have else None
+
+
+def _load_tasks(manifest: RunManifest, summaries: Iterable[EpisodeSummary]) -> dict[str, Task]:
+    paths = {r.room_hash: r.path for r in manifest.rooms}
+    for s in summaries:
+        paths.setdefault(s.room.room_hash, s.room.path)
+    tasks: dict[str, Task] = {}
+    for room_hash, room_path in paths.items():
+        task_path = Path(room_path) / "task.json"
+        if task_path.exists():
+            try:
+                tasks[room_hash] = load_task(task_path)
+            except TaskError as exc:
+                raise ValueError(f"{task_path}: cannot score episodes of this room: {exc}") from exc
+    return tasks
+
+
+def _trajectory_fields(
+    traj: Trajectory, memo: str | None, n_turns: int, reach_ngram: int
+) -> dict[str, object]:
+    root_calls = [c for c in traj.sub_calls if c.depth == 1]
+    batches: dict[int, int] = {}
+    for c in root_calls:
+        batches[c.batch_id] = batches.get(c.batch_id, 0) + 1
+    sizes = [batches[b] for b in sorted(batches)]
+    memo_words = word_tokens(memo or "")
+    ngrams = {
+        tuple(memo_words[i : i + reach_ngram]) for i in range(len(memo_words) - reach_ngram + 1)
+    }
+    joined = f" {' '.join(memo_words)} "
+    answers = [word_tokens(c.response or "") for c in root_calls if c.error is None]
+    answers = [a for a in answers if a]
+    reached = sum(answer_reaches_memo(a, ngrams, joined, reach_ngram) for a in answers)
+    first = memo_first_turn(traj)
+    with_text = sum(1 for c in root_calls if c.sources)
+    return {
+        "root_batch_sizes": sizes,
+        "mean_batch_size": sum(sizes) / len(sizes) if sizes else None,
+        "max_batch_size": max(sizes) if sizes else None,
+        "n_sub_calls_with_text": with_text,
+        "share_sub_calls_with_text": _share(with_text, len(root_calls)),
+        "n_answers": len(answers),
+        "answer_reach": reached / len(answers) if answers else None,
+        "memo_first_turn": first,
+        "memo_first_turn_share": (first + 1) / n_turns if first is not None and n_turns else None,
+    }
+
+
+def _episode_row(
+    e: EpisodeSummary,
+    grader: str | None,
+    verdicts: list[Verdict] | None,
+    task: Task | None,
+    prices: PriceTable,
+    give_up_read_share: float,
+) -> EpisodeMetrics:
+    scores: dict[str, object] = {"pass_rate": None}
+    note: str | None = None
+    if grader is None:
+        note = "run has no verdicts"
+    elif task is None:
+        note = f"task.json not found under {e.room.path}"
+    elif task.id != e.task_id:
+        note = f"task.json under {e.room.path} is task {task.id}, the episode ran {e.task_id}"
+    elif verdicts is None:
+        note = f"not graded by {grader}"
+    else:
+        mine = [v for v in verdicts if v.memo_sha256 == e.memo_sha256]
+        if not mine:
+            note = f"{grader} verdicts are for another memo (memo_sha256 differs)"
+        else:
+            pr = pass_rates(mine, task.criteria)
+            by_id = {v.criterion_id: v.verdict for v in mine}
+            types = sorted({c.type for c in task.criteria})
+            scores = {
+                "pass_rate": pr.pass_rate,
+                "graded_pass_rate": pr.graded_pass_rate,
+                "weighted_pass_rate": pr.weighted_pass_rate,
+                "n_criteria": pr.n_criteria,
+                "n_pass": pr.n_pass,
+                "pass_rate_by_type": {
+                    t: r
+                    for t in types
+                    if (r := pass_rates(mine, [c for c in task.criteria if c.type == t]).pass_rate)
+                    is not None
+                },
+                "criteria": {c.id: by_id.get(c.id, "MISSING") for c in task.criteria},
+                "criterion_types": {c.id: c.type for c in task.criteria},
+            }
+    cov = e.coverage
+    docs_read = None if cov is None else sum(1 for v in cov.per_document.values() if v > 0)
+    read_share = (
+        None if docs_read is None or e.room.n_documents == 0 else docs_read / e.room.n_documents
+    )
+    has_memo = bool(e.memo and e.memo.strip())
+    if not has_memo:
+        give_up: bool | None = True
+    elif read_share is None:
+        give_up = None
+    else:
+        give_up = read_share < give_up_read_share
+    t = e.tokens
+    root_cost = prices.cost_usd(_model_id(e.root_model), t.root)
+    sub_cost = prices.cost_usd(_model_id(e.sub_model), t.sub) if t.sub != Usage() else 0.0
+    root_all = t.root.prompt_tokens + t.root.completion_tokens
+    sub_all = t.sub.prompt_tokens + t.sub.completion_tokens
+    return EpisodeMetrics(
+        run_id=e.run_id,
+        episode_id=e.episode_id,
+        room_id=e.room.room_id,
+        room_hash=e.room.room_hash,
+        task_id=e.task_id,
+        sample_index=e.sample_index,
+        root_model=e.root_model,
+        sub_model=e.sub_model,
+        depth=e.depth,
+        status=e.status,
+        grader=grader,
+        score_note=note,
+        coverage=None if cov is None else cov.overall,
+        coverage_per_folder={} if cov is None else dict(cov.per_folder),
+        docs_read=docs_read,
+        docs_read_share=read_share,
+        room_documents=e.room.n_documents,
+        room_chars=e.room.n_chars,
+        room_tokens=e.room.n_tokens,
+        n_turns=e.n_turns,
+        n_sub_calls=e.n_sub_calls,
+        n_sub_call_errors=e.n_sub_call_errors,
+        n_sub_batches=e.n_sub_batches,
+        has_memo=has_memo,
+        memo_chars=e.memo_chars if has_memo else 0,
+        memo_words=len(word_tokens(e.memo or "")),
+        early_give_up=give_up,
+        read_no_memo=None if docs_read is None else (docs_read > 0 and not has_memo),
+        root_prompt_tokens=t.root.prompt_tokens,
+        root_cached_tokens=t.root.cached_tokens,
+        root_completion_tokens=t.root.completion_tokens,
+        sub_prompt_tokens=t.sub.prompt_tokens,
+        sub_cached_tokens=t.sub.cached_tokens,
+        sub_completion_tokens=t.sub.completion_tokens,
+        sub_token_share=_share(sub_all, root_all + sub_all),
+        sub_input_share=_share(t.sub.prompt_tokens, t.root.prompt_tokens + t.sub.prompt_tokens),
+        sub_output_share=_share(
+            t.sub.completion_tokens, t.root.completion_tokens + t.sub.completion_tokens
+        ),
+        root_cost_usd=root_cost,
+        sub_cost_usd=sub_cost,
+        cost_usd=None if root_cost is None or sub_cost is None else root_cost + sub_cost,
+        price_table=prices.version,
+        wall_time_s=e.wall_time_s,
+        **scores,  # type: ignore[arg-type]
+    )
+
+
+def load_run_metrics(
+    run_dir: Path,
+    grader: str | None = None,
+    *,
+    prices: PriceTable = DEFAULT_PRICES,
+    trajectories: bool = True,
+    give_up_read_share: float = GIVE_UP_READ_SHARE,
+    reach_ngram: int = REACH_NGRAM,
+) -> RunMetrics:
+    """Metrics of every finished episode of ``run_dir`` plus what was read to compute them.
+
+    Args:
+        grader: verdict file to score with (see :func:`resolve_grader`).
+        prices: price table for cost (default: the packaged example table).
+        trajectories: also compute the trajectory metrics (reads one trajectory file per
+            episode); ``False`` leaves them ``None``.
+        give_up_read_share: threshold of the early give-up rule (module docstring).
+        reach_ngram: words an answer must share with the memo (module docstring).
+
+    Raises:
+        NotARunError: no ``run.json``.
+        ValueError: unknown/ambiguous grader, invalid ``task.json``.
+        FileNotFoundError: ``trajectories=True`` and an episode's trajectory file is missing
+            (the message names the episode).
+        TraceFileError: a run file does not validate (names the file and line).
+    """
+    run_dir = Path(run_dir)
+    if not 0.0 <= give_up_read_share <= 1.0:
+        raise ValueError(f"give_up_read_share must be in [0, 1], got {give_up_read_share}")
+    if reach_ngram < 1:
+        raise ValueError(f"reach_ngram must be >= 1, got {reach_ngram}")
+    manifest = load_manifest(run_dir)
+    summaries = load_summaries(run_dir)
+    grader = resolve_grader(run_dir, grader)
+    by_episode: dict[str, list[Verdict]] = {}
+    if grader is not None:
+        for v in load_verdicts(run_dir, grader):
+            by_episode.setdefault(v.episode_id, []).append(v)
+    tasks = _load_tasks(manifest, summaries)
+    rows = []
+    for e in summaries:
+        row = _episode_row(
+            e,
+            grader,
+            by_episode.get(e.episode_id),
+            tasks.get(e.room.room_hash),
+            prices,
+            give_up_read_share,
+        )
+        if trajectories:
+            traj = load_trajectory(run_dir, e.episode_id)
+            fields = _trajectory_fields(traj, e.memo, e.n_turns, reach_ngram)
+            row = row.model_copy(update=fields)
+        rows.append(row)
+    return RunMetrics(manifest=manifest, grader=grader, rows=rows, tasks=tasks)
+
+
+def metrics_table(
+    run_dir: Path,
+    grader: str | None = None,
+    *,
+    prices: PriceTable = DEFAULT_PRICES,
+    trajectories: bool = True,
+) -> list[EpisodeMetrics]:
+    """One :class:`EpisodeMetrics` per finished episode of ``run_dir`` (``episodes.jsonl``
+    order). See :func:`load_run_metrics` for arguments and errors."""
+    return load_run_metrics(run_dir, grader, prices=prices, trajectories=trajectories).rows
