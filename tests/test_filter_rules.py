@@ -10,8 +10,8 @@ import pytest
 from rlmdistill.filter.expr import ExpressionError, compile_expression
 from rlmdistill.filter.fields import EPISODE_FIELDS, EpisodeScores, episode_fields
 from rlmdistill.filter.rules import REASON_ORDER, FilterRuleError, FilterRules
-from rlmdistill.traces.schema import Coverage, EpisodeSummary, RoomInfo, TokenUsage
 from rlmdistill.models.base import Usage
+from rlmdistill.traces.schema import Coverage, EpisodeSummary, RoomInfo, TokenUsage
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "filter.md"
 
@@ -129,7 +129,7 @@ def test_overrides_append_where_and_revalidate():
     out = rules.with_overrides(where=["depth == 1"], min_pass_rate=None, top_k_per_room=3)
     assert out.where == ["n_turns >= 2", "depth == 1"]
     assert out.min_pass_rate == 0.2 and out.top_k_per_room == 3
-    with pytest.raises(FilterRuleError, match="command-line overrides.*top_k_per_room"):
+    with pytest.raises(FilterRuleError, match=r"command-line overrides.*top_k_per_room"):
         rules.with_overrides(top_k_per_room=0)
 
 
