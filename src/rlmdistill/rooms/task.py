@@ -19,7 +19,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["Criterion", "CriterionType", "Evidence", "Task", "TaskError", "load_task", "save_task"]
+__all__ = [
+    "Amount",
+    "Criterion",
+    "CriterionType",
+    "Evidence",
+    "Task",
+    "TaskError",
+    "load_task",
+    "save_task",
+]
 
 CriterionType = Literal[
     "finding", "citation", "quantification", "recommendation", "missing-evidence"
@@ -29,6 +38,30 @@ CriterionType = Literal[
 class TaskError(ValueError):
     """A ``task.json`` could not be read or is not a valid task; the message names the file
     and, where it applies, the criterion (index and id)."""
+
+
+class Amount(BaseModel):
+    """A gold amount a memo should state, with a tolerance (extension).
+
+    ``value`` is in ``unit`` (an ISO 4217 currency code such as ``"USD"``, or ``"%"`` for a
+    percentage); a stated figure ``x`` matches when ``|x - value| <= tolerance * |value|``
+    (``tolerance`` is relative: ``0.05`` is within 5%, the LAB example's wording).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    value: float
+    """The gold figure, in ``unit``."""
+    unit: str = "USD"
+    """Currency code (``"USD"``) or ``"%"``."""
+    tolerance: float = Field(default=0.05, ge=0.0)
+    """Relative tolerance: ``0.05`` accepts figures within 5% of ``value``."""
+    note: str | None = None
+    """How the figure is found or derived (e.g. ``"2 x base salary of USD 310,000"``)."""
+
+    def matches(self, stated: float) -> bool:
+        """``True`` when ``stated`` (same unit) is within the tolerance of :attr:`value`."""
+        return abs(stated - self.value) <= self.tolerance * abs(self.value)
 
 
 class Evidence(BaseModel):
@@ -44,6 +77,9 @@ class Evidence(BaseModel):
     """Gold clause texts (whitespace-normalised, possibly truncated)."""
     key_terms: list[str] = Field(default_factory=list)
     """A few distinctive content words of the spans, for humans and LLM judges."""
+    amounts: list[Amount] | None = None
+    """Gold amounts with a tolerance (extension, for quantification criteria); ``None`` (left
+    out of ``task.json``) when the builder knows none."""
 
 
 class Criterion(BaseModel):

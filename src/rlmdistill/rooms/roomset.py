@@ -1,0 +1,509 @@
+"""Room sets: many synthetic rooms of a spread of sizes, split into train and holdout.
+
+Command: ``rlmdistill rooms set --sizes 20,50,100 --per-size K --seed S --holdout-fraction F
+--out DIR`` (or ``--spec spec.yaml`` holding the same fields; :func:`roomset_main`; the engine
+is :func:`build_roomset`). Later stages read the manifest with :func:`load_roomset` to study
+behaviour against room size (collect on ``train`` rooms, evaluate on ``holdout`` rooms).
+
+Layout::
+
+    DIR/roomset.json                 the manifest (:class:`RoomSet`)
+    DIR/rooms/<split>-n<size>-<k>/   one synthetic room each (see rlmdistill.rooms.synth)
+
+Splits: for each size the ``K`` replicates are ordered and ``floor(K * F)`` of them go to
+holdout; the remaining ``round(len(sizes) * K * F) - sum(floor)`` holdout places go to sizes
+drawn with the set's seed, so every size is represented and the holdout share is as close to
+``F`` as whole rooms allow. Room seeds are ``sha256("<seed>:<size>:<k>")`` truncated to 31 bits,
+so every room has its own seed; a seed whose target company name repeats an earlier room's is
+replaced by the next one (``:<attempt>`` appended).
+
+Separation of train and holdout (recorded in ``roomset.json`` as :class:`SplitCheck`, and an
+error when it fails): CUAD contracts come from disjoint halves of the source (even-indexed
+files for train, odd for holdout); target companies differ; no document text is identical
+across the splits; and no paragraph of 80+ characters (blank-line separated, whitespace
+normalised) occurs in both splits. Template boilerplate shorter than a paragraph (section
+headings, signature lines) may recur; every filler paragraph names its room's target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rlmdistill.rooms.cuad import SAMPLE_SOURCE
+from rlmdistill.rooms.synth import (
+    GENERATOR,
+    MAX_DOCS,
+    MIN_DOCS,
+    SynthError,
+    build_synth_room,
+    target_for_seed,
+)
+
+__all__ = [
+    "ROOMSET_SCHEMA_VERSION",
+    "RoomSet",
+    "RoomSetEntry",
+    "RoomSetError",
+    "RoomSetSpec",
+    "Split",
+    "SplitCheck",
+    "build_roomset",
+    "check_split",
+    "load_roomset",
+    "log_spaced_sizes",
+    "parse_sizes",
+    "register_set",
+    "roomset_main",
+]
+
+ROOMSET_SCHEMA_VERSION = 1
+"""Version of ``roomset.json``."""
+MIN_PARAGRAPH_CHARS = 80
+"""Paragraphs shorter than this are not compared across splits (headings, signature lines)."""
+
+Split = Literal["train", "holdout"]
+"""Which side of the experiment a room is on."""
+
+_WS = re.compile(r"\s+")
+_PARA = re.compile(r"\n[ \t]*\n")
+
+
+class RoomSetError(ValueError):
+    """A room set spec is invalid, the output folder is not empty, a manifest cannot be read,
+    or the train/holdout separation check failed (the message names the file or field)."""
+
+
+class RoomSetSpec(BaseModel):
+    """What to build: sizes, replicates, seed, holdout share and generator options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sizes: list[int] = Field(min_length=1)
+    """Room sizes in documents, each in ``[MIN_DOCS, MAX_DOCS]`` (duplicates removed, sorted)."""
+    per_size: int = Field(default=1, ge=1, le=1000)
+    """Rooms per size (replicates with different seeds)."""
+    seed: int = Field(default=0, ge=0)
+    """Seed of the whole set (room seeds and holdout draws derive from it)."""
+    holdout_fraction: float = Field(default=0.25, ge=0.0, le=1.0)
+    """Share of rooms in the holdout split."""
+    length_scale: float = Field(default=1.0, ge=0.05, le=20.0)
+    """Passed to :func:`~rlmdistill.rooms.synth.build_synth_room`."""
+    cuad_source: str | None = str(SAMPLE_SOURCE)
+    """CUAD folder for copied contracts (``None``: none); train and holdout use disjoint halves."""
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, value: list[int]) -> list[int]:
+        bad = [s for s in value if not MIN_DOCS <= s <= MAX_DOCS]
+        if bad:
+            raise ValueError(f"sizes must be between {MIN_DOCS} and {MAX_DOCS}; got {bad}")
+        return sorted(set(value))
+
+
+class RoomSetEntry(BaseModel):
+    """One room of a set."""
+
+    name: str
+    """Folder name, ``<split>-n<size>-<k>``."""
+    path: str
+    """Room folder relative to the set folder (POSIX)."""
+    split: Split
+    size: int
+    """Documents."""
+    replicate: int
+    """``k`` among the rooms of this size (0-based)."""
+    seed: int
+    room_hash: str
+    """:attr:`rlmdistill.rooms.room.DataRoom.room_hash` of the room."""
+    task_id: str
+    target: str
+    """Target company's name."""
+    n_chars: int
+    approx_tokens: int
+    n_folders: int
+    n_criteria: int
+    cuad_partition: tuple[int, int]
+    """``(k, m)``: the room used every ``m``-th CUAD contract from the ``k``-th."""
+
+
+class SplitCheck(BaseModel):
+    """Result of the train/holdout separation check (see the module docstring)."""
+
+    method: str = (
+        f"documents: sha256 of text; paragraphs: blank-line separated, whitespace-normalised, "
+        f">= {MIN_PARAGRAPH_CHARS} chars, sha256; CUAD: source file names; targets: names"
+    )
+    shared_documents: int
+    """Documents whose text is identical in a train room and a holdout room."""
+    shared_paragraphs: int
+    """Distinct paragraphs found in both splits."""
+    shared_cuad_files: list[str]
+    shared_targets: list[str]
+    n_train_paragraphs: int
+    n_holdout_paragraphs: int
+    examples: list[str] = Field(default_factory=list)
+    """Up to 3 shared paragraphs (first 120 characters), for diagnosis."""
+    passed: bool
+
+
+class RoomSet(BaseModel):
+    """``roomset.json``: the spec, the rooms and the separation check."""
+
+    schema_version: int = ROOMSET_SCHEMA_VERSION
+    kind: Literal["roomset"] = "roomset"
+    generator: str = GENERATOR
+    spec: RoomSetSpec
+    rooms: list[RoomSetEntry]
+    check: SplitCheck | None = None
+    """``None`` when the set has no holdout (or no train) rooms."""
+
+    def split(self, split: Split) -> list[RoomSetEntry]:
+        """Rooms of one split, in manifest order (size, then replicate)."""
+        return [r for r in self.rooms if r.split == split]
+
+    def room_paths(self, base: str | Path, split: Split | None = None) -> list[Path]:
+        """Absolute room folders (``base`` is the set folder), optionally of one split."""
+        return [Path(base).resolve() / r.path for r in self.rooms if split in (None, r.split)]
+
+
+def log_spaced_sizes(lo: int, hi: int, n: int) -> list[int]:
+    """``n`` sizes from ``lo`` to ``hi`` spaced evenly in log scale, rounded to 2 significant
+    digits and deduplicated (``log_spaced_sizes(20, 5000, 5)`` -> ``[20, 79, 320, 1300,
+    5000]``). Raises :class:`RoomSetError` unless ``MIN_DOCS <= lo <= hi <= MAX_DOCS`` and
+    ``n >= 1``."""
+    if not (MIN_DOCS <= lo <= hi <= MAX_DOCS) or n < 1:
+        raise RoomSetError(
+            f"log sizes need {MIN_DOCS} <= lo <= hi <= {MAX_DOCS} and n >= 1; got {lo}, {hi}, {n}"
+        )
+    if n == 1:
+        return [lo]
+    out = []
+    for i in range(n):
+        x = math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * i / (n - 1))
+        out.append(min(hi, max(lo, int(float(f"{x:.2g}")))))
+    out[0], out[-1] = lo, hi
+    return sorted(set(out))
+
+
+def parse_sizes(text: str) -> list[int]:
+    """Sizes from ``"20,50,100"`` or ``"log:LO:HI:N"`` (see :func:`log_spaced_sizes`).
+    Raises :class:`RoomSetError` naming the bad value."""
+    text = text.strip()
+    try:
+        if text.startswith("log:"):
+            lo, hi, n = (int(p) for p in text[4:].split(":"))
+            return log_spaced_sizes(lo, hi, n)
+        sizes = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError as exc:
+        raise RoomSetError(f"--sizes: cannot parse {text!r} ({exc})") from exc
+    if not sizes:
+        raise RoomSetError("--sizes: no sizes given")
+    return sizes
+
+
+def _room_seed(seed: int, size: int, k: int, attempt: int) -> int:
+    key = f"{seed}:{size}:{k}" + (f":{attempt}" if attempt else "")
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+def _assign_splits(spec: RoomSetSpec) -> dict[tuple[int, int], Split]:
+    rng = random.Random(f"roomset:{spec.seed}:splits")
+    k = spec.per_size
+    floors = {s: math.floor(k * spec.holdout_fraction) for s in spec.sizes}
+    total = round(len(spec.sizes) * k * spec.holdout_fraction)
+    extra = max(0, total - sum(floors.values()))
+    room_for_more = [s for s in spec.sizes if floors[s] < k]
+    for size in rng.sample(room_for_more, min(extra, len(room_for_more))):
+        floors[size] += 1
+    return {(s, i): ("holdout" if i < floors[s] else "train") for s in spec.sizes for i in range(k)}
+
+
+def _paragraphs(room: Path) -> Iterator[tuple[str, str]]:
+    """``(document sha256, paragraph sha256)`` pairs; paragraph digest ``""`` marks the whole
+    document (so callers get both from one read)."""
+    for file in sorted((room / "documents").rglob("*")):
+        if not file.is_file():
+            continue
+        text = file.read_bytes().decode("utf-8", errors="replace")
+        doc = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        yield doc, ""
+        for para in _PARA.split(text):
+            norm = _WS.sub(" ", para).strip()
+            if len(norm) >= MIN_PARAGRAPH_CHARS:
+                yield doc, hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _paragraph_text(room: Path, digests: set[str], limit: int) -> list[str]:
+    out: list[str] = []
+    for file in sorted((room / "documents").rglob("*")):
+        if not file.is_file() or len(out) >= limit:
+            continue
+        for para in _PARA.split(file.read_bytes().decode("utf-8", errors="replace")):
+            norm = _WS.sub(" ", para).strip()
+            if hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest() in digests:
+                out.append(norm[:120])
+                if len(out) >= limit:
+                    break
+    return out
+
+
+def check_split(base: str | Path, rooms: list[RoomSetEntry]) -> SplitCheck:
+    """Compare train and holdout rooms under ``base`` (documents, paragraphs, CUAD files,
+    targets; see the module docstring). Reads every document once; memory is one digest per
+    distinct train paragraph (about 32 bytes of digest + set overhead each)."""
+    base = Path(base)
+    train_docs: set[str] = set()
+    train_paras: set[str] = set()
+    for entry in rooms:
+        if entry.split == "train":
+            for doc, para in _paragraphs(base / entry.path):
+                (train_paras.add(para) if para else train_docs.add(doc))
+    shared_docs = 0
+    shared_paras: set[str] = set()
+    holdout_paras: set[str] = set()
+    first_room_with_shared: Path | None = None
+    for entry in rooms:
+        if entry.split == "holdout":
+            for doc, para in _paragraphs(base / entry.path):
+                if not para:
+                    shared_docs += doc in train_docs
+                    continue
+                holdout_paras.add(para)
+                if para in train_paras:
+                    shared_paras.add(para)
+                    first_room_with_shared = first_room_with_shared or base / entry.path
+
+    def cuad_files(split: Split) -> set[str]:
+        names: set[str] = set()
+        for entry in rooms:
+            if entry.split == split:
+                meta = json.loads((base / entry.path / "room.json").read_text(encoding="utf-8"))
+                names.update(meta.get("cuad_documents", {}).values())
+        return names
+
+    shared_cuad = sorted(cuad_files("train") & cuad_files("holdout"))
+    targets = {r.target for r in rooms if r.split == "train"}
+    shared_targets = sorted({r.target for r in rooms if r.split == "holdout"} & targets)
+    examples = (
+        _paragraph_text(first_room_with_shared, shared_paras, 3) if first_room_with_shared else []
+    )
+    return SplitCheck(
+        shared_documents=shared_docs,
+        shared_paragraphs=len(shared_paras),
+        shared_cuad_files=shared_cuad,
+        shared_targets=shared_targets,
+        n_train_paragraphs=len(train_paras),
+        n_holdout_paragraphs=len(holdout_paras),
+        examples=examples,
+        passed=not (shared_docs or shared_paras or shared_cuad or shared_targets),
+    )
+
+
+def build_roomset(
+    spec: RoomSetSpec, out: str | Path, *, overwrite: bool = False, progress: bool = False
+) -> RoomSet:
+    """Build every room of ``spec`` under ``out/rooms/``, check the split, write
+    ``out/roomset.json`` and return the manifest.
+
+    Raises :class:`RoomSetError` when ``out`` is a non-empty folder (``overwrite=True``
+    replaces a previously built set) or the separation check fails (the manifest is still
+    written, with ``check.passed = false``), and :class:`~rlmdistill.rooms.synth.SynthError`
+    for an unusable CUAD source.
+    """
+    out = Path(out).resolve()
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise RoomSetError(f"{out}: output folder exists and is not empty (use overwrite)")
+        if not (out / "roomset.json").is_file():
+            raise RoomSetError(f"{out}: refusing to overwrite a folder that is not a room set")
+        shutil.rmtree(out / "rooms", ignore_errors=True)
+        (out / "roomset.json").unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    splits = _assign_splits(spec)
+    jobs = [(size, k) for size in spec.sizes for k in range(spec.per_size)]
+    if progress:
+        from tqdm import tqdm
+
+        jobs = list(tqdm(jobs, desc="rooms", unit="room"))  # materialised: progress per room
+    entries: list[RoomSetEntry] = []
+    targets: set[str] = set()
+    for size, k in jobs:
+        split = splits[(size, k)]
+        attempt = 0
+        seed = _room_seed(spec.seed, size, k, attempt)
+        while target_for_seed(seed) in targets:
+            attempt += 1
+            seed = _room_seed(spec.seed, size, k, attempt)
+        targets.add(target_for_seed(seed))
+        partition = (0, 2) if split == "train" else (1, 2)
+        name = f"{split}-n{size}-{k}"
+        report = build_synth_room(
+            out / "rooms" / name,
+            size,
+            seed,
+            length_scale=spec.length_scale,
+            cuad_source=spec.cuad_source,
+            cuad_partition=partition,
+        )
+        entries.append(
+            RoomSetEntry(
+                name=name,
+                path=f"rooms/{name}",
+                split=split,
+                size=size,
+                replicate=k,
+                seed=seed,
+                room_hash=report.room_hash,
+                task_id=report.task_id,
+                target=report.target,
+                n_chars=report.n_chars,
+                approx_tokens=report.approx_tokens,
+                n_folders=report.n_folders,
+                n_criteria=report.n_criteria,
+                cuad_partition=partition,
+            )
+        )
+    has_both = {e.split for e in entries} == {"train", "holdout"}
+    check = check_split(out, entries) if has_both else None
+    roomset = RoomSet(spec=spec, rooms=entries, check=check)
+    (out / "roomset.json").write_text(roomset.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if check is not None and not check.passed:
+        raise RoomSetError(
+            f"{out / 'roomset.json'}: train and holdout rooms share text: "
+            f"{check.shared_documents} documents, {check.shared_paragraphs} paragraphs, "
+            f"CUAD files {check.shared_cuad_files}, targets {check.shared_targets}"
+        )
+    return roomset
+
+
+def load_roomset(path: str | Path) -> RoomSet:
+    """Read ``roomset.json`` (``path`` is the file or the set folder) and check that every
+    room folder exists. Raises :class:`RoomSetError` naming the file (and the room) when it is
+    missing, not JSON, invalid, or names a room folder that is not there."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "roomset.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise RoomSetError(f"{path}: room set manifest not found") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RoomSetError(f"{path}: cannot read room set JSON: {exc}") from exc
+    try:
+        roomset = RoomSet.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            ".".join(str(p) for p in err["loc"]) + f": {err['msg']}" for err in exc.errors()
+        )
+        raise RoomSetError(f"{path}: invalid room set: {problems}") from exc
+    if roomset.schema_version > ROOMSET_SCHEMA_VERSION:
+        raise RoomSetError(
+            f"{path}: schema_version {roomset.schema_version} is newer than this rlmdistill "
+            f"understands ({ROOMSET_SCHEMA_VERSION})"
+        )
+    for entry in roomset.rooms:
+        if not (path.parent / entry.path / "task.json").is_file():
+            raise RoomSetError(f"{path}: room {entry.name!r} not found at {entry.path}")
+    return roomset
+
+
+def roomset_main(
+    spec: RoomSetSpec, out: str | Path, *, overwrite: bool = False, console: Any = None
+) -> int:
+    """CLI body of ``rlmdistill rooms set``: build, print a per-size table and the check;
+    return the exit code (0 built and separated, 1 otherwise)."""
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    start = time.perf_counter()
+    try:
+        roomset = build_roomset(spec, out, overwrite=overwrite)
+    except (RoomSetError, SynthError, OSError) as exc:
+        console.print(f"[red]rooms set failed:[/red] {exc}")
+        return 1
+    table = Table(title=f"Room set {Path(out).name} ({len(roomset.rooms)} rooms)")
+    for col in ("size", "train", "holdout", "chars (mean)", "criteria (mean)"):
+        table.add_column(col, justify="right")
+    for size in roomset.spec.sizes:
+        rooms = [r for r in roomset.rooms if r.size == size]
+        table.add_row(
+            str(size),
+            str(sum(r.split == "train" for r in rooms)),
+            str(sum(r.split == "holdout" for r in rooms)),
+            f"{sum(r.n_chars for r in rooms) // len(rooms):,}",
+            f"{sum(r.n_criteria for r in rooms) / len(rooms):.0f}",
+        )
+    console.print(table)
+    if roomset.check is None:
+        console.print("split check: skipped (one split is empty)")
+    else:
+        c = roomset.check
+        console.print(
+            f"split check: passed ({c.n_holdout_paragraphs:,} holdout paragraphs, "
+            f"{c.shared_paragraphs} shared; {c.shared_documents} shared documents)"
+        )
+    console.print(f"built in {time.perf_counter() - start:.1f} s -> {Path(out) / 'roomset.json'}")
+    return 0
+
+
+def register_set(rooms_app: Any) -> None:
+    """Add the ``set`` command to the ``rooms`` typer sub-app (called by
+    :func:`rlmdistill.rooms.synth.register`)."""
+    import typer
+    import yaml
+
+    @rooms_app.command("set")
+    def rooms_set(
+        out: Annotated[Path, typer.Option(help="Room set folder to write.")],
+        sizes: Annotated[
+            str | None, typer.Option(help='Sizes: "20,50,100" or "log:LO:HI:N".')
+        ] = None,
+        per_size: Annotated[int, typer.Option(help="Rooms per size.")] = 1,
+        seed: Annotated[int, typer.Option(help="Seed of the set.")] = 0,
+        holdout_fraction: Annotated[float, typer.Option(help="Share of holdout rooms.")] = 0.25,
+        length_scale: Annotated[float, typer.Option(help="Document length multiplier.")] = 1.0,
+        cuad: Annotated[
+            Path | None, typer.Option(help="CUAD folder (default: packaged sample).")
+        ] = None,
+        no_cuad: Annotated[bool, typer.Option(help="Copy no CUAD contracts.")] = False,
+        spec: Annotated[
+            Path | None, typer.Option(help="YAML spec with the same fields (overrides flags).")
+        ] = None,
+        overwrite: Annotated[bool, typer.Option(help="Replace an existing set.")] = False,
+    ) -> None:
+        """Build a manifest of synthetic rooms (sizes x replicates, train/holdout split)."""
+        try:
+            if spec is not None:
+                data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
+                if isinstance(data.get("sizes"), str):
+                    data["sizes"] = parse_sizes(data["sizes"])
+                parsed = RoomSetSpec.model_validate(data)
+            else:
+                if sizes is None:
+                    raise RoomSetError("give --sizes or --spec")
+                source = None if no_cuad else str(cuad or SAMPLE_SOURCE)
+                parsed = RoomSetSpec(
+                    sizes=parse_sizes(sizes),
+                    per_size=per_size,
+                    seed=seed,
+                    holdout_fraction=holdout_fraction,
+                    length_scale=length_scale,
+                    cuad_source=source,
+                )
+        except (RoomSetError, ValidationError, OSError, yaml.YAMLError) as exc:
+            typer.echo(f"rooms set: invalid arguments: {exc}", err=True)
+            raise typer.Exit(2) from None
+        raise typer.Exit(roomset_main(parsed, out, overwrite=overwrite))
