@@ -171,3 +171,65 @@ def test_ablations_page_depth_table(workspace2: Path) -> None:
         (base["root_model"][0], base["sub_model"][0]): base["pass_rate:reference"].mean(),
         (deep["root_model"][0], deep["sub_model"][0]): deep["pass_rate:reference"].mean(),
     }
+
+
+def _write_adapter(ws: Path, name: str, losses: list[float], status: str = "completed") -> Path:
+    """An adapter folder shaped as the SFT contract says: ``sft.json`` + ``train_log.jsonl``."""
+    import json
+
+    folder = ws / "adapters" / name
+    folder.mkdir(parents=True)
+    (folder / "sft.json").write_text(
+        json.dumps({"status": status, "config": {"base": "smollm2-135m"}, "dataset_path": "d"})
+    )
+    lines = [
+        {
+            "step": i + 1,
+            "epoch": (i + 1) / len(losses),
+            "loss": loss,
+            "learning_rate": 1e-4,
+            "grad_norm": None,
+            "tokens_seen": 100 * (i + 1),
+            "tokens_per_s": 50.0,
+            "time": "2026-01-01T00:00:00Z",
+        }
+        for i, loss in enumerate(losses)
+    ]
+    (folder / "train_log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return folder
+
+
+def test_sft_page_lists_adapters_with_last_loss(workspace: Path) -> None:
+    _write_adapter(workspace, "a1", [2.5, 2.0, 1.25])
+    at = _open("sft")
+    table = next(d.value for d in at.dataframe if "adapter" in d.value.columns)
+    row = table.set_index("adapter").loc["a1"]
+    assert row["status"] == "completed" and row["log steps"] == 3 and row["last loss"] == 1.25
+    assert row["base"] == "smollm2-135m"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["step"] == "3" and metrics["loss"] == "1.2500" and metrics["tokens seen"] == "300"
+
+
+def test_sft_page_starts_a_cli_job_and_shows_its_failure(workspace: Path) -> None:
+    """The job is a real ``rlmdistill sft`` subprocess; on a dataset folder without an export
+    it must fail with a clear message, and the page must show the state and the log."""
+    import time
+
+    from rlmdistill.dashboard import jobs
+
+    (workspace / "datasets" / "empty").mkdir(parents=True)
+    at = _open("sft")
+    at.text_input(key="sft_name").set_value("try1")
+    at.button[0].click().run()
+    assert not at.exception
+    (job,) = jobs.list_jobs(workspace)
+    assert job.out_dir == "adapters/try1"
+    assert job.command[1:3] == ["-m", "rlmdistill.sft"]
+    deadline = time.monotonic() + 60
+    while jobs.job_state(job)[0] == "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    state, rc = jobs.job_state(job)
+    assert (state, rc) == ("failed", 2), jobs.read_log(job)
+    assert "empty" in jobs.read_log(job)
+    at.run()
+    assert any("`failed` (exit status 2)" in m.value for m in at.markdown)

@@ -51,6 +51,8 @@ class JobRecord(BaseModel):
     started_at: dt.datetime
     log: str
     rc_file: str
+    out_dir: str | None = None
+    """The folder the job writes (e.g. ``adapters/NAME`` for SFT), relative to ``cwd``."""
 
 
 def jobs_dir(workspace: Path) -> Path:
@@ -84,8 +86,16 @@ def job_state(job: JobRecord) -> tuple[JobState, int | None]:
     return ("running" if _alive(job.pid) else "lost"), None
 
 
-def start_job(workspace: Path, name: str, cli_args: list[str]) -> JobRecord:
-    """Start ``rlmdistill <cli_args>`` in the background, with the workspace as working folder.
+def start_job(
+    workspace: Path,
+    name: str,
+    cli_args: list[str],
+    *,
+    module: str = "rlmdistill.cli",
+    out_dir: str | None = None,
+) -> JobRecord:
+    """Start ``python -m <module> <cli_args>`` in the background (by default the ``rlmdistill``
+    CLI; ``rlmdistill.sft`` is ``rlmdistill sft``), with the workspace as working folder.
 
     Raises :class:`JobError` when ``name`` is not a plain file name or a job of that name is
     still running. A finished job of the same name is replaced (its log is overwritten).
@@ -101,7 +111,7 @@ def start_job(workspace: Path, name: str, cli_args: list[str]) -> JobRecord:
             raise JobError(f"job {name!r} is still running (pid {old.pid})")
     log, rc_file = folder / f"{name}.log", folder / f"{name}.rc"
     rc_file.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "rlmdistill.cli", *cli_args]
+    command = [sys.executable, "-m", module, *cli_args]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rlmdistill.dashboard.jobs", str(rc_file), "--", *command],
@@ -119,6 +129,7 @@ def start_job(workspace: Path, name: str, cli_args: list[str]) -> JobRecord:
         started_at=dt.datetime.now(dt.UTC),
         log=str(log),
         rc_file=str(rc_file),
+        out_dir=out_dir,
     )
     record_path.write_text(job.model_dump_json(indent=2), encoding="utf-8")
     return job

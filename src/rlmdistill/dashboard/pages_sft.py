@@ -1,12 +1,184 @@
-"""SFT jobs page."""
+"""SFT jobs page: start ``rlmdistill sft`` from a config as a background subprocess, follow its
+log and loss curve live, and list the adapters of the workspace.
+
+A job runs ``python -m rlmdistill.sft --dataset D --base B --out adapters/NAME [--config F]``
+(the same command group as ``rlmdistill sft``) through :mod:`rlmdistill.dashboard.jobs`; the
+loss curve is read from ``adapters/NAME/train_log.jsonl`` (the SFT stage's log, see the
+contract in ``docs/dashboard.md``).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pandas as pd
 import streamlit as st
 
+from rlmdistill.dashboard import data, jobs
 from rlmdistill.dashboard.data import Workspace
+from rlmdistill.dashboard.widgets import fmt_num
+
+REFRESH_S = 2.0
+"""Seconds between refreshes of a running job's log and loss curve."""
+
+
+def config_files(ws: Workspace) -> list[Path]:
+    """SFT config candidates: ``*.yaml``, ``*.yml``, ``*.toml`` in the workspace folder and in
+    ``DIR/configs/``, sorted."""
+    out: list[Path] = []
+    for folder in (ws.root, ws.root / "configs"):
+        for pattern in ("*.yaml", "*.yml", "*.toml"):
+            out += folder.glob(pattern)
+    return sorted(out)
+
+
+def sft_args(dataset: Path, base: str, out: Path, config: Path | None, max_steps: int) -> list[str]:
+    """The ``rlmdistill sft`` arguments for a job (``max_steps`` 0 = the config's own)."""
+    args = ["--dataset", str(dataset), "--base", base, "--out", str(out)]
+    if config is not None:
+        args += ["--config", str(config)]
+    if max_steps > 0:
+        args += ["--max-steps", str(max_steps)]
+    return args
+
+
+def adapters_frame(ws: Workspace) -> pd.DataFrame:
+    """One row per adapter folder: ``adapter, status, log steps, last loss, weights, base,
+    dataset`` (from ``sft.json`` and ``train_log.jsonl``)."""
+    rows = []
+    for a in data.list_adapters(ws):
+        info = data.adapter_info(a)
+        m = info.manifest or {}
+        cfg = m.get("config") if isinstance(m.get("config"), dict) else {}
+        rows.append(
+            {
+                "adapter": info.name,
+                "status": info.status,
+                "log steps": info.n_log_steps,
+                "last loss": info.last_loss,
+                "weights": info.has_weights,
+                "base": cfg.get("base") or m.get("base_path"),
+                "dataset": m.get("dataset_path") or cfg.get("dataset"),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["adapter", "status", "log steps", "last loss", "weights", "base", "dataset"]
+    )
+
+
+def _curves(adapter_dir: Path) -> None:
+    log = data.train_log(adapter_dir)
+    if log.empty:
+        st.caption(f"No training log yet ({adapter_dir.name}/train_log.jsonl).")
+        return
+    last = log.iloc[-1]
+    c = st.columns(4)
+    c[0].metric("step", int(last["step"]))
+    c[1].metric("loss", fmt_num(_num(last["loss"]), 4))
+    c[2].metric("tokens seen", f"{int(_num(last['tokens_seen']) or 0):,}")
+    c[3].metric("tokens/s", fmt_num(_num(last["tokens_per_s"]), 1))
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Loss**")
+        st.line_chart(log, x="step", y="loss")
+    with right:
+        st.markdown("**Learning rate**")
+        st.line_chart(log, x="step", y="learning_rate")
+
+
+def _num(x: object) -> float | None:
+    v = pd.to_numeric(pd.Series([x]), errors="coerce").iloc[0]
+    return None if pd.isna(v) else float(v)
+
+
+def _start_form(ws: Workspace) -> None:
+    datasets = data.list_datasets(ws)
+    configs = config_files(ws)
+    with st.form("sft_start"):
+        st.markdown("**Start an SFT job** (`rlmdistill sft` in the background)")
+        ds = st.selectbox("Dataset", [d.name for d in datasets], key="sft_dataset")
+        base = st.text_input("Base model", value="smollm2-135m", key="sft_base")
+        name = st.text_input("Adapter name (adapters/NAME)", key="sft_name")
+        cfg = st.selectbox(
+            "Config file", ["(none)"] + [str(c.relative_to(ws.root)) for c in configs], key="sft_config"
+        )
+        steps = st.number_input("Max steps (0: from the config)", min_value=0, value=0, key="sft_steps")
+        go = st.form_submit_button("Start SFT job")
+    if not go:
+        return
+    if ds is None or not name.strip():
+        st.error("Pick a dataset and give the adapter a name.")
+        return
+    out = Path("adapters") / name.strip()
+    args = sft_args(
+        ws.datasets / str(ds), base.strip(), out, None if cfg == "(none)" else ws.root / cfg, int(steps)
+    )
+    try:
+        job = jobs.start_job(ws.root, name.strip(), args, module="rlmdistill.sft", out_dir=str(out))
+    except jobs.JobError as exc:
+        st.error(str(exc))
+        return
+    st.session_state["sft_job"] = job.name
+    st.success(f"started job {job.name} (pid {job.pid})")
+
+
+def _job_view(ws: Workspace, name: str) -> None:
+    @st.fragment(run_every=REFRESH_S)
+    def live() -> None:
+        job = next((j for j in jobs.list_jobs(ws.root) if j.name == name), None)
+        if job is None:
+            st.warning(f"job {name} not found")
+            return
+        state, rc = jobs.job_state(job)
+        st.markdown(
+            f"**Job {job.name}**: `{state}`" + (f" (exit status {rc})" if rc is not None else "")
+        )
+        st.caption(" ".join(job.command[1:]))
+        st.code(jobs.read_log(job, 8000) or "(no output yet)", language="text")
+        if job.out_dir:
+            _curves(Path(job.cwd) / job.out_dir)
+
+    live()
 
 
 def render(ws: Workspace) -> None:
     """Render the SFT jobs page."""
-    st.info("pending")
+    _start_form(ws)
+    all_jobs = jobs.list_jobs(ws.root)
+    st.subheader("Jobs")
+    if not all_jobs:
+        st.caption("No job started from the dashboard yet.")
+    else:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "job": j.name,
+                        "state": jobs.job_state(j)[0],
+                        "exit status": jobs.job_state(j)[1],
+                        "started": j.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                        "out": j.out_dir,
+                    }
+                    for j in all_jobs
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+        names = [j.name for j in all_jobs]
+        if st.session_state.get("sft_job") not in names:
+            st.session_state["sft_job"] = names[0]
+        _job_view(ws, str(st.selectbox("Follow job", names, key="sft_job")))
+    st.subheader("Adapters")
+    table = adapters_frame(ws)
+    if table.empty:
+        st.caption(f"No adapters in `{ws.adapters}`.")
+        return
+    st.dataframe(table, hide_index=True, width="stretch")
+    chosen = st.selectbox("Adapter", list(table["adapter"]), key="sft_adapter")
+    adapter_dir = ws.adapters / str(chosen)
+    _curves(adapter_dir)
+    manifest = data.load_json(adapter_dir / "sft.json")
+    if manifest is not None:
+        with st.expander("sft.json"):
+            st.json(manifest)
