@@ -302,7 +302,6 @@ class Episode:
                 self._run_subagent(rec)
                 rec.latency_s = time.monotonic() - t0
                 return rec
-            self._observe([prompts_[i]])
             try:
                 res = self.sub.chat(
                     [Message(role="user", content=prompts_[i])],
@@ -315,14 +314,20 @@ class Episode:
                 rec.attempts, rec.latency_s = exc.attempts, time.monotonic() - t0
             return rec
 
-        if len(prompts_) == 1:
+        if len(prompts_) > 1 and not subagents and self._pool is not None:
+            futures = [self._pool.submit(one, i) for i in range(len(prompts_))]
+            self._observe(prompts_)  # probe while the requests are in flight, off their path
+            records = [f.result() for f in futures]
+        elif len(prompts_) == 1:
+            if not subagents:
+                self._observe(prompts_)
             records = [one(0)]
-        elif subagents or self._pool is None:
+        else:
             # subagents block on their own sub-calls: never run them on the shared pool
+            if not subagents:
+                self._observe(prompts_)
             with ThreadPoolExecutor(self.config.sub_concurrency, thread_name_prefix="agent") as ex:
                 records = list(ex.map(one, range(len(prompts_))))
-        else:
-            records = list(self._pool.map(one, range(len(prompts_))))
         with st.lock:
             for rec in records:
                 if not rec.subagent:  # a subagent's usage was counted turn by turn

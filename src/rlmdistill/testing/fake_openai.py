@@ -353,7 +353,14 @@ class FakeOpenAIServer:
             "usage": usage,
         }
 
-    def _answer(self, request: dict[str, Any]) -> tuple[int, dict[str, str], str]:
+    def _answer(
+        self, request: dict[str, Any], arrived: float | None = None
+    ) -> tuple[int, dict[str, str], str]:
+        """Status, headers and body of the reply; sent ``latency_s + delay_s`` after ``arrived``
+        (``time.monotonic()`` when the request's headers were read), so the server's own
+        parsing and handler time is part of its latency instead of adding to it."""
+        if arrived is None:
+            arrived = time.monotonic()
         if request.get("stream"):
             return _error(400, "streaming is not supported by the fake server")
         if self.context_window is not None:
@@ -366,7 +373,8 @@ class FakeOpenAIServer:
         except Exception as exc:  # a broken handler is a 500, visible to the test
             return _error(500, f"handler raised {type(exc).__name__}: {exc}")
         reply = FakeReply(text=out) if isinstance(out, str) else out
-        if self.latency_s + reply.delay_s > 0 and self._stop.wait(self.latency_s + reply.delay_s):
+        wait = arrived + self.latency_s + reply.delay_s - time.monotonic()
+        if wait > 0 and self._stop.wait(wait):
             return _error(503, "server shutting down")
         if reply.raw_body is not None:
             return reply.status, dict(reply.headers), reply.raw_body
@@ -382,6 +390,7 @@ class FakeOpenAIServer:
 
         class _RequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # TCP_NODELAY: no 40 ms delayed-ACK stalls
 
             def log_message(self, format: str, *args: Any) -> None:  # silence stderr
                 return
@@ -407,6 +416,7 @@ class FakeOpenAIServer:
                     self._send(*_error(404, f"no route {self.path}"))
 
             def do_POST(self) -> None:
+                arrived = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 if self.path.rstrip("/") != "/v1/chat/completions":
@@ -424,7 +434,7 @@ class FakeOpenAIServer:
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
                 try:
-                    status, headers, body = server._answer(request)
+                    status, headers, body = server._answer(request, arrived)
                 finally:
                     with server._lock:
                         server._in_flight -= 1
