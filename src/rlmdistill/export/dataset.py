@@ -1,0 +1,579 @@
+"""Export selected episodes' root turns as a Hugging Face dataset with validated masks.
+
+Writes ``datasets/NAME/`` (see ``docs/export.md``)::
+
+    data-*.arrow, dataset_info.json, state.json   Dataset.save_to_disk
+    README.md                                     dataset card
+    export.json                                   ExportManifest
+
+Every episode or example that does not become a row is counted with a reason (and listed in
+``export.json``): ``missing_trajectory``, ``invalid_trajectory`` (corrupt record),
+``torn_trajectory`` (half-written last line, case T3), ``incomplete_trajectory`` (no
+``episode_end``), ``prompt_hash_mismatch``, ``no_root_turns``, ``malformed_tool_call``
+(case T1), ``template_mismatch``, ``too_long`` (no fit under ``max_length`` with the
+supervised turn kept, case S2), ``too_few_supervised``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm import tqdm
+
+from rlmdistill.export.masks import (
+    DefaultSystemPromptError,
+    Encoded,
+    TemplateError,
+    TemplateInfo,
+    encode_conversation,
+    load_tokenizer,
+    probe_template,
+)
+from rlmdistill.export.options import ExportOptions
+from rlmdistill.export.render import Conversation, RenderFailure, drop_leading_turns, render_episode
+from rlmdistill.export.tools import ToolCallError, normalize_tool_calls
+from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.traces.runs import EpisodeRef, load_manifest, load_summaries, load_trajectory
+from rlmdistill.traces.store import TraceFileError
+
+__all__ = [
+    "DroppedItem",
+    "EmptyExportError",
+    "EpisodeScores",
+    "ExportManifest",
+    "ExportReport",
+    "LengthStats",
+    "SourceRun",
+    "TokenizerInfo",
+    "export_dataset",
+]
+
+EXPORT_SCHEMA_VERSION = 1
+_DATASET_FILES = ("dataset_info.json", "state.json", "export.json", "README.md")
+
+
+class EmptyExportError(ValueError):
+    """No example survived the export (the message gives the drop counts by reason)."""
+
+
+class EpisodeScores(NamedTuple):
+    """Scores of one episode at filter time (stored in the ``pass_rate``/``coverage`` columns)."""
+
+    pass_rate: float | None
+    coverage: float | None
+
+
+class LengthStats(BaseModel):
+    """Distribution of a per-example token count (tokens)."""
+
+    n: int
+    total: int
+    min: int | None
+    mean: float | None
+    p50: float | None
+    p95: float | None
+    max: int | None
+
+    @classmethod
+    def of(cls, values: list[int]) -> LengthStats:
+        """Stats of ``values`` (percentiles by numpy's linear interpolation)."""
+        if not values:
+            return cls(n=0, total=0, min=None, mean=None, p50=None, p95=None, max=None)
+        a = np.asarray(values)
+        return cls(
+            n=len(values),
+            total=int(a.sum()),
+            min=int(a.min()),
+            mean=float(a.mean()),
+            p50=float(np.percentile(a, 50)),
+            p95=float(np.percentile(a, 95)),
+            max=int(a.max()),
+        )
+
+
+class DroppedItem(BaseModel):
+    """An episode (``turn is None``) or one example of it that did not become a row."""
+
+    run_id: str | None
+    episode_id: str
+    turn: int | None
+    """Root turn of a turn-mode example; -1 a whole trajectory; ``None`` the whole episode."""
+    reason: str
+    detail: str = ""
+
+
+class SourceRun(BaseModel):
+    """One run the dataset came from and the episodes asked for."""
+
+    run_dir: str
+    run_id: str
+    episode_ids: list[str]
+
+
+class TokenizerInfo(BaseModel):
+    """The tokenizer and chat template the ids and masks were made with."""
+
+    spec: str
+    """As given in the options (directory or embedded model name)."""
+    path: str
+    name_or_path: str
+    chat_template_source: str
+    """``tokenizer`` or the ``.jinja`` file given."""
+    chat_template_sha256: str
+    assistant_header: str
+    closer: str
+    tool_closer: str | None
+    end_of_turn: list[str]
+    default_system: str | None
+    """Default system prompt the template injects when none is given (None: none)."""
+    generation_markers: bool
+
+
+class ExportReport(BaseModel):
+    """What an export did: counts, drops by reason, token-length statistics, speed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out_dir: str
+    n_episodes: int
+    """Episodes asked for."""
+    n_episodes_exported: int
+    """Episodes with at least one row."""
+    n_examples: int
+    dropped: dict[str, int]
+    """Dropped items (a whole episode, or one example) by reason."""
+    dropped_items: list[DroppedItem] = Field(default_factory=list)
+    n_truncated: int = 0
+    """Examples kept after the ``keep_start`` policy dropped leading turns."""
+    n_turns_dropped: int = 0
+    """Turns removed from those examples in total."""
+    n_appended_closers: int = 0
+    """Examples whose last end-of-turn token was appended after the render (GLM-4)."""
+    tokens: LengthStats
+    supervised: LengthStats
+    duration_s: float
+    examples_per_s: float
+    tokens_per_s: float
+
+
+class ExportManifest(BaseModel):
+    """``export.json``: how the dataset was made and from what (read by SFT)."""
+
+    schema_version: int = EXPORT_SCHEMA_VERSION
+    created_at: dt.datetime
+    tokenizer: TokenizerInfo
+    mode: str
+    style: str
+    system_prompt_source: str
+    system_prompt_sha256: str | None
+    """sha256 of the replacement system prompt (None: each episode's collected one)."""
+    few_shot_kept: bool
+    max_length: int
+    truncation: str
+    prefill_supervised: bool
+    min_supervised_tokens: int
+    default_system: str
+    n_examples: int
+    n_episodes: int
+    dropped: dict[str, int]
+    dropped_items: list[DroppedItem]
+    n_truncated: int
+    n_appended_closers: int
+    tokens: LengthStats
+    supervised: LengthStats
+    sources: list[SourceRun]
+    options: dict[str, Any]
+    versions: dict[str, str]
+    git_commit: str | None
+    git_dirty: bool | None
+
+
+def _features() -> Any:
+    from datasets import Features, List, Value
+
+    return Features(
+        {
+            "messages": List({"role": Value("string"), "content": Value("string")}),
+            "messages_json": Value("string"),
+            "tools": Value("string"),
+            "input_ids": List(Value("int32")),
+            "assistant_masks": List(Value("int8")),
+            "n_tokens": Value("int64"),
+            "n_supervised": Value("int64"),
+            "episode_id": Value("string"),
+            "run_id": Value("string"),
+            "room_id": Value("string"),
+            "task_id": Value("string"),
+            "turn": Value("int64"),
+            "pass_rate": Value("float64"),
+            "coverage": Value("float64"),
+        }
+    )
+
+
+class _Encoder:
+    """Encodes conversations under one tokenizer and the options' length policy."""
+
+    def __init__(self, tokenizer: Any, info: TemplateInfo, options: ExportOptions) -> None:
+        self.tokenizer, self.info, self.options = tokenizer, info, options
+
+    def encode(self, conv: Conversation, where: str) -> Encoded:
+        return encode_conversation(
+            self.tokenizer,
+            self.info,
+            conv.messages,
+            conv.supervised,
+            tools=conv.tools,
+            prefill_chars=conv.prefill_chars,
+            default_system=self.options.default_system,
+            where=where,
+        )
+
+    def fit(self, conv: Conversation, where: str) -> tuple[Conversation, Encoded] | None:
+        """The conversation under ``max_length`` (after ``keep_start`` drops), or ``None``."""
+        enc = self.encode(conv, where)
+        limit = self.options.max_length
+        if len(enc.input_ids) <= limit:
+            return conv, enc
+        if self.options.truncation == "drop" or len(conv.groups) < 2:
+            return None
+        # smallest number of leading turns to drop (binary search; lengths fall as k grows)
+        lo, hi = 1, len(conv.groups) - 1
+        best = drop_leading_turns(conv, hi)
+        best_enc = self.encode(best, where)
+        if len(best_enc.input_ids) > limit:
+            return None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            cand = drop_leading_turns(conv, mid)
+            cand_enc = self.encode(cand, where)
+            if len(cand_enc.input_ids) <= limit:
+                hi, best, best_enc = mid, cand, cand_enc
+            else:
+                lo = mid + 1
+        return best, best_enc
+
+
+def _drop(
+    out: list[DroppedItem],
+    run_id: str,
+    episode_id: str,
+    reason: str,
+    detail: str,
+    turn: int | None = None,
+) -> None:
+    out.append(
+        DroppedItem(
+            run_id=run_id, episode_id=episode_id, turn=turn, reason=reason, detail=detail[:500]
+        )
+    )
+
+
+def _prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
+    existing = [f for f in _DATASET_FILES if (out_dir / f).exists()]
+    existing += [p.name for p in out_dir.glob("data-*.arrow")] if out_dir.is_dir() else []
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{out_dir} already holds a dataset ({', '.join(sorted(existing))}); "
+            "pass overwrite=True to replace it"
+        )
+    for name in existing:
+        (out_dir / name).unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def export_dataset(
+    episodes: Iterable[EpisodeRef],
+    out_dir: Path | str,
+    options: ExportOptions,
+    *,
+    card_extra: str = "",
+    scores: Mapping[str, EpisodeScores] | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> ExportReport:
+    """Export the root turns of ``episodes`` to ``out_dir`` as a ``datasets`` dataset.
+
+    ``episodes``: :class:`EpisodeRef` (run directory, episode id), e.g. the filter's kept
+    episodes. ``scores``: pass rate and coverage per episode id at filter time; without it
+    ``coverage`` comes from ``episodes.jsonl`` and ``pass_rate`` is null. ``card_extra``:
+    Markdown added to the dataset card (the filter's rules and counts). Other files in
+    ``out_dir`` (e.g. the filter report) are kept.
+
+    Returns the :class:`ExportReport`. Raises ``FileExistsError`` when ``out_dir`` already
+    holds a dataset and ``overwrite`` is false; :class:`EmptyExportError` when no example
+    survives; :class:`~rlmdistill.export.masks.DefaultSystemPromptError` for a template that
+    would inject a default system prompt (a setting problem, not one episode's);
+    ``FileNotFoundError`` / :class:`~rlmdistill.export.masks.TemplateError` for a tokenizer
+    that cannot be used.
+    """
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    refs = list(episodes)
+    tokenizer, tok_dir = load_tokenizer(options.tokenizer, options.chat_template)
+    info = probe_template(tokenizer, tok_dir, options.end_of_turn_tokens)
+    encoder = _Encoder(tokenizer, info, options)
+    system = options.system_prompt_choice()
+    _prepare_out_dir(out_dir, overwrite)
+
+    run_ids: dict[Path, str] = {}
+    coverages: dict[str, float | None] = {}
+    for run_dir in dict.fromkeys(Path(r.run_dir) for r in refs):
+        run_ids[run_dir] = load_manifest(run_dir).run_id
+        for s in load_summaries(run_dir):
+            coverages[s.episode_id] = s.coverage.overall if s.coverage is not None else None
+
+    rows: list[dict[str, Any]] = []
+    dropped: list[DroppedItem] = []
+    n_truncated = n_turns_dropped = n_appended = 0
+    exported: set[str] = set()
+    for ref in tqdm(refs, desc=f"export {out_dir.name}", unit="ep", disable=not progress):
+        run_id = run_ids[Path(ref.run_dir)]
+
+        drop = partial(_drop, dropped, run_id, ref.episode_id)
+
+        try:
+            traj = load_trajectory(Path(ref.run_dir), ref.episode_id)
+        except FileNotFoundError as exc:
+            drop("missing_trajectory", str(exc))
+            continue
+        except TraceFileError as exc:
+            drop("invalid_trajectory", str(exc))
+            continue
+        if traj.torn_tail is not None:
+            drop("torn_trajectory", f"half-written last line: {traj.torn_tail[:80]!r}")
+            continue
+        if traj.end is None:
+            drop("incomplete_trajectory", "no episode_end record (the episode never finished)")
+            continue
+        try:
+            items = render_episode(
+                traj,
+                mode=options.mode,
+                style=options.style,
+                system=system,
+                supervise_prefill=options.supervise_prefill,
+            )
+        except ValueError as exc:
+            drop("prompt_hash_mismatch", str(exc))
+            continue
+        score = (scores or {}).get(ref.episode_id)
+        for item in items:
+            if isinstance(item, RenderFailure):
+                drop(item.reason, item.detail, item.turn)
+                continue
+            where = f"episode {ref.episode_id} turn {item.turn}"
+            try:
+                item.messages = normalize_tool_calls(item.messages, ref.episode_id)
+                fitted = encoder.fit(item, where)
+            except ToolCallError as exc:
+                drop("malformed_tool_call", str(exc), item.turn)
+                continue
+            except DefaultSystemPromptError:
+                raise
+            except TemplateError as exc:
+                drop("template_mismatch", str(exc), item.turn)
+                continue
+            if fitted is None:
+                drop(
+                    "too_long",
+                    f"over max_length={options.max_length} tokens with the supervised turn kept",
+                    item.turn,
+                )
+                continue
+            conv, enc = fitted
+            n_sup = sum(enc.assistant_masks)
+            if n_sup < options.min_supervised_tokens:
+                drop("too_few_supervised", f"{n_sup} supervised tokens", item.turn)
+                continue
+            n_truncated += conv.n_turns_dropped > 0
+            n_turns_dropped += conv.n_turns_dropped
+            n_appended += enc.appended_closer
+            exported.add(ref.episode_id)
+            rows.append(
+                {
+                    "messages": [
+                        {"role": m["role"], "content": m.get("content") or ""}
+                        for m in conv.messages
+                    ],
+                    "messages_json": json.dumps(conv.messages, ensure_ascii=False),
+                    "tools": json.dumps(conv.tools, ensure_ascii=False) if conv.tools else None,
+                    "input_ids": enc.input_ids,
+                    "assistant_masks": enc.assistant_masks,
+                    "n_tokens": len(enc.input_ids),
+                    "n_supervised": n_sup,
+                    "episode_id": ref.episode_id,
+                    "run_id": run_id,
+                    "room_id": traj.start.room.room_id,
+                    "task_id": traj.start.task_id,
+                    "turn": conv.turn,
+                    "pass_rate": score.pass_rate if score else None,
+                    "coverage": score.coverage if score else coverages.get(ref.episode_id),
+                }
+            )
+
+    counts = dict(Counter(d.reason for d in dropped).most_common())
+    if not rows:
+        raise EmptyExportError(
+            f"no example survived the export of {len(refs)} episodes; dropped: {counts}"
+        )
+    from datasets import Dataset
+
+    Dataset.from_list(rows, features=_features()).save_to_disk(str(out_dir))
+    duration = time.perf_counter() - t0
+    tok_stats = LengthStats.of([r["n_tokens"] for r in rows])
+    report = ExportReport(
+        out_dir=str(out_dir),
+        n_episodes=len(refs),
+        n_episodes_exported=len(exported),
+        n_examples=len(rows),
+        dropped=counts,
+        dropped_items=dropped,
+        n_truncated=n_truncated,
+        n_turns_dropped=n_turns_dropped,
+        n_appended_closers=n_appended,
+        tokens=tok_stats,
+        supervised=LengthStats.of([r["n_supervised"] for r in rows]),
+        duration_s=duration,
+        examples_per_s=len(rows) / duration if duration > 0 else 0.0,
+        tokens_per_s=tok_stats.total / duration if duration > 0 else 0.0,
+    )
+    names = info.token_names(tokenizer)
+    commit, dirty = git_state()
+    sources: dict[Path, list[str]] = {}
+    for ref in refs:
+        sources.setdefault(Path(ref.run_dir), []).append(ref.episode_id)
+    manifest = ExportManifest(
+        created_at=dt.datetime.now(dt.UTC),
+        tokenizer=TokenizerInfo(
+            spec=options.tokenizer,
+            path=str(tok_dir),
+            name_or_path=str(getattr(tokenizer, "name_or_path", tok_dir)),
+            chat_template_source=options.chat_template or "tokenizer",
+            chat_template_sha256=info.template_sha256,
+            assistant_header=info.assistant_header,
+            closer=names["closer"],
+            tool_closer=names["tool_closer"],
+            end_of_turn=names["end_of_turn"],
+            default_system=info.default_system,
+            generation_markers=info.generation_markers,
+        ),
+        mode=options.mode,
+        style=options.style,
+        system_prompt_source=system.source,
+        system_prompt_sha256=system.sha256,
+        few_shot_kept=system.keep_few_shot,
+        max_length=options.max_length,
+        truncation=options.truncation,
+        prefill_supervised=options.supervise_prefill,
+        min_supervised_tokens=options.min_supervised_tokens,
+        default_system=options.default_system,
+        n_examples=len(rows),
+        n_episodes=len(refs),
+        dropped=counts,
+        dropped_items=dropped,
+        n_truncated=n_truncated,
+        n_appended_closers=n_appended,
+        tokens=report.tokens,
+        supervised=report.supervised,
+        sources=[
+            SourceRun(run_dir=str(d), run_id=run_ids[d], episode_ids=ids)
+            for d, ids in sources.items()
+        ],
+        options=options.model_dump(),
+        versions=package_versions(),
+        git_commit=commit,
+        git_dirty=dirty,
+    )
+    (out_dir / "export.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    (out_dir / "README.md").write_text(_card(manifest, report, card_extra), encoding="utf-8")
+    return report
+
+
+def _stats_line(name: str, s: LengthStats) -> str:
+    if s.n == 0:
+        return f"| {name} | 0 | | | | | |"
+    return (
+        f"| {name} | {s.n} | {s.total:,} | {s.min} | {s.mean:.1f} | {s.p50:.0f} | {s.p95:.0f} "
+        f"| {s.max} |"
+    )
+
+
+def _card(m: ExportManifest, r: ExportReport, extra: str) -> str:
+    """The dataset card (Markdown)."""
+    drops = "\n".join(f"| {k} | {v} |" for k, v in m.dropped.items()) or "| (none) | 0 |"
+    srcs = "\n".join(
+        f"- `{s.run_dir}` (run `{s.run_id}`): {len(s.episode_ids)} episodes" for s in m.sources
+    )
+    sysline = (
+        "collected (each episode's own system prompt)"
+        if m.system_prompt_sha256 is None
+        else f"replaced from `{m.system_prompt_source}` (sha256 {m.system_prompt_sha256[:16]})"
+    )
+    if m.system_prompt_source == "plain":
+        sysline = "plain (the collected system prompt without the worked example)"
+    parts = [
+        "---",
+        "tags: [rlmdistill, sft, recursive-language-model]",
+        "---",
+        "",
+        "# rlmdistill SFT dataset: root turns",
+        "",
+        f"Created {m.created_at.isoformat()} by rlmdistill "
+        f"{m.versions.get('rlmdistill', '?')} (commit {m.git_commit or 'unknown'}).",
+        "",
+        "## Sources",
+        "",
+        srcs,
+        "",
+        "## Export settings",
+        "",
+        f"- mode: **{m.mode}** ({'one example per episode' if m.mode == 'trajectory' else 'one example per root turn'})",
+        f"- style: **{m.style}**",
+        f"- system prompt (context distillation): {sysline}",
+        f"- worked example (few-shot turns): {'kept, never supervised' if m.few_shot_kept else 'dropped'}",
+        f"- reply prefill supervised: {m.prefill_supervised}",
+        f"- max_length: {m.max_length} tokens, truncation policy: {m.truncation}",
+        f"- min supervised tokens: {m.min_supervised_tokens}",
+        f"- tokenizer: `{m.tokenizer.spec}` ({m.tokenizer.path}), chat template "
+        f"{m.tokenizer.chat_template_source} sha256 {m.tokenizer.chat_template_sha256[:16]}",
+        f"- end-of-turn tokens supervised: {', '.join(f'`{t}`' for t in m.tokenizer.end_of_turn)}"
+        f"; closer appended after the last turn in {m.n_appended_closers} examples",
+        "",
+        "## Counts",
+        "",
+        f"{m.n_episodes} episodes asked for, {r.n_episodes_exported} exported, "
+        f"{m.n_examples} examples; {m.n_truncated} examples had leading turns dropped "
+        f"({r.n_turns_dropped} turns).",
+        "",
+        "| dropped: reason | items |",
+        "|---|---|",
+        drops,
+        "",
+        "## Token lengths",
+        "",
+        "| | n | total | min | mean | p50 | p95 | max |",
+        "|---|---|---|---|---|---|---|---|",
+        _stats_line("tokens per example", m.tokens),
+        _stats_line("supervised tokens", m.supervised),
+        "",
+        "## Columns",
+        "",
+        "`messages` (role/content), `messages_json` (exact message dicts, tool calls included; "
+        "use `rlmdistill.export.load_messages`), `tools`, `input_ids`, `assistant_masks`, "
+        "`n_tokens`, `n_supervised`, `episode_id`, `run_id`, `room_id`, `task_id`, `turn`, "
+        "`pass_rate`, `coverage`.",
+        "",
+    ]
+    if extra.strip():
+        parts += ["## Selection", "", extra.strip(), ""]
+    return "\n".join(parts)

@@ -1,0 +1,416 @@
+"""Token ids and assistant masks from ONE full render of a conversation (cases S1, S2, S3, S7).
+
+How a conversation becomes a training example:
+
+1. ``tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)`` renders the whole
+   conversation once; the text is tokenised once with character offsets
+   (``add_special_tokens=False``: the template already holds any BOS). These ids are exactly
+   ``apply_chat_template(messages, tokenize=True)`` (S7): nothing is rendered turn by turn.
+2. Each message is located in the rendered text in order: an assistant turn starts after the
+   template's assistant header (the text ``add_generation_prompt=True`` adds, e.g. ChatML
+   ``<|im_start|>assistant\\n``, GLM-4 ``<|assistant|>``), its content is found verbatim (or
+   stripped, as GLM-4 renders it), and it ends with the first end-of-turn token after the
+   content (S3). Tokens overlapping ``[start, end)`` in characters are supervised. No
+   ``{% generation %}`` markers are needed (S1); templates with them give the same mask.
+3. End-of-turn tokens are learnt from the template itself by a probe render
+   (``[user, assistant, user]`` and a tool-call probe): the first special token after the
+   assistant content is the turn closer (ChatML ``<|im_end|>``; GLM-4 closes a turn with the
+   next role marker ``<|user|>`` / ``<|observation|>``). When the template renders nothing
+   after the LAST assistant turn (GLM-4), that closer is appended to the ids and supervised,
+   so the tuned root learns to stop; the manifest records it.
+4. A template that injects a default system prompt when the conversation has none (Qwen2.5:
+   "You are Qwen...", SmolLM2: "You are a helpful AI assistant named SmolLM...") is detected
+   and refused unless explicitly allowed (S7: never injected silently).
+
+Sources: Hugging Face chat templates (``transformers`` docs, "Chat templates" and
+``return_assistant_tokens_mask``); TRL ``SFTTrainer`` assistant-only loss, which reads
+``assistant_masks``; GLM-4 stop tokens ``<|user|>``/``<|observation|>`` as in TRL's
+``glm4moe_training.jinja``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+__all__ = [
+    "DefaultSystemPromptError",
+    "Encoded",
+    "TemplateError",
+    "TemplateInfo",
+    "encode_conversation",
+    "load_tokenizer",
+    "probe_template",
+]
+
+_PROBE_USER = "Probe user message 7Q2."
+_PROBE_ASSISTANT = "Probe assistant reply 9K4."
+_PROBE_TOOL = "Probe tool output 3W8."
+_PROBE_TOOL_CALL = {
+    "id": "call_probe",
+    "type": "function",
+    "function": {"name": "probe_tool", "arguments": {"code": "x = 1"}},
+}
+_PROBE_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "probe_tool",
+            "description": "probe",
+            "parameters": {
+                "type": "object",
+                "properties": {"code": {"type": "string"}},
+                "required": ["code"],
+            },
+        },
+    }
+]
+
+
+class TemplateError(ValueError):
+    """The chat template cannot give correct masks for a conversation (names the message)."""
+
+
+class DefaultSystemPromptError(TemplateError):
+    """The template injects a default system prompt into a conversation without one (S7)."""
+
+
+class Encoded(NamedTuple):
+    """One encoded conversation.
+
+    ``input_ids`` and ``assistant_masks`` have the same length; ``assistant_masks[i] == 1``
+    on every supervised token (content of each supervised assistant turn and its end-of-turn
+    token). ``appended_closer`` is True when the end-of-turn token of the last assistant turn
+    was appended after the render (the template renders none, e.g. GLM-4).
+    """
+
+    input_ids: list[int]
+    assistant_masks: list[int]
+    appended_closer: bool
+    text: str
+    """The one full render (without any appended closer)."""
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    """What the export learnt about a tokenizer's chat template from probe renders."""
+
+    template_sha256: str
+    """sha256 (hex) of the chat template text."""
+    assistant_header: str
+    """Text ``add_generation_prompt=True`` adds: where an assistant turn starts."""
+    eot_ids: frozenset[int]
+    """Token ids that may close an assistant turn (probe closers, eos, extra tokens)."""
+    closer_id: int
+    """Token that closes a plain assistant turn in the template (ChatML ``<|im_end|>``)."""
+    tool_closer_id: int | None
+    """Token that closes an assistant turn with tool calls (GLM-4 ``<|observation|>``);
+    ``None`` when the template does not render tool calls."""
+    default_system: str | None
+    """Text the template injects when there is no system message, or ``None``."""
+    generation_markers: bool
+    """Whether the template has ``{% generation %}`` blocks (not needed, recorded)."""
+
+    def token_names(self, tokenizer: Any) -> dict[str, Any]:
+        """Readable summary for manifests: closers and end-of-turn tokens as strings."""
+        conv = tokenizer.convert_ids_to_tokens
+        return {
+            "closer": conv(self.closer_id),
+            "tool_closer": None if self.tool_closer_id is None else conv(self.tool_closer_id),
+            "end_of_turn": sorted(conv(i) for i in self.eot_ids),
+        }
+
+
+def load_tokenizer(spec: str, chat_template: str | Path | None = None) -> tuple[Any, Path]:
+    """Load a tokenizer from a local directory or a pulled embedded model name (never a hub).
+
+    ``spec``: a directory holding ``tokenizer.json``/``tokenizer_config.json``, or the name of
+    an embedded model pulled by ``rlmdistill models pull`` (see
+    :mod:`rlmdistill.models.registry`). ``chat_template``: optional ``.jinja`` file that
+    replaces the tokenizer's template. Returns ``(tokenizer, directory)``.
+
+    Raises ``FileNotFoundError`` naming the spec when it is neither, or when the embedded
+    model is not pulled; :class:`TemplateError` when the tokenizer has no chat template or is
+    not a fast tokenizer (offsets are needed).
+    """
+    from transformers import AutoTokenizer
+
+    from rlmdistill.models.pull import resolve_local
+    from rlmdistill.models.registry import EMBEDDED_MODELS
+
+    if spec in EMBEDDED_MODELS:
+        directory = resolve_local(spec)
+    else:
+        directory = Path(spec).expanduser()
+        if not directory.is_dir() or not any(
+            (directory / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")
+        ):
+            known = ", ".join(sorted(EMBEDDED_MODELS))
+            raise FileNotFoundError(
+                f"tokenizer {spec!r}: not a directory with tokenizer.json/tokenizer_config.json "
+                f"nor an embedded model name ({known})"
+            )
+    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    if chat_template is not None:
+        tokenizer.chat_template = Path(chat_template).read_text(encoding="utf-8")
+    if not getattr(tokenizer, "chat_template", None):
+        raise TemplateError(f"tokenizer {spec!r} has no chat template; pass chat_template=FILE")
+    if not getattr(tokenizer, "is_fast", False):
+        raise TemplateError(f"tokenizer {spec!r} is not a fast tokenizer: offsets are needed")
+    return tokenizer, directory
+
+
+def _render(tokenizer: Any, messages: Sequence[dict[str, Any]], **kw: Any) -> str:
+    text = tokenizer.apply_chat_template(list(messages), tokenize=False, **kw)
+    if not isinstance(text, str):
+        raise TemplateError(f"apply_chat_template returned {type(text).__name__}, not text")
+    return text
+
+
+def _special_ids(tokenizer: Any) -> set[int]:
+    return {i for i, tok in tokenizer.added_tokens_decoder.items() if tok.special}
+
+
+def _first_special_after(tokenizer: Any, text: str, char_pos: int, special: set[int]) -> int | None:
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    for tid, (s, _e) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
+        if s >= char_pos and tid in special:
+            return int(tid)
+    return None
+
+
+def _eos_ids(tokenizer: Any, directory: Path | None) -> set[int]:
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen = directory / "generation_config.json" if directory is not None else None
+    if gen is not None and gen.is_file():
+        value = json.loads(gen.read_text(encoding="utf-8")).get("eos_token_id")
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int):
+                ids.add(v)
+    return ids
+
+
+def probe_template(
+    tokenizer: Any,
+    directory: Path | None = None,
+    extra_end_of_turn: Sequence[str] = (),
+) -> TemplateInfo:
+    """Learn the assistant header, turn closers and default-system behaviour of a template.
+
+    Renders small probe conversations (a few milliseconds). ``directory``: where to read
+    ``generation_config.json`` eos ids from. ``extra_end_of_turn``: more token strings that
+    close a turn. Raises :class:`TemplateError` when the template has no generation prompt
+    or closes an assistant turn with no special token (masks could not end correctly).
+    """
+    template = tokenizer.chat_template
+    sha = hashlib.sha256(template.encode("utf-8")).hexdigest()
+    special = _special_ids(tokenizer)
+    user = [{"role": "user", "content": _PROBE_USER}]
+    bare = _render(tokenizer, user)
+    with_prompt = _render(tokenizer, user, add_generation_prompt=True)
+    if not with_prompt.startswith(bare) or len(with_prompt) == len(bare):
+        raise TemplateError("chat template adds no assistant header with add_generation_prompt")
+    header = with_prompt[len(bare) :]
+
+    plain = _render(
+        tokenizer,
+        [*user, {"role": "assistant", "content": _PROBE_ASSISTANT}, *user],
+    )
+    pos = plain.find(_PROBE_ASSISTANT)
+    closer = _first_special_after(tokenizer, plain, pos + len(_PROBE_ASSISTANT), special)
+    if pos < 0 or closer is None:
+        raise TemplateError(
+            "chat template closes an assistant turn with no special token: the end-of-turn "
+            "token cannot be supervised (case S3)"
+        )
+    tool_closer: int | None = None
+    try:
+        tool_text = _render(
+            tokenizer,
+            [
+                *user,
+                {"role": "assistant", "content": "", "tool_calls": [_PROBE_TOOL_CALL]},
+                {"role": "tool", "tool_call_id": "call_probe", "content": _PROBE_TOOL},
+            ],
+            tools=_PROBE_TOOLS,
+        )
+        call_at = tool_text.find("probe_tool", tool_text.find(_PROBE_USER))
+        if call_at >= 0:
+            tool_closer = _first_special_after(tokenizer, tool_text, call_at, special)
+    except Exception:  # a template without tool support is fine for plain style
+        tool_closer = None
+
+    eot = {closer} | _eos_ids(tokenizer, directory)
+    if tool_closer is not None:
+        eot.add(tool_closer)
+    for tok in extra_end_of_turn:
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if tid is None or tid == tokenizer.unk_token_id:
+            raise TemplateError(f"end-of-turn token {tok!r} is not in the tokenizer's vocabulary")
+        eot.add(int(tid))
+
+    return TemplateInfo(
+        template_sha256=sha,
+        assistant_header=header,
+        eot_ids=frozenset(eot),
+        closer_id=closer,
+        tool_closer_id=tool_closer,
+        default_system=_default_system(tokenizer, bare),
+        generation_markers="{% generation %}" in template or "{%- generation %}" in template,
+    )
+
+
+def _default_system(tokenizer: Any, bare: str) -> str | None:
+    """Text the template adds before a lone user message, beyond special tokens and role
+    names; ``None`` when it adds nothing (no default system prompt)."""
+    prefix = bare[: bare.find(_PROBE_USER)]
+    for tok in sorted(
+        (t.content for t in tokenizer.added_tokens_decoder.values()), key=len, reverse=True
+    ):
+        prefix = prefix.replace(tok, " ")
+    words = [w for w in prefix.split() if w.lower() not in {"system", "user"}]
+    return " ".join(words) or None
+
+
+class _Located(NamedTuple):
+    header_end: int
+    """Character where the assistant turn starts (after its header); -1 for other roles."""
+    start: int
+    """Content start in the render (== end when the content is empty or not rendered)."""
+    end: int
+    lead_stripped: int
+    """Leading characters of the content the template dropped (GLM-4 strips content)."""
+
+
+def _locate(
+    text: str, messages: Sequence[dict[str, Any]], header: str, where: str
+) -> list[_Located]:
+    cursor = 0
+    out: list[_Located] = []
+    for i, msg in enumerate(messages):
+        header_end = -1
+        if msg["role"] == "assistant":
+            h = text.find(header, cursor)
+            if h < 0:
+                h_stripped = text.find(header.rstrip(), cursor)
+                if h_stripped < 0:
+                    raise TemplateError(f"{where}: message {i}: assistant header not in render")
+                header_end = h_stripped + len(header.rstrip())
+            else:
+                header_end = h + len(header)
+            cursor = header_end
+        content = msg.get("content") or ""
+        lead = 0
+        if content and content.strip():
+            p = text.find(content, cursor)
+            found = content
+            if p < 0:
+                found = content.strip()
+                lead = len(content) - len(content.lstrip())
+                p = text.find(found, cursor)
+            if p < 0:
+                raise TemplateError(
+                    f"{where}: message {i} ({msg['role']}): content not found verbatim in the "
+                    "rendered conversation (template rewrites it)"
+                )
+            out.append(_Located(header_end, p, p + len(found), lead))
+            cursor = p + len(found)
+        else:
+            out.append(_Located(header_end, cursor, cursor, 0))
+    return out
+
+
+def encode_conversation(
+    tokenizer: Any,
+    info: TemplateInfo,
+    messages: Sequence[dict[str, Any]],
+    supervised: Sequence[bool],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    prefill_chars: Sequence[int] | None = None,
+    default_system: Literal["refuse", "allow"] = "refuse",
+    where: str = "conversation",
+) -> Encoded:
+    """Render ``messages`` once, tokenise once, and mark the supervised assistant tokens.
+
+    ``supervised[i]`` says whether message ``i`` (an assistant message) is trained on;
+    ``prefill_chars[i]`` characters at the start of its content are left unsupervised
+    (a reply prefill when ``supervise_prefill`` is off; 0 by default). Tool-call arguments
+    must already be mappings (see :func:`rlmdistill.export.tools.normalize_tool_calls`).
+    ``where`` names the episode/example in errors.
+
+    Raises :class:`DefaultSystemPromptError` when there is no system message, the template
+    injects one and ``default_system == "refuse"``; :class:`TemplateError` when a message or
+    an end-of-turn token cannot be located, or when no token ends up supervised (S1, S2).
+    """
+    if len(supervised) != len(messages):
+        raise ValueError(f"{where}: supervised has {len(supervised)} flags for {len(messages)}")
+    if not any(supervised):
+        raise TemplateError(f"{where}: no assistant message is supervised")
+    if (
+        info.default_system is not None
+        and default_system == "refuse"
+        and not (messages and messages[0]["role"] == "system")
+    ):
+        raise DefaultSystemPromptError(
+            f"{where}: no system message, and the chat template would inject its default "
+            f"system prompt ({info.default_system[:60]!r}...); add a system prompt or allow it"
+        )
+    kw: dict[str, Any] = {"tools": tools} if tools else {}
+    text = _render(tokenizer, messages, **kw)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids: list[int] = [int(t) for t in enc["input_ids"]]
+    offsets: list[tuple[int, int]] = [(int(s), int(e)) for s, e in enc["offset_mapping"]]
+    starts = [s for s, _ in offsets]
+    located = _locate(text, messages, info.assistant_header, where)
+    mask = [0] * len(ids)
+    appended = False
+    for i, (msg, sup) in enumerate(zip(messages, supervised, strict=True)):
+        if not sup:
+            continue
+        if msg["role"] != "assistant":
+            raise ValueError(f"{where}: message {i} is {msg['role']!r}, only assistant is trained")
+        loc = located[i]
+        if prefill_chars is not None and prefill_chars[i] > 0 and loc.end > loc.start:
+            span_start = loc.start + max(0, prefill_chars[i] - loc.lead_stripped)
+        else:
+            span_start = loc.header_end
+        after = loc.end if loc.end > loc.start else loc.header_end
+        boundary = len(text)
+        if i + 1 < len(messages):
+            nxt = located[i + 1]
+            boundary = nxt.start if nxt.header_end < 0 else nxt.header_end
+        span_end = -1
+        for k in range(bisect.bisect_left(starts, after), len(starts)):
+            if ids[k] in info.eot_ids:
+                if starts[k] < boundary:
+                    span_end = offsets[k][1]
+                break
+        if span_end < 0:
+            if i + 1 < len(messages):
+                raise TemplateError(
+                    f"{where}: message {i}: no end-of-turn token closes this assistant turn "
+                    "before the next message (case S3)"
+                )
+            closer = info.tool_closer_id if msg.get("tool_calls") else info.closer_id
+            ids.append(info.closer_id if closer is None else closer)
+            mask.append(1)
+            appended = True
+            span_end = len(text)
+        # tokens overlapping [span_start, span_end): starts are non-decreasing
+        k = max(0, bisect.bisect_left(starts, span_start) - 1)
+        while k < len(starts) and starts[k] < span_end:
+            s, e = offsets[k]
+            if e > span_start and e > s:
+                mask[k] = 1
+            k += 1
+    if sum(mask) == 0:
+        raise TemplateError(f"{where}: assistant mask sums to zero (case S1)")
+    return Encoded(ids, mask, appended, text)

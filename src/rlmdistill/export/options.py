@@ -1,0 +1,116 @@
+"""Export options: tokenizer, mode, style, system prompt, length policy, supervision."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["ExportMode", "ExportOptions", "ExportStyle", "SystemPromptChoice", "Truncation"]
+
+ExportMode = Literal["trajectory", "turn"]
+"""``trajectory``: one example per episode, every root turn supervised; ``turn``: one
+example per root turn (prompt = history as seen, completion = that turn)."""
+ExportStyle = Literal["plain", "tools"]
+"""``plain``: assistant = the reply text, REPL output = user messages (as the root saw them);
+``tools``: ```` ```repl ```` blocks become ``repl`` tool calls, REPL output tool messages."""
+Truncation = Literal["drop", "keep_start"]
+"""Over ``max_length``: ``drop`` the example, or ``keep_start``: keep the system prompt, worked
+example and task, and drop the earliest whole turns until it fits (counted). The last
+assistant turn is never cut; tokens are never cut mid-conversation."""
+
+
+class SystemPromptChoice(NamedTuple):
+    """The resolved system prompt of an export."""
+
+    source: str
+    """``collected``, ``plain`` or the file path given."""
+    text: str | None
+    """Replacement system prompt text, or ``None`` to keep each episode's collected one."""
+    keep_few_shot: bool
+    """Whether the worked-example turns stay in the prompt (never supervised)."""
+
+    @property
+    def sha256(self) -> str | None:
+        """sha256 (hex) of the replacement text, when there is one."""
+        return None if self.text is None else hashlib.sha256(self.text.encode()).hexdigest()
+
+
+class ExportOptions(BaseModel):
+    """How root turns become an SFT dataset (recorded in ``export.json`` and the card)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokenizer: str = Field(
+        description="Tokenizer directory, or an embedded model name pulled by "
+        "`rlmdistill models pull` (never downloaded from a hub)."
+    )
+    chat_template: str | None = Field(
+        None, description="Optional .jinja file replacing the tokenizer's chat template."
+    )
+    mode: ExportMode = Field(
+        "trajectory",
+        description="trajectory: one example per episode; turn: one example per root turn.",
+    )
+    style: ExportStyle = Field("plain", description="plain text, or REPL blocks as tool calls.")
+    system_prompt: str = Field(
+        "collected",
+        description="collected: as the episodes were collected; plain: the collected system "
+        "prompt without the worked example; or a file whose text replaces the system prompt "
+        "(worked example dropped). Context distillation.",
+    )
+    keep_few_shot: bool | None = Field(
+        None,
+        description="Keep the worked-example turns (unsupervised context). Default: keep only "
+        "with system_prompt=collected.",
+    )
+    max_length: int = Field(8192, ge=8, description="Most tokens per example.")
+    truncation: Truncation = Field("drop", description="Policy for examples over max_length.")
+    supervise_prefill: bool = Field(
+        True, description="Train on the reply prefill as part of the assistant turn."
+    )
+    min_supervised_tokens: int = Field(
+        1, ge=1, description="Drop examples with fewer supervised tokens (case S2)."
+    )
+    default_system: Literal["refuse", "allow"] = Field(
+        "refuse",
+        description="When a conversation has no system message and the template injects a "
+        "default one (Qwen, SmolLM2): refuse, or allow it (recorded).",
+    )
+    end_of_turn_tokens: list[str] = Field(
+        default_factory=list,
+        description="Extra tokens that close an assistant turn (probed from the template "
+        "and eos otherwise).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> ExportOptions:
+        if self.style == "tools" and not self.supervise_prefill:
+            raise ValueError(
+                "supervise_prefill=False needs style='plain': in tool style the prefilled "
+                "fence becomes part of the tool call"
+            )
+        if (
+            self.system_prompt not in ("collected", "plain")
+            and not Path(self.system_prompt).is_file()
+        ):
+            raise ValueError(
+                f"system_prompt must be 'collected', 'plain' or a text file; "
+                f"{self.system_prompt!r} is not a file"
+            )
+        if self.chat_template is not None and not Path(self.chat_template).is_file():
+            raise ValueError(f"chat_template {self.chat_template!r} is not a file")
+        return self
+
+    def system_prompt_choice(self) -> SystemPromptChoice:
+        """Resolve :attr:`system_prompt` (reads the file) and the few-shot policy."""
+        if self.system_prompt == "collected":
+            keep = True if self.keep_few_shot is None else self.keep_few_shot
+            return SystemPromptChoice("collected", None, keep)
+        keep = False if self.keep_few_shot is None else self.keep_few_shot
+        if self.system_prompt == "plain":
+            return SystemPromptChoice("plain", None, keep)
+        text = Path(self.system_prompt).read_text(encoding="utf-8")
+        return SystemPromptChoice(self.system_prompt, text, keep)

@@ -1,0 +1,138 @@
+"""End-to-end export of a real collected run (issue #5 items 2-3; cases R4, T3, S5)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import datasets
+import pytest
+
+from rlmdistill.export import (
+    EmptyExportError,
+    EpisodeScores,
+    ExportManifest,
+    ExportOptions,
+    export_dataset,
+    load_messages,
+)
+from rlmdistill.traces.runs import EpisodeRef, load_summaries, load_trajectory
+
+
+def _refs(run: Path) -> list[EpisodeRef]:
+    return [EpisodeRef(run, s.episode_id) for s in load_summaries(run)]
+
+
+def test_export_collected_run_reopens_with_card(
+    collected_run: Path, smollm2_dir: Path, tmp_path: Path
+) -> None:
+    refs = _refs(collected_run)
+    out = tmp_path / "ds"
+    report = export_dataset(
+        refs,
+        out,
+        ExportOptions(tokenizer=str(smollm2_dir)),
+        card_extra="Rule: pass_rate >= 0.5",
+        scores={refs[0].episode_id: EpisodeScores(0.75, 0.5)},
+    )
+    ds = datasets.load_from_disk(str(out))
+    assert report.n_examples == len(ds) == 2
+    assert report.dropped == {}
+    row = ds[0]
+    traj = load_trajectory(collected_run, row["episode_id"])
+    # messages are exactly what the root was sent + its last reply (collected prompt kept)
+    from rlmdistill.traces.rebuild import assistant_message, root_requests
+
+    expected = [m.model_dump() for m in root_requests(traj.start, traj.turns)[-1]]
+    expected.append(assistant_message(traj.turns[-1]).model_dump())
+    assert row["messages"] == expected
+    assert load_messages(row) == expected
+    assert row["turn"] == -1 and row["run_id"] == traj.start.run_id
+    assert row["room_id"] == traj.start.room.room_id and row["task_id"] == traj.start.task_id
+    assert len(row["input_ids"]) == len(row["assistant_masks"]) == row["n_tokens"]
+    assert sum(row["assistant_masks"]) == row["n_supervised"] > 0
+    by_ep = {r["episode_id"]: r for r in ds}
+    assert by_ep[refs[0].episode_id]["pass_rate"] == 0.75
+    assert by_ep[refs[0].episode_id]["coverage"] == 0.5
+    assert by_ep[refs[1].episode_id]["pass_rate"] is None
+    summary = {s.episode_id: s for s in load_summaries(collected_run)}[refs[1].episode_id]
+    assert summary.coverage is not None
+    assert by_ep[refs[1].episode_id]["coverage"] == pytest.approx(summary.coverage.overall)
+
+    manifest = ExportManifest.model_validate_json((out / "export.json").read_text())
+    assert manifest.n_examples == 2 and manifest.mode == "trajectory"
+    assert manifest.sources[0].episode_ids == [r.episode_id for r in refs]
+    assert manifest.tokenizer.closer == "<|im_end|>"
+    card = (out / "README.md").read_text()
+    assert "Rule: pass_rate >= 0.5" in card and "collected" in card
+    assert str(collected_run) in card
+
+
+def test_sub_calls_never_enter_examples_case_r4(
+    collected_run: Path, smollm2_dir: Path, tmp_path: Path
+) -> None:
+    """Case R4: a sub-call's prompt and response that the root never printed are in no
+    example (messages or decoded ids), in either mode or style."""
+    refs = _refs(collected_run)
+    needles: list[str] = []
+    for ref in refs:
+        traj = load_trajectory(collected_run, ref.episode_id)
+        assert traj.sub_calls, "the fixture run makes sub-calls"
+        for call in traj.sub_calls:
+            needles += [call.prompt, call.response or ""]
+    needles = [n for n in needles if n]
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    for mode in ("trajectory", "turn"):
+        for style in ("plain", "tools"):
+            out = tmp_path / f"{mode}-{style}"
+            export_dataset(
+                refs, out, ExportOptions(tokenizer=str(smollm2_dir), mode=mode, style=style)
+            )
+            for row in datasets.load_from_disk(str(out)):
+                text = row["messages_json"] + tok.decode(row["input_ids"])
+                for needle in needles:
+                    assert needle not in text
+
+
+def test_torn_and_incomplete_trajectories_dropped_case_t3(
+    collected_run: Path, smollm2_dir: Path, tmp_path: Path
+) -> None:
+    """Case T3: a torn last line / missing episode_end drops the episode with a reason."""
+    run = tmp_path / "run"
+    shutil.copytree(collected_run, run)
+    refs = _refs(run)
+    torn = run / "trajectories" / f"{refs[0].episode_id}.jsonl"
+    lines = torn.read_text().splitlines()
+    torn.write_text("\n".join(lines[:-1]) + '\n{"record_type":"episode_end","epi')
+    refs.append(EpisodeRef(run, "no-such-episode"))
+    report = export_dataset(refs, tmp_path / "ds", ExportOptions(tokenizer=str(smollm2_dir)))
+    assert report.n_examples == 1
+    assert report.dropped == {"torn_trajectory": 1, "missing_trajectory": 1}
+    assert {d.episode_id for d in report.dropped_items} == {refs[0].episode_id, "no-such-episode"}
+    torn.write_text("\n".join(lines[:-1]) + "\n")  # complete records, no episode_end
+    report = export_dataset(
+        refs[:2], tmp_path / "ds2", ExportOptions(tokenizer=str(smollm2_dir))
+    )
+    assert report.dropped == {"incomplete_trajectory": 1}
+
+
+def test_export_refuses_existing_dataset_and_empty_result(
+    collected_run: Path, smollm2_dir: Path, tmp_path: Path
+) -> None:
+    refs = _refs(collected_run)
+    out = tmp_path / "ds"
+    out.mkdir()
+    (out / "filter_report.md").write_text("kept")
+    opts = ExportOptions(tokenizer=str(smollm2_dir))
+    export_dataset(refs, out, opts)
+    assert (out / "filter_report.md").read_text() == "kept"  # other files are kept
+    with pytest.raises(FileExistsError, match="already holds a dataset"):
+        export_dataset(refs, out, opts)
+    report = export_dataset(refs[:1], out, opts, overwrite=True)
+    assert len(datasets.load_from_disk(str(out))) == report.n_examples == 1
+    assert json.loads((out / "export.json").read_text())["n_examples"] == 1
+    with pytest.raises(EmptyExportError, match="too_long"):
+        export_dataset(refs, tmp_path / "x", opts.model_copy(update={"max_length": 16}))
