@@ -123,6 +123,8 @@ class Task(BaseModel):
     def _check(self) -> Task:
         if not self.id:
             self.id = "task-" + hashlib.sha256(self.title.encode("utf-8")).hexdigest()[:12]
+            # Derived, not given: left out of to_json_dict so a LAB file round-trips unchanged.
+            self.model_fields_set.discard("id")
         seen: dict[str, int] = {}
         for index, criterion in enumerate(self.criteria):
             if criterion.id in seen:
@@ -141,9 +143,11 @@ class Task(BaseModel):
         raise KeyError(f"task {self.id!r} has no criterion {criterion_id!r}")
 
     def to_json_dict(self) -> dict[str, Any]:
-        """JSON-ready dict in LAB shape: unset optional extensions (``None``) are left out,
-        unknown fields from the source file are kept."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """JSON-ready dict in LAB shape: fields that were neither in the source nor set by the
+        builder (defaults such as ``type``/``weight``, the derived ``id``) and ``None`` values
+        are left out, unknown fields from the source file are kept; so a file with only the
+        public LAB fields round-trips unchanged."""
+        return self.model_dump(mode="json", exclude_none=True, exclude_unset=True)
 
 
 def _describe_loc(loc: tuple[int | str, ...], raw: Any) -> str:
