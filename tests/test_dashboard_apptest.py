@@ -233,3 +233,62 @@ def test_sft_page_starts_a_cli_job_and_shows_its_failure(workspace: Path) -> Non
     assert "empty" in jobs.read_log(job)
     at.run()
     assert any("`failed` (exit status 2)" in m.value for m in at.markdown)
+
+
+def test_filter_preview_counts_kept_and_dropped_by_reason(workspace: Path) -> None:
+    """The two episodes of the collected run wrote the same memo: the default rules keep one
+    and drop the other as a duplicate; turning de-duplication off keeps both."""
+    from rlmdistill.filter import FilterRules, select_episodes
+
+    run = workspace / "runs" / "base"
+    want = select_episodes([run], FilterRules())
+    assert (want.n_kept, len(want.decisions)) == (1, 2)
+    at = _open("filter")
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["episodes"], metrics["kept"], metrics["dropped"]) == ("2", "1", "1")
+    reasons = at.dataframe[0].value
+    assert dict(zip(reasons["reason"], reasons["episodes"], strict=True)) == {"duplicate": 1}
+    at.checkbox(key="f_dedup").uncheck().run()
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric}["kept"] == "2"
+    # an absolute pass-rate threshold above every episode's pass rate drops both by pass_rate
+    at.checkbox(key="f_min_pr_on").check().run()
+    at.slider(key="f_min_pr").set_value(1.0).run()
+    pr = [d.pass_rate for d in want.decisions]
+    assert all(p is not None and p < 1.0 for p in pr), pr
+    reasons = at.dataframe[0].value
+    assert dict(zip(reasons["reason"], reasons["episodes"], strict=True)) == {"pass_rate": 2}
+
+
+def test_filter_bad_expression_is_an_error_message(workspace: Path) -> None:
+    at = _open("filter")
+    at.text_area(key="f_where").set_value("no_such_field > 1").run()
+    assert not at.exception
+    assert at.error and "no_such_field" in at.error[0].value
+
+
+def test_filter_export_writes_the_same_dataset_as_the_cli_function(
+    workspace: Path, smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import datasets
+
+    from rlmdistill.filter import FilterRules
+    from rlmdistill.filter.cli import build_export_options, filter_main
+
+    at = _open("filter")
+    at.text_input(key="f_name").set_value("ds1")
+    at.text_input(key="f_tok").set_value(str(smollm2_dir))
+    at.number_input(key="f_maxlen").set_value(4096)
+    at.button[0].click().run()
+    assert not at.exception
+    assert not at.error, at.error[0].value
+    assert at.success and "1 of 2 episodes kept" in at.success[0].value
+    got = datasets.load_from_disk(str(workspace / "datasets" / "ds1"))
+    ref_dir = tmp_path_factory.mktemp("ref") / "ds"
+    options = build_export_options(tokenizer=str(smollm2_dir), max_length=4096)
+    filter_main([workspace / "runs" / "base"], ref_dir, FilterRules(), options)
+    ref = datasets.load_from_disk(str(ref_dir))
+    assert len(got) == len(ref) == 1
+    assert got["input_ids"] == ref["input_ids"]
+    assert got["assistant_masks"] == ref["assistant_masks"]
+    assert got["episode_id"] == ref["episode_id"]

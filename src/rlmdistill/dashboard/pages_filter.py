@@ -1,12 +1,216 @@
-"""Filter preview page (rejection-sampling rules, live kept/dropped counts, export)."""
+"""Filter preview page: the rejection-sampling rules as widgets, live counts of kept and
+dropped episodes by reason (the filter stage's own :func:`~rlmdistill.filter.select_episodes`
+and :func:`~rlmdistill.filter.build_report`), and an export button that writes the dataset
+with :func:`rlmdistill.filter.cli.filter_main` -- the function behind ``rlmdistill filter``.
+
+The preview reads summaries and verdicts only (never trajectories: ``dedup: completions`` is
+left to the CLI) and is cached by the runs' paths and stamps plus the rules as JSON (case A3).
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pandas as pd
 import streamlit as st
 
+from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
+from rlmdistill.dashboard.widgets import fmt_pct, pick_runs
+from rlmdistill.filter import FilterReport, FilterRuleError, FilterRules, build_report, select_episodes
+from rlmdistill.filter.expr import ExpressionError
+from rlmdistill.traces.runs import grader_ids
+from rlmdistill.traces.schema import EpisodeStatus
+
+STATUSES: list[str] = list(EpisodeStatus.__args__)  # type: ignore[attr-defined]
+
+
+class Preview(NamedTuple):
+    """What the page shows for one set of runs and rules."""
+
+    report: FilterReport
+    decisions: pd.DataFrame
+    """One row per episode: ``run_id, episode_id, room_id, status, kept, primary_reason,
+    reasons, pass_rate, coverage``."""
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _preview(run_dirs: tuple[str, ...], stamps: tuple[str, ...], rules_json: str) -> Preview:
+    rules = FilterRules.model_validate_json(rules_json)
+    selection = select_episodes([Path(r) for r in run_dirs], rules)
+    decisions = pd.DataFrame(
+        [
+            {
+                "run_id": d.run_id,
+                "episode_id": d.episode_id,
+                "room_id": d.room_id,
+                "status": d.status,
+                "kept": d.kept,
+                "primary_reason": d.primary_reason,
+                "reasons": ", ".join(d.reasons),
+                "pass_rate": d.pass_rate,
+                "coverage": d.coverage,
+            }
+            for d in selection.decisions
+        ]
+    )
+    return Preview(build_report(selection), decisions)
+
+
+def preview(run_dirs: list[Path], rules: FilterRules) -> Preview:
+    """Select episodes of ``run_dirs`` with ``rules`` (cached by paths, run stamps and rules).
+
+    Raises :class:`FilterRuleError` / ``ExpressionError`` as :func:`select_episodes` does.
+    """
+    return _preview(
+        tuple(str(r) for r in run_dirs),
+        tuple(data.run_stamp(r) for r in run_dirs),
+        rules.model_dump_json(),
+    )
+
+
+def _opt_threshold(label: str, key: str, help_: str) -> float | None:
+    on = st.checkbox(label, key=f"{key}_on", help=help_)
+    value = st.slider(label, 0.0, 1.0, 0.5, 0.05, key=key, disabled=not on, label_visibility="collapsed")
+    return float(value) if on else None
+
+
+def _opt_int(label: str, key: str) -> int | None:
+    v = int(st.number_input(label + " (0: off)", min_value=0, value=0, step=1, key=key))
+    return v or None
+
+
+def rules_from_widgets(graders: list[str]) -> dict[str, Any]:
+    """Draw the rule widgets (in the sidebar of the page's first column) and return the rules
+    as a dict for :meth:`FilterRules.from_dict`."""
+    rules: dict[str, Any] = {}
+    if graders:
+        rules["grader"] = st.selectbox("Grader (pass rate from)", graders, key="f_grader")
+    rules["required_status"] = st.multiselect(
+        "Required status (none: any)", STATUSES, default=["completed"], key="f_status"
+    )
+    rules["require_memo"] = st.checkbox("Require a memo", value=True, key="f_memo")
+    rules["pass_rate_field"] = st.selectbox(
+        "Pass rate", ["pass_rate", "graded_pass_rate", "weighted_pass_rate"], key="f_prfield"
+    )
+    rules["min_pass_rate"] = _opt_threshold("Min pass rate", "f_min_pr", "absolute, inclusive")
+    rules["min_pass_rate_quantile"] = _opt_threshold(
+        "Min pass-rate quantile (per room)", "f_q_pr", "at or above this quantile of the room"
+    )
+    rules["min_coverage"] = _opt_threshold("Min coverage", "f_min_cov", "absolute, inclusive")
+    rules["min_coverage_quantile"] = _opt_threshold(
+        "Min coverage quantile (per room)", "f_q_cov", "at or above this quantile of the room"
+    )
+    rules["min_turns"] = _opt_int("Min turns", "f_min_turns")
+    rules["max_turns"] = _opt_int("Max turns", "f_max_turns")
+    rules["min_sub_calls"] = _opt_int("Min sub-calls", "f_min_sub")
+    rules["top_k_per_room"] = _opt_int("Best-of-n: top k per room", "f_topk")
+    rules["dedup"] = ["memo"] if st.checkbox("De-duplicate memos", value=True, key="f_dedup") else []
+    where = st.text_area("Where (one safe expression per line)", key="f_where")
+    rules["where"] = [w.strip() for w in where.splitlines() if w.strip()]
+    return {k: v for k, v in rules.items() if v is not None}
+
+
+def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules) -> None:
+    from rlmdistill.filter.cli import build_export_options, filter_main
+
+    with st.form("f_export"):
+        st.markdown("**Export the dataset** (same as `rlmdistill filter ... --out datasets/NAME`)")
+        name = st.text_input("Dataset name", key="f_name")
+        tokenizer = st.text_input(
+            "Tokenizer (directory or embedded model name)", value="smollm2-135m", key="f_tok"
+        )
+        c = st.columns(4)
+        mode = c[0].selectbox("Mode", ["trajectory", "turn"], key="f_mode")
+        style = c[1].selectbox("Style", ["plain", "tools"], key="f_style")
+        system_prompt = c[2].text_input("System prompt", value="collected", key="f_sys")
+        max_length = c[3].number_input("Max length", min_value=8, value=8192, key="f_maxlen")
+        force = st.checkbox("Replace an existing dataset folder", key="f_force")
+        go = st.form_submit_button("Export dataset")
+    if not go:
+        return
+    if not name.strip():
+        st.error("Give the dataset a name.")
+        return
+    out = ws.datasets / name.strip()
+    try:
+        options = build_export_options(
+            tokenizer=tokenizer.strip(),
+            mode=mode,
+            style=style,
+            system_prompt=system_prompt.strip() or None,
+            max_length=int(max_length),
+        )
+        with st.spinner("exporting..."):
+            outcome = filter_main(run_dirs, out, rules, options, force=force)
+    except (FilterRuleError, ExpressionError, FileExistsError, ValueError, OSError) as exc:
+        st.error(f"export failed: {exc}")
+        return
+    st.success(
+        f"wrote {out.relative_to(ws.root)}: {outcome.report.n_kept} of {outcome.report.n_total} "
+        f"episodes kept"
+    )
+    manifest = data.load_json(out / "export.json")
+    if manifest is not None:
+        st.caption(f"{manifest.get('n_examples')} examples exported")
 
 
 def render(ws: Workspace) -> None:
     """Render the Filter preview page."""
-    st.info("pending")
+    run_dirs = pick_runs(ws, "f_runs", default_n=100)
+    if not run_dirs:
+        st.info("Pick at least one run.")
+        return
+    graders = sorted({g for r in run_dirs for g in grader_ids(r)})
+    left, right = st.columns([1, 2])
+    with left:
+        raw = rules_from_widgets(graders)
+    try:
+        rules = FilterRules.from_dict(raw, source="dashboard rules")
+        pv = preview(run_dirs, rules)
+    except (FilterRuleError, ExpressionError) as exc:
+        right.error(str(exc))
+        return
+    rep = pv.report
+    with right:
+        c = st.columns(3)
+        c[0].metric("episodes", rep.n_total)
+        c[1].metric("kept", rep.n_kept)
+        c[2].metric("dropped", rep.n_dropped)
+        st.markdown("**Dropped by reason** (first rule failed)")
+        st.dataframe(
+            pd.DataFrame(list(rep.dropped_by_reason.items()), columns=["reason", "episodes"]),
+            hide_index=True,
+        )
+        st.markdown("**Per room**")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "room": r.room_id,
+                        "documents": r.room_docs,
+                        "episodes": r.n_total,
+                        "kept": r.n_kept,
+                        "dropped": ", ".join(f"{k} {v}" for k, v in r.dropped.items()),
+                        "pass-rate threshold": r.thresholds.pass_rate_threshold,
+                        "coverage threshold": r.thresholds.coverage_threshold,
+                    }
+                    for r in rep.rooms
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+        pr, cov = rep.pass_rate, rep.coverage
+        st.caption(
+            f"{rep.pass_rate_field}: mean {fmt_pct(pr.before.mean)} before, "
+            f"{fmt_pct(pr.after.mean)} after · coverage: mean {fmt_pct(cov.before.mean)} before, "
+            f"{fmt_pct(cov.after.mean)} after"
+        )
+        with st.expander("Per-episode decisions"):
+            st.dataframe(pv.decisions, hide_index=True, width="stretch")
+        with st.expander("Rules as YAML/JSON (for `rlmdistill filter --rules`)"):
+            st.code(json.dumps(rules.model_dump(mode="json"), indent=2), language="json")
+        _export(ws, run_dirs, rules)
