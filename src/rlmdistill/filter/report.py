@@ -16,6 +16,7 @@ Size buckets are log-spaced on the room's document count, base 2: ``1``, ``2-3``
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = [
     "FilterReport",
     "RoomCounts",
     "build_report",
+    "render_card_section",
     "render_markdown",
     "size_bucket",
     "write_report",
@@ -350,6 +352,32 @@ def render_markdown(report: FilterReport) -> str:
         "```json",
         rules_json,
         "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_card_section(report: FilterReport) -> str:
+    """A short Markdown section for the dataset card: source runs, kept/dropped counts by
+    primary reason, the rules (non-default fields) and where the full report is."""
+    changed = report.rules.model_dump(exclude_defaults=True)
+    lines = [
+        "## Filter (rejection sampling)",
+        "",
+        f"{report.n_kept} of {report.n_total} episodes kept (grader: {report.grader or 'none'}).",
+        "",
+        "| dropped because | episodes |",
+        "|---|---|",
+        *(f"| {reason} | {n} |" for reason, n in report.dropped_by_reason.items()),
+        "",
+        "Runs: " + ", ".join(f"{r.run_id} (`{r.run_dir}`)" for r in report.runs) + ".",
+        "",
+        "Rules (non-default): `"
+        + (json.dumps(changed, sort_keys=True) if changed else "defaults")
+        + "`; defaults keep completed episodes with a memo and drop duplicate memos.",
+        "",
+        "Full report: `filter_report.md` / `filter_report.json`; per-episode decisions: "
+        "`decisions.jsonl`.",
         "",
     ]
     return "\n".join(lines)
