@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 
 from rlmdistill.collect.config import CollectConfig
+from rlmdistill.collect.main import build_config
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -99,79 +99,14 @@ def models_list() -> None:
 
 
 # --------------------------------------------------------------------------- collect
-def root_defaults(root_spec: str) -> dict[str, Any]:
-    """Recommended root settings (worked example, prefill) of an embedded model, else none."""
-    from rlmdistill.models.registry import EMBEDDED_MODELS
-    from rlmdistill.models.spec import parse_spec
-
-    spec = parse_spec(root_spec)
-    entry = EMBEDDED_MODELS.get(spec.name) if spec.kind == "local" else None
-    if entry is None:
-        return {"few_shot": False, "prefill": None}
-    return {"few_shot": entry.root_few_shot, "prefill": entry.root_prefill}
-
-
-def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
-    """CollectConfig from an optional YAML/JSON file, then CLI flags (``None`` = not given).
-
-    Embedded-model root defaults fill ``few_shot``/``prefill`` when neither sets them.
-    Room paths are made absolute. Raises ``pydantic.ValidationError`` naming the field.
-    """
-    data: dict[str, Any] = {}
-    if file is not None:
-        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        if not isinstance(data, dict):
-            raise typer.BadParameter(f"{file}: expected a mapping of config fields")
-    for key, value in overrides.items():
-        if value is not None and value != []:
-            data[key] = value
-    if "root" in data:
-        for key, value in root_defaults(str(data["root"])).items():
-            data.setdefault(key, value)
-    if data.get("prefill") == "":
-        data["prefill"] = None
-    data["rooms"] = [str(Path(p).resolve()) for p in data.get("rooms", [])]
-    return CollectConfig.model_validate(data)
-
-
-def limit_clients(config: CollectConfig, root: Any, sub: Any) -> tuple[Any, Any]:
-    """Wrap the run's clients in one shared spend cap / request rate (``RunLimits``)."""
-    from rlmdistill.models.limits import DEFAULT_PRICES, LimitedClient, PriceTable, RunLimits
-
-    prices = DEFAULT_PRICES
-    if config.prices:
-        prices = PriceTable.model_validate(yaml.safe_load(Path(config.prices).read_text("utf-8")))
-    limits = RunLimits(
-        max_usd=config.max_usd, requests_per_minute=config.requests_per_minute, prices=prices
-    )
-    limited_root = LimitedClient(root, limits)
-    limited_sub = limited_root if sub is root else LimitedClient(sub, limits)
-    return limited_root, limited_sub
-
-
 def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> int:
-    """Open the root/sub clients, collect, close. Returns the number of finished episodes.
+    """Collect (see :func:`rlmdistill.collect.main.run_collect`) and print what was done.
 
-    Raises ``typer.Exit(2)`` when an episode ended with status ``error`` (a harness bug; the
-    traceback is in its trajectory) so that scripts and CI notice.
+    Returns the number of episodes finished by this call.
     """
-    from rlmdistill.collect.runner import collect
-    from rlmdistill.models.spec import close_all, get_client, parse_spec
-    from rlmdistill.rooms import DataRoom
+    from rlmdistill.collect.main import run_collect as collect_stage
 
-    rooms = [DataRoom.load(p) for p in config.rooms]  # bad rooms fail before a model loads
-    for r in rooms:
-        if r.task is None:
-            raise ValueError(f"room {r.path} has no task.json; episodes need a task")
-    parse_spec(config.sub)
-    root = get_client(config.root)
-    sub = get_client(config.sub)
-    if config.max_usd is not None or config.requests_per_minute is not None:
-        root, sub = limit_clients(config, root, sub)
-    try:
-        result = collect(config, out, root, sub, progress=progress, rooms=rooms)
-    finally:
-        close_all()
+    result = collect_stage(config, out, progress)
     err.print(
         f"collected {len(result.summaries)} episodes into {out} ({result.skipped} already done)"
     )

@@ -1,0 +1,117 @@
+"""The ``collect`` stage as a function: config from file + overrides, open clients, collect.
+
+Used by ``rlmdistill collect``, ``rlmdistill quickstart`` and the self-distillation loop
+(:mod:`rlmdistill.loop`), so none of them re-implements client set-up or resume checks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlmdistill.collect.config import CollectConfig, episode_id
+from rlmdistill.collect.runner import CollectResult, finished_ids
+
+__all__ = ["build_config", "limit_clients", "pending_episodes", "root_defaults", "run_collect"]
+
+
+def root_defaults(root_spec: str) -> dict[str, Any]:
+    """Recommended root settings (worked example, prefill) of an embedded model, else none.
+
+    Source of the recommendation: ``shared/MODELS.md`` (0/20 usable first turns without the
+    worked example for Qwen2.5-Coder-0.5B, 14/20 with it and a "```repl" prefill).
+    """
+    from rlmdistill.models.registry import EMBEDDED_MODELS
+    from rlmdistill.models.spec import parse_spec
+
+    spec = parse_spec(root_spec)
+    entry = EMBEDDED_MODELS.get(spec.name) if spec.kind == "local" else None
+    if entry is None:
+        return {"few_shot": False, "prefill": None}
+    return {"few_shot": entry.root_few_shot, "prefill": entry.root_prefill}
+
+
+def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
+    """CollectConfig from an optional YAML/JSON file, then overrides (``None`` = not given).
+
+    Embedded-model root defaults fill ``few_shot``/``prefill`` when neither sets them; an empty
+    prefill means none. Room paths are made absolute. Raises ``ValueError`` when the file is
+    not a mapping and ``pydantic.ValidationError`` naming the field.
+    """
+    data: dict[str, Any] = {}
+    if file is not None:
+        data = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{file}: expected a mapping of config fields")
+    for key, value in overrides.items():
+        if value is not None and value != []:
+            data[key] = value
+    if "root" in data:
+        for key, value in root_defaults(str(data["root"])).items():
+            data.setdefault(key, value)
+    if data.get("prefill") == "":
+        data["prefill"] = None
+    data["rooms"] = [str(Path(p).resolve()) for p in data.get("rooms", [])]
+    return CollectConfig.model_validate(data)
+
+
+def limit_clients(config: CollectConfig, root: Any, sub: Any) -> tuple[Any, Any]:
+    """Wrap the run's clients in one shared spend cap / request rate (``RunLimits``)."""
+    from rlmdistill.models.limits import DEFAULT_PRICES, LimitedClient, PriceTable, RunLimits
+
+    prices = DEFAULT_PRICES
+    if config.prices:
+        prices = PriceTable.model_validate(yaml.safe_load(Path(config.prices).read_text("utf-8")))
+    limits = RunLimits(
+        max_usd=config.max_usd, requests_per_minute=config.requests_per_minute, prices=prices
+    )
+    limited_root = LimitedClient(root, limits)
+    limited_sub = limited_root if sub is root else LimitedClient(sub, limits)
+    return limited_root, limited_sub
+
+
+def pending_episodes(config: CollectConfig, run_dir: Path) -> int:
+    """Episodes of ``config`` not yet in ``run_dir/episodes.jsonl`` (0 = the run is complete).
+
+    Loads the rooms (to hash them) but no model, so callers can skip a finished stage cheaply.
+    """
+    from rlmdistill.rooms import DataRoom
+
+    done = finished_ids(Path(run_dir))
+    n = 0
+    for path in config.rooms:
+        room = DataRoom.load(path)
+        task_id = room.task.id if room.task is not None else ""
+        n += sum(
+            episode_id(config, room.room_hash, task_id, k) not in done
+            for k in range(config.episodes)
+        )
+    return n
+
+
+def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> CollectResult:
+    """Open the root/sub clients, collect every pending episode into ``out``, close.
+
+    Raises ``ValueError`` for a room without a task (before any model loads) and whatever
+    :func:`rlmdistill.collect.runner.collect` raises (``RunConfigMismatch`` for a run folder
+    made with another config).
+    """
+    from rlmdistill.collect.runner import collect
+    from rlmdistill.models.spec import close_all, get_client, parse_spec
+    from rlmdistill.rooms import DataRoom
+
+    rooms = [DataRoom.load(p) for p in config.rooms]  # bad rooms fail before a model loads
+    for r in rooms:
+        if r.task is None:
+            raise ValueError(f"room {r.path} has no task.json; episodes need a task")
+    parse_spec(config.sub)
+    root = get_client(config.root)
+    sub = get_client(config.sub)
+    if config.max_usd is not None or config.requests_per_minute is not None:
+        root, sub = limit_clients(config, root, sub)
+    try:
+        return collect(config, out, root, sub, progress=progress, rooms=rooms)
+    finally:
+        close_all()
