@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rlmdistill.rooms.cuad import SAMPLE_SOURCE
@@ -459,10 +460,9 @@ def roomset_main(
     return 0
 
 
-def register_set(rooms_app: Any) -> None:
+def register_set(rooms_app: typer.Typer) -> None:
     """Add the ``set`` command to the ``rooms`` typer sub-app (called by
     :func:`rlmdistill.rooms.synth.register`)."""
-    import typer
     import yaml
 
     @rooms_app.command("set")

@@ -52,7 +52,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+import typer
 
 from rlmdistill import __version__
 from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
@@ -842,9 +844,7 @@ def _missing(ctx: _Ctx, kind: str) -> _Issue:
     elif kind == "soc2-report":
         doc = ctx.pick("13_Information_Technology")
         auditor = company_name(rng)
-        title = (
-            f"SOC 2 Type II report on {target} for the period ended {date}, prepared by {auditor}"
-        )
+        title = f"SOC 2 Type II report for the period ended {date}, prepared by {auditor}"
         text = (
             f"{t}'s customer contracts rely on its SOC 2 Type II report for the period ended "
             f"{date}, prepared by {auditor}, as evidence of its security controls."
@@ -857,8 +857,8 @@ def _missing(ctx: _Ctx, kind: str) -> _Issue:
             f"Schedule {number} (Special Conditions) to {target}'s discharge permit dated {date}"
         )
         text = (
-            f"{t}'s wastewater discharge permit is issued subject to the special conditions in "
-            f"Schedule {number} (Special Conditions) to the permit dated {date}."
+            f"The wastewater discharge permit held by {t} is issued subject to the conditions in "
+            f"Schedule {number} (Special Conditions) to {target}'s discharge permit dated {date}."
         )
         would_be = f"12_Environmental/permit_schedule_{number}.txt"
     return _Issue(
@@ -1520,11 +1520,8 @@ def synth_main(
     return 0
 
 
-def register(rooms_app: Any) -> None:
+def register(rooms_app: typer.Typer) -> None:
     """Add the ``synth`` and ``set`` commands to the ``rooms`` typer sub-app ``rooms_app``."""
-    from typing import Annotated
-
-    import typer
 
     @rooms_app.command("synth")
     def rooms_synth(
