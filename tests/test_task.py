@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ needs_example = pytest.mark.skipif(not EXAMPLE.is_file(), reason=f"{EXAMPLE} not
 # The public LAB task shape (title, instructions, work_type, deliverables, tags, criteria with
 # id/title/deliverables/match_criteria and optional sources), embedded so the round trip is
 # tested even where ../shared is absent. Contents invented for this test.
-PUBLIC_LAB_TASK = {
+PUBLIC_LAB_TASK: dict[str, Any] = {
     "title": "Review of the target's commercial contracts",
     "instructions": "Review the data room and write memo.md listing the material findings.",
     "work_type": "review",
@@ -141,7 +142,7 @@ def test_unreadable_task_files(tmp_path: Path) -> None:
         load_task(bad)
 
 
-def _round_trip_file(raw: dict[str, object], tmp_path: Path) -> dict[str, object]:
+def _round_trip_file(raw: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     src = _write(tmp_path, raw)
     out = tmp_path / "again.json"
     save_task(load_task(src), out)
