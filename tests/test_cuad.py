@@ -162,3 +162,17 @@ def test_names_and_types() -> None:
     assert folder_for_contract_type("Joint Venture   Filing") == "Strategic_Alliance_JV"
     assert folder_for_contract_type("Outsourcing") == "Services"
     assert folder_for_contract_type("Non Compete Non Solicit") == "Other"
+
+
+def test_exclude_gives_disjoint_rooms_and_names_the_shortfall(tmp_path):
+    from rlmdistill.rooms.cuad import SAMPLE_SOURCE
+
+    a = build_cuad_room(SAMPLE_SOURCE, tmp_path / "a", 10, 0)
+    b = build_cuad_room(SAMPLE_SOURCE, tmp_path / "b", 6, 0, exclude=a.contracts)
+    assert len(a.contracts) == 10 and len(b.contracts) == 6
+    assert not set(a.contracts) & set(b.contracts)
+    texts_a = {p.read_bytes() for p in (tmp_path / "a" / "documents").rglob("*.txt")}
+    texts_b = {p.read_bytes() for p in (tmp_path / "b" / "documents").rglob("*.txt")}
+    assert len(texts_a) == 10 and not texts_a & texts_b
+    with pytest.raises(CuadError, match="has 0 usable ones after excluding 16"):
+        build_cuad_room(SAMPLE_SOURCE, tmp_path / "c", 1, 0, exclude=a.contracts + b.contracts)

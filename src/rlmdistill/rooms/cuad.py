@@ -32,6 +32,7 @@ import random
 import re
 import shutil
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,8 @@ class BuildReport:
     """Rows matched to a text file only by fuzzy name match."""
     unmatched: list[str] = field(default_factory=list)
     """``Filename`` values of label rows with no text file (skipped)."""
+    contracts: list[str] = field(default_factory=list)
+    """Source text file names of the chosen contracts (sorted), e.g. for ``exclude=``."""
 
 
 @dataclass
@@ -348,9 +351,18 @@ def _attribution_md(chosen: list[tuple[str, str]]) -> str:
 
 
 def build_cuad_room(
-    source: str | Path, out: str | Path, n_contracts: int, seed: int, *, overwrite: bool = False
+    source: str | Path,
+    out: str | Path,
+    n_contracts: int,
+    seed: int,
+    *,
+    overwrite: bool = False,
+    exclude: Collection[str] = (),
 ) -> BuildReport:
     """Build a CUAD data room of ``n_contracts`` contracts sampled with ``random.Random(seed)``.
+
+    ``exclude`` names source text files (``BuildReport.contracts`` of other rooms) that must
+    not be chosen, so rooms built in sequence share no contract (train / held-out splits).
 
     Deterministic for a given source, ``n_contracts`` and ``seed`` (candidates are sorted by
     label file name before sampling; nothing time-dependent is written).
@@ -362,9 +374,12 @@ def build_cuad_room(
     source = Path(source).resolve()
     out = Path(out).resolve()
     layout, candidates, unmatched, n_rows = _match_contracts(source)
+    excluded = set(exclude)
+    candidates = [c for c in candidates if c.txt_path.name not in excluded]
     if not 1 <= n_contracts <= len(candidates):
         raise CuadError(
             f"asked for {n_contracts} contracts; {source} has {len(candidates)} usable ones"
+            + (f" after excluding {len(excluded)}" if excluded else "")
         )
     chosen = random.Random(seed).sample(candidates, n_contracts)
     chosen.sort(key=lambda c: c.csv_filename)
@@ -524,6 +539,7 @@ def build_cuad_room(
         n_spans_verbatim=n_verbatim,
         n_fuzzy_matches=sum(c.match.startswith("fuzzy") for c in candidates),
         unmatched=unmatched,
+        contracts=sorted(c.txt_path.name for c in chosen),
     )
 
 
