@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_RESAMPLES",
     "MIN_UNITS",
+    "WILCOXON_METHOD",
     "Correlation",
     "Estimate",
     "PairedComparison",
