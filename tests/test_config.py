@@ -38,6 +38,13 @@ def test_concurrency_and_room_paths_do_not_change_ids_but_sampling_and_prompt_do
 
 
 def test_episode_seed_is_31_bit_and_depends_on_base_seed():
-    eid = episode_id(_cfg(), "h", "t", 0)
-    s0, s1 = episode_seed(_cfg(), eid), episode_seed(_cfg(seed=1), eid)
+    s0, s1 = episode_seed(_cfg(), "h", "t", 0), episode_seed(_cfg(seed=1), "h", "t", 0)
     assert s0 != s1 and 0 <= s0 < 2**31 and 0 <= s1 < 2**31
+    assert episode_seed(_cfg(), "h", "t", 1) != s0
+
+
+def test_episode_seed_pairs_arms_that_differ_only_in_the_root():
+    base = _cfg()
+    tuned = base.model_copy(update={"root": "local:qwen2.5-coder-0.5b+adapter=/tmp/a"})
+    assert episode_id(base, "h", "t", 0) != episode_id(tuned, "h", "t", 0)
+    assert episode_seed(base, "h", "t", 0) == episode_seed(tuned, "h", "t", 0)

@@ -110,6 +110,12 @@ def episode_id(config: CollectConfig, room_hash: str, task_id: str, sample_index
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
-def episode_seed(config: CollectConfig, eid: str) -> int:
-    """Per-episode seed (31-bit) derived from the base seed and the episode id."""
-    return int(hashlib.sha256(f"{config.seed}:{eid}".encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+def episode_seed(config: CollectConfig, room_hash: str, task_id: str, sample_index: int) -> int:
+    """Per-episode seed (31-bit) from the base seed, the room, the task and the sample index.
+
+    It leaves out the models and every other setting on purpose: two runs that differ only
+    in their root (base vs tuned arm of an experiment) give sample ``k`` of a room the same
+    seed, so their episodes are paired draws.
+    """
+    key = f"{config.seed}:{room_hash}:{task_id}:{sample_index}"
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF

@@ -154,7 +154,7 @@ def collect(
                         run_id=manifest.run_id,
                         episode_id=eid,
                         sample_index=k,
-                        seed=episode_seed(config, eid),
+                        seed=episode_seed(config, handle.info.room_hash, handle.task_id, k),
                         trajectory_path=run_dir / "trajectories" / f"{eid}.jsonl",
                         scratch_dir=scratch,
                     ),
