@@ -538,6 +538,8 @@ def test_cli_rejects_a_non_run_and_a_bad_spec(tmp_path):
     run = make_run(tmp_path, [MEMO])
     res = CliRunner().invoke(app, ["judge", str(run), "--judge", "gpt-4"])
     assert res.exit_code != 0 and "bad model spec" in res.output
+    res = CliRunner().invoke(app, ["judge", str(run), "--regrade-ungradable"])
+    assert res.exit_code != 0 and "applies to LLM judges" in res.output
 
 
 @pytest.mark.slow

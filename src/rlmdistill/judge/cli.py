@@ -92,11 +92,12 @@ def judge_main(
         criteria_per_request: criteria per judge request (LLM only).
         max_attempts: judge requests per batch at most, retries after malformed or partial
             replies included (LLM only).
-        concurrency: episodes graded at once.
+        concurrency: episodes graded at once (LLM only; the reference grades in turn).
         request_concurrency: batches of one episode in flight at once (LLM only); at most
             ``concurrency * request_concurrency`` requests are in flight.
         cache_path: verdict cache file (default ``verdicts/<grader>.cache.jsonl`` of the run).
-        regrade_ungradable: grade again episodes whose latest verdicts hold an UNGRADABLE one.
+        regrade_ungradable: grade again episodes whose latest verdicts hold an UNGRADABLE one
+            (LLM only; ``ValueError`` with the reference grader).
         prices: price table for judge cost (default :data:`DEFAULT_PRICES`).
         timeout_s / max_retries: per HTTP attempt timeout and retries (openai specs only).
 
@@ -106,12 +107,13 @@ def judge_main(
     """
     run_dir = Path(run_dir)
     if judge == "reference":
-        result = judge_run(
-            run_dir,
-            ReferenceGrader(),
-            concurrency=concurrency,
-            regrade_ungradable=regrade_ungradable,
-        )
+        if regrade_ungradable:
+            raise ValueError(
+                "--regrade-ungradable applies to LLM judges: the reference grader's UNGRADABLE "
+                "verdicts are deterministic (criteria without evidence)"
+            )
+        # CPU-bound pure Python: threads would not help, so episodes are graded in turn.
+        result = judge_run(run_dir, ReferenceGrader())
         return JudgeReport(result, "reference", None, None, None)
     if not (run_dir / "run.json").exists():
         raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
