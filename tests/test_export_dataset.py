@@ -113,9 +113,7 @@ def test_torn_and_incomplete_trajectories_dropped_case_t3(
     assert report.dropped == {"torn_trajectory": 1, "missing_trajectory": 1}
     assert {d.episode_id for d in report.dropped_items} == {refs[0].episode_id, "no-such-episode"}
     torn.write_text("\n".join(lines[:-1]) + "\n")  # complete records, no episode_end
-    report = export_dataset(
-        refs[:2], tmp_path / "ds2", ExportOptions(tokenizer=str(smollm2_dir))
-    )
+    report = export_dataset(refs[:2], tmp_path / "ds2", ExportOptions(tokenizer=str(smollm2_dir)))
     assert report.dropped == {"incomplete_trajectory": 1}
 
 

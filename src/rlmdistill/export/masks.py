@@ -290,8 +290,15 @@ class _Located(NamedTuple):
 
 
 def _locate(
-    text: str, messages: Sequence[dict[str, Any]], header: str, where: str
+    text: str,
+    messages: Sequence[dict[str, Any]],
+    header: str,
+    eot_strings: Sequence[str],
+    where: str,
 ) -> list[_Located]:
+    """Each message's place in the render, found in order. After an assistant turn the
+    search resumes past its first end-of-turn token, so text of its tool calls is never
+    mistaken for the next message's content."""
     cursor = 0
     out: list[_Located] = []
     for i, msg in enumerate(messages):
@@ -324,6 +331,11 @@ def _locate(
             cursor = p + len(found)
         else:
             out.append(_Located(header_end, cursor, cursor, 0))
+        if msg["role"] == "assistant":
+            ends = [(q, len(e)) for e in eot_strings if (q := text.find(e, cursor)) >= 0]
+            if ends:
+                q, n = min(ends)
+                cursor = q + n
     return out
 
 
@@ -369,7 +381,8 @@ def encode_conversation(
     ids: list[int] = [int(t) for t in enc["input_ids"]]
     offsets: list[tuple[int, int]] = [(int(s), int(e)) for s, e in enc["offset_mapping"]]
     starts = [s for s, _ in offsets]
-    located = _locate(text, messages, info.assistant_header, where)
+    eot_strings = [t for t in tokenizer.convert_ids_to_tokens(sorted(info.eot_ids)) if t]
+    located = _locate(text, messages, info.assistant_header, eot_strings, where)
     mask = [0] * len(ids)
     appended = False
     for i, (msg, sup) in enumerate(zip(messages, supervised, strict=True)):

@@ -1,0 +1,304 @@
+"""Token ids and assistant masks from one full render, with real tokenizers and templates.
+
+ChatML: the real SmolLM2 tokenizer and Qwen2.5-Coder's (skipped when not pulled). GLM-4: the
+real GLM-4 chat template shipped in the ``trl`` wheel on a copy of the SmolLM2 tokenizer
+given GLM's special tokens. Cases S1, S2, S3, S7 (``shared/cases``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trl
+
+from rlmdistill.export import (
+    DefaultSystemPromptError,
+    EmptyExportError,
+    ExportOptions,
+    TemplateError,
+    encode_conversation,
+    export_dataset,
+    load_tokenizer,
+    probe_template,
+)
+from rlmdistill.export.synthetic import write_synthetic_run
+from rlmdistill.traces.runs import EpisodeRef
+
+TRL_TEMPLATES = Path(trl.__file__).parent / "chat_templates"
+QWEN_DIR = Path.home() / ".cache" / "rlmdistill" / "models" / "qwen2.5-coder-0.5b"
+GLM_TOKENS = [
+    "[gMASK]",
+    "<sop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "<|endoftext|>",
+]
+
+
+@pytest.fixture(scope="module")
+def glm_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tokenizer directory with the real GLM-4 template (trl's ``glm4moe.jinja``) on a
+    copy of the SmolLM2 tokenizer with GLM's special tokens added; GLM-4 stops on
+    ``<|user|>``/``<|observation|>``/``<|endoftext|>`` (its generation_config)."""
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("glm4-tokenizer")
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    tok.add_special_tokens({"additional_special_tokens": GLM_TOKENS})
+    tok.chat_template = (TRL_TEMPLATES / "glm4moe.jinja").read_text()
+    tok.eos_token = "<|endoftext|>"
+    tok.save_pretrained(out)
+    return out
+
+
+def _tok(path: Path) -> tuple[Any, Any]:
+    tok, directory = load_tokenizer(str(path))
+    return tok, probe_template(tok, directory)
+
+
+def _runs(mask: list[int]) -> list[tuple[int, int]]:
+    """Contiguous runs of 1s as [start, end) token index pairs."""
+    out, start = [], None
+    for i, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
+CONV = [
+    {"role": "system", "content": "You are the lead reviewer."},
+    {"role": "user", "content": "Review the room."},
+    {"role": "assistant", "content": "```repl\nprint(len(room))\n```"},
+    {"role": "user", "content": "REPL output (block 0):\n```\n3\n```"},
+    {"role": "assistant", "content": "```repl\nFINAL_VAR(memo)\n```"},
+]
+
+
+def test_chatml_smollm2_masks_content_and_im_end_case_s1_s3(smollm2_dir: Path) -> None:
+    """Cases S1 + S3: the SmolLM2 ChatML template has no {% generation %} block; the mask
+    still covers exactly each assistant content and its <|im_end|>."""
+    tok, info = _tok(smollm2_dir)
+    assert not info.generation_markers
+    assert tok.convert_ids_to_tokens(info.closer_id) == "<|im_end|>"
+    s1 = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    enc = encode_conversation(tok, info, s1, [False, False, True])
+    assert [tok.decode(enc.input_ids[a:b]) for a, b in _runs(enc.assistant_masks)] == [
+        "ok<|im_end|>"
+    ]
+    enc = encode_conversation(tok, info, CONV, [False, False, True, False, True])
+    decoded = [tok.decode(enc.input_ids[a:b]) for a, b in _runs(enc.assistant_masks)]
+    assert decoded == [CONV[2]["content"] + "<|im_end|>", CONV[4]["content"] + "<|im_end|>"]
+    assert not enc.appended_closer
+
+
+def test_ids_equal_one_full_render_case_s7(smollm2_dir: Path) -> None:
+    """Case S7: [system, user, assistant, user, assistant]: training ids are those of one
+    full render (apply_chat_template(tokenize=True)), not a concatenation of turns."""
+    tok, info = _tok(smollm2_dir)
+    enc = encode_conversation(tok, info, CONV, [False, False, True, False, True])
+    full = tok.apply_chat_template(CONV, tokenize=True)
+    assert enc.input_ids == list(full["input_ids"])
+    assert enc.text == tok.apply_chat_template(CONV, tokenize=False)
+
+
+def test_default_system_prompt_never_injected_silently_case_s7(smollm2_dir: Path) -> None:
+    """Case S7: SmolLM2 (like Qwen) injects a default system prompt when there is none:
+    refused unless allowed explicitly."""
+    tok, info = _tok(smollm2_dir)
+    assert info.default_system is not None and "SmolLM" in info.default_system
+    conv = CONV[1:]
+    with pytest.raises(DefaultSystemPromptError, match="default system prompt"):
+        encode_conversation(tok, info, conv, [False, True, False, True], where="episode E")
+    enc = encode_conversation(tok, info, conv, [False, True, False, True], default_system="allow")
+    assert "SmolLM" in enc.text
+
+
+@pytest.mark.skipif(not QWEN_DIR.is_dir(), reason="qwen2.5-coder-0.5b not pulled")
+def test_qwen25_chatml_masks_and_default_system_case_s1_s3_s7() -> None:
+    """Cases S1/S3/S7 with the real Qwen2.5 tokenizer: masks cover content + <|im_end|>, ids
+    equal one full render, "You are Qwen..." is detected and refused."""
+    tok, info = _tok(QWEN_DIR)
+    assert info.default_system is not None and "Qwen" in info.default_system
+    enc = encode_conversation(tok, info, CONV, [False, False, True, False, True])
+    assert enc.input_ids == list(tok.apply_chat_template(CONV, tokenize=True)["input_ids"])
+    decoded = [tok.decode(enc.input_ids[a:b]) for a, b in _runs(enc.assistant_masks)]
+    assert decoded == [CONV[2]["content"] + "<|im_end|>", CONV[4]["content"] + "<|im_end|>"]
+    with pytest.raises(DefaultSystemPromptError, match="Qwen"):
+        encode_conversation(tok, info, CONV[1:], [False, True, False, True])
+
+
+@pytest.mark.skipif(not QWEN_DIR.is_dir(), reason="qwen2.5-coder-0.5b not pulled")
+def test_offset_masks_agree_with_generation_markers_case_s1(tmp_path: Path) -> None:
+    """Case S1: TRL's Qwen2.5 training template has {% generation %} blocks; the offset
+    masks (which do not need them) match transformers' return_assistant_tokens_mask."""
+    tok, directory = load_tokenizer(str(QWEN_DIR), TRL_TEMPLATES / "qwen2_5_training.jinja")
+    info = probe_template(tok, directory)
+    assert info.generation_markers
+    enc = encode_conversation(tok, info, CONV, [False, False, True, False, True])
+    ref = tok.apply_chat_template(
+        CONV, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    assert enc.input_ids == list(ref["input_ids"])
+    theirs = list(ref["assistant_masks"])
+    # TRL's block also covers the newline after the role name and after <|im_end|>: the
+    # masks agree on every other token (content and <|im_end|>)
+    diff = [i for i, (a, b) in enumerate(zip(enc.assistant_masks, theirs, strict=True)) if a != b]
+    assert diff and all(theirs[i] == 1 and tok.decode([enc.input_ids[i]]) == "\n" for i in diff)
+
+
+def test_glm4_closing_role_marker_supervised_case_s3(glm_dir: Path) -> None:
+    """Case S3: GLM-4 closes an assistant turn with the next role marker (<|user|>, or
+    <|observation|> after tool calls); that token is supervised, and for the last turn (the
+    template renders nothing after it) it is appended and supervised."""
+    tok, info = _tok(glm_dir)
+    assert tok.convert_ids_to_tokens(info.closer_id) == "<|user|>"
+    assert tok.convert_ids_to_tokens(info.tool_closer_id) == "<|observation|>"
+    assert info.default_system is None  # GLM-4 injects no default system prompt
+    enc = encode_conversation(tok, info, CONV, [False, False, True, False, True])
+    assert enc.appended_closer
+    assert enc.input_ids[:-1] == list(tok.apply_chat_template(CONV, tokenize=True)["input_ids"])
+    decoded = [tok.decode(enc.input_ids[a:b]) for a, b in _runs(enc.assistant_masks)]
+    assert decoded == [
+        "\n<think></think>\n" + CONV[2]["content"] + "<|user|>",
+        "\n<think></think>\n" + CONV[4]["content"] + "<|user|>",
+    ]
+    # tool calls: the call text is supervised up to and including <|observation|>
+    tools_conv = [
+        CONV[0],
+        CONV[1],
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c0",
+                    "type": "function",
+                    "function": {"name": "repl", "arguments": {"code": "print(1)"}},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": "1"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    from rlmdistill.export import REPL_TOOL
+
+    enc = encode_conversation(
+        tok, info, tools_conv, [False, False, True, False, True], tools=[REPL_TOOL]
+    )
+    decoded = [tok.decode(enc.input_ids[a:b]) for a, b in _runs(enc.assistant_masks)]
+    assert decoded[0].startswith("\n<think></think>\n<tool_call>repl")
+    assert decoded[0].endswith("</tool_call><|observation|>")
+    assert decoded[1] == "\n<think></think>\nDone.<|user|>"
+
+
+def test_glm4_strips_content_and_masks_follow(glm_dir: Path) -> None:
+    """GLM-4 renders assistant content stripped: the mask still covers it exactly."""
+    tok, info = _tok(glm_dir)
+    conv = [CONV[0], CONV[1], {"role": "assistant", "content": "  ok\n\n"}]
+    enc = encode_conversation(tok, info, conv, [False, False, True])
+    ((a, b),) = _runs(enc.assistant_masks)
+    assert tok.decode(enc.input_ids[a:b]) == "\n<think></think>\nok<|user|>"
+
+
+def test_unsupervised_prefill_and_zero_mask_refused_case_s1(smollm2_dir: Path) -> None:
+    tok, info = _tok(smollm2_dir)
+    conv = [CONV[0], CONV[1], {"role": "assistant", "content": "```repl\nx = 1\n```"}]
+    enc = encode_conversation(tok, info, conv, [False, False, True], prefill_chars=[0, 0, 8])
+    ((a, b),) = _runs(enc.assistant_masks)
+    assert tok.decode(enc.input_ids[a:b]) == "x = 1\n```<|im_end|>"
+    with pytest.raises(TemplateError, match="no assistant message is supervised"):
+        encode_conversation(tok, info, conv, [False, False, False])
+
+
+def test_truncation_never_leaves_zero_supervised_tokens_case_s2(
+    smollm2_dir: Path, tmp_path: Path
+) -> None:
+    """Case S2: [user "x " * 5000, assistant "42"] with max_length=64 is dropped and counted
+    (both length policies), never kept with an all-zero mask."""
+    from rlmdistill.export.synthetic import synthetic_episode
+    from rlmdistill.traces.store import append_records
+
+    run = tmp_path / "run"
+    write_synthetic_run(run, 1, n_turns=2, few_shot=False)
+    recs = synthetic_episode(
+        "synth-0", "s2", n_turns=1, few_shot=False, prefill=None, replies=["42"]
+    )
+    start = recs[0]
+    start.initial_messages = [
+        start.initial_messages[0],  # type: ignore[union-attr]
+        start.initial_messages[-1].model_copy(  # type: ignore[union-attr]
+            update={"content": "x " * 5000}
+        ),
+    ]
+    from rlmdistill.traces.rebuild import messages_sha256
+
+    recs[1].prompt_sha256 = messages_sha256(start.initial_messages)  # type: ignore[union-attr]
+    append_records(run / "trajectories" / "s2.jsonl", recs)
+    ok_id = next((run / "trajectories").glob("[!s]*.jsonl")).stem
+    for policy in ("drop", "keep_start"):
+        report = export_dataset(
+            [EpisodeRef(run, "s2"), EpisodeRef(run, ok_id)],
+            tmp_path / policy,
+            ExportOptions(tokenizer=str(smollm2_dir), max_length=1500, truncation=policy),
+        )
+        assert report.dropped == {"too_long": 1}
+        assert report.n_examples == 1 and report.supervised.min is not None
+        assert report.supervised.min > 0
+
+
+def test_keep_start_drops_leading_turns_and_counts_them(smollm2_dir: Path, tmp_path: Path) -> None:
+    """keep_start keeps system + task and the last turn, drops the earliest turns (counted)."""
+    import datasets
+
+    run = tmp_path / "run"
+    write_synthetic_run(run, 1, n_turns=6, few_shot=False, obs_chars=2000)
+    refs = [EpisodeRef(run, p.stem) for p in (run / "trajectories").glob("*.jsonl")]
+    full = export_dataset(refs, tmp_path / "full", ExportOptions(tokenizer=str(smollm2_dir)))
+    assert full.tokens.max is not None
+    limit = full.tokens.max - 200
+    report = export_dataset(
+        refs,
+        tmp_path / "cut",
+        ExportOptions(tokenizer=str(smollm2_dir), max_length=limit, truncation="keep_start"),
+    )
+    assert report.n_truncated == 1 and report.n_turns_dropped >= 1
+    row = datasets.load_from_disk(str(tmp_path / "cut"))[0]
+    fullrow = datasets.load_from_disk(str(tmp_path / "full"))[0]
+    assert row["n_tokens"] <= limit
+    assert row["messages"][:2] == fullrow["messages"][:2]  # system + task kept
+    assert row["messages"][-1] == fullrow["messages"][-1]  # last reply kept whole
+    assert sum(row["assistant_masks"]) < sum(fullrow["assistant_masks"])  # dropped turns
+    with pytest.raises(EmptyExportError, match="too_long"):  # policy "drop": nothing fits
+        export_dataset(
+            refs, tmp_path / "drop", ExportOptions(tokenizer=str(smollm2_dir), max_length=limit)
+        )
+
+
+def test_export_with_glm4_template_end_to_end(glm_dir: Path, tmp_path: Path) -> None:
+    """A whole export under the GLM-4 template: every example's last supervised token is the
+    appended <|user|> closer and every assistant turn's mask ends on a closer."""
+    import datasets
+    from transformers import AutoTokenizer
+
+    run = tmp_path / "run"
+    write_synthetic_run(run, 2, n_turns=3)
+    refs = [EpisodeRef(run, p.stem) for p in sorted((run / "trajectories").glob("*.jsonl"))]
+    report = export_dataset(refs, tmp_path / "ds", ExportOptions(tokenizer=str(glm_dir)))
+    assert report.n_examples == 2 and report.n_appended_closers == 2
+    tok = AutoTokenizer.from_pretrained(glm_dir)
+    user = tok.convert_tokens_to_ids("<|user|>")
+    for row in datasets.load_from_disk(str(tmp_path / "ds")):
+        runs = _runs(row["assistant_masks"])
+        assert len(runs) == 3  # three root turns, worked example unsupervised
+        assert all(row["input_ids"][b - 1] == user for _, b in runs)
