@@ -1,0 +1,127 @@
+"""The ``rlmdistill report`` command: compare runs and write a behaviour-shift report.
+
+    rlmdistill report runs/base runs/tuned --out reports/tuned-vs-base
+    rlmdistill report runs/d1 runs/d2 --out reports/depth --sft adapters/tuned --prices prices.yaml
+
+:func:`report_main` is the command as a plain function (tests call it); :func:`register` adds
+the typer command to an app (``rlmdistill.cli`` wires it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from rlmdistill.analysis.compare import Report, build_report
+from rlmdistill.analysis.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
+
+__all__ = ["load_prices", "register", "report_main"]
+
+
+def load_prices(path: Path | None) -> PriceTable:
+    """The price table in ``path`` (YAML or JSON, :class:`PriceTable` shape), or the packaged
+    example table when ``path`` is ``None``. Raises ``ValueError`` naming the file when it
+    does not validate, ``FileNotFoundError`` when it is missing."""
+    if path is None:
+        return DEFAULT_PRICES
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return PriceTable.model_validate(data)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{path}: price table not found") from exc
+    except (yaml.YAMLError, ValueError) as exc:
+        raise ValueError(f"{path}: not a valid price table: {exc}") from exc
+
+
+def report_main(
+    runs: Sequence[Path],
+    out: Path,
+    *,
+    grader: str | None = None,
+    sft: Sequence[Path] = (),
+    prices: Path | None = None,
+    labels: Sequence[str] | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = DEFAULT_CONFIDENCE,
+    trajectories: bool = True,
+    overwrite: bool = False,
+) -> Report:
+    """Build the report of ``runs`` (first = baseline) into ``out``; see
+    :func:`rlmdistill.analysis.compare.build_report` for the arguments and errors."""
+    return build_report(
+        list(runs),
+        out,
+        grader=grader,
+        sft_dirs=list(sft),
+        prices=load_prices(prices),
+        labels=list(labels) if labels else None,
+        n_resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+        trajectories=trajectories,
+        overwrite=overwrite,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` command to ``app``."""
+
+    @app.command("report")
+    def report_cmd(
+        runs: Annotated[list[Path], typer.Argument(help="Run folders; the first is the baseline.")],
+        out: Annotated[Path, typer.Option(help="Report folder to write (reports/NAME).")],
+        grader: Annotated[
+            str | None,
+            typer.Option(help="Grader whose verdicts score the runs (default: the only one)."),
+        ] = None,
+        sft: Annotated[
+            list[Path] | None,
+            typer.Option(help="Adapter folder with train_log.jsonl (repeatable)."),
+        ] = None,
+        prices: Annotated[
+            Path | None, typer.Option(help="Price table (YAML/JSON); default: packaged examples.")
+        ] = None,
+        label: Annotated[
+            list[str] | None, typer.Option(help="Arm label per run, in order (repeatable).")
+        ] = None,
+        resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = DEFAULT_RESAMPLES,
+        seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+        confidence: Annotated[
+            float, typer.Option(help="Confidence level of intervals.")
+        ] = DEFAULT_CONFIDENCE,
+        trajectories: Annotated[
+            bool,
+            typer.Option(help="Read trajectories for batch/answer-reach/memo-timing metrics."),
+        ] = True,
+        overwrite: Annotated[bool, typer.Option(help="Replace a report already in --out.")] = False,
+    ) -> None:
+        """Compare runs: before/after table with bootstrap CIs over rooms, flipped criteria,
+        correlations, ablations, grids and training curves (report.md + report.json + PNGs)."""
+        try:
+            report = report_main(
+                runs,
+                out,
+                grader=grader,
+                sft=sft or (),
+                prices=prices,
+                labels=label,
+                resamples=resamples,
+                seed=seed,
+                confidence=confidence,
+                trajectories=trajectories,
+                overwrite=overwrite,
+            )
+        except (ValueError, FileNotFoundError, FileExistsError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        n = sum(a.n_episodes for a in report.arms)
+        typer.echo(
+            f"report over {len(report.arms)} runs ({n} episodes) written to {out}: "
+            f"report.md, report.json, {len(report.figures)} figures"
+        )
