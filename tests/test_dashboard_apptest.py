@@ -210,6 +210,7 @@ def test_sft_page_lists_adapters_with_last_loss(workspace: Path) -> None:
     assert metrics["step"] == "3" and metrics["loss"] == "1.2500" and metrics["tokens seen"] == "300"
 
 
+@pytest.mark.slow  # the job imports torch/transformers in a subprocess: ~15-20 s on 2 cores
 def test_sft_page_starts_a_cli_job_and_shows_its_failure(workspace: Path) -> None:
     """The job is a real ``rlmdistill sft`` subprocess; on a dataset folder without an export
     it must fail with a clear message, and the page must show the state and the log."""
@@ -292,3 +293,35 @@ def test_filter_export_writes_the_same_dataset_as_the_cli_function(
     assert got["input_ids"] == ref["input_ids"]
     assert got["assistant_masks"] == ref["assistant_masks"]
     assert got["episode_id"] == ref["episode_id"]
+
+
+def test_cli_register_runs_streamlit_on_the_app_with_the_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from rlmdistill.dashboard import cli
+
+    calls: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+    app = typer.Typer()
+    cli.register(app)
+    app.command("noop")(lambda: None)  # keep `dashboard` a named sub-command
+    res = CliRunner().invoke(app, ["dashboard", "--workspace", str(tmp_path), "--port", "8599"])
+    assert res.exit_code == 0, res.output
+    ((cmd, env),) = calls
+    assert cmd[1:5] == ["-m", "streamlit", "run", str(cli.APP_PATH)]
+    assert cmd[cmd.index("--server.port") + 1] == "8599"
+    assert cmd[-3:] == ["--", "--workspace", str(tmp_path.resolve())]
+    assert env[ENV_WORKSPACE] == str(tmp_path.resolve())
+    res = CliRunner().invoke(app, ["dashboard", "--workspace", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "is not a folder" in res.output
+
+
+def test_workspace_from_script_args_beats_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlmdistill.dashboard.data import workspace_from_env
+
+    monkeypatch.setenv(ENV_WORKSPACE, "/somewhere/else")
+    assert workspace_from_env(["--workspace", str(tmp_path)]).runs == tmp_path.resolve() / "runs"
+    assert workspace_from_env([]).root == Path("/somewhere/else")

@@ -20,6 +20,7 @@ from rlmdistill.dashboard import (
 )
 from rlmdistill.dashboard.data import workspace_from_env
 
+# Page slug (URL ``?page=``) -> (title, render function).
 PAGES = {
     "runs": ("Runs", pages_runs.render),
     "compare": ("Compare", pages_compare.render),
@@ -28,7 +29,6 @@ PAGES = {
     "sft": ("SFT jobs", pages_sft.render),
     "ablations": ("Ablations", pages_ablations.render),
 }
-"""Page slug (URL ``?page=``) -> (title, render function)."""
 
 
 def main() -> None:

@@ -1,0 +1,127 @@
+"""Serve the dashboard (``streamlit run`` subprocess, headless, loopback) and load every page
+in headless Chromium: key elements render, no exception is shown, and a screenshot per page is
+saved under ``artifacts/dashboard/`` as a test artefact. Skipped when Chromium is absent."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rlmdistill.dashboard.cli import dashboard_command
+from rlmdistill.dashboard.data import ENV_WORKSPACE
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
+
+pytestmark = [
+    pytest.mark.slow,  # ~60 s on a 2-core CPU (a server, 12+ Chromium page loads)
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)"),
+]
+
+PAGES = {
+    "runs": ["Runs", "2/2", "completed"],
+    "compare": ["Behaviour shift", "sub-calls", "Pass rate vs coverage"],
+    "trace": ["Trace viewer", "Turn 0", "Root completion", "sub-call(s) made by block 0"],
+    "filter": ["Filter preview", "Dropped by reason", "duplicate"],
+    "sft": ["SFT jobs", "Start SFT job", "a1"],
+    "ablations": ["Ablations", "Depth 1 vs depth 2", "cuad3"],
+}
+"""Page slug -> texts that must be visible once the page has rendered."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _visible_text(dom: str) -> str:
+    dom = re.sub(r"<(script|style|noscript)[^>]*>.*?</\1>", " ", dom, flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
+
+
+def _chromium(*args: str) -> str:
+    out = subprocess.run(
+        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+         *args],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return out.stdout
+
+
+@pytest.fixture
+def server(tmp_path: Path, collected_run: Path):  # type: ignore[no-untyped-def]
+    """The dashboard served over a workspace with the collected run and one adapter."""
+    shutil.copytree(collected_run, tmp_path / "runs" / "base")
+    adapter = tmp_path / "adapters" / "a1"
+    adapter.mkdir(parents=True)
+    (adapter / "sft.json").write_text(json.dumps({"status": "completed"}))
+    (adapter / "train_log.jsonl").write_text(
+        "".join(
+            json.dumps({"step": i, "loss": 2.0 / i, "learning_rate": 1e-4, "tokens_seen": 10 * i,
+                        "tokens_per_s": 5.0})  # fmt: skip
+            + "\n"
+            for i in (1, 2, 3)
+        )
+    )
+    port = _free_port()
+    env = {**os.environ, ENV_WORKSPACE: str(tmp_path)}
+    log = (tmp_path / "streamlit.log").open("wb")
+    proc = subprocess.Popen(
+        dashboard_command(tmp_path, port, headless=True, address="127.0.0.1"),
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start: {(tmp_path / 'streamlit.log').read_text()}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_every_page_renders_in_chromium_without_exception(server: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for page, wanted in PAGES.items():
+        url = f"{server}/?page={page}"
+        text, dom = "", ""
+        for budget in (8000, 20000, 40000):  # a cold first render can take longer
+            dom = _chromium(f"--virtual-time-budget={budget}", "--dump-dom", url)
+            text = _visible_text(dom)
+            if all(w in text for w in wanted):
+                break
+        missing = [w for w in wanted if w not in text]
+        assert not missing, f"page {page}: missing {missing}; text: {text[-2000:]}"
+        assert 'data-testid="stException"' not in dom, f"page {page} shows an exception"
+        assert "Traceback" not in text, f"page {page} shows a traceback"
+        shot = ARTIFACTS / f"{page}.png"
+        shot.unlink(missing_ok=True)
+        _chromium(f"--virtual-time-budget={budget}", f"--screenshot={shot}", url)
+        assert shot.exists() and shot.stat().st_size > 10_000, f"no screenshot of {page}"
