@@ -106,3 +106,31 @@ def collected_run(tmp_path_factory: pytest.TempPathFactory, cuad_room3: Path) ->
             collect(cfg, out, mk("root"), mk("sub"), progress=False)
         judge_run(out, ReferenceGrader())
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer) -> Path:  # type: ignore[no-untyped-def]
+    """A tiny random Llama (2 layers, hidden 64) with the real SmolLM2 tokenizer and vocab,
+    saved as a checkpoint folder (usable as ``local:DIR`` and as an SFT base)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    tok = smollm2_tokenizer
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    out = tmp_path_factory.mktemp("tiny") / "tiny-llama"
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

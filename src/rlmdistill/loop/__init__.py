@@ -1,0 +1,1 @@
+"""The self-distillation loop: collect -> judge -> filter -> SFT -> evaluate -> report."""

@@ -1,0 +1,58 @@
+"""CLI of the loop stage: ``rlmdistill loop EXPERIMENT.yaml`` and ``rlmdistill lineage WS``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+__all__ = ["lineage_main", "loop_main", "register"]
+
+err = Console(stderr=True)
+
+
+def loop_main(experiment: Path, rounds: int | None = None, progress: bool = True) -> int:
+    """Run or resume the experiment; print each stage and the wall time. Returns 0."""
+    from rlmdistill.loop.config import load_experiment
+    from rlmdistill.loop.run import run_loop
+
+    cfg = load_experiment(experiment)
+    res = run_loop(
+        cfg, rounds=rounds, log=lambda s: err.print(s, highlight=False), progress=progress
+    )
+    for r in res.rounds:
+        err.print(f"round {r.round}: report {r.report / 'report.md'}")
+    err.print(f"loop wall time: {res.wall_s:.0f}s (per stage: {res.stage_s})")
+    return 0
+
+
+def lineage_main(workspace: Path) -> str:
+    """The lineage tree of a workspace as text (see :mod:`rlmdistill.loop.lineage`)."""
+    from rlmdistill.loop.lineage import render_tree
+
+    return render_tree(workspace)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``loop`` and ``lineage`` to ``app``."""
+
+    @app.command("loop")
+    def loop_cmd(
+        experiment: Annotated[Path, typer.Argument(help="Experiment file (YAML/JSON).")],
+        rounds: Annotated[
+            int | None, typer.Option(help="Rounds to run (default: the file's `rounds`).")
+        ] = None,
+        progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    ) -> None:
+        """Self-distillation: collect -> judge -> filter -> SFT -> evaluate base vs tuned -> report
+        (each stage skipped when its output is up to date)."""
+        raise typer.Exit(loop_main(experiment, rounds, progress))
+
+    @app.command("lineage")
+    def lineage_cmd(
+        workspace: Annotated[Path, typer.Argument(help="Experiment workspace folder.")],
+    ) -> None:
+        """Which runs made which dataset made which adapter made which run and report."""
+        typer.echo(lineage_main(workspace))

@@ -1,0 +1,158 @@
+"""The experiment file of ``rlmdistill loop`` (one validated object; YAML or JSON).
+
+An experiment names the rooms (built from CUAD with disjoint contracts, or given), the base
+root and sub models, and the settings of every stage: training collection, grading, the
+rejection-sampling rules, the export, SFT, and the held-out evaluation. Stage settings reuse
+the stages' own config models (:class:`~rlmdistill.filter.rules.FilterRules`,
+:class:`~rlmdistill.export.ExportOptions` fields, :class:`~rlmdistill.sft.config.SFTConfig`
+fields), so every field keeps its one documented meaning. Relative paths are resolved against
+the experiment file's folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlmdistill.filter.rules import FilterRules
+
+__all__ = ["CuadRooms", "ExperimentConfig", "ExperimentError", "load_experiment"]
+
+
+class ExperimentError(ValueError):
+    """The experiment file is unreadable or inconsistent (message names the file and field)."""
+
+
+class CuadRooms(BaseModel):
+    """Training and held-out rooms cut from one CUAD source with no contract in common."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None = Field(
+        None,
+        description="CUAD-format folder; default: ../shared/data/cuad beside the checkout when "
+        "present, else the packaged 16-contract sample.",
+    )
+    contracts_per_room: int = Field(2, ge=1, description="Contracts (documents) per room.")
+    train_rooms: int = Field(4, ge=1, description="Rooms whose episodes become training data.")
+    holdout_rooms: int = Field(4, ge=1, description="Rooms kept for base-vs-tuned evaluation.")
+    seed: int = Field(0, description="Seed of the contract sampling (room k uses seed + k).")
+
+
+class ExperimentConfig(BaseModel):
+    """One self-distillation experiment (``examples/quickstart.yaml`` is a full example)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Experiment name (used in run ids).")
+    workspace: Path = Field(
+        description="Folder for everything the loop writes: rooms/, runs/, datasets/, "
+        "adapters/, reports/, lineage.jsonl, experiment.json."
+    )
+    rooms: CuadRooms | None = Field(
+        None,
+        description="Build CUAD rooms (train / held-out); or give train_rooms and "
+        "holdout_rooms as folders.",
+    )
+    train_rooms: list[Path] = Field(default_factory=list, description="Training room folders.")
+    holdout_rooms: list[Path] = Field(default_factory=list, description="Held-out room folders.")
+    base: str = Field(
+        description="Base root model as a local spec (local:NAME or local:DIR): collected, "
+        "fine-tuned and evaluated."
+    )
+    sub: str = Field(description="Sub-call model spec (fixed through the experiment).")
+    train_root: str | None = Field(
+        None,
+        description="Root that collects round 1's training data (default: base). Set it to "
+        "bootstrap from another model; later rounds always collect with the last tuned root.",
+    )
+    collect_train: dict[str, Any] = Field(
+        default_factory=dict,
+        description="CollectConfig fields for training collection (episodes, few_shot, prefill, "
+        "sampling, limits, concurrency, seed, ...).",
+    )
+    collect_eval: dict[str, Any] = Field(
+        default_factory=dict,
+        description="CollectConfig fields for the held-out runs of both arms (same seeds for "
+        "base and tuned).",
+    )
+    grader: str = Field("reference", description="Grader for every run (reference).")
+    filter: FilterRules = Field(
+        default_factory=FilterRules, description="Rejection-sampling rules (FilterRules)."
+    )
+    export: dict[str, Any] = Field(
+        default_factory=lambda: {"system_prompt": "plain"},
+        description="ExportOptions fields; tokenizer defaults to the base model's.",
+    )
+    sft: dict[str, Any] = Field(
+        default_factory=dict, description="SFTConfig fields (dataset, base and out are set)."
+    )
+    rounds: int = Field(1, ge=1, description="Rounds of collect -> filter -> SFT -> evaluate.")
+    check_greedy_change: bool = Field(
+        True,
+        description="After SFT, check that the adapter changes the root's greedy output on a "
+        "held-out prompt (recorded in the report).",
+    )
+
+    @model_validator(mode="after")
+    def _rooms_given_once(self) -> ExperimentConfig:
+        if self.rooms is None and not (self.train_rooms and self.holdout_rooms):
+            raise ValueError("give either rooms (CUAD builder) or train_rooms and holdout_rooms")
+        if self.rooms is not None and (self.train_rooms or self.holdout_rooms):
+            raise ValueError("give rooms (CUAD builder) or room folders, not both")
+        if not self.base.startswith("local:"):
+            raise ValueError(
+                f"base must be a local spec (local:NAME or local:DIR) to be fine-tuned, "
+                f"got {self.base!r}"
+            )
+        for key in ("rooms", "root", "sub"):
+            for name, section in (
+                ("collect_train", self.collect_train),
+                ("collect_eval", self.collect_eval),
+            ):
+                if key in section:
+                    raise ValueError(f"{name}.{key} is set by the loop; remove it")
+        for key in ("dataset", "base", "out"):
+            if key in self.sft:
+                raise ValueError(f"sft.{key} is set by the loop; remove it")
+        return self
+
+    def fingerprint(self, *parts: Any) -> str:
+        """sha256 (16 hex) of JSON ``parts`` (stage settings), for up-to-date checks."""
+        blob = json.dumps(parts, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def load_experiment(path: Path) -> ExperimentConfig:
+    """Read and validate an experiment file; relative paths resolve against its folder.
+
+    Raises :class:`ExperimentError` naming the file (unreadable, not a mapping, or invalid
+    fields with their locations).
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ExperimentError(f"{path}: cannot read experiment file: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ExperimentError(f"{path}: expected a mapping of experiment fields")
+    base_dir = path.resolve().parent
+    try:
+        cfg = ExperimentConfig.model_validate(data)
+    except ValueError as exc:
+        raise ExperimentError(f"{path}: invalid experiment: {exc}") from exc
+
+    def resolve(p: Path) -> Path:
+        return p if p.is_absolute() else (base_dir / p).resolve()
+
+    cfg.workspace = resolve(cfg.workspace)
+    cfg.train_rooms = [resolve(p) for p in cfg.train_rooms]
+    cfg.holdout_rooms = [resolve(p) for p in cfg.holdout_rooms]
+    if cfg.rooms is not None and cfg.rooms.source is not None:
+        cfg.rooms.source = str(resolve(Path(cfg.rooms.source)))
+    return cfg

@@ -1,0 +1,294 @@
+"""``rlmdistill loop``: the whole self-distillation loop, stage by stage, resumable.
+
+Round ``r`` (1..N) of an experiment::
+
+    rooms (once, train / held-out split checked)
+    runs/eval-base        base root on the held-out rooms            (once, shared by rounds)
+    runs/r<r>-train       root of the round on the training rooms    (r=1: train_root or base;
+                                                                      r>1: base + adapters/r<r-1>)
+    datasets/r<r>         filter (rejection sampling) + export of runs/r<r>-train
+    adapters/r<r>         LoRA SFT of the base on datasets/r<r>
+    runs/r<r>-eval-tuned  base + adapters/r<r> on the held-out rooms, same seeds as eval-base
+    reports/r<r>          base vs tuned report + greedy-change check of the adapter
+
+Each stage is skipped when its output exists and is up to date: collection resumes by
+episode (a finished run loads no model), grading skips graded episodes, and the dataset,
+adapter and report are rebuilt only when the fingerprint of their inputs and settings
+changed (recorded in ``lineage.jsonl``, see :mod:`rlmdistill.loop.lineage`). Every round
+fine-tunes the *base* model on that round's data (expert iteration restarts from the base,
+as in STaR, Zelikman et al. 2022); the tuned root of round r collects round r+1's data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rlmdistill.loop.config import ExperimentConfig, ExperimentError
+from rlmdistill.loop.lineage import LineageRecord, latest_records, record
+
+__all__ = ["LoopResult", "RoundResult", "run_loop"]
+
+Log = Callable[[str], None]
+
+
+class RoundResult(NamedTuple):
+    """Artefacts of one round (absolute paths)."""
+
+    round: int
+    train_run: Path
+    dataset: Path
+    adapter: Path
+    tuned_run: Path
+    report: Path
+
+
+class LoopResult(NamedTuple):
+    """What :func:`run_loop` did."""
+
+    workspace: Path
+    base_run: Path
+    rounds: list[RoundResult]
+    wall_s: float
+    stage_s: dict[str, float]
+    """Wall seconds per stage (``collect-train-r1``, ``sft-r1``, ...), skipped stages near 0."""
+
+
+def _sha_files(*paths: Path) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(str(p.name).encode())
+        h.update(p.read_bytes() if p.exists() else b"<missing>")
+    return h.hexdigest()[:16]
+
+
+class _Loop:
+    def __init__(self, cfg: ExperimentConfig, log: Log, progress: bool) -> None:
+        self.cfg = cfg
+        self.ws = cfg.workspace
+        self.log = log
+        self.progress = progress
+        self.stage_s: dict[str, float] = {}
+
+    # -- helpers ---------------------------------------------------------------------
+    def rel(self, path: Path) -> str:
+        return str(Path(path).resolve().relative_to(self.ws))
+
+    def timed(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        t0 = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.stage_s[name] = round(time.monotonic() - t0, 1)
+
+    def up_to_date(self, artefact: Path, fingerprint: str) -> bool:
+        rec = latest_records(self.ws).get(self.rel(artefact))
+        return artefact.exists() and rec is not None and rec.fingerprint == fingerprint
+
+    def note(self, artefact: Path, kind: Any, stage: str, rnd: int, inputs: list[Path],
+             fingerprint: str, **detail: Any) -> None:  # fmt: skip
+        record(
+            self.ws,
+            LineageRecord(
+                artefact=self.rel(artefact),
+                kind=kind,
+                stage=stage,
+                round=rnd,
+                inputs=[self.rel(p) for p in inputs],
+                fingerprint=fingerprint,
+                detail=detail,
+            ),
+        )
+
+    # -- stages ----------------------------------------------------------------------
+    def collect(
+        self, out: Path, root: str, rooms: list[Path], settings: dict[str, Any], stage: str,
+        rnd: int, inputs: list[Path],
+    ) -> None:  # fmt: skip
+        from rlmdistill.collect.main import build_config, pending_episodes, run_collect
+
+        cfg = build_config(
+            None, {**settings, "rooms": [str(p) for p in rooms], "root": root, "sub": self.cfg.sub}
+        )
+        fp = self.cfg.fingerprint(cfg.fingerprint(), sorted(str(p) for p in rooms))
+        pending = pending_episodes(cfg, out)
+        if pending == 0:
+            self.log(f"[skip] {self.rel(out)}: all {cfg.episodes * len(rooms)} episodes done")
+            if not self.up_to_date(out, fp):
+                self.note(out, "run", stage, rnd, inputs, fp, root=root, new_episodes=0)
+        else:
+            self.log(f"[run ] {stage} -> {self.rel(out)} ({pending} episodes to collect)")
+            res = run_collect(cfg, out, progress=self.progress)
+            statuses: dict[str, int] = {}
+            for s in res.summaries:
+                statuses[s.status] = statuses.get(s.status, 0) + 1
+            self.note(out, "run", stage, rnd, inputs, fp, root=root, new_episodes=len(res.summaries),
+                      **{f"status_{k}": v for k, v in statuses.items()})  # fmt: skip
+        self.judge(out, rnd)
+
+    def judge(self, run: Path, rnd: int) -> None:
+        from rlmdistill.judge.cli import judge_main
+
+        rep = judge_main(run, self.cfg.grader)
+        if rep.result.graded:
+            self.log(f"[run ] judge {self.rel(run)}: {rep.result.graded} episodes graded")
+            verdicts = run / "verdicts" / f"{rep.grader_id}.jsonl"
+            self.note(verdicts, "verdicts", "judge", rnd, [run], _sha_files(verdicts),
+                      graded=rep.result.graded)  # fmt: skip
+
+    def dataset(self, train_run: Path, out: Path, rnd: int) -> None:
+        from rlmdistill.filter.cli import build_export_options, filter_main
+        from rlmdistill.sft.train import resolve_base
+
+        export = {"tokenizer": str(resolve_base(self.cfg.base)), **self.cfg.export}
+        options = build_export_options(**export)
+        rules = self.cfg.filter.model_copy(update={"grader": self.cfg.grader})
+        fp = self.cfg.fingerprint(
+            _sha_files(train_run / "episodes.jsonl", *sorted((train_run / "verdicts").glob("*.jsonl"))),
+            rules.model_dump(mode="json"),
+            options.model_dump(mode="json"),
+        )  # fmt: skip
+        if self.up_to_date(out / "export.json", fp):
+            self.log(f"[skip] {self.rel(out)}: dataset up to date")
+            return
+        self.log(f"[run ] filter + export {self.rel(train_run)} -> {self.rel(out)}")
+        outcome = filter_main([train_run], out, rules, options, force=True, progress=self.progress)
+        exported = outcome.exported
+        self.note(out / "export.json", "dataset", "filter", rnd, [train_run], fp,
+                  kept=outcome.report.n_kept, total=outcome.report.n_total,
+                  examples=getattr(exported, "n_examples", None))  # fmt: skip
+
+    def adapter(self, dataset: Path, out: Path, rnd: int) -> None:
+        from rlmdistill.sft.config import build_config as sft_config
+        from rlmdistill.sft.train import train
+
+        cfg = sft_config(
+            None, {**self.cfg.sft, "dataset": dataset, "base": self.cfg.base, "out": out}
+        )
+        fp = self.cfg.fingerprint(
+            _sha_files(dataset / "export.json"), cfg.model_dump(mode="json", exclude={"out"})
+        )
+        if self.up_to_date(out / "sft.json", fp):
+            self.log(f"[skip] {self.rel(out)}: adapter up to date")
+            return
+        if out.exists():  # stale: a new dataset or new settings; the old adapter is replaced
+            shutil.rmtree(out)
+        self.log(f"[run ] sft {self.rel(dataset)} -> {self.rel(out)}")
+        res = train(cfg, progress=self.progress)
+        self.note(out / "sft.json", "adapter", "sft", rnd, [dataset / "export.json"], fp,
+                  steps=res.global_step, first_loss=res.first_loss, final_loss=res.final_loss,
+                  examples=res.n_examples)  # fmt: skip
+
+    def report(self, base_run: Path, tuned_run: Path, adapter: Path, out: Path, rnd: int) -> None:
+        from rlmdistill.analysis.compare import build_report
+
+        self.log(f"[run ] report {self.rel(base_run)} vs {self.rel(tuned_run)} -> {self.rel(out)}")
+        build_report(
+            [base_run, tuned_run],
+            out,
+            grader=self.cfg.grader,
+            sft_dirs=[adapter],
+            labels=["base", f"tuned-r{rnd}"],
+            overwrite=True,
+        )
+        check = None
+        if self.cfg.check_greedy_change:
+            check = self.greedy_check(base_run, adapter)
+            (out / "adapter_check.json").write_text(check.model_dump_json(indent=2) + "\n")
+            with (out / "report.md").open("a", encoding="utf-8") as f:
+                f.write(
+                    "\n## Does the adapter change the root?\n\n"
+                    f"Greedy decoding of {check.max_new_tokens} tokens on {check.prompt_source}: "
+                    f"**{'changed' if check.changed else 'UNCHANGED'}**"
+                    + (f" (first difference at token {check.first_difference})" if check.changed else "")
+                    + f"; max |logit difference| at the first position {check.max_abs_logit_diff:.4f}.\n\n"
+                    f"- base: `{check.base_text[:300]!r}`\n- tuned: `{check.tuned_text[:300]!r}`\n"
+                )  # fmt: skip
+        self.note(out, "report", "report", rnd, [base_run, tuned_run, adapter / "sft.json"],
+                  self.cfg.fingerprint(time.time()),
+                  adapter_changed_greedy=None if check is None else check.changed)  # fmt: skip
+
+    def greedy_check(self, base_run: Path, adapter: Path) -> Any:
+        from rlmdistill.loop.adapter_check import greedy_change
+        from rlmdistill.sft.train import resolve_base
+        from rlmdistill.traces.runs import load_summaries, load_trajectory
+
+        summaries = load_summaries(base_run)
+        if not summaries:
+            raise ExperimentError(f"{base_run}: no episodes to take a greedy-check prompt from")
+        first = min(summaries, key=lambda s: (s.room.room_id, s.sample_index))
+        start = load_trajectory(base_run, first.episode_id).start
+        return greedy_change(
+            resolve_base(self.cfg.base),
+            adapter,
+            start.initial_messages,
+            prefill=start.root.prefill,
+            prompt_source=f"the first root prompt of episode {first.episode_id} "
+            f"({self.rel(base_run)}, room {first.room.room_id})",
+        )
+
+
+def run_loop(
+    cfg: ExperimentConfig,
+    *,
+    rounds: int | None = None,
+    log: Log = lambda s: None,
+    progress: bool = True,
+) -> LoopResult:
+    """Run (or resume) every stage of every round; see the module docstring for the layout.
+
+    Raises :class:`ExperimentError` (rooms share documents, no episode to check), and the
+    stage errors unchanged: ``RunConfigMismatch`` when a run folder holds episodes of other
+    settings (never overwritten: use a new workspace), ``NothingKeptError`` when the filter
+    keeps no episode, ``SFTError``/``DatasetError`` from SFT.
+    """
+    from rlmdistill.loop.rooms import prepare_rooms
+
+    t0 = time.monotonic()
+    n_rounds = rounds or cfg.rounds
+    ws = cfg.workspace
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "experiment.json").write_text(cfg.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    loop = _Loop(cfg, log, progress)
+    train, holdout, check = loop.timed("rooms", prepare_rooms, cfg)
+    split = ws / "rooms" / "split.json"
+    loop.note(split, "check", "rooms", 0, [], _sha_files(split),
+              train_rooms=len(train), holdout_rooms=len(holdout),
+              train_documents=check.n_train_documents, holdout_documents=check.n_holdout_documents,
+              shared_documents=len(check.shared))  # fmt: skip
+    log(
+        f"[ok  ] rooms: {len(train)} training ({check.n_train_documents} documents), "
+        f"{len(holdout)} held-out ({check.n_holdout_documents} documents), none shared"
+    )
+    base_run = ws / "runs" / "eval-base"
+    loop.timed("collect-eval-base", loop.collect, base_run, cfg.base, holdout, cfg.collect_eval,
+               "collect-eval", 0, [split])  # fmt: skip
+    results: list[RoundResult] = []
+    for r in range(1, n_rounds + 1):
+        prev = ws / "adapters" / f"r{r - 1}"
+        root = (cfg.train_root or cfg.base) if r == 1 else f"{cfg.base}+adapter={prev}"
+        train_run = ws / "runs" / f"r{r}-train"
+        inputs = [split] if r == 1 else [split, prev / "sft.json"]
+        loop.timed(f"collect-train-r{r}", loop.collect, train_run, root, train, cfg.collect_train,
+                   "collect-train", r, inputs)  # fmt: skip
+        dataset = ws / "datasets" / f"r{r}"
+        loop.timed(f"filter-r{r}", loop.dataset, train_run, dataset, r)
+        adapter = ws / "adapters" / f"r{r}"
+        loop.timed(f"sft-r{r}", loop.adapter, dataset, adapter, r)
+        tuned_run = ws / "runs" / f"r{r}-eval-tuned"
+        tuned_root = f"{cfg.base}+adapter={adapter}"
+        loop.timed(f"collect-eval-tuned-r{r}", loop.collect, tuned_run, tuned_root, holdout,
+                   cfg.collect_eval, "collect-eval", r, [split, adapter / "sft.json"])  # fmt: skip
+        report = ws / "reports" / f"r{r}"
+        loop.timed(f"report-r{r}", loop.report, base_run, tuned_run, adapter, report, r)
+        results.append(RoundResult(r, train_run, dataset, adapter, tuned_run, report))
+    wall = time.monotonic() - t0
+    (ws / "loop_timing.json").write_text(
+        json.dumps({"wall_s": round(wall, 1), "stages_s": loop.stage_s}, indent=2) + "\n"
+    )
+    return LoopResult(ws, base_run, results, wall, loop.stage_s)
