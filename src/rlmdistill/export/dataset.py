@@ -54,7 +54,9 @@ __all__ = [
     "LengthStats",
     "SourceRun",
     "TokenizerInfo",
+    "example_row",
     "export_dataset",
+    "rows_to_dataset",
 ]
 
 EXPORT_SCHEMA_VERSION = 1
@@ -218,6 +220,48 @@ def _features() -> Any:
             "coverage": Value("float64"),
         }
     )
+
+
+def example_row(
+    conv: Conversation,
+    enc: Encoded,
+    *,
+    episode_id: str,
+    run_id: str,
+    room_id: str,
+    task_id: str,
+    pass_rate: float | None = None,
+    coverage: float | None = None,
+) -> dict[str, Any]:
+    """One dataset row (the columns of ``docs/export.md``) for an encoded conversation.
+
+    Tool-call arguments and other nested fields live only in the ``messages_json`` string
+    (case S5); ``messages`` keeps role and content.
+    """
+    return {
+        "messages": [{"role": m["role"], "content": m.get("content") or ""} for m in conv.messages],
+        "messages_json": json.dumps(conv.messages, ensure_ascii=False),
+        "tools": json.dumps(conv.tools, ensure_ascii=False) if conv.tools else None,
+        "input_ids": enc.input_ids,
+        "assistant_masks": enc.assistant_masks,
+        "n_tokens": len(enc.input_ids),
+        "n_supervised": sum(enc.assistant_masks),
+        "episode_id": episode_id,
+        "run_id": run_id,
+        "room_id": room_id,
+        "task_id": task_id,
+        "turn": conv.turn,
+        "pass_rate": pass_rate,
+        "coverage": coverage,
+    }
+
+
+def rows_to_dataset(rows: list[dict[str, Any]]) -> Any:
+    """``datasets.Dataset`` of rows made by :func:`example_row`, with fixed column types
+    (``input_ids`` int32, ``assistant_masks`` int8, scores float64 even when all null)."""
+    from datasets import Dataset
+
+    return Dataset.from_list(rows, features=_features())
 
 
 class _Encoder:
@@ -400,25 +444,16 @@ def export_dataset(
             n_appended += enc.appended_closer
             exported.add(ref.episode_id)
             rows.append(
-                {
-                    "messages": [
-                        {"role": m["role"], "content": m.get("content") or ""}
-                        for m in conv.messages
-                    ],
-                    "messages_json": json.dumps(conv.messages, ensure_ascii=False),
-                    "tools": json.dumps(conv.tools, ensure_ascii=False) if conv.tools else None,
-                    "input_ids": enc.input_ids,
-                    "assistant_masks": enc.assistant_masks,
-                    "n_tokens": len(enc.input_ids),
-                    "n_supervised": n_sup,
-                    "episode_id": ref.episode_id,
-                    "run_id": run_id,
-                    "room_id": traj.start.room.room_id,
-                    "task_id": traj.start.task_id,
-                    "turn": conv.turn,
-                    "pass_rate": score.pass_rate if score else None,
-                    "coverage": score.coverage if score else coverages.get(ref.episode_id),
-                }
+                example_row(
+                    conv,
+                    enc,
+                    episode_id=ref.episode_id,
+                    run_id=run_id,
+                    room_id=traj.start.room.room_id,
+                    task_id=traj.start.task_id,
+                    pass_rate=score.pass_rate if score else None,
+                    coverage=score.coverage if score else coverages.get(ref.episode_id),
+                )
             )
 
     counts = dict(Counter(d.reason for d in dropped).most_common())
@@ -426,9 +461,7 @@ def export_dataset(
         raise EmptyExportError(
             f"no example survived the export of {len(refs)} episodes; dropped: {counts}"
         )
-    from datasets import Dataset
-
-    Dataset.from_list(rows, features=_features()).save_to_disk(str(out_dir))
+    rows_to_dataset(rows).save_to_disk(str(out_dir))
     duration = time.perf_counter() - t0
     tok_stats = LengthStats.of([r["n_tokens"] for r in rows])
     report = ExportReport(
