@@ -144,6 +144,14 @@ def test_spearman_hand_computed_with_bootstrap_interval():
     assert -1.0 <= res.low <= 0.8 <= res.high <= 1.0
     assert "bootstrap" in res.method and "B=2000" in res.method
     assert spearman(X5, Y5) == res  # fixed seed
+    # exact p: of the 5! = 120 pairings, rho >= 0.8 (sum d^2 <= 4) for the identity, the 4
+    # adjacent swaps and the 3 pairs of disjoint adjacent swaps; 8 more mirror them (<= -0.8)
+    assert res.p_value == pytest.approx(16 / 120)
+    assert "exact permutation" in res.method
+    # perfectly monotone: rho = 1, exact p = 2 / 4! ; no bootstrap interval (all resamples = 1)
+    mono = spearman([1, 2, 3, 4], [10, 20, 30, 45])
+    assert mono.value == 1.0 and mono.p_value == pytest.approx(2 / 24)
+    assert mono.low is None and mono.reason is not None and "|rho| = 1" in mono.reason
     # with ties (average ranks): rx = [1, 2.5, 2.5, 4], ry = [1, 3, 2, 4]
     # sum(dx*dy) = 4.5, sum(dx^2) = 4.5, sum(dy^2) = 5 -> rho = 4.5 / sqrt(22.5) = 0.948683
     tied = spearman([1, 2, 2, 3], [1, 3, 2, 4])

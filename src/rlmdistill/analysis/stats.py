@@ -17,9 +17,11 @@ Methods (named in every result's ``method`` field; sources in ``docs/analysis.md
   dropped, exact null distribution for small samples without ties; Wilcoxon 1945).
 - **Pearson r** (:func:`pearson`): ``scipy.stats.pearsonr``; interval by the Fisher z
   transform ``tanh(atanh(r) +- z_{1-a/2} / sqrt(n - 3))`` (Fisher 1921).
-- **Spearman rho** (:func:`spearman`): ``scipy.stats.spearmanr``; interval by a percentile
-  bootstrap over (x, y) pairs (``B = 2000``, fixed seed); resamples in which x or y has no
-  variance have no rho and are left out and counted.
+- **Spearman rho** (:func:`spearman`): ``scipy.stats.spearmanr``; two-sided p exact by
+  permutation (all pairings, ``scipy.stats.permutation_test``) for n <= 8, else the t
+  approximation; interval by a percentile bootstrap over (x, y) pairs (``B = 2000``, fixed
+  seed); resamples in which x or y has no variance have no rho and are left out and counted;
+  no interval when |rho| = 1 (every resample is then perfectly monotone too).
 
 Undefined rather than a made-up number: fewer than 3 units (rooms, pairs, points), zero
 variance, every paired difference zero. No result ever holds NaN or infinity.
@@ -39,6 +41,7 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_RESAMPLES",
     "MIN_UNITS",
+    "SPEARMAN_EXACT_MAX_N",
     "WILCOXON_METHOD",
     "Correlation",
     "Estimate",
@@ -58,6 +61,8 @@ DEFAULT_RESAMPLES = 2000
 """Bootstrap resamples (B) used unless told otherwise."""
 DEFAULT_CONFIDENCE = 0.95
 """Two-sided confidence level of every interval unless told otherwise."""
+SPEARMAN_EXACT_MAX_N = 8
+"""Up to this many points the Spearman p-value is exact (all n! pairings, 40,320 at n = 8)."""
 MIN_UNITS = 3
 """Fewest independent units (rooms, pairs, points) for an interval, a test or a correlation."""
 
@@ -423,15 +428,22 @@ def spearman(
 ) -> Correlation:
     """Spearman rank correlation with a percentile bootstrap interval over (x, y) pairs.
 
-    Ties get average ranks. Undefined for n < 3 or a constant x or y. Bootstrap resamples in
+    Ties get average ranks. The two-sided p-value is exact (every pairing of x with y) for
+    n <= :data:`SPEARMAN_EXACT_MAX_N`, else the t approximation of ``scipy.stats.spearmanr``. Undefined for n < 3 or a constant x or y. Bootstrap resamples in
     which x or y is constant have no rho; they are left out and counted in ``reason``; when
     fewer than half of the resamples remain the interval is undefined.
     """
     xa, ya = _xy(x, y, "spearman")
     n = int(xa.size)
+    exact = n <= SPEARMAN_EXACT_MAX_N
     method = (
-        f"Spearman rho (scipy.stats.spearmanr; p from the t approximation); interval by "
-        f"percentile bootstrap over pairs, B={n_resamples}, seed={seed}"
+        "Spearman rho (scipy.stats.spearmanr); two-sided p "
+        + (
+            "from the exact permutation distribution (scipy.stats.permutation_test)"
+            if exact
+            else "from the t approximation"
+        )
+        + f"; interval by percentile bootstrap over pairs, B={n_resamples}, seed={seed}"
     )
     why = _degenerate_pair(xa, ya)
     if why is not None:
@@ -441,6 +453,31 @@ def spearman(
     res = scipy.stats.spearmanr(xa, ya)
     rho = float(np.clip(res.statistic, -1.0, 1.0))
     p = float(res.pvalue)
+    if exact:
+        rx = scipy.stats.rankdata(xa)
+        ryc = scipy.stats.rankdata(ya) - (n + 1) / 2  # centred ranks of y
+
+        def stat(a: np.ndarray, axis: int = -1) -> np.ndarray:
+            """Pearson r of ranks ``a`` (permuted x ranks, along ``axis``) with y's ranks."""
+            a = np.moveaxis(a, axis, -1)
+            ac = a - a.mean(axis=-1, keepdims=True)
+            return (ac * ryc).sum(axis=-1) / np.sqrt((ac * ac).sum(axis=-1) * (ryc * ryc).sum())
+
+        perm = scipy.stats.permutation_test(
+            (rx,), stat, permutation_type="pairings", n_resamples=np.inf, vectorized=True
+        )
+        p = float(min(1.0, perm.pvalue))
+    if abs(rho) >= 1.0:
+        return Correlation(
+            kind="spearman",
+            value=rho,
+            p_value=p,
+            n=n,
+            method=method,
+            confidence=confidence,
+            reason="|rho| = 1 (perfectly monotone): every bootstrap resample is too, so the "
+            "percentile interval would be [rho, rho]; no interval",
+        )
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(n_resamples, n))
     rx = scipy.stats.rankdata(xa[idx], axis=1)
