@@ -105,7 +105,9 @@ def workspace2(workspace: Path, depth2_run: Path) -> Path:
 
 
 def _texts(at: AppTest) -> str:
-    parts = [m.value for m in at.markdown] + [c.value for c in at.code] + [c.value for c in at.caption]
+    parts = (
+        [m.value for m in at.markdown] + [c.value for c in at.code] + [c.value for c in at.caption]
+    )
     return "\n".join(str(p) for p in parts)
 
 
@@ -207,7 +209,9 @@ def test_sft_page_lists_adapters_with_last_loss(workspace: Path) -> None:
     assert row["status"] == "completed" and row["log steps"] == 3 and row["last loss"] == 1.25
     assert row["base"] == "smollm2-135m"
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["step"] == "3" and metrics["loss"] == "1.2500" and metrics["tokens seen"] == "300"
+    assert (
+        metrics["step"] == "3" and metrics["loss"] == "1.2500" and metrics["tokens seen"] == "300"
+    )
 
 
 @pytest.mark.slow  # the job imports torch/transformers in a subprocess: ~15-20 s on 2 cores
@@ -319,7 +323,9 @@ def test_cli_register_runs_streamlit_on_the_app_with_the_workspace(
     assert res.exit_code == 2 and "is not a folder" in res.output
 
 
-def test_workspace_from_script_args_beats_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workspace_from_script_args_beats_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from rlmdistill.dashboard.data import workspace_from_env
 
     monkeypatch.setenv(ENV_WORKSPACE, "/somewhere/else")

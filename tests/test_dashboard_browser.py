@@ -24,7 +24,9 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
 
 pytestmark = [
     pytest.mark.slow,  # ~60 s on a 2-core CPU (a server, 12+ Chromium page loads)
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)"),
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="chromium not installed (apt-get install chromium)"
+    ),
 ]
 
 PAGES = {
@@ -51,8 +53,14 @@ def _visible_text(dom: str) -> str:
 
 def _chromium(*args: str) -> str:
     out = subprocess.run(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
-         *args],  # fmt: skip
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,1000",
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -69,8 +77,15 @@ def server(tmp_path: Path, collected_run: Path):  # type: ignore[no-untyped-def]
     (adapter / "sft.json").write_text(json.dumps({"status": "completed"}))
     (adapter / "train_log.jsonl").write_text(
         "".join(
-            json.dumps({"step": i, "loss": 2.0 / i, "learning_rate": 1e-4, "tokens_seen": 10 * i,
-                        "tokens_per_s": 5.0})  # fmt: skip
+            json.dumps(
+                {
+                    "step": i,
+                    "loss": 2.0 / i,
+                    "learning_rate": 1e-4,
+                    "tokens_seen": 10 * i,
+                    "tokens_per_s": 5.0,
+                }
+            )
             + "\n"
             for i in (1, 2, 3)
         )

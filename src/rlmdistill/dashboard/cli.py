@@ -23,7 +23,9 @@ APP_PATH = Path(__file__).with_name("app.py")
 """The Streamlit entry script."""
 
 
-def dashboard_command(workspace: Path, port: int, headless: bool, address: str | None = None) -> list[str]:
+def dashboard_command(
+    workspace: Path, port: int, headless: bool, address: str | None = None
+) -> list[str]:
     """The ``streamlit run`` argv for a workspace (usage statistics off; file watching off,
     since the app is installed code, not a script being edited)."""
     cmd = [

@@ -378,9 +378,7 @@ def trajectory(run_dir: Path, episode_id: str) -> Trajectory:
 
     Raises ``FileNotFoundError`` / ``TraceFileError`` from :func:`load_trajectory`.
     """
-    return _trajectory(
-        str(run_dir), episode_id, file_stamp(trajectory_path(run_dir, episode_id))
-    )
+    return _trajectory(str(run_dir), episode_id, file_stamp(trajectory_path(run_dir, episode_id)))
 
 
 def episode_verdicts(run_dir: Path, episode_id: str) -> pd.DataFrame:

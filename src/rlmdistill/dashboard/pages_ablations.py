@@ -19,14 +19,18 @@ def depth_table(episodes: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for room, g in episodes.groupby("room_id", sort=True):
         row: dict[str, object] = {"room": room}
+        means: dict[int, float | None] = {}
         for d in (1, 2):
             gd = g[g["depth"] == d]
             v = pd.to_numeric(gd["pass_rate"], errors="coerce").dropna()
-            row[f"depth {d} pass rate"] = float(v.mean()) if len(v) else None
+            means[d] = float(v.mean()) if len(v) else None
+            row[f"depth {d} pass rate"] = means[d]
             row[f"depth {d} n"] = len(gd)
-            row[f"depth {d} read, no memo"] = int(((gd["n_sub_calls"] > 0) & (gd["memo"] == 0)).sum())
-        a, b = row["depth 1 pass rate"], row["depth 2 pass rate"]
-        row["change"] = None if a is None or b is None else float(b) - float(a)  # type: ignore[arg-type]
+            row[f"depth {d} read, no memo"] = int(
+                ((gd["n_sub_calls"] > 0) & (gd["memo"] == 0)).sum()
+            )
+        a, b = means[1], means[2]
+        row["change"] = None if a is None or b is None else b - a
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -35,7 +39,9 @@ def grid(episodes: pd.DataFrame) -> pd.DataFrame:
     """Mean pass rate per (root model, sub model) pair: rows root, columns sub; ``NA`` for a
     pair never run."""
     e = episodes.assign(pass_rate=pd.to_numeric(episodes["pass_rate"], errors="coerce"))
-    return e.pivot_table(index="root_model", columns="sub_model", values="pass_rate", aggfunc="mean")
+    return e.pivot_table(
+        index="root_model", columns="sub_model", values="pass_rate", aggfunc="mean"
+    )
 
 
 def render(ws: Workspace) -> None:

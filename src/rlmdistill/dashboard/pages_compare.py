@@ -66,7 +66,9 @@ def shift_table(episodes: pd.DataFrame, runs: list[str]) -> pd.DataFrame:
 def _graders(run_dirs: list[Path]) -> list[str]:
     out: set[str] = set()
     for rd in run_dirs:
-        out |= {c.split(":", 1)[1] for c in data.run_table(rd).columns if c.startswith("pass_rate:")}
+        out |= {
+            c.split(":", 1)[1] for c in data.run_table(rd).columns if c.startswith("pass_rate:")
+        }
     return sorted(out)
 
 

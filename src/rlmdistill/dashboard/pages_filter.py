@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 import pandas as pd
 import streamlit as st
@@ -19,12 +19,18 @@ import streamlit as st
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
 from rlmdistill.dashboard.widgets import fmt_pct, pick_runs
-from rlmdistill.filter import FilterReport, FilterRuleError, FilterRules, build_report, select_episodes
+from rlmdistill.filter import (
+    FilterReport,
+    FilterRuleError,
+    FilterRules,
+    build_report,
+    select_episodes,
+)
 from rlmdistill.filter.expr import ExpressionError
 from rlmdistill.traces.runs import grader_ids
 from rlmdistill.traces.schema import EpisodeStatus
 
-STATUSES: list[str] = list(EpisodeStatus.__args__)  # type: ignore[attr-defined]
+STATUSES: list[str] = list(get_args(EpisodeStatus))
 
 
 class Preview(NamedTuple):
@@ -73,7 +79,9 @@ def preview(run_dirs: list[Path], rules: FilterRules) -> Preview:
 
 def _opt_threshold(label: str, key: str, help_: str) -> float | None:
     on = st.checkbox(label, key=f"{key}_on", help=help_)
-    value = st.slider(label, 0.0, 1.0, 0.5, 0.05, key=key, disabled=not on, label_visibility="collapsed")
+    value = st.slider(
+        label, 0.0, 1.0, 0.5, 0.05, key=key, disabled=not on, label_visibility="collapsed"
+    )
     return float(value) if on else None
 
 
@@ -107,7 +115,9 @@ def rules_from_widgets(graders: list[str]) -> dict[str, Any]:
     rules["max_turns"] = _opt_int("Max turns", "f_max_turns")
     rules["min_sub_calls"] = _opt_int("Min sub-calls", "f_min_sub")
     rules["top_k_per_room"] = _opt_int("Best-of-n: top k per room", "f_topk")
-    rules["dedup"] = ["memo"] if st.checkbox("De-duplicate memos", value=True, key="f_dedup") else []
+    rules["dedup"] = (
+        ["memo"] if st.checkbox("De-duplicate memos", value=True, key="f_dedup") else []
+    )
     where = st.text_area("Where (one safe expression per line)", key="f_where")
     rules["where"] = [w.strip() for w in where.splitlines() if w.strip()]
     return {k: v for k, v in rules.items() if v is not None}

@@ -3,6 +3,8 @@ lineage, then one run's episodes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -14,14 +16,14 @@ from rlmdistill.dashboard.widgets import fmt_num, fmt_pct, pick_run
 def runs_frame(ws: Workspace) -> pd.DataFrame:
     """One row per run: name, run id, root, sub, depth, rooms, episodes done/planned, status
     counts, mean coverage, mean pass rate per grader, mean sub-calls and turns."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for run_dir in data.list_runs(ws):
         try:
             o = data.run_overview(run_dir)
         except ValueError as exc:  # a corrupt run must not hide the others
             rows.append({"run": run_dir.name, "error": str(exc)})
             continue
-        row = {
+        row: dict[str, object] = {
             "run": run_dir.name,
             "run_id": o.run_id,
             "root": o.root,
@@ -40,7 +42,7 @@ def runs_frame(ws: Workspace) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _lineage(ws: Workspace, run_dir) -> None:  # type: ignore[no-untyped-def]
+def _lineage(ws: Workspace, run_dir: Path) -> None:
     """Show a lineage file (``<run>/lineage.json`` or ``DIR/lineage.json``) when one exists."""
     for path in (run_dir / "lineage.json", ws.root / "lineage.json"):
         lineage = data.load_json(path)

@@ -10,6 +10,7 @@ contract in ``docs/dashboard.md``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -49,7 +50,8 @@ def adapters_frame(ws: Workspace) -> pd.DataFrame:
     for a in data.list_adapters(ws):
         info = data.adapter_info(a)
         m = info.manifest or {}
-        cfg = m.get("config") if isinstance(m.get("config"), dict) else {}
+        raw_cfg = m.get("config")
+        cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
         rows.append(
             {
                 "adapter": info.name,
@@ -100,9 +102,13 @@ def _start_form(ws: Workspace) -> None:
         base = st.text_input("Base model", value="smollm2-135m", key="sft_base")
         name = st.text_input("Adapter name (adapters/NAME)", key="sft_name")
         cfg = st.selectbox(
-            "Config file", ["(none)"] + [str(c.relative_to(ws.root)) for c in configs], key="sft_config"
+            "Config file",
+            ["(none)"] + [str(c.relative_to(ws.root)) for c in configs],
+            key="sft_config",
         )
-        steps = st.number_input("Max steps (0: from the config)", min_value=0, value=0, key="sft_steps")
+        steps = st.number_input(
+            "Max steps (0: from the config)", min_value=0, value=0, key="sft_steps"
+        )
         go = st.form_submit_button("Start SFT job")
     if not go:
         return
@@ -111,7 +117,11 @@ def _start_form(ws: Workspace) -> None:
         return
     out = Path("adapters") / name.strip()
     args = sft_args(
-        ws.datasets / str(ds), base.strip(), out, None if cfg == "(none)" else ws.root / cfg, int(steps)
+        ws.datasets / str(ds),
+        base.strip(),
+        out,
+        None if cfg == "(none)" else ws.root / cfg,
+        int(steps),
     )
     try:
         job = jobs.start_job(ws.root, name.strip(), args, module="rlmdistill.sft", out_dir=str(out))

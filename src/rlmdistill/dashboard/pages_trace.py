@@ -43,7 +43,11 @@ def coverage_frames(run_dir: Path, episode_id: str) -> tuple[pd.DataFrame, pd.Da
     )
     docs = pd.DataFrame(
         [
-            {"folder": d.split("/", 1)[0] if "/" in d else "(top level)", "document": d, "coverage": v}
+            {
+                "folder": d.split("/", 1)[0] if "/" in d else "(top level)",
+                "document": d,
+                "coverage": v,
+            }
             for d, v in sorted(s.coverage.per_document.items())
         ],
         columns=["folder", "document", "coverage"],
@@ -75,12 +79,19 @@ def _pick_episode(run_dir: Path) -> str | None:
     return str(eid)
 
 
-def _sub_call(call: SubCallRecord, children: list[SubCallRecord], sub_turns: list) -> None:  # type: ignore[type-arg]
+def _sub_call(
+    call: SubCallRecord, children: list[SubCallRecord], sub_turns: list[SubagentTurnRecord]
+) -> None:
     head = f"sub-call {call.call_id} (batch {call.batch_id}, {call.batch_size} prompts"
-    head += f", {call.latency_s:.1f} s, {call.usage.prompt_tokens}+{call.usage.completion_tokens} tok)"
+    head += (
+        f", {call.latency_s:.1f} s, {call.usage.prompt_tokens}+{call.usage.completion_tokens} tok)"
+    )
     st.markdown(f"**{head}**" + (" — subagent" if call.subagent else ""))
     if call.sources:
-        st.caption("sources: " + ", ".join(f"{s.get('doc_id')}[{s.get('start')}:{s.get('end')}]" for s in call.sources))
+        st.caption(
+            "sources: "
+            + ", ".join(f"{s.get('doc_id')}[{s.get('start')}:{s.get('end')}]" for s in call.sources)
+        )
     st.text_area("prompt", call.prompt, height=120, disabled=True, key=f"p{call.call_id}")
     if call.error:
         st.error(f"{call.error_kind or 'error'}: {call.error}")
@@ -173,7 +184,9 @@ def _search(run_dir: Path) -> None:
     hits = data.search_run(run_dir, q)
     st.caption(f"{len(hits)} hit(s)" + (" (first 200)" if len(hits) >= 200 else ""))
     if hits:
-        st.dataframe(pd.DataFrame(hits, columns=list(hits[0]._fields)), hide_index=True, width="stretch")
+        st.dataframe(
+            pd.DataFrame(hits, columns=list(hits[0]._fields)), hide_index=True, width="stretch"
+        )
 
 
 def render(ws: Workspace) -> None:

@@ -14,9 +14,9 @@ from rlmdistill.dashboard.data import Workspace
 def report_files(report_dir: Path) -> tuple[Path | None, list[Path], Path | None]:
     """``(markdown, pngs, json)`` of a report folder: ``report.md`` (or the first ``*.md``),
     every ``*.png`` (sorted, sub-folders included) and ``report.json`` when present."""
-    md = report_dir / "report.md"
-    if not md.exists():
-        md = next(iter(sorted(report_dir.glob("*.md"))), None)  # type: ignore[assignment]
+    md: Path | None = report_dir / "report.md"
+    if md is None or not md.exists():
+        md = next(iter(sorted(report_dir.glob("*.md"))), None)
     js = report_dir / "report.json"
     return md, sorted(report_dir.rglob("*.png")), js if js.exists() else None
 
