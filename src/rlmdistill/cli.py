@@ -1,14 +1,18 @@
-"""rlmdistill: collect RLM episodes, grade them, and (later) distill the root model.
+"""rlmdistill: self-distil the root model of RLM agents (collect, judge, filter, SFT, report).
 
-Stages talk only through files (runs, verdicts, rooms), so each command can run alone:
+Stages talk only through files (rooms, runs, verdicts, datasets, adapters, reports), so each
+command can run alone:
 
     rlmdistill models pull qwen2.5-coder-0.5b
     rlmdistill rooms build-cuad ../shared/data/cuad --contracts 10 --seed 0 --out rooms/cuad10
     rlmdistill collect --room rooms/cuad10 --root local:qwen2.5-coder-0.5b \\
         --sub local:qwen2.5-coder-0.5b --episodes 4 --out runs/demo
     rlmdistill judge runs/demo
-    rlmdistill show runs/demo
-    rlmdistill quickstart            # all of the above on the embedded default
+    rlmdistill filter runs/demo --out datasets/demo --tokenizer qwen2.5-coder-0.5b
+    rlmdistill sft --dataset datasets/demo --base qwen2.5-coder-0.5b --out adapters/demo
+    rlmdistill report runs/demo runs/tuned --out reports/demo
+    rlmdistill loop examples/quickstart.yaml     # the whole loop, resumable
+    rlmdistill quickstart                        # collect -> judge -> show on the default
 """
 
 from __future__ import annotations
@@ -172,23 +176,12 @@ def collect_cmd(
 
 # ----------------------------------------------------------------------------- judge
 def run_judge(run_dir: Path, grader: str = "reference") -> None:
-    """Grade a run with a named grader and print what was done."""
-    from rlmdistill.judge.reference import ReferenceGrader
-    from rlmdistill.judge.run import judge_run
+    """Grade a run with the reference grader or an LLM judge and print what was done."""
+    from rlmdistill.judge.cli import judge_main
 
-    if grader != "reference":
-        raise typer.BadParameter(f"unknown grader {grader!r}; available: reference")
-    res = judge_run(run_dir, ReferenceGrader())
+    rep = judge_main(run_dir, grader)
+    res = rep.result
     err.print(f"graded {res.graded} episodes ({res.skipped} already graded) -> {res.verdicts_path}")
-
-
-@app.command("judge")
-def judge_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
-    grader: Annotated[str, typer.Option(help="Grader id (reference).")] = "reference",
-) -> None:
-    """Grade every episode's memo against its room's rubric criteria."""
-    run_judge(run_dir, grader)
 
 
 # ------------------------------------------------------------------------------ show
@@ -266,6 +259,28 @@ def quickstart_cmd(
         f"quickstart wall time: {time.monotonic() - t0:.0f}s "
         f"({time.monotonic() - t_pulled:.0f}s after the model pull)"
     )
+
+
+def _register_stages() -> None:
+    """Add the commands of the stages that own their CLI module (one ``register`` each)."""
+    from rlmdistill.analysis.cli import register as register_report
+    from rlmdistill.dashboard.cli import register as register_dashboard
+    from rlmdistill.filter.cli import register as register_filter
+    from rlmdistill.judge.cli import register as register_judge
+    from rlmdistill.loop.cli import register as register_loop
+    from rlmdistill.rooms.synth import register as register_rooms
+    from rlmdistill.sft.cli import register as register_sft
+
+    register_rooms(rooms_app)
+    register_judge(app)
+    register_filter(app)
+    register_sft(app)
+    register_report(app)
+    register_loop(app)
+    register_dashboard(app)
+
+
+_register_stages()
 
 
 def main() -> None:
