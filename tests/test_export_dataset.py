@@ -134,3 +134,78 @@ def test_export_refuses_existing_dataset_and_empty_result(
     assert json.loads((out / "export.json").read_text())["n_examples"] == 1
     with pytest.raises(EmptyExportError, match="too_long"):
         export_dataset(refs, tmp_path / "x", opts.model_copy(update={"max_length": 16}))
+
+
+def test_export_cli_command(collected_run: Path, smollm2_dir: Path, tmp_path: Path) -> None:
+    """``rlmdistill export`` on a fresh typer app: from runs, and from a decisions.jsonl."""
+    import typer
+    from typer.testing import CliRunner
+
+    from rlmdistill.export.cli import register
+
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)  # a second command keeps "export" as a sub-command
+    runner = CliRunner()
+    res = runner.invoke(
+        app,
+        [
+            "export",
+            str(collected_run),
+            "--out",
+            str(tmp_path / "a"),
+            "--tokenizer",
+            str(smollm2_dir),
+            "--mode",
+            "turn",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "4 examples from 2/2 episodes" in res.output
+    refs = _refs(collected_run)
+    decisions = tmp_path / "decisions.jsonl"
+    decisions.write_text(
+        json.dumps(
+            {
+                "run_dir": str(collected_run),
+                "episode_id": refs[0].episode_id,
+                "kept": True,
+                "pass_rate": 0.9,
+                "coverage": 0.4,
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {"run_dir": str(collected_run), "episode_id": refs[1].episode_id, "kept": False}
+        )
+        + "\n"
+    )
+    res = runner.invoke(
+        app,
+        [
+            "export",
+            "--episodes",
+            str(decisions),
+            "--out",
+            str(tmp_path / "b"),
+            "--tokenizer",
+            str(smollm2_dir),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    ds = datasets.load_from_disk(str(tmp_path / "b"))
+    assert ds["episode_id"] == [refs[0].episode_id] and ds["pass_rate"] == [0.9]
+    res = runner.invoke(
+        app,
+        [
+            "export",
+            str(collected_run),
+            "--out",
+            str(tmp_path / "c"),
+            "--tokenizer",
+            str(smollm2_dir),
+            "--mode",
+            "bogus",
+        ],
+    )
+    assert res.exit_code == 2 and "mode" in res.output
