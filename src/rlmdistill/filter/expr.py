@@ -112,17 +112,30 @@ class WhereExpression:
     names: frozenset[str]
     node: ast.expr
 
-    def evaluate(self, values: Mapping[str, Any], *, episode: str = "?") -> bool | None:
+    def evaluator(self) -> EvalWithCompoundTypes:
+        """A ``simpleeval`` evaluator with the whitelisted functions, reusable across
+        :meth:`evaluate` calls (building one costs more than evaluating a short expression)."""
+        return EvalWithCompoundTypes(functions=FUNCTIONS, names={})
+
+    def evaluate(
+        self,
+        values: Mapping[str, Any],
+        *,
+        episode: str = "?",
+        evaluator: EvalWithCompoundTypes | None = None,
+    ) -> bool | None:
         """Truth value of the expression on one episode's ``{field: value}``.
 
         Returns ``None`` (neither kept nor an error) when evaluation failed with a
         ``TypeError`` while a field the expression reads is ``None`` for this episode (e.g.
         ``coverage > 0.5`` on an episode without coverage); callers treat that as "rule not
         met". Any other failure raises :class:`ExpressionError` naming the expression and
-        ``episode``.
+        ``episode``. ``evaluator``: one from :meth:`evaluator`, to reuse over many episodes.
         """
         names = {name: values[name] for name in self.names}
-        evaluator = EvalWithCompoundTypes(functions=FUNCTIONS, names=names)
+        if evaluator is None:
+            evaluator = self.evaluator()
+        evaluator.names = names
         try:
             return bool(evaluator.eval(self.text, previously_parsed=self.node))
         except TypeError as exc:

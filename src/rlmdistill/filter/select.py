@@ -389,6 +389,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
 
     # Rules 5-9: scores and expressions.
     expressions = rules.expressions()
+    evaluators = [expr.evaluator() for expr in expressions]
     pass_rule = rules.min_pass_rate is not None or rules.min_pass_rate_quantile is not None
     for ep in eps:
         limit = thresholds[room_key(ep.summary)]
@@ -430,8 +431,12 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
         if expressions:
             values = episode_fields(ep.summary, ep.scores)
             false = []
-            for expr in expressions:
-                result = expr.evaluate(values, episode=f"{ep.run_dir}:{ep.summary.episode_id}")
+            for expr, evaluator in zip(expressions, evaluators, strict=True):
+                result = expr.evaluate(
+                    values,
+                    episode=f"{ep.run_dir}:{ep.summary.episode_id}",
+                    evaluator=evaluator,
+                )
                 if result is None:
                     nones = sorted(n for n in expr.names if values[n] is None)
                     false.append(f"{expr.text!r} (no value: {', '.join(nones)})")
