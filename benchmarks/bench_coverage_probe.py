@@ -1,7 +1,9 @@
 """Cost of the coverage probe (``collect/coverage.py``) on a large room.
 
-Measures, for a room of ``--docs`` documents (default 5,000 synthetic documents of 5-10k
-characters, seeded; or an existing room via ``--room``):
+Measures, for a room of ``--docs`` documents (default 5,000 documents of a seeded synthetic
+data room from ``rlmdistill.rooms.synth`` at ``--length-scale 0.45``, ~40 M characters, 80
+folders; ``--filler random`` writes the earlier random-word room of 5-10k-character documents
+in 20 folders instead; or an existing room via ``--room``):
 
 1. index build time (:meth:`CoverageIndex.build`), cache save and cache load time, and the
    index's cache size on disk;
@@ -16,6 +18,7 @@ characters, seeded; or an existing room via ``--room``):
 Target (coverage issue): probe time per episode <= 1 s on 2 cores.
 
     python benchmarks/bench_coverage_probe.py [--docs 5000] [--room DIR] [--seed 0]
+        [--filler synth|random] [--length-scale 0.45]
 """
 
 from __future__ import annotations
@@ -35,11 +38,19 @@ import numpy as np
 from rlmdistill.collect import coverage as cov_mod
 from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
 from rlmdistill.rooms import DataRoom
+from rlmdistill.rooms.synth import build_synth_room
 
 
 def _vocab(rng: np.random.Generator, n: int, lo: int = 2, hi: int = 11) -> list[str]:
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     return ["".join(rng.choice(letters, size=int(rng.integers(lo, hi)))) for _ in range(n)]
+
+
+def make_synth_room(root: Path, n_docs: int, seed: int, length_scale: float) -> Path:
+    """A synthetic data room (:func:`rlmdistill.rooms.synth.build_synth_room`, no CUAD text):
+    template filler with planted issues in 14 categories / up to 80 folders."""
+    build_synth_room(root, n_docs, seed, length_scale=length_scale, cuad_source=None)
+    return root
 
 
 def make_room(root: Path, n_docs: int, seed: int) -> Path:
@@ -155,6 +166,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--room", type=Path, help="existing room folder (default: synthetic)")
     ap.add_argument("--docs", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--filler", choices=("synth", "random"), default="synth")
+    ap.add_argument("--length-scale", type=float, default=0.45, help="synth filler only")
     ap.add_argument("--root-requests", type=int, default=10)
     ap.add_argument("--sub-calls", type=int, default=200)
     ap.add_argument("--threads", type=int, default=16)
@@ -170,8 +183,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.room is None:
             t = time.perf_counter()
-            make_room(tmp / "room", args.docs, args.seed)
-            print(f"synthetic room written in {time.perf_counter() - t:.1f} s")
+            if args.filler == "synth":
+                make_synth_room(tmp / "room", args.docs, args.seed, args.length_scale)
+            else:
+                make_room(tmp / "room", args.docs, args.seed)
+            print(f"{args.filler} room written in {time.perf_counter() - t:.1f} s")
             room_path = tmp / "room"
         else:
             room_path = args.room
