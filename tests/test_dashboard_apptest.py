@@ -331,3 +331,39 @@ def test_workspace_from_script_args_beats_env(
     monkeypatch.setenv(ENV_WORKSPACE, "/somewhere/else")
     assert workspace_from_env(["--workspace", str(tmp_path)]).runs == tmp_path.resolve() / "runs"
     assert workspace_from_env([]).root == Path("/somewhere/else")
+
+
+def test_compare_builds_analysis_report_and_shows_its_shift_table(workspace2: Path) -> None:
+    """The Build button writes the report with the analysis stage's ``report_main``; the
+    table shown is that report's comparison rows (means with intervals, paired differences)."""
+    from rlmdistill.analysis.compare import Report
+
+    at = _open("compare")
+    at.text_input(key="compare_report_name").set_value("r1")
+    at.button[0].click().run()
+    assert not at.exception
+    assert not at.error, at.error[0].value
+    report = Report.model_validate_json((workspace2 / "reports" / "r1" / "report.json").read_text())
+    assert [a.label for a in report.arms][:2] == ["base", "deep"]
+    shown = next(d.value for d in at.dataframe if "B - A" in d.value.columns)
+    rows = report.comparisons[0].rows
+    assert list(shown["metric"]) == [r.metric for r in rows]
+    assert set(shown["comparison"]) == {"deep vs base"}
+    assert list(shown["episodes A"]) == [r.n_episodes_a for r in rows]
+    # the figures of the report are shown as images
+    assert len(at.get("image")) == len(list((workspace2 / "reports" / "r1").rglob("*.png"))) > 0
+
+
+def test_ablations_page_shows_depth_ablation_of_a_report(workspace2: Path) -> None:
+    from rlmdistill.analysis.cli import report_main
+
+    report = report_main(
+        [workspace2 / "runs" / "base", workspace2 / "runs" / "deep"], workspace2 / "reports" / "r2"
+    )
+    assert report.depth_ablations, "the analysis stage pairs a depth-1 and a depth-2 arm"
+    at = _open("ablations")
+    d = report.depth_ablations[0]
+    assert any(f"**{d.depth2_arm} vs {d.depth1_arm}**" in m.value for m in at.markdown)
+    frames = [x.value for x in at.dataframe]
+    depth = next(f for f in frames if "depth 1 arm" in f.columns)
+    assert list(depth["room"]) == sorted(d.depth1_room_means)

@@ -8,7 +8,14 @@ import streamlit as st
 
 from rlmdistill.dashboard.data import Workspace
 from rlmdistill.dashboard.pages_compare import _graders, episodes_of
-from rlmdistill.dashboard.reports import pick_report, show_report
+from rlmdistill.dashboard.reports import (
+    depth_frame,
+    fmt_estimate,
+    grid_frame,
+    load_report,
+    pick_report,
+    show_report,
+)
 from rlmdistill.dashboard.widgets import pick_runs
 
 
@@ -67,8 +74,20 @@ def render(ws: Workspace) -> None:
                 "gap best-worst root per subagent: "
                 + ", ".join(f"{col}: {g[col].max() - g[col].min():.3f}" for col in g.columns)
             )
-    st.subheader("Ablation figures from saved reports")
-    report = pick_report(ws, "ablation_report")
+    st.subheader("From a saved report (analysis stage)")
+    report_dir = pick_report(ws, "ablation_report")
+    if report_dir is None:
+        return
+    report = load_report(report_dir)
     if report is not None:
-        show_report(report, figure_filter="depth")
-        show_report(report, figure_filter="grid")
+        for d in report.depth_ablations:
+            mean = d.paired.mean_difference
+            st.markdown(
+                f"**{d.depth2_arm} vs {d.depth1_arm}** ({d.metric}): rooms improved "
+                f"{d.paired.n_improved}, declined {d.paired.n_declined}, tied {d.paired.n_tied}; "
+                f"mean change {fmt_estimate(mean)}" + (f" — {d.note}" if d.note else "")
+            )
+        st.dataframe(depth_frame(report), hide_index=True, width="stretch")
+        st.dataframe(grid_frame(report), hide_index=True, width="stretch")
+    show_report(report_dir, figure_filter="depth")
+    show_report(report_dir, figure_filter="grid")

@@ -11,7 +11,13 @@ import streamlit as st
 
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
-from rlmdistill.dashboard.reports import pick_report, show_report
+from rlmdistill.dashboard.reports import (
+    build_analysis_report,
+    comparison_frame,
+    load_report,
+    pick_report,
+    show_report,
+)
 from rlmdistill.dashboard.widgets import pick_runs
 
 METRICS = {
@@ -115,7 +121,39 @@ def render(ws: Workspace) -> None:
                 )
             )
             st.altair_chart(chart, width="stretch")
-    st.subheader("Saved reports")
-    report = pick_report(ws, "compare_report")
-    if report is not None:
-        show_report(report)
+    if len(run_dirs) >= 1:
+        _build_form(ws, run_dirs)
+    st.subheader("Behaviour-shift reports (analysis stage)")
+    report_dir = pick_report(ws, "compare_report")
+    if report_dir is not None:
+        report = load_report(report_dir)
+        if report is not None:
+            st.caption(
+                "arms: " + ", ".join(a.label for a in report.arms) + " (first = baseline); "
+                "means of room means with bootstrap intervals over rooms"
+            )
+            st.dataframe(comparison_frame(report), hide_index=True, width="stretch")
+        show_report(report_dir)
+
+
+def _build_form(ws: Workspace, run_dirs: list[Path]) -> None:
+    with st.form("compare_build"):
+        st.markdown(
+            "**Build a report** of the picked runs (first = baseline), as `rlmdistill report`"
+        )
+        name = st.text_input("Report name (reports/NAME)", key="compare_report_name")
+        overwrite = st.checkbox("Replace an existing report", key="compare_overwrite")
+        go = st.form_submit_button("Build report")
+    if not go:
+        return
+    if not name.strip():
+        st.error("Give the report a name.")
+        return
+    try:
+        with st.spinner("building the report..."):
+            build_analysis_report(run_dirs, ws.reports / name.strip(), overwrite)
+    except (ValueError, OSError) as exc:
+        st.error(f"report failed: {exc}")
+        return
+    st.session_state["compare_report"] = name.strip()
+    st.success(f"wrote reports/{name.strip()}")
