@@ -138,6 +138,8 @@ def test_all_reasons_recorded_primary_is_first_in_rule_order(tmp_path):
     assert by["few"].reasons == ["sub_calls", "where"]  # type: ignore[attr-defined]
     assert by["ok"].reasons == ["where"]  # type: ignore[attr-defined]
     assert by["ok"].details["where"] == "false: 'depth == 2'"  # type: ignore[attr-defined]
+    any_status = select_episodes([run], FilterRules(required_status=[], require_memo=False))
+    assert _kept(any_status) == ["bad", "ok", "few"]
 
 
 def test_where_on_missing_value_drops_with_detail(tmp_path):
