@@ -367,3 +367,43 @@ def test_ablations_page_shows_depth_ablation_of_a_report(workspace2: Path) -> No
     frames = [x.value for x in at.dataframe]
     depth = next(f for f in frames if "depth 1 arm" in f.columns)
     assert list(depth["room"]) == sorted(d.depth1_room_means)
+
+
+def test_runs_page_shows_lineage_from_the_loop_file(workspace: Path) -> None:
+    from rlmdistill.loop.lineage import LineageRecord, record
+
+    record(
+        workspace,
+        LineageRecord(
+            artefact="adapters/a1",
+            kind="adapter",
+            stage="sft",
+            inputs=["datasets/d0"],
+            fingerprint="f1",
+        ),
+    )
+    record(
+        workspace,
+        LineageRecord(
+            artefact="runs/base",
+            kind="run",
+            stage="collect-eval",
+            inputs=["adapters/a1"],
+            fingerprint="f2",
+        ),
+    )
+    record(
+        workspace,
+        LineageRecord(
+            artefact="datasets/d1",
+            kind="dataset",
+            stage="filter",
+            inputs=["runs/base"],
+            fingerprint="f3",
+        ),
+    )
+    at = _open("runs")
+    line = next(m.value for m in at.markdown if m.value.startswith("**Lineage**"))
+    assert line == "**Lineage** — made from: `adapters/a1` · used by: `datasets/d1`"
+    tree = next(c.value for c in at.code if "datasets/d1" in c.value)
+    assert "<- runs/base" in tree and "<- adapters/a1" in tree

@@ -42,15 +42,40 @@ def runs_frame(ws: Workspace) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def lineage_of(ws: Workspace, run_dir: Path) -> tuple[list[str], list[str]] | None:
+    """``(made_from, used_by)`` of a run in the workspace lineage (``DIR/lineage.jsonl``,
+    written by ``rlmdistill loop``): the artefacts the run was made from (e.g. the adapter of
+    its root) and those made from it (datasets, reports), as workspace-relative paths.
+    ``None`` when the workspace has no lineage file."""
+    from rlmdistill.loop.lineage import latest_records, lineage_path
+
+    if not lineage_path(ws.root).exists():
+        return None
+    latest = latest_records(ws.root)
+    me = str(run_dir.relative_to(ws.root)) if run_dir.is_relative_to(ws.root) else str(run_dir)
+    rec = latest.get(me)
+    made_from = list(rec.inputs) if rec is not None else []
+    used_by = sorted(a for a, r in latest.items() if me in r.inputs)
+    return made_from, used_by
+
+
 def _lineage(ws: Workspace, run_dir: Path) -> None:
-    """Show a lineage file (``<run>/lineage.json`` or ``DIR/lineage.json``) when one exists."""
-    for path in (run_dir / "lineage.json", ws.root / "lineage.json"):
-        lineage = data.load_json(path)
-        if lineage is not None:
-            with st.expander(f"Lineage ({path.relative_to(ws.root)})"):
-                st.json(lineage)
-            return
-    st.caption("No lineage file for this run.")
+    """Show the run's place in the workspace lineage, when a lineage file exists."""
+    found = lineage_of(ws, run_dir)
+    if found is None:
+        st.caption("No lineage file in this workspace (`rlmdistill loop` writes one).")
+        return
+    made_from, used_by = found
+    st.markdown(
+        "**Lineage** — made from: "
+        + (", ".join(f"`{a}`" for a in made_from) or "nothing recorded")
+        + " · used by: "
+        + (", ".join(f"`{a}`" for a in used_by) or "nothing yet")
+    )
+    from rlmdistill.loop.lineage import render_tree
+
+    with st.expander("Workspace lineage tree"):
+        st.code(render_tree(ws.root), language="text")
 
 
 def render(ws: Workspace) -> None:
