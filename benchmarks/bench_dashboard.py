@@ -1,0 +1,164 @@
+"""Dashboard loading times: open a run of 10,000 episodes, open one trace.
+
+    python benchmarks/bench_dashboard.py [--episodes 10000]
+
+Writes a synthetic run (``rlmdistill.filter.synthetic.write_synthetic_run``: 100 rooms x 100
+episodes, 10 criteria each, verdicts of one grader) plus one trajectory of 12 turns and 48
+sub-calls (2,000-character prompts) written with the schema records, then times the data
+functions the pages call, cold (first call, empty cache) and warm (cached, as on a rerun):
+
+- open a run = ``run_overview`` + ``run_table`` (Runs page; the table includes pass rates);
+- open one trace = ``episode_summary`` + ``trajectory`` + ``episode_verdicts`` (Trace viewer).
+
+Targets (issue #8): a 10,000-episode run opens in <= 2 s, one trace in <= 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+from rlmdistill.filter.synthetic import SyntheticEpisode, SyntheticRoom, write_synthetic_run
+from rlmdistill.models.base import Message, Sampling, Usage
+from rlmdistill.traces.runs import load_summaries, trajectory_path
+from rlmdistill.traces.schema import (
+    CodeBlockResult,
+    EpisodeEnd,
+    EpisodeStart,
+    ModelSettings,
+    SubCallRecord,
+    TurnRecord,
+)
+from rlmdistill.traces.store import append_records
+
+
+def _trajectory(run_dir: Path, episode_id: str, run_id: str) -> None:
+    s = next(x for x in load_summaries(run_dir) if x.episode_id == episode_id)
+    now = dt.datetime.now(dt.UTC)
+    ms = ModelSettings(spec="openai:m@http://x", model_id="m", sampling=Sampling())
+    recs: list = [  # type: ignore[type-arg]
+        EpisodeStart(
+            episode_id=episode_id,
+            run_id=run_id,
+            sample_index=0,
+            room=s.room,
+            task_id=s.task_id,
+            root=ms,
+            sub=ms,
+            seed=0,
+            prompt_version="v1",
+            limits={},
+            initial_messages=[
+                Message(role="system", content="x" * 4000),
+                Message(role="user", content="task " * 200),
+            ],
+        )
+    ]
+    for t in range(12):
+        recs.append(
+            TurnRecord(
+                episode_id=episode_id,
+                turn=t,
+                started_at=now,
+                n_messages_before=2 + 2 * t,
+                prompt_sha256="0" * 64,
+                completion="```repl\nprint(1)\n```\n" + "y" * 1500,
+                usage=Usage(prompt_tokens=1000, completion_tokens=300),
+                latency_s=1.0,
+                blocks=[
+                    CodeBlockResult(
+                        index=0,
+                        code="print(1)\n" * 20,
+                        stdout_full="z" * 20000,
+                        stdout_chars=20000,
+                        duration_s=0.5,
+                    )
+                ],
+                observation="REPL output:\n" + "z" * 4000,
+            )
+        )
+        for k in range(4):
+            recs.append(
+                SubCallRecord(
+                    episode_id=episode_id,
+                    call_id=4 * t + k,
+                    turn=t,
+                    block=0,
+                    batch_id=t,
+                    batch_size=4,
+                    prompt="p" * 2000,
+                    response="r" * 500,
+                )
+            )
+    recs.append(EpisodeEnd(episode_id=episode_id, status="completed", memo=s.memo))
+    append_records(trajectory_path(run_dir, episode_id), recs)
+
+
+def _time(fn) -> float:  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    """Build the synthetic run, time the loaders, print the figures."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--episodes", type=int, default=10_000)
+    args = ap.parse_args()
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    from rlmdistill.dashboard import data
+
+    n_rooms = 100
+    per_room = max(1, args.episodes // n_rooms)
+    rooms = [SyntheticRoom(f"room{i:03d}", n_documents=20, n_criteria=10) for i in range(n_rooms)]
+    eps = [
+        SyntheticEpisode(
+            f"ep{r:03d}-{k:04d}",
+            f"room{r:03d}",
+            n_pass=k % 11,
+            coverage=(k % 10) / 10,
+            n_turns=1 + k % 12,
+            n_sub_calls=k % 40,
+        )
+        for r in range(n_rooms)
+        for k in range(per_room)
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = data.Workspace.at(tmp)
+        run_dir = ws.runs / "big"
+        t0 = time.perf_counter()
+        write_synthetic_run(run_dir, rooms, eps, rooms_dir=ws.rooms)
+        episode_id = eps[len(eps) // 2].episode_id
+        _trajectory(run_dir, episode_id, "big")
+        build_s = time.perf_counter() - t0
+        size_mb = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file()) / 1e6
+
+        def open_run() -> None:
+            data.run_overview(run_dir)
+            data.run_table(run_dir)
+
+        def open_trace() -> None:
+            data.episode_summary(run_dir, episode_id)
+            data.trajectory(run_dir, episode_id)
+            data.episode_verdicts(run_dir, episode_id)
+
+        run_cold, run_warm = _time(open_run), _time(open_run)
+        trace_cold, trace_warm = _time(open_trace), _time(open_trace)
+        traj_mb = trajectory_path(run_dir, episode_id).stat().st_size / 1e6
+    print(
+        f"synthetic run: {len(eps):,} episodes, {n_rooms} rooms, {size_mb:.1f} MB (built in {build_s:.1f} s)"
+    )
+    print(
+        f"open a run   (run_overview + run_table):  cold {run_cold:.2f} s, warm {run_warm:.3f} s  (target <= 2 s)"
+    )
+    print(
+        f"open a trace (summary + trajectory {traj_mb:.2f} MB + verdicts): cold {trace_cold:.3f} s, warm {trace_warm:.3f} s  (target <= 0.5 s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
