@@ -132,8 +132,9 @@ def test_export_refuses_existing_dataset_and_empty_result(
     report = export_dataset(refs[:1], out, opts, overwrite=True)
     assert len(datasets.load_from_disk(str(out))) == report.n_examples == 1
     assert json.loads((out / "export.json").read_text())["n_examples"] == 1
-    with pytest.raises(EmptyExportError, match="too_long"):
-        export_dataset(refs, tmp_path / "x", opts.model_copy(update={"max_length": 16}))
+    with pytest.raises(EmptyExportError, match="too_long"):  # a failed overwrite keeps the old
+        export_dataset(refs, out, opts.model_copy(update={"max_length": 16}), overwrite=True)
+    assert len(datasets.load_from_disk(str(out))) == 1
 
 
 def test_export_cli_command(collected_run: Path, smollm2_dir: Path, tmp_path: Path) -> None:

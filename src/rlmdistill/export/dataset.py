@@ -200,7 +200,12 @@ class ExportManifest(BaseModel):
 
 
 def _features() -> Any:
-    from datasets import Features, List, Value
+    from datasets import Features, Value
+
+    try:
+        from datasets import List  # datasets >= 4
+    except ImportError:  # datasets 3.x
+        from datasets import Sequence as List  # type: ignore[assignment]
 
     return Features(
         {
@@ -322,17 +327,12 @@ def _drop(
     )
 
 
-def _prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
-    existing = [f for f in _DATASET_FILES if (out_dir / f).exists()]
-    existing += [p.name for p in out_dir.glob("data-*.arrow")] if out_dir.is_dir() else []
-    if existing and not overwrite:
-        raise FileExistsError(
-            f"{out_dir} already holds a dataset ({', '.join(sorted(existing))}); "
-            "pass overwrite=True to replace it"
-        )
-    for name in existing:
-        (out_dir / name).unlink()
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _existing_dataset(out_dir: Path) -> list[str]:
+    """Names of dataset files already in ``out_dir`` (other files, e.g. reports, are not)."""
+    if not out_dir.is_dir():
+        return []
+    names = [f for f in _DATASET_FILES if (out_dir / f).exists()]
+    return sorted(names + [p.name for p in out_dir.glob("data-*.arrow")])
 
 
 def export_dataset(
@@ -367,7 +367,11 @@ def export_dataset(
     info = probe_template(tokenizer, tok_dir, options.end_of_turn_tokens)
     encoder = _Encoder(tokenizer, info, options)
     system = options.system_prompt_choice()
-    _prepare_out_dir(out_dir, overwrite)
+    if (existing := _existing_dataset(out_dir)) and not overwrite:
+        raise FileExistsError(
+            f"{out_dir} already holds a dataset ({', '.join(existing)}); "
+            "pass overwrite=True to replace it"
+        )
 
     run_ids: dict[Path, str] = {}
     coverages: dict[str, float | None] = {}
@@ -461,7 +465,19 @@ def export_dataset(
         raise EmptyExportError(
             f"no example survived the export of {len(refs)} episodes; dropped: {counts}"
         )
-    rows_to_dataset(rows).save_to_disk(str(out_dir))
+    import datasets
+
+    for name in _existing_dataset(out_dir):  # replaced only now that the new one is ready
+        (out_dir / name).unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    bars = datasets.is_progress_bar_enabled()
+    if not progress:
+        datasets.disable_progress_bars()
+    try:
+        rows_to_dataset(rows).save_to_disk(str(out_dir))
+    finally:
+        if bars and not progress:
+            datasets.enable_progress_bars()
     duration = time.perf_counter() - t0
     tok_stats = LengthStats.of([r["n_tokens"] for r in rows])
     report = ExportReport(
