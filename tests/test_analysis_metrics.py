@@ -81,6 +81,7 @@ def test_metrics_of_a_real_run_match_its_files(collected_run):
         # USD per 1M tokens: root input 1, output 2; sub input 0.5, output 1
         assert r.root_cost_usd == pytest.approx((rp * 1.0 + rc * 2.0) / 1e6)
         assert r.sub_cost_usd == pytest.approx((sp * 0.5 + sc * 1.0) / 1e6)
+        assert r.root_cost_usd is not None and r.sub_cost_usd is not None
         assert r.cost_usd == pytest.approx(r.root_cost_usd + r.sub_cost_usd)
         assert r.price_table == "test-prices-1"
         assert r.wall_time_s == s["wall_time_s"]

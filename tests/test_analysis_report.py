@@ -224,15 +224,12 @@ def test_report_over_two_real_runs(collected_run, lazy_run, tmp_path):
         row["paired"]["wilcoxon"]["reason"] == "needs >= 3 non-zero paired differences (got 1 of 1)"
     )
     # criteria that flipped, recomputed from the verdicts (majority over the two episodes)
-    want_gained = set()
-    for run_flag in (lazy_run,):
-        verdicts = _lines(run_flag / "verdicts" / "reference.jsonl")
-        memo = {e["episode_id"]: e["memo_sha256"] for e in _episodes(run_flag)}
-        by_c: dict[str, list[bool]] = {}
-        for v in verdicts:
-            if v["memo_sha256"] == memo[v["episode_id"]]:
-                by_c.setdefault(v["criterion_id"], []).append(v["verdict"] == "PASS")
-        want_gained = {c for c, xs in by_c.items() if sum(xs) / len(xs) > 0.5}
+    memo = {e["episode_id"]: e["memo_sha256"] for e in _episodes(lazy_run)}
+    by_c: dict[str, list[bool]] = {}
+    for v in _lines(lazy_run / "verdicts" / "reference.jsonl"):
+        if v["memo_sha256"] == memo[v["episode_id"]]:
+            by_c.setdefault(v["criterion_id"], []).append(v["verdict"] == "PASS")
+    want_gained = {c for c, xs in by_c.items() if sum(xs) / len(xs) > 0.5}
     flips = comp["flipped"]
     assert {f["criterion_id"] for f in flips["rows"]} == want_gained  # the base passes nothing
     assert flips["n_gained"] == len(want_gained) > 0 and flips["n_lost"] == 0
@@ -241,12 +238,12 @@ def test_report_over_two_real_runs(collected_run, lazy_run, tmp_path):
     assert fig["x_scale"] == "log"
     for series, run in zip(fig["series"], (collected_run, lazy_run), strict=True):
         rates = _pass_rates(run)
-        want = {
+        points = {
             e["episode_id"]: (e["coverage"]["overall"], rates[e["episode_id"]])
             for e in _episodes(run)
         }
         got = {i: (x, y) for i, x, y in zip(series["ids"], series["x"], series["y"], strict=True)}
-        assert got == want
+        assert got == points
     # root vs sub token shares: sums over episodes.jsonl
     fig = _figure(report, "token_shares")
     assert [s["label"] for s in fig["series"]] == [

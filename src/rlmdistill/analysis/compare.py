@@ -499,7 +499,9 @@ def _room_labels(arms: Sequence[list[EpisodeMetrics]]) -> dict[str, RoomInfoRow]
 
 
 def _room_means(
-    rows: Sequence[EpisodeMetrics], get: Callable[[EpisodeMetrics], float | None], rooms: dict
+    rows: Sequence[EpisodeMetrics],
+    get: Callable[[EpisodeMetrics], float | None],
+    rooms: dict[str, RoomInfoRow],
 ) -> tuple[dict[str, float], list[float]]:
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
@@ -556,7 +558,9 @@ def _criterion_shares(
 
 
 def _flips(
-    a_rows: Sequence[EpisodeMetrics], b_rows: Sequence[EpisodeMetrics], rooms: dict
+    a_rows: Sequence[EpisodeMetrics],
+    b_rows: Sequence[EpisodeMetrics],
+    rooms: dict[str, RoomInfoRow],
 ) -> FlipTable:
     a = _criterion_shares(a_rows, rooms)
     b = _criterion_shares(b_rows, rooms)
@@ -610,7 +614,7 @@ def _token_shares(label: str, rows: Sequence[EpisodeMetrics]) -> TokenShares:
 
 
 def _size_correlations(
-    ctx: _Ctx, label: str, rows: Sequence[EpisodeMetrics], rooms: dict
+    ctx: _Ctx, label: str, rows: Sequence[EpisodeMetrics], rooms: dict[str, RoomInfoRow]
 ) -> list[SizeCorrelation]:
     means, _ = _room_means(rows, lambda r: float(r.n_sub_calls), rooms)
     by_label = {row.label: row for row in rooms.values()}
@@ -640,7 +644,10 @@ def _size_correlations(
 
 
 def _depth_ablations(
-    ctx: _Ctx, arms: list[ArmInfo], rows: dict[str, list[EpisodeMetrics]], rooms: dict
+    ctx: _Ctx,
+    arms: list[ArmInfo],
+    rows: dict[str, list[EpisodeMetrics]],
+    rooms: dict[str, RoomInfoRow],
 ) -> list[DepthAblation]:
     d1 = [a for a in arms if a.depth == 1]
     d2 = [a for a in arms if a.depth == 2]
@@ -707,7 +714,10 @@ def _gap(role: Literal["root", "sub"], fixed: str, values: dict[str, float]) -> 
 
 
 def _grids(
-    ctx: _Ctx, arms: list[ArmInfo], rows: dict[str, list[EpisodeMetrics]], rooms: dict
+    ctx: _Ctx,
+    arms: list[ArmInfo],
+    rows: dict[str, list[EpisodeMetrics]],
+    rooms: dict[str, RoomInfoRow],
 ) -> list[Grid]:
     out = []
     for depth in sorted({a.depth for a in arms}):
