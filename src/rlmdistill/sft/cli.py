@@ -1,0 +1,165 @@
+"""``rlmdistill sft`` (train a LoRA adapter) and ``rlmdistill sft merge`` (fold it in).
+
+::
+
+    rlmdistill sft --dataset datasets/NAME --base qwen2.5-coder-0.5b --out adapters/NAME \\
+        [--config sft.yaml] [--max-steps N] [--lr X] [--epochs E] [--seed S] [--resume]
+    rlmdistill sft merge --adapter adapters/NAME --out models/NAME-merged
+    accelerate launch --config_file examples/accelerate/ddp_cpu.yaml -m rlmdistill.sft \\
+        --dataset datasets/NAME --base smollm2-135m --out adapters/NAME
+
+:func:`sft_main` and :func:`merge_main` are the plain functions behind the commands (tests
+call them); :func:`register` adds the ``sft`` command group to a typer app.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def sft_main(
+    dataset: Path | None = None,
+    base: str | None = None,
+    out: Path | None = None,
+    *,
+    config: Path | None = None,
+    max_steps: int | None = None,
+    lr: float | None = None,
+    epochs: float | None = None,
+    seed: int | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> int:
+    """Train per ``config`` (file) with CLI flags overriding it; returns the exit code.
+
+    0 on success; 2 with one clear line on stderr for a user error (bad config field, dataset
+    check failure, missing base model, occupied output folder).
+    """
+    from pydantic import ValidationError
+
+    from rlmdistill.sft.config import build_config
+    from rlmdistill.sft.data import DatasetError
+    from rlmdistill.sft.train import SFTError, train
+
+    overrides = {
+        "dataset": dataset,
+        "base": base,
+        "out": out,
+        "max_steps": max_steps,
+        "learning_rate": lr,
+        "num_train_epochs": epochs,
+        "seed": seed,
+    }
+    try:
+        cfg = build_config(config, overrides)
+        result = train(cfg, resume=resume, progress=progress)
+    except ValidationError as exc:
+        err.print(f"[red]invalid SFT configuration:[/red] {exc}")
+        return 2
+    except (SFTError, DatasetError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    loss = (
+        f"loss {result.first_loss:.4f} -> {result.final_loss:.4f}, "
+        if result.first_loss is not None and result.final_loss is not None
+        else ""
+    )
+    dropped = f", dropped {result.dropped}" if result.dropped else ""
+    err.print(
+        f"sft: {result.global_step} steps on {result.n_examples} examples{dropped}, {loss}"
+        f"{result.tokens_seen:,} tokens in {result.train_runtime_s:.1f}s -> {result.out_dir}"
+    )
+    return 0
+
+
+def merge_main(
+    adapter: Path,
+    out: Path,
+    *,
+    base: str | None = None,
+    dtype: Literal["float32", "bfloat16"] = "float32",
+) -> int:
+    """Write base + adapter merged into ``out``; returns the exit code (2 on a user error)."""
+    from rlmdistill.sft.merge import merge_adapter
+    from rlmdistill.sft.train import SFTError
+
+    try:
+        path = merge_adapter(adapter, out, base=base, dtype=dtype)
+    except (SFTError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    err.print(f"merged {adapter} -> {path} (load it with local:{path})")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``sft`` command group (train when no sub-command is given; ``merge``)."""
+    sft_app = typer.Typer(
+        help="Fine-tune the root on an exported dataset (TRL SFTTrainer + LoRA).",
+        no_args_is_help=True,
+    )
+
+    @sft_app.callback(invoke_without_command=True)
+    def sft(
+        ctx: typer.Context,
+        dataset: Annotated[
+            Path | None, typer.Option(help="Exported dataset folder (datasets/NAME).")
+        ] = None,
+        base: Annotated[
+            str | None,
+            typer.Option(help="Base model: embedded name, local:NAME or checkpoint dir."),
+        ] = None,
+        out: Annotated[Path | None, typer.Option(help="Adapter folder to write.")] = None,
+        config: Annotated[
+            Path | None,
+            typer.Option(help="SFT config file (YAML/TOML); flags override its fields."),
+        ] = None,
+        max_steps: Annotated[int | None, typer.Option(help="Optimiser steps (-1: epochs).")] = None,
+        lr: Annotated[float | None, typer.Option(help="Peak learning rate.")] = None,
+        epochs: Annotated[float | None, typer.Option(help="Epochs over the dataset.")] = None,
+        seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+        resume: Annotated[
+            bool, typer.Option(help="Continue from the newest checkpoint in OUT/checkpoints.")
+        ] = False,
+    ) -> None:
+        """Train a LoRA adapter (see `rlmdistill sft --help`)."""
+        if ctx.invoked_subcommand is not None:
+            return
+        raise typer.Exit(
+            sft_main(
+                dataset,
+                base,
+                out,
+                config=config,
+                max_steps=max_steps,
+                lr=lr,
+                epochs=epochs,
+                seed=seed,
+                resume=resume,
+            )
+        )
+
+    @sft_app.command("merge")
+    def merge(
+        adapter: Annotated[Path, typer.Option(help="Adapter folder (adapters/NAME).")],
+        out: Annotated[Path, typer.Option(help="Folder for the merged checkpoint.")],
+        base: Annotated[
+            str | None, typer.Option(help="Base model (default: the one the adapter records).")
+        ] = None,
+        dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
+    ) -> None:
+        """Fold the adapter into the base weights and save a plain checkpoint."""
+        if dtype not in ("float32", "bfloat16"):
+            raise typer.BadParameter("--dtype must be float32 or bfloat16")
+        raise typer.Exit(merge_main(adapter, out, base=base, dtype=dtype))  # type: ignore[arg-type]
+
+    app.add_typer(sft_app, name="sft")
+
+
+__all__ = ["merge_main", "register", "sft_main"]

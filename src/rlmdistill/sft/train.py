@@ -1,0 +1,472 @@
+"""Supervised fine-tuning of the root with TRL's ``SFTTrainer`` and a ``peft`` LoRA adapter.
+
+``rlmdistill sft --dataset datasets/NAME --base MODEL --out adapters/NAME`` calls
+:func:`train`. The dataset is pre-tokenised by the export stage (``input_ids`` +
+``assistant_masks``); TRL treats a dataset with ``input_ids`` as processed and turns
+``assistant_masks`` into labels (-100 elsewhere), so the loss covers the root's own turns only
+(assistant-only loss). Before any step runs the dataset is checked against the base tokenizer
+(:mod:`rlmdistill.sft.data`: template/vocabulary, cases S2/S3, lengths). Packing, when asked
+for, is TRL's best-fit-decreasing packing in padding-free form: whole examples only, position
+ids restart at 0 per example, and ``transformers`` turns the restarts into a block-diagonal
+attention mask (case S8).
+
+Writes the adapter folder ``adapters/NAME/``: ``adapter_config.json`` +
+``adapter_model.safetensors`` (peft), ``sft.json`` (:class:`SFTManifest`), ``train_log.jsonl``
+(:class:`TrainLogRecord` per logging step) and ``checkpoints/checkpoint-<step>/`` (for
+``--resume``). Runs unchanged under ``accelerate launch`` (DDP on CPU with gloo, DDP/FSDP/
+DeepSpeed on GPUs; configs in ``examples/accelerate/``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+from transformers import TrainerCallback
+
+from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.sft.config import SFTConfig
+from rlmdistill.sft.data import DatasetError, check_rows, check_tokenizer, load_export
+from rlmdistill.traces.store import append_records, read_jsonl
+
+SFT_SCHEMA_VERSION = 1
+"""Version of ``sft.json`` and ``train_log.jsonl`` records."""
+
+SFTStatus = Literal["running", "completed", "failed"]
+"""State of an SFT run as recorded in ``sft.json``."""
+
+
+class SFTError(ValueError):
+    """An SFT run cannot start: bad base model, target modules, device, or output folder."""
+
+
+class TrainLogRecord(BaseModel):
+    """One line of ``train_log.jsonl``: the metrics of one logging step (rank 0 only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    """Optimiser step (global, continues after ``--resume``)."""
+    epoch: float
+    """Epochs done (fractional)."""
+    loss: float
+    """Mean assistant-only token loss since the previous logging step (nats/token)."""
+    learning_rate: float
+    """Learning rate at this step."""
+    grad_norm: float | None
+    """Gradient norm before clipping (``None`` when not computed)."""
+    tokens_seen: int
+    """Input tokens processed so far, all processes (supervised or not, no padding)."""
+    tokens_per_s: float
+    """Input tokens per wall-clock second since the previous logging step, all processes."""
+    time: datetime
+    """When the line was written (UTC)."""
+
+
+class SFTManifest(BaseModel):
+    """``adapters/NAME/sft.json``: what was trained, from what, how, and how it went."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SFT_SCHEMA_VERSION
+    created_at: datetime
+    """When the run (first attempt) started (UTC)."""
+    updated_at: datetime
+    """Last update of this file (UTC)."""
+    status: SFTStatus
+    config: SFTConfig
+    """Resolved config (file + CLI flags) of the latest attempt."""
+    base_path: str
+    """Absolute checkpoint directory of the base model."""
+    dataset_path: str
+    """Absolute path of the dataset folder."""
+    export_sha256: str
+    """sha256 of the dataset's ``export.json`` (identifies the dataset version)."""
+    sources: list[dict[str, Any]] = Field(default_factory=list)
+    """Runs the dataset came from (copied from ``export.json``)."""
+    tokenizer_check: dict[str, Any]
+    """How the dataset's tokens were matched to the base tokenizer."""
+    n_rows: int
+    """Rows in the dataset."""
+    n_examples: int
+    """Rows trained on."""
+    dropped: dict[str, int]
+    """Rows dropped by reason (``too_long``, ``last_turn_cut``)."""
+    n_tokens: int
+    """Input tokens of the rows trained on (one epoch)."""
+    n_supervised: int
+    """Supervised (assistant) tokens of the rows trained on (one epoch)."""
+    device: str
+    """``cpu`` or ``cuda`` (per process)."""
+    precision: Literal["float32", "bf16"]
+    """Training precision (float32 weights; bf16 = mixed-precision autocast)."""
+    world_size: int
+    """Processes that trained (``accelerate launch --num_processes``)."""
+    seed: int
+    versions: dict[str, str]
+    git_commit: str | None
+    git_dirty: bool | None
+    global_step: int = 0
+    """Optimiser steps done."""
+    train_loss: float | None = None
+    """Mean training loss over the latest attempt (TRL's ``train_loss``)."""
+    train_runtime_s: float | None = None
+    """Wall time of the latest attempt's training loop in seconds."""
+    resumed_from: list[str] = Field(default_factory=list)
+    """Checkpoints the run was resumed from, in order."""
+    error: str | None = None
+    """Why the run failed (status ``failed``)."""
+
+
+class SFTResult(NamedTuple):
+    """What :func:`train` returns (losses are ``None`` on ranks other than 0)."""
+
+    out_dir: Path
+    global_step: int
+    first_loss: float | None
+    """First logged loss of this attempt."""
+    final_loss: float | None
+    """Last logged loss of this attempt."""
+    tokens_seen: int
+    train_runtime_s: float
+    n_examples: int
+    dropped: dict[str, int]
+    resumed_from: str | None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def resolve_base(base: str) -> Path:
+    """Checkpoint directory of ``base``: an embedded model name, ``local:NAME`` or a directory.
+
+    Raises:
+        SFTError: a spec with an adapter or of another kind; or the errors of
+            :func:`rlmdistill.models.pull.resolve_local` (``FileNotFoundError``: not pulled,
+            unknown name, directory without ``config.json``).
+    """
+    from rlmdistill.models.pull import resolve_local
+    from rlmdistill.models.spec import parse_spec
+
+    name = base
+    if base.startswith(("local:", "openai:")):
+        spec = parse_spec(base)
+        if spec.kind != "local":
+            raise SFTError(f"--base {base!r}: SFT needs local weights (local:NAME or a directory)")
+        if spec.adapter:
+            raise SFTError(
+                f"--base {base!r}: training on top of an adapter is not supported; merge it "
+                "first with `rlmdistill sft merge` and train on the merged checkpoint"
+            )
+        name = spec.name
+    return resolve_local(name).resolve()
+
+
+def linear_module_names(model: Any) -> list[str]:
+    """Sorted distinct last-component names of the model's ``torch.nn.Linear`` layers
+    (the valid LoRA ``target_modules``), e.g. ``['down_proj', 'gate_proj', 'k_proj', ...]``."""
+    import torch
+
+    return sorted(
+        {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    )
+
+
+def check_target_modules(model: Any, targets: list[str]) -> None:
+    """Raise :class:`SFTError` listing the valid names when a LoRA target is not a linear
+    layer name of ``model`` (``all-linear`` is always valid)."""
+    if targets == ["all-linear"]:
+        return
+    valid = linear_module_names(model)
+    bad = [t for t in targets if t not in valid]
+    if bad:
+        raise SFTError(
+            f"target_modules {bad} are not linear layers of this model; valid names: "
+            f"{', '.join(valid)} (or ['all-linear'])"
+        )
+
+
+def resolve_precision(option: str) -> tuple[str, bool]:
+    """``(device, bf16)`` for the ``bf16`` option (see :data:`~rlmdistill.sft.config.Bf16Option`).
+
+    Raises:
+        SFTError: ``on`` where no CUDA device with bfloat16 support is present.
+    """
+    import torch
+
+    cuda = torch.cuda.is_available()
+    supported = cuda and torch.cuda.is_bf16_supported()
+    if option == "on" and not supported:
+        raise SFTError(
+            "bf16: on needs a CUDA device with bfloat16 support; "
+            "this machine trains in float32 (use bf16: auto or off)"
+        )
+    return ("cuda" if cuda else "cpu"), (option != "off" and supported)
+
+
+class TrainLogCallback(TrainerCallback):
+    """Appends a :class:`TrainLogRecord` to ``path`` at every logging step (rank 0 only).
+
+    ``tokens_seen`` continues across ``--resume``: TRL's ``num_tokens`` restarts at 0 in a new
+    process, so the count of the last line at or before the resumed step is added. Lines of an
+    interrupted attempt after its last checkpoint stay in the file; readers keep the last line
+    per step.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.losses: list[float] = []
+        self.tokens_seen = 0
+        self._offset = 0
+        self._last_tokens = 0
+        self._last_t = time.perf_counter()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Set the clock and, on resume, the token offset from earlier lines."""
+        self._last_t = time.perf_counter()
+        earlier = [
+            r for r in read_jsonl(self.path).records if r.get("step", 0) <= state.global_step
+        ]
+        self._offset = int(earlier[-1]["tokens_seen"]) if earlier and state.global_step else 0
+        self._last_tokens = self.tokens_seen = self._offset
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+    ) -> None:
+        """Write one line when ``logs`` holds a training loss."""
+        if logs is None or "loss" not in logs:
+            return
+        now = time.perf_counter()
+        tokens = self._offset + int(logs.get("num_tokens", 0))
+        rate = (tokens - self._last_tokens) / max(now - self._last_t, 1e-9)
+        self._last_t, self._last_tokens, self.tokens_seen = now, tokens, tokens
+        self.losses.append(float(logs["loss"]))
+        if not state.is_world_process_zero:
+            return
+        grad = logs.get("grad_norm")
+        record = TrainLogRecord(
+            step=state.global_step,
+            epoch=float(logs.get("epoch", state.epoch or 0.0)),
+            loss=float(logs["loss"]),
+            learning_rate=float(logs.get("learning_rate", 0.0)),
+            grad_norm=None if grad is None else float(grad),
+            tokens_seen=tokens,
+            tokens_per_s=round(rate, 3),
+            time=_now(),
+        )
+        append_records(self.path, [record])
+
+
+def _write_manifest(path: Path, manifest: SFTManifest) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _existing_output(out: Path) -> list[str]:
+    names = ["adapter_model.safetensors", "train_log.jsonl", "sft.json"]
+    found = [n for n in names if (out / n).exists()]
+    ckpt = out / "checkpoints"
+    if ckpt.is_dir() and any(ckpt.glob("checkpoint-*")):
+        found.append("checkpoints/")
+    return found
+
+
+def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> SFTResult:
+    """Fine-tune a LoRA adapter on ``config.base`` with ``config.dataset``; write ``config.out``.
+
+    Steps: check the output folder (a folder holding a run needs ``resume=True``), resolve the
+    base model, check the dataset against its tokenizer (:mod:`rlmdistill.sft.data`), load
+    the model in float32, check the LoRA targets, train with TRL ``SFTTrainer`` (checkpoints
+    every ``save_steps`` into ``out/checkpoints/``), save the adapter and ``sft.json``.
+    ``resume=True`` continues from the newest checkpoint (same dataset required); the step
+    count continues. Call it in every process under ``accelerate launch``.
+
+    Raises:
+        SFTError: output folder already holds a run (without ``resume``), ``resume`` without a
+            checkpoint or with another dataset, base given as an adapter/HTTP spec, bad
+            ``target_modules`` (lists valid names), ``bf16: on`` without support.
+        DatasetError: the dataset fails a check (names the row and episode).
+        FileNotFoundError: base model not pulled / not found.
+    """
+    import torch
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import SFTConfig as TRLSFTConfig
+    from trl import SFTTrainer
+
+    out = Path(config.out).resolve()
+    dataset_dir = Path(config.dataset).resolve()
+    ckpt_dir = out / "checkpoints"
+    manifest_path = out / "sft.json"
+    previous: SFTManifest | None = None
+    resume_ckpt: str | None = None
+    if resume:
+        resume_ckpt = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+        if resume_ckpt is None:
+            raise SFTError(f"{out}: --resume given but there is no checkpoint in {ckpt_dir}")
+        if manifest_path.is_file():
+            previous = SFTManifest.model_validate_json(manifest_path.read_text("utf-8"))
+    elif found := _existing_output(out):
+        raise SFTError(
+            f"{out} already holds an SFT run ({', '.join(found)}); pass --resume to continue "
+            "it or choose another --out"
+        )
+
+    set_seed(config.seed)
+    base_dir = resolve_base(config.base)
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
+    ds, export, export_sha = load_export(dataset_dir)
+    if previous is not None and previous.export_sha256 != export_sha:
+        raise SFTError(
+            f"{out}: --resume with another dataset (export.json sha256 {export_sha}, the run "
+            f"was started on {previous.export_sha256})"
+        )
+    tok_check = check_tokenizer(ds, export, tokenizer, dataset_dir)
+    rows = check_rows(
+        ds, tokenizer, dataset_dir, max_length=config.max_length, policy=config.length_policy
+    )
+    train_ds = ds.select(rows.kept).select_columns(["input_ids", "assistant_masks"])
+
+    device, bf16 = resolve_precision(config.bf16)
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    model.config.use_cache = False  # a KV cache would defeat the packed-sequence mask (S8)
+    check_target_modules(model, config.target_modules)
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=(
+            "all-linear" if config.target_modules == ["all-linear"] else config.target_modules
+        ),
+        task_type="CAUSAL_LM",
+    )
+    args = TRLSFTConfig(
+        output_dir=str(ckpt_dir),
+        learning_rate=config.learning_rate,
+        lr_scheduler_type=config.lr_scheduler_type,
+        warmup_steps=config.warmup_ratio,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        num_train_epochs=config.num_train_epochs,
+        max_steps=config.max_steps,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        gradient_checkpointing=config.gradient_checkpointing,
+        gradient_checkpointing_kwargs=(
+            {"use_reentrant": False} if config.gradient_checkpointing else None
+        ),
+        bf16=bf16,
+        use_cpu=device == "cpu",
+        max_length=config.max_length,
+        packing=config.packing,
+        packing_strategy="bfd",
+        padding_free=config.packing,
+        assistant_only_loss=False,  # masks come pre-computed; TRL applies assistant_masks
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=config.save_total_limit,
+        logging_steps=config.logging_steps,
+        logging_first_step=True,
+        seed=config.seed,
+        data_seed=config.seed,
+        report_to=config.report_to or "none",
+        disable_tqdm=not progress,
+        dataloader_num_workers=config.dataloader_num_workers,
+        ddp_find_unused_parameters=False,
+    )
+    log_cb = TrainLogCallback(out / "train_log.jsonl")
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        processing_class=tokenizer,
+        peft_config=lora,
+        callbacks=[log_cb],
+    )
+    trainer.accelerator.wait_for_everyone()  # every rank passed the output-folder check
+    is_main = trainer.is_world_process_zero()
+    commit, dirty = git_state()
+    manifest = SFTManifest(
+        created_at=previous.created_at if previous else _now(),
+        updated_at=_now(),
+        status="running",
+        config=config,
+        base_path=str(base_dir),
+        dataset_path=str(dataset_dir),
+        export_sha256=export_sha,
+        sources=list(export.get("sources") or []),
+        tokenizer_check=tok_check.as_dict(),
+        n_rows=rows.n_rows,
+        n_examples=len(rows.kept),
+        dropped=rows.dropped,
+        n_tokens=rows.n_tokens,
+        n_supervised=rows.n_supervised,
+        device=device,
+        precision="bf16" if bf16 else "float32",
+        world_size=trainer.args.world_size,
+        seed=config.seed,
+        versions=package_versions(),
+        git_commit=commit,
+        git_dirty=dirty,
+        global_step=previous.global_step if previous else 0,
+        resumed_from=[
+            *(previous.resumed_from if previous else []),
+            *([resume_ckpt] if resume_ckpt else []),
+        ],
+    )
+    if is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        _write_manifest(manifest_path, manifest)
+    try:
+        output = trainer.train(resume_from_checkpoint=resume_ckpt)
+    except BaseException as exc:
+        if is_main:
+            manifest.status, manifest.updated_at = "failed", _now()
+            manifest.error = f"{type(exc).__name__}: {exc}"
+            manifest.global_step = trainer.state.global_step
+            _write_manifest(manifest_path, manifest)
+        raise
+    trainer.save_model(str(out))  # adapter_config.json + adapter_model.safetensors (rank 0)
+    runtime = float(output.metrics.get("train_runtime", 0.0))
+    if is_main:
+        manifest.status, manifest.updated_at = "completed", _now()
+        manifest.global_step = trainer.state.global_step
+        manifest.train_loss = float(output.training_loss)
+        manifest.train_runtime_s = runtime
+        _write_manifest(manifest_path, manifest)
+    trainer.accelerator.wait_for_everyone()
+    return SFTResult(
+        out_dir=out,
+        global_step=trainer.state.global_step,
+        first_loss=log_cb.losses[0] if log_cb.losses and is_main else None,
+        final_loss=log_cb.losses[-1] if log_cb.losses and is_main else None,
+        tokens_seen=log_cb.tokens_seen,
+        train_runtime_s=runtime,
+        n_examples=len(rows.kept),
+        dropped=rows.dropped,
+        resumed_from=resume_ckpt,
+    )
+
+
+__all__ = [
+    "SFT_SCHEMA_VERSION",
+    "DatasetError",
+    "SFTError",
+    "SFTManifest",
+    "SFTResult",
+    "SFTStatus",
+    "TrainLogCallback",
+    "TrainLogRecord",
+    "check_target_modules",
+    "linear_module_names",
+    "resolve_base",
+    "resolve_precision",
+    "train",
+]

@@ -1,0 +1,501 @@
+"""SFT stage: dataset checks (cases S2, S3, S7, S8), LoRA training on a tiny random Llama with
+the real SmolLM2 tokenizer, adapter save/reload, resume, merge, CLI and 2-process accelerate."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlmdistill.sft.config import SFTConfig
+from rlmdistill.sft.data import (
+    DatasetError,
+    chat_template_sha256,
+    check_rows,
+    check_tokenizer,
+    load_export,
+    vocab_sha256,
+)
+from rlmdistill.sft.train import SFTError, SFTManifest, TrainLogRecord, train
+from rlmdistill.traces.store import read_jsonl
+
+SYSTEM = "You are the root of a due-diligence agent. Write ```repl``` code."
+CONVERSATIONS = [
+    [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Find the assignment clause in the room."},
+        {"role": "assistant", "content": "```repl\nhits = search('assign')\nprint(hits)\n```"},
+        {"role": "user", "content": "['contracts/a.txt:120']"},
+        {"role": "assistant", "content": "```repl\nFINAL('Assignment needs consent.')\n```"},
+    ],
+    [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "List the documents."},
+        {"role": "assistant", "content": "```repl\nprint(list_documents())\n```"},
+    ],
+]
+
+
+def render_row(tokenizer: Any, messages: list[dict[str, str]], **meta: Any) -> dict[str, Any]:
+    """One contract-format row: one full render (S7), mask = assistant content + <|im_end|>."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans, cursor = [], 0
+    for m in messages:
+        if m["role"] != "assistant":
+            continue
+        head = "<|im_start|>assistant\n"
+        start = text.index(head + m["content"] + "<|im_end|>", cursor) + len(head)
+        end = start + len(m["content"]) + len("<|im_end|>")
+        spans.append((start, end))
+        cursor = end
+    mask = [int(any(s <= a and b <= e for s, e in spans)) for a, b in enc["offset_mapping"]]
+    ids = list(enc["input_ids"])
+    row = {
+        "messages": messages,
+        "input_ids": ids,
+        "assistant_masks": mask,
+        "n_tokens": len(ids),
+        "n_supervised": sum(mask),
+        "episode_id": "ep0",
+        "run_id": "run0",
+        "room_id": "room0",
+        "task_id": "task0",
+        "turn": -1,
+        "pass_rate": 1.0,
+        "coverage": 0.5,
+    }
+    row.update(meta)
+    return row
+
+
+def write_dataset(
+    path: Path, tokenizer: Any, rows: list[dict[str, Any]], **tokenizer_info: Any
+) -> Path:
+    """Save ``rows`` like the export stage does: ``save_to_disk`` + ``export.json``."""
+    import datasets
+
+    datasets.Dataset.from_list(rows).save_to_disk(str(path))
+    info = {
+        "name_or_path": "smollm2-135m",
+        "chat_template_sha256": chat_template_sha256(tokenizer),
+        "vocab_size": len(tokenizer),
+        "vocab_sha256": vocab_sha256(tokenizer),
+        **tokenizer_info,
+    }
+    manifest = {
+        "created_at": "2025-01-01T00:00:00+00:00",
+        "tokenizer": info,
+        "mode": "whole",
+        "n_examples": len(rows),
+        "sources": [{"run_dir": "runs/x", "run_id": "run0", "episode_ids": ["ep0", "ep1"]}],
+    }
+    (path / "export.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer: Any) -> Path:
+    """A tiny random Llama (2 layers, hidden 64) with the real SmolLM2 tokenizer and vocab."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    tok = smollm2_tokenizer
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    out = tmp_path_factory.mktemp("tiny") / "tiny-llama"
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer: Any) -> Path:
+    rows = [
+        render_row(smollm2_tokenizer, conv, episode_id=f"ep{i}")
+        for i, conv in enumerate(CONVERSATIONS)
+    ]
+    return write_dataset(tmp_path_factory.mktemp("ds") / "tiny", smollm2_tokenizer, rows)
+
+
+def fast_config(dataset: Path, base: Path, out: Path, **kw: Any) -> SFTConfig:
+    fields: dict[str, Any] = {
+        "dataset": dataset,
+        "base": str(base),
+        "out": out,
+        "learning_rate": 5e-3,
+        "lr_scheduler_type": "constant",
+        "warmup_ratio": 0.0,
+        "max_steps": 12,
+        "per_device_train_batch_size": 2,
+        "lora_r": 8,
+        "lora_dropout": 0.0,
+        "save_steps": 6,
+        **kw,
+    }
+    return SFTConfig(**fields)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, tiny_base: Path, tiny_dataset: Path) -> Any:
+    out = tmp_path_factory.mktemp("adapters") / "a"
+    result = train(fast_config(tiny_dataset, tiny_base, out), progress=False)
+    return result
+
+
+# ------------------------------------------------------------------ dataset checks
+def test_masks_cover_assistant_content_and_end_of_turn_case_s3(smollm2_tokenizer: Any) -> None:
+    row = render_row(smollm2_tokenizer, CONVERSATIONS[1])
+    supervised = [t for t, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m]
+    assert smollm2_tokenizer.decode(supervised) == (
+        "```repl\nprint(list_documents())\n```<|im_end|>"
+    )
+
+
+def test_zero_supervised_row_refused_case_s2(
+    tmp_path: Path, smollm2_tokenizer: Any, tiny_base: Path
+) -> None:
+    good = render_row(smollm2_tokenizer, CONVERSATIONS[1], episode_id="ep-good")
+    bad = render_row(smollm2_tokenizer, CONVERSATIONS[1], episode_id="ep-empty")
+    bad["assistant_masks"] = [0] * len(bad["input_ids"])
+    ds_dir = write_dataset(tmp_path / "ds", smollm2_tokenizer, [good, bad])
+    cfg = fast_config(ds_dir, tiny_base, tmp_path / "out", length_policy="drop")
+    with pytest.raises(DatasetError, match=r"row 1 \(episode_id=ep-empty.*no supervised token"):
+        train(cfg, progress=False)
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_too_long_row_refused_or_dropped_never_truncated(
+    tmp_path: Path, smollm2_tokenizer: Any
+) -> None:
+    rows = [
+        render_row(smollm2_tokenizer, conv, episode_id=f"ep{i}")
+        for i, conv in enumerate(CONVERSATIONS)
+    ]
+    ds, _, _ = load_export(write_dataset(tmp_path / "ds", smollm2_tokenizer, rows))
+    limit = len(rows[1]["input_ids"])  # row 0 is longer
+    assert len(rows[0]["input_ids"]) > limit
+    with pytest.raises(DatasetError, match=rf"row 0 \(episode_id=ep0.*> max_length {limit}"):
+        check_rows(ds, smollm2_tokenizer, tmp_path, max_length=limit, policy="refuse")
+    check = check_rows(ds, smollm2_tokenizer, tmp_path, max_length=limit, policy="drop")
+    assert check.kept == [1]
+    assert check.dropped == {"too_long": 1}
+    assert check.n_tokens == limit
+    assert check.n_supervised == rows[1]["n_supervised"]
+
+
+def test_cut_last_turn_refused_or_dropped(tmp_path: Path, smollm2_tokenizer: Any) -> None:
+    whole = render_row(smollm2_tokenizer, CONVERSATIONS[0], episode_id="ep-whole")
+    cut = render_row(smollm2_tokenizer, CONVERSATIONS[0], episode_id="ep-cut")
+    n = len(cut["input_ids"]) - 4  # inside the last assistant turn, before <|im_end|>
+    cut.update(input_ids=cut["input_ids"][:n], assistant_masks=cut["assistant_masks"][:n])
+    cut["n_tokens"] = n
+    ds, _, _ = load_export(write_dataset(tmp_path / "ds", smollm2_tokenizer, [whole, cut]))
+    with pytest.raises(DatasetError, match=r"row 1 \(episode_id=ep-cut.*not an end-of-turn"):
+        check_rows(ds, smollm2_tokenizer, tmp_path, max_length=None, policy="refuse")
+    check = check_rows(ds, smollm2_tokenizer, tmp_path, max_length=None, policy="drop")
+    assert (check.kept, check.dropped) == ([0], {"last_turn_cut": 1})
+
+
+def test_end_of_turn_outside_mask_is_an_error_case_s3(
+    tmp_path: Path, smollm2_tokenizer: Any
+) -> None:
+    row = render_row(smollm2_tokenizer, CONVERSATIONS[0])
+    end = smollm2_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    first_end = next(
+        k
+        for k, (t, m) in enumerate(zip(row["input_ids"], row["assistant_masks"], strict=True))
+        if m and t == end
+    )
+    row["assistant_masks"][first_end] = 0  # first assistant turn no longer supervises its stop
+    ds, _, _ = load_export(write_dataset(tmp_path / "ds", smollm2_tokenizer, [row]))
+    with pytest.raises(DatasetError, match=r"supervised turn 0 .*\(case S3\)"):
+        check_rows(ds, smollm2_tokenizer, tmp_path, max_length=None, policy="drop")
+
+
+def test_trailing_newline_in_mask_is_accepted(tmp_path: Path, smollm2_tokenizer: Any) -> None:
+    """TRL's *_training templates put '<|im_end|>\\n' inside the generation block."""
+    row = render_row(smollm2_tokenizer, CONVERSATIONS[1])
+    last = max(k for k, m in enumerate(row["assistant_masks"]) if m)
+    assert smollm2_tokenizer.decode(row["input_ids"][last + 1 :]) == "\n"
+    row["assistant_masks"][last + 1] = 1
+    ds, _, _ = load_export(write_dataset(tmp_path / "ds", smollm2_tokenizer, [row]))
+    assert check_rows(ds, smollm2_tokenizer, tmp_path, max_length=None, policy="refuse").kept == [0]
+
+
+def test_tokenizer_match_by_hash_or_rerender_else_error(
+    tmp_path: Path, smollm2_tokenizer: Any
+) -> None:
+    rows = [render_row(smollm2_tokenizer, c) for c in CONVERSATIONS]
+    ds_dir = write_dataset(tmp_path / "a", smollm2_tokenizer, rows)
+    ds, manifest, _ = load_export(ds_dir)
+    assert check_tokenizer(ds, manifest, smollm2_tokenizer, ds_dir).method == "template_sha256"
+    # Another template hash, but the ids are exactly one render with the base template.
+    ds_dir = write_dataset(tmp_path / "b", smollm2_tokenizer, rows, chat_template_sha256="0" * 64)
+    ds, manifest, _ = load_export(ds_dir)
+    assert check_tokenizer(ds, manifest, smollm2_tokenizer, ds_dir).method == "rerender"
+    # Ids that are not a render of the messages with the base tokenizer (S7).
+    shifted = dict(rows[0], input_ids=[t + 1 for t in rows[0]["input_ids"]])
+    ds_dir = write_dataset(tmp_path / "c", smollm2_tokenizer, [shifted], chat_template_sha256="x")
+    ds, manifest, _ = load_export(ds_dir)
+    with pytest.raises(DatasetError, match=r"row 0 .*differ from one full render"):
+        check_tokenizer(ds, manifest, smollm2_tokenizer, ds_dir)
+    ds_dir = write_dataset(tmp_path / "d", smollm2_tokenizer, rows, vocab_size=151_665)
+    ds, manifest, _ = load_export(ds_dir)
+    with pytest.raises(DatasetError, match="151665 tokens"):
+        check_tokenizer(ds, manifest, smollm2_tokenizer, ds_dir)
+
+
+def test_missing_export_manifest_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "ds").mkdir()
+    with pytest.raises(DatasetError, match=r"no export\.json"):
+        load_export(tmp_path / "ds")
+
+
+# --------------------------------------------------------------------- training
+def test_loss_falls_and_lora_weights_change(trained: Any, tiny_base: Path) -> None:
+    from safetensors.torch import load_file
+
+    out = trained.out_dir
+    assert trained.global_step == 12
+    assert trained.first_loss is not None and trained.final_loss is not None
+    assert trained.final_loss < trained.first_loss - 0.5, (trained.first_loss, trained.final_loss)
+    log = [TrainLogRecord.model_validate(r) for r in read_jsonl(out / "train_log.jsonl").records]
+    assert [r.step for r in log] == list(range(1, 13))
+    assert log[0].loss == pytest.approx(trained.first_loss)
+    assert all(r.tokens_per_s > 0 and r.learning_rate == pytest.approx(5e-3) for r in log)
+    n_tokens = sum(len(r) for r in (render_row_ids(tiny_base, c) for c in CONVERSATIONS))
+    assert [r.tokens_seen for r in log] == [n_tokens * s for s in range(1, 13)]
+    assert all(r.time.tzinfo is not None for r in log)
+    weights = load_file(out / "adapter_model.safetensors")
+    lora_b = [v for k, v in weights.items() if "lora_B" in k]
+    assert lora_b and all(float(v.abs().max()) > 0 for v in lora_b)  # B starts at zero
+    manifest = SFTManifest.model_validate_json((out / "sft.json").read_text())
+    assert manifest.status == "completed"
+    assert (manifest.n_examples, manifest.global_step, manifest.world_size) == (2, 12, 1)
+    assert manifest.n_supervised == sum(sum(render_row_mask(tiny_base, c)) for c in CONVERSATIONS)
+    assert manifest.precision == "float32" and manifest.device == "cpu"
+    assert manifest.sources[0]["run_id"] == "run0"
+    assert (
+        manifest.export_sha256
+        == hashlib.sha256((Path(manifest.dataset_path) / "export.json").read_bytes()).hexdigest()
+    )
+    assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == [
+        "checkpoint-12",
+        "checkpoint-6",
+    ]
+
+
+def render_row_ids(base: Path, conv: list[dict[str, str]]) -> list[int]:
+    from transformers import AutoTokenizer
+
+    return list(render_row(AutoTokenizer.from_pretrained(base), conv)["input_ids"])
+
+
+def render_row_mask(base: Path, conv: list[dict[str, str]]) -> list[int]:
+    from transformers import AutoTokenizer
+
+    return list(render_row(AutoTokenizer.from_pretrained(base), conv)["assistant_masks"])
+
+
+def test_adapter_reload_gives_identical_logits_and_merge_matches(
+    trained: Any, tiny_base: Path, tmp_path: Path
+) -> None:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from rlmdistill.sft.merge import merge_adapter
+
+    ids = torch.tensor([render_row_ids(tiny_base, CONVERSATIONS[0])])
+
+    def logits(adapter: Path | None) -> torch.Tensor:
+        model: Any = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
+        if adapter is not None:
+            model = PeftModel.from_pretrained(model, adapter)
+        with torch.no_grad():
+            return model.eval()(input_ids=ids).logits
+
+    final = logits(trained.out_dir)
+    assert torch.equal(final, logits(trained.out_dir / "checkpoints" / "checkpoint-12"))
+    assert not torch.allclose(final, logits(None), atol=1e-3)  # the adapter changed the model
+    merged_dir = merge_adapter(trained.out_dir, tmp_path / "merged")
+    merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32)
+    with torch.no_grad():
+        assert torch.allclose(merged.eval()(input_ids=ids).logits, final, atol=1e-4)
+    assert json.loads((merged_dir / "rlmdistill_merge.json").read_text())["adapter"] == str(
+        trained.out_dir
+    )
+    with pytest.raises(SFTError, match="already holds a checkpoint"):
+        merge_adapter(trained.out_dir, merged_dir)
+
+
+def test_local_client_loads_base_plus_adapter(trained: Any, tiny_base: Path) -> None:
+    """`local:BASE+adapter=DIR` serves the tuned root (models/local.py, unchanged)."""
+    from rlmdistill.models.base import Message, Sampling
+    from rlmdistill.models.local import LocalChatClient
+
+    msgs = [Message(role="user", content="Find the assignment clause in the room.")]
+    greedy = Sampling(temperature=0.0, max_tokens=12)
+    with (
+        LocalChatClient(tiny_base, dtype="float32") as plain,
+        LocalChatClient(tiny_base, dtype="float32", adapter=trained.out_dir) as tuned,
+    ):
+        a, b = plain.chat(msgs, greedy), tuned.chat(msgs, greedy)
+    assert a.token_ids != b.token_ids
+
+
+def test_resume_continues_step_count(tmp_path: Path, tiny_base: Path, tiny_dataset: Path) -> None:
+    out = tmp_path / "a"
+    first = train(
+        fast_config(tiny_dataset, tiny_base, out, max_steps=3, save_steps=1), progress=False
+    )
+    assert first.global_step == 3
+    with pytest.raises(SFTError, match="already holds an SFT run"):
+        train(fast_config(tiny_dataset, tiny_base, out, max_steps=4), progress=False)
+    shutil.rmtree(out / "checkpoints" / "checkpoint-3")  # as if killed during step 3
+    second = train(
+        fast_config(tiny_dataset, tiny_base, out, max_steps=4, save_steps=1),
+        resume=True,
+        progress=False,
+    )
+    assert second.global_step == 4
+    assert second.resumed_from is not None and second.resumed_from.endswith("checkpoint-2")
+    log = read_jsonl(out / "train_log.jsonl").records
+    assert [r["step"] for r in log] == [1, 2, 3, 3, 4]  # step 3 logged again after resume
+    per_step = log[0]["tokens_seen"]
+    assert [r["tokens_seen"] for r in log] == [per_step * s for s in (1, 2, 3, 3, 4)]
+    manifest = SFTManifest.model_validate_json((out / "sft.json").read_text())
+    assert manifest.global_step == 4 and manifest.status == "completed"
+    assert [Path(p).name for p in manifest.resumed_from] == ["checkpoint-2"]
+
+
+def test_resume_without_checkpoint_is_refused(
+    tmp_path: Path, tiny_base: Path, tiny_dataset: Path
+) -> None:
+    with pytest.raises(SFTError, match="no checkpoint"):
+        train(fast_config(tiny_dataset, tiny_base, tmp_path / "x"), resume=True, progress=False)
+
+
+def test_target_module_error_lists_valid_names(
+    tmp_path: Path, tiny_base: Path, tiny_dataset: Path
+) -> None:
+    cfg = fast_config(tiny_dataset, tiny_base, tmp_path / "o", target_modules=["q_proj", "qkv"])
+    with pytest.raises(SFTError, match=r"\['qkv'\].*valid names: down_proj, gate_proj, k_proj"):
+        train(cfg, progress=False)
+
+
+def test_packing_restarts_positions_and_isolates_examples_case_s8(tiny_base: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    a, b = list(range(100, 110)), list(range(200, 210))
+    collator = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)
+    batch = collator([{"input_ids": a, "seq_lengths": [10]}, {"input_ids": b, "seq_lengths": [10]}])
+    assert batch["position_ids"].tolist() == [list(range(10)) + list(range(10))]
+    assert "attention_mask" not in batch
+    assert batch["labels"][0, 10].item() == -100  # no loss across the boundary
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    with torch.no_grad():
+        packed = model(
+            input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False
+        ).logits
+        alone = [model(input_ids=torch.tensor([x])).logits for x in (a, b)]
+    assert torch.allclose(packed[:, :10], alone[0], atol=1e-5)
+    assert torch.allclose(packed[:, 10:], alone[1], atol=1e-5)  # attention never crossed
+
+
+def test_training_with_packing(tmp_path: Path, tiny_base: Path, tiny_dataset: Path) -> None:
+    cfg = fast_config(tiny_dataset, tiny_base, tmp_path / "p", packing=True, max_length=256)
+    result = train(cfg.model_copy(update={"max_steps": 2}), progress=False)
+    assert result.global_step == 2
+    log = read_jsonl(tmp_path / "p" / "train_log.jsonl").records
+    n_tokens = sum(len(render_row_ids(tiny_base, c)) for c in CONVERSATIONS)
+    assert log[0]["tokens_seen"] == n_tokens  # both examples in one padding-free row
+
+
+def test_cli_trains_and_merges(tmp_path: Path, tiny_base: Path, tiny_dataset: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from rlmdistill.sft.cli import register
+
+    app = typer.Typer()
+    register(app)
+    runner = CliRunner()
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text(
+        "lora_r: 4\nmax_steps: 50\nlearning_rate: 0.001\nper_device_train_batch_size: 2\n"
+    )
+    out = tmp_path / "adapters" / "a"
+    args = ["sft", "--dataset", str(tiny_dataset), "--base", str(tiny_base), "--out", str(out)]
+    res = runner.invoke(app, [*args, "--config", str(cfg), "--max-steps", "1", "--lr", "0.01"])
+    assert res.exit_code == 0, res.output
+    manifest = SFTManifest.model_validate_json((out / "sft.json").read_text())
+    assert (manifest.config.max_steps, manifest.config.learning_rate) == (1, 0.01)
+    assert manifest.config.lora_r == 4 and manifest.global_step == 1
+    assert json.loads((out / "adapter_config.json").read_text())["r"] == 4
+    res = runner.invoke(app, args)  # same --out again without --resume
+    assert res.exit_code == 2 and "already holds an SFT run" in res.output
+    merged = tmp_path / "merged"
+    res = runner.invoke(app, ["sft", "merge", "--adapter", str(out), "--out", str(merged)])
+    assert res.exit_code == 0, res.output
+    assert (merged / "config.json").is_file() and (merged / "model.safetensors").is_file()
+    res = runner.invoke(
+        app,
+        [
+            "sft",
+            "--dataset",
+            str(tmp_path / "nope"),
+            "--base",
+            str(tiny_base),
+            "--out",
+            str(tmp_path / "b"),
+        ],
+    )
+    assert res.exit_code == 2 and "no such dataset folder" in res.output
+
+
+@pytest.mark.slow
+def test_accelerate_two_processes_on_cpu(
+    tmp_path: Path, tiny_base: Path, tiny_dataset: Path
+) -> None:
+    """`accelerate launch --num_processes 2` (DDP, gloo on CPU) trains and writes one adapter."""
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "ddp"
+    accelerate = Path(sys.executable).with_name("accelerate")
+    cmd = [
+        str(accelerate), "launch", "--config_file", str(repo / "examples/accelerate/ddp_cpu.yaml"),
+        "-m", "rlmdistill.sft", "--dataset", str(tiny_dataset), "--base", str(tiny_base),
+        "--out", str(out), "--max-steps", "3",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    manifest = SFTManifest.model_validate_json((out / "sft.json").read_text())
+    assert (manifest.world_size, manifest.global_step, manifest.status) == (2, 3, "completed")
+    log = read_jsonl(out / "train_log.jsonl").records
+    assert [r["step"] for r in log] == [1, 2, 3]  # rank 0 only
+    n_tokens = sum(len(render_row_ids(tiny_base, c)) for c in CONVERSATIONS)
+    assert log[-1]["tokens_seen"] == 3 * n_tokens  # both ranks' tokens, one example each
+    assert (out / "adapter_model.safetensors").is_file()
