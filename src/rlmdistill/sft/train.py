@@ -106,6 +106,8 @@ class SFTManifest(BaseModel):
     """Training precision (float32 weights; bf16 = mixed-precision autocast)."""
     world_size: int
     """Processes that trained (``accelerate launch --num_processes``)."""
+    backend: str | None = None
+    """``torch.distributed`` backend (``gloo`` on CPU, ``nccl`` on GPUs); ``None`` alone."""
     seed: int
     versions: dict[str, str]
     git_commit: str | None
@@ -411,6 +413,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         device=device,
         precision="bf16" if bf16 else "float32",
         world_size=trainer.args.world_size,
+        backend=trainer.accelerator.state.backend if trainer.args.world_size > 1 else None,
         seed=config.seed,
         versions=package_versions(),
         git_commit=commit,
