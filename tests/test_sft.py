@@ -265,6 +265,33 @@ def test_tokenizer_match_by_hash_or_rerender_else_error(
         check_tokenizer(ds, manifest, smollm2_tokenizer, ds_dir)
 
 
+def test_dataset_from_the_real_export_stage_trains(
+    tmp_path: Path, smollm2_dir: Path, tiny_base: Path
+) -> None:
+    """Interop: `export_dataset` output (synthetic run, SmolLM2 template) passes every check
+    as is and trains one step."""
+    from transformers import AutoTokenizer
+
+    from rlmdistill.export.dataset import export_dataset
+    from rlmdistill.export.options import ExportOptions
+    from rlmdistill.export.synthetic import write_synthetic_run
+    from rlmdistill.traces.runs import EpisodeRef
+
+    run = tmp_path / "run"
+    ids = write_synthetic_run(run, 2, n_turns=2, few_shot=False)
+    ds_dir = tmp_path / "ds"
+    export_dataset(
+        [EpisodeRef(run, i) for i in ids], ds_dir, ExportOptions(tokenizer=str(smollm2_dir))
+    )
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    ds, manifest, _ = load_export(ds_dir)
+    assert check_tokenizer(ds, manifest, tok, ds_dir).method == "template_sha256"
+    check = check_rows(ds, tok, ds_dir, max_length=None, policy="refuse")
+    assert check.kept == list(range(len(ds))) and check.dropped == {}
+    result = train(fast_config(ds_dir, tiny_base, tmp_path / "a", max_steps=1), progress=False)
+    assert result.global_step == 1 and result.n_examples == len(ds)
+
+
 def test_missing_export_manifest_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "ds").mkdir()
     with pytest.raises(DatasetError, match=r"no export\.json"):

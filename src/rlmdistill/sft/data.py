@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,10 +96,11 @@ def vocab_sha256(tokenizer: Any) -> str:
     return hashlib.sha256("\n".join(f"{t}\t{i}" for t, i in items).encode("utf-8")).hexdigest()
 
 
-def end_of_turn_ids(tokenizer: Any) -> set[int]:
-    """Ids of :data:`END_OF_TURN_TOKENS` present in ``tokenizer``, plus its EOS id."""
+def end_of_turn_ids(tokenizer: Any, extra: Sequence[str] = ()) -> set[int]:
+    """Ids of :data:`END_OF_TURN_TOKENS` and ``extra`` token strings (e.g. the export's
+    ``tokenizer.end_of_turn``) present in ``tokenizer``, plus its EOS id."""
     vocab = tokenizer.get_vocab()
-    ids = {vocab[t] for t in END_OF_TURN_TOKENS if t in vocab}
+    ids = {vocab[t] for t in (*END_OF_TURN_TOKENS, *extra) if t in vocab}
     if isinstance(tokenizer.eos_token_id, int):
         ids.add(tokenizer.eos_token_id)
     return ids
@@ -274,6 +276,7 @@ def check_rows(
     *,
     max_length: int | None,
     policy: LengthPolicy,
+    extra_end_of_turn: Sequence[str] = (),
 ) -> DatasetCheck:
     """Check every row's masks and length (see the module docstring for the rules).
 
@@ -287,7 +290,7 @@ def check_rows(
             token (case S3, a template/mask fault), a too-long or cut row when
             ``policy == "refuse"``, or no row left. Messages name the folder, row and episode.
     """
-    eot = end_of_turn_ids(tokenizer)
+    eot = end_of_turn_ids(tokenizer, extra_end_of_turn)
     blank = _Blank(tokenizer, eot)
     kept: list[int] = []
     dropped: Counter[str] = Counter()

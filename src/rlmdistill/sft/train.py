@@ -331,8 +331,14 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
             f"was started on {previous.export_sha256})"
         )
     tok_check = check_tokenizer(ds, export, tokenizer, dataset_dir)
+    export_eot = (export.get("tokenizer") or {}).get("end_of_turn") or []
     rows = check_rows(
-        ds, tokenizer, dataset_dir, max_length=config.max_length, policy=config.length_policy
+        ds,
+        tokenizer,
+        dataset_dir,
+        max_length=config.max_length,
+        policy=config.length_policy,
+        extra_end_of_turn=[str(t) for t in export_eot],
     )
     train_ds = ds.select(rows.kept).select_columns(["input_ids", "assistant_masks"])
 
