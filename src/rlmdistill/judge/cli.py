@@ -75,6 +75,7 @@ def judge_main(
     *,
     criteria_per_request: int = 20,
     max_attempts: int = 3,
+    max_tokens_per_criterion: int = 96,
     concurrency: int = 4,
     request_concurrency: int = 4,
     cache_path: Path | None = None,
@@ -92,6 +93,8 @@ def judge_main(
         criteria_per_request: criteria per judge request (LLM only).
         max_attempts: judge requests per batch at most, retries after malformed or partial
             replies included (LLM only).
+        max_tokens_per_criterion: new tokens allowed per criterion asked, on top of a base of
+            64 per request (LLM only).
         concurrency: episodes graded at once (LLM only; the reference grades in turn).
         request_concurrency: batches of one episode in flight at once (LLM only); at most
             ``concurrency * request_concurrency`` requests are in flight.
@@ -121,6 +124,7 @@ def judge_main(
     config = LLMJudgeConfig(
         criteria_per_request=criteria_per_request,
         max_attempts=max_attempts,
+        max_tokens_per_criterion=max_tokens_per_criterion,
         max_concurrency=request_concurrency,
     )
     grader_id = llm_grader_id(spec)
@@ -239,6 +243,9 @@ def register(app: typer.Typer) -> None:
                 min=1, help="Judge requests per batch, retries after bad replies included."
             ),
         ] = 3,
+        max_tokens_per_criterion: Annotated[
+            int, typer.Option(min=8, help="New tokens per criterion asked (+64 per request).")
+        ] = 96,
         concurrency: Annotated[int, typer.Option(min=1, help="Episodes graded at once.")] = 4,
         request_concurrency: Annotated[
             int, typer.Option(min=1, help="Requests in flight per episode (LLM judge).")
@@ -264,6 +271,7 @@ def register(app: typer.Typer) -> None:
                 judge,
                 criteria_per_request=criteria_per_request,
                 max_attempts=max_attempts,
+                max_tokens_per_criterion=max_tokens_per_criterion,
                 concurrency=concurrency,
                 request_concurrency=request_concurrency,
                 cache_path=cache,
