@@ -72,3 +72,11 @@ def test_timestamps_are_timezone_aware(tmp_path):
     append_records(path, [_turn(0)])
     raw = json.loads(path.read_text().splitlines()[0])
     assert raw["started_at"].endswith("Z") or "+00:00" in raw["started_at"]
+
+
+def test_newer_schema_version_in_a_file_is_refused_with_file_and_line(tmp_path):
+    path = tmp_path / "traj.jsonl"
+    newer = _turn(1).model_dump(mode="json") | {"schema_version": 99}
+    append_records(path, [_turn(0), newer])
+    with pytest.raises(TraceFileError, match=r"traj\.jsonl:2: record 2 is invalid: .*newer"):
+        list(parse_records(path, TurnRecord))

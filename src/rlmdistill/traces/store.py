@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from rlmdistill.traces.schema import upgrade_record
+from rlmdistill.traces.schema import SCHEMA_VERSION, upgrade_record
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _M = TypeVar("_M", bound=BaseModel)
@@ -151,14 +151,53 @@ def read_jsonl(path: Path) -> JsonlRead:
 
 
 def parse_records(path: Path, model: type[_M] | TypeAdapter[Any]) -> Iterator[Any]:
-    """Read ``path`` and validate each record (after :func:`upgrade_record`).
+    """Read ``path`` and validate each record, tolerating a torn last line like
+    :func:`read_jsonl` (case T3).
 
-    Raises :class:`TraceFileError` naming the file and line when a record fails validation.
+    Each line goes straight to pydantic's JSON validator (no intermediate ``dict``; about
+    twice as fast as ``json.loads`` + ``validate_python`` on run-sized files); a line that
+    fails is re-read with ``json`` to tell a torn or corrupt line from an old record shape
+    (upgraded with :func:`upgrade_record`) or an invalid record. Raises
+    :class:`TraceFileError` naming the file and line when a record fails validation, is of a
+    newer schema than this package, or a line in the middle of the file is corrupt.
     """
-    result = read_jsonl(path)
     adapter = model if isinstance(model, TypeAdapter) else TypeAdapter(model)
-    for i, rec in enumerate(result.records):
+    if not path.exists():
+        return
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    ends_clean = raw.endswith(b"\n") or raw == b""
+    if ends_clean:
+        lines = lines[:-1]
+    last = len(lines) - 1
+    n = 0  # records read so far
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if len(line) < 64 and b"torn_tail" in line and _is_marker(line.decode("utf-8", "replace")):
+            continue
         try:
-            yield adapter.validate_python(upgrade_record(rec))
-        except Exception as exc:  # pydantic.ValidationError or ValueError from upgrade
-            raise TraceFileError(f"{path}: record {i + 1} is invalid: {exc}") from exc
+            record = adapter.validate_json(line)
+        except ValueError as exc:
+            try:
+                obj = json.loads(line.decode("utf-8", errors="replace"))
+            except json.JSONDecodeError as jexc:
+                if i == last and not ends_clean:
+                    continue  # the torn tail of a crash
+                if i < last and _is_marker(lines[i + 1].decode("utf-8", "replace")):
+                    continue  # torn by an earlier crash, closed off by a later append
+                raise TraceFileError(f"{path}:{i + 1}: corrupt JSON line ({jexc.msg})") from jexc
+            try:
+                if not isinstance(obj, dict):
+                    raise ValueError(f"expected a JSON object, got {type(obj).__name__}") from exc
+                record = adapter.validate_python(upgrade_record(obj))
+            except Exception as exc2:  # pydantic.ValidationError or ValueError from upgrade
+                raise TraceFileError(f"{path}:{i + 1}: record {n + 1} is invalid: {exc2}") from exc2
+        version = getattr(record, "schema_version", None)
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            try:
+                upgrade_record({"schema_version": version})
+            except ValueError as exc:
+                raise TraceFileError(f"{path}:{i + 1}: record {n + 1} is invalid: {exc}") from exc
+        n += 1
+        yield record
