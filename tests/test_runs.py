@@ -62,3 +62,40 @@ def test_not_a_run(tmp_path):
         load_summaries(tmp_path)
     with pytest.raises(FileNotFoundError, match="no trajectory for episode abc"):
         load_trajectory(tmp_path, "abc")
+
+
+def test_single_episode_reads_match_the_full_loaders(collected_run):
+    from rlmdistill.traces.runs import load_summary
+
+    summaries = load_summaries(collected_run)
+    verdicts = load_verdicts(collected_run, "reference")
+    for s in summaries:
+        assert load_summary(collected_run, s.episode_id) == s
+        mine = [v for v in verdicts if v.episode_id == s.episode_id]
+        assert load_verdicts(collected_run, "reference", s.episode_id) == mine
+    with pytest.raises(KeyError, match="episode nope has no line"):
+        load_summary(collected_run, "nope")
+
+
+def test_columnar_read_matches_validated_summaries_and_handles_torn_tail(collected_run, tmp_path):
+    from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
+
+    run = tmp_path / "run"
+    shutil.copytree(collected_run, run)
+    with (run / "episodes.jsonl").open("a", encoding="utf-8") as f:
+        f.write('{"episode_id": "torn')
+    table = read_table(run / "episodes.jsonl", EPISODE_COLUMNS)
+    assert table is not None
+    rows = table.to_pylist()
+    summaries = load_summaries(run)
+    assert [r["episode_id"] for r in rows] == [s.episode_id for s in summaries]
+    assert [r["coverage"]["overall"] for r in rows] == [s.coverage.overall for s in summaries]
+    assert [r["tokens"]["sub"]["prompt_tokens"] for r in rows] == [
+        s.tokens.sub.prompt_tokens for s in summaries
+    ]
+    v = read_table(run / "verdicts" / "reference.jsonl", VERDICT_COLUMNS)
+    assert v is not None and v.column("verdict").to_pylist() == [
+        x.verdict for x in load_verdicts(run, "reference")
+    ]
+    (run / "episodes.jsonl").write_text('{"n_turns": 1}\n{"n_turns": "x"}\n')
+    assert read_table(run / "episodes.jsonl", EPISODE_COLUMNS) is None  # caller falls back

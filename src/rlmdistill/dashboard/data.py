@@ -33,11 +33,13 @@ import streamlit as st
 
 from rlmdistill.judge.base import pass_rates
 from rlmdistill.rooms.task import Task, TaskError, load_task
+from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
 from rlmdistill.traces.runs import (
     Trajectory,
     grader_ids,
     load_manifest,
     load_summaries,
+    load_summary,
     load_trajectory,
     load_verdicts,
     trajectory_path,
@@ -207,13 +209,15 @@ def _summaries(run_dir: str, stamp: str) -> dict[str, EpisodeSummary]:
     return {s.episode_id: s for s in load_summaries(Path(run_dir))}
 
 
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _summary(run_dir: str, episode_id: str, stamp: str) -> EpisodeSummary:
+    return load_summary(Path(run_dir), episode_id)
+
+
 def episode_summary(run_dir: Path, episode_id: str) -> EpisodeSummary:
-    """The :class:`EpisodeSummary` of one episode. Raises ``KeyError`` naming the run when
-    the episode has no summary line (not finished)."""
-    by_id = _summaries(str(run_dir), file_stamp(run_dir / "episodes.jsonl"))
-    if episode_id not in by_id:
-        raise KeyError(f"{run_dir}: episode {episode_id} has no line in episodes.jsonl")
-    return by_id[episode_id]
+    """The :class:`EpisodeSummary` of one episode (only its line is parsed). Raises
+    ``KeyError`` naming the run when the episode has no summary line (not finished)."""
+    return _summary(str(run_dir), episode_id, file_stamp(run_dir / "episodes.jsonl"))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -241,56 +245,93 @@ RUN_COLUMNS = [
 """Columns of :func:`run_table` before the per-grader ``pass_rate:<grader>`` columns."""
 
 
+class _VerdictRow(NamedTuple):
+    episode_id: str
+    criterion_id: str
+    verdict: str
+    memo_sha256: str | None
+
+
+def _summary_columns(run_dir: Path) -> pd.DataFrame:
+    """RUN_COLUMNS of every summary: columnar fast path, validated loader as fallback."""
+    table = read_table(run_dir / "episodes.jsonl", EPISODE_COLUMNS)
+    if table is None:  # pyarrow could not read it: the validated loader names the problem
+        summaries = _summaries(str(run_dir), file_stamp(run_dir / "episodes.jsonl")).values()
+        rows = [s.model_dump(mode="json", exclude={"memo"}) for s in summaries]
+    else:
+        rows = table.to_pylist()
+    out = []
+    for r in rows:
+        room, tok, cov = r["room"] or {}, r["tokens"] or {}, r.get("coverage")
+        root, sub = tok.get("root") or {}, tok.get("sub") or {}
+        out.append(
+            {
+                "episode_id": r["episode_id"],
+                "run_id": r["run_id"],
+                "room_id": room.get("room_id"),
+                "room_hash": room.get("room_hash"),
+                "task_id": r["task_id"],
+                "sample_index": r["sample_index"],
+                "status": r["status"],
+                "depth": r["depth"] or 1,
+                "root_model": r["root_model"],
+                "sub_model": r["sub_model"],
+                "n_documents": room.get("n_documents"),
+                "n_chars": room.get("n_chars"),
+                "n_turns": r["n_turns"],
+                "n_sub_calls": r["n_sub_calls"],
+                "n_sub_call_errors": r["n_sub_call_errors"] or 0,
+                "n_sub_batches": r["n_sub_batches"] or 0,
+                "memo": bool(r["memo_chars"]),
+                "memo_chars": r["memo_chars"] or 0,
+                "n_cited": len(r["cited_documents"] or []),
+                "coverage": cov.get("overall") if cov else None,
+                "root_prompt_tokens": root.get("prompt_tokens") or 0,
+                "root_completion_tokens": root.get("completion_tokens") or 0,
+                "sub_prompt_tokens": sub.get("prompt_tokens") or 0,
+                "sub_completion_tokens": sub.get("completion_tokens") or 0,
+                "wall_time_s": r["wall_time_s"],
+                "_memo_sha256": r.get("memo_sha256"),
+            }
+        )
+    return pd.DataFrame(out, columns=[*RUN_COLUMNS, "_memo_sha256"])
+
+
+def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
+    """Verdict rows by episode: columnar fast path, validated loader as fallback."""
+    table = read_table(run_dir / "verdicts" / f"{grader}.jsonl", VERDICT_COLUMNS)
+    out: dict[str, list[_VerdictRow]] = {}
+    if table is None:
+        for eid, vs in _verdicts(run_dir, grader).items():
+            out[eid] = [_VerdictRow(eid, v.criterion_id, v.verdict, v.memo_sha256) for v in vs]
+        return out
+    cols = table.to_pydict()
+    for row in zip(
+        cols["episode_id"], cols["criterion_id"], cols["verdict"], cols["memo_sha256"], strict=True
+    ):
+        out.setdefault(row[0], []).append(_VerdictRow(*row))
+    return out
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def _run_table(run_dir: str, stamp: str) -> pd.DataFrame:
     rd = Path(run_dir)
-    summaries = _summaries(run_dir, file_stamp(rd / "episodes.jsonl"))
+    table = _summary_columns(rd)
     tasks = room_tasks(rd)
-    rows = []
-    for s in summaries.values():
-        t = s.tokens
-        rows.append(
-            {
-                "episode_id": s.episode_id,
-                "run_id": s.run_id,
-                "room_id": s.room.room_id,
-                "room_hash": s.room.room_hash,
-                "task_id": s.task_id,
-                "sample_index": s.sample_index,
-                "status": s.status,
-                "depth": s.depth,
-                "root_model": s.root_model,
-                "sub_model": s.sub_model,
-                "n_documents": s.room.n_documents,
-                "n_chars": s.room.n_chars,
-                "n_turns": s.n_turns,
-                "n_sub_calls": s.n_sub_calls,
-                "n_sub_call_errors": s.n_sub_call_errors,
-                "n_sub_batches": s.n_sub_batches,
-                "memo": s.memo is not None,
-                "memo_chars": s.memo_chars,
-                "n_cited": len(s.cited_documents),
-                "coverage": s.coverage.overall if s.coverage is not None else None,
-                "root_prompt_tokens": t.root.prompt_tokens,
-                "root_completion_tokens": t.root.completion_tokens,
-                "sub_prompt_tokens": t.sub.prompt_tokens,
-                "sub_completion_tokens": t.sub.completion_tokens,
-                "wall_time_s": s.wall_time_s,
-            }
-        )
-    table = pd.DataFrame(rows, columns=RUN_COLUMNS)
     for grader in grader_ids(rd):
-        by_ep = _verdicts(rd, grader)
+        by_ep = _verdict_rows(rd, grader)
         rates: list[float | None] = []
-        for s in summaries.values():
-            task = tasks.get(s.room.room_hash)
-            if task is None or s.episode_id not in by_ep:
+        for eid, room_hash, memo_sha in zip(
+            table["episode_id"], table["room_hash"], table["_memo_sha256"], strict=True
+        ):
+            task = tasks.get(room_hash)
+            if task is None or eid not in by_ep:
                 rates.append(None)
                 continue
-            mine = [v for v in by_ep[s.episode_id] if v.memo_sha256 == s.memo_sha256]
+            mine = [v for v in by_ep[eid] if v.memo_sha256 == memo_sha]
             rates.append(pass_rates(mine, task.criteria).pass_rate)
         table[f"pass_rate:{grader}"] = pd.array(rates, dtype="Float64")
-    return table
+    return table.drop(columns=["_memo_sha256"])
 
 
 def run_table(run_dir: Path) -> pd.DataFrame:
@@ -381,6 +422,11 @@ def trajectory(run_dir: Path, episode_id: str) -> Trajectory:
     return _trajectory(str(run_dir), episode_id, file_stamp(trajectory_path(run_dir, episode_id)))
 
 
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _episode_verdicts(run_dir: str, grader: str, episode_id: str, stamp: str) -> list[Verdict]:
+    return load_verdicts(Path(run_dir), grader, episode_id)
+
+
 def episode_verdicts(run_dir: Path, episode_id: str) -> pd.DataFrame:
     """Every grader's verdicts of one episode's *current* memo, one row per (grader,
     criterion): ``grader, criterion_id, title, criterion_type, verdict, reason``; criteria of
@@ -392,7 +438,7 @@ def episode_verdicts(run_dir: Path, episode_id: str) -> pd.DataFrame:
     for grader in grader_ids(run_dir):
         latest = {
             v.criterion_id: v
-            for v in _verdicts(run_dir, grader).get(episode_id, [])
+            for v in _episode_verdicts(str(run_dir), grader, episode_id, run_stamp(run_dir))
             if v.memo_sha256 == summary.memo_sha256
         }
         mine = list(latest.values())

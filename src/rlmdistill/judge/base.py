@@ -7,13 +7,14 @@ per criterion (PASS, FAIL or UNGRADABLE); verdicts are appended to
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.rooms.task import Criterion, Task
 from rlmdistill.traces.schema import Verdict
 
-__all__ = ["Grader", "PassRates", "pass_rates"]
+__all__ = ["Grader", "PassRates", "VerdictLike", "pass_rates"]
 
 
 @runtime_checkable
@@ -61,7 +62,17 @@ class PassRates(NamedTuple):
     """Sum of weights of passed criteria / total weight; ``None`` when total weight is 0."""
 
 
-def pass_rates(verdicts: list[Verdict], criteria: list[Criterion]) -> PassRates:
+class VerdictLike(Protocol):
+    """What :func:`pass_rates` reads of a verdict (a :class:`Verdict`, or a light row)."""
+
+    @property
+    def criterion_id(self) -> str: ...
+
+    @property
+    def verdict(self) -> str: ...
+
+
+def pass_rates(verdicts: Iterable[VerdictLike], criteria: list[Criterion]) -> PassRates:
     """Pass rates of ``verdicts`` over ``criteria`` (the whole rubric of the room).
 
     Verdicts for criteria outside ``criteria`` are ignored; when a criterion has several

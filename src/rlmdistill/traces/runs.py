@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -41,6 +41,7 @@ __all__ = [
     "grader_ids",
     "load_manifest",
     "load_summaries",
+    "load_summary",
     "load_trajectory",
     "load_verdicts",
     "trajectory_path",
@@ -48,6 +49,7 @@ __all__ = [
 
 _TRAJECTORY = TypeAdapter(TrajectoryRecord)
 _SIDE_FILES = (".cache", ".usage")
+_R = TypeVar("_R", EpisodeSummary, Verdict)
 
 
 class NotARunError(FileNotFoundError):
@@ -103,6 +105,22 @@ def load_summaries(run_dir: Path) -> list[EpisodeSummary]:
     return list(parse_records(run_dir / "episodes.jsonl", EpisodeSummary))
 
 
+def load_summary(run_dir: Path, episode_id: str) -> EpisodeSummary:
+    """The :class:`EpisodeSummary` of one episode, validating only its own line.
+
+    Finds the line by its ``"episode_id":"<id>"`` key (as written by the store), so opening
+    one episode of a 10,000-episode run does not parse the others. Raises ``KeyError`` naming
+    the run when the episode has no summary line (not finished) and :class:`NotARunError`
+    when ``run.json`` is absent.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / "run.json").exists():
+        raise NotARunError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
+    for summary in reversed(_episode_lines(run_dir / "episodes.jsonl", episode_id, EpisodeSummary)):
+        return summary
+    raise KeyError(f"{run_dir}: episode {episode_id} has no line in episodes.jsonl")
+
+
 def grader_ids(run_dir: Path) -> list[str]:
     """Ids of the graders that wrote verdicts for this run (``verdicts/<id>.jsonl``), sorted.
 
@@ -115,9 +133,31 @@ def grader_ids(run_dir: Path) -> list[str]:
     )
 
 
-def load_verdicts(run_dir: Path, grader_id: str) -> list[Verdict]:
-    """All verdicts of one grader for a run (empty when it never graded the run)."""
-    return list(parse_records(Path(run_dir) / "verdicts" / f"{grader_id}.jsonl", Verdict))
+def load_verdicts(run_dir: Path, grader_id: str, episode_id: str | None = None) -> list[Verdict]:
+    """All verdicts of one grader for a run (empty when it never graded the run), in file
+    order; with ``episode_id``, only that episode's (only their lines are parsed)."""
+    path = Path(run_dir) / "verdicts" / f"{grader_id}.jsonl"
+    if episode_id is not None:
+        return _episode_lines(path, episode_id, Verdict)
+    return list(parse_records(path, Verdict))
+
+
+def _episode_lines(path: Path, episode_id: str, model: type[_R]) -> list[_R]:
+    """Records of ``path`` whose ``episode_id`` is ``episode_id``, in file order, parsing
+    only the lines that carry its ``"episode_id":"<id>"`` key (as the store writes it).
+    Torn or foreign lines that merely contain the key are skipped."""
+    needle = f'"episode_id":"{episode_id}"'.encode()
+    raw = path.read_bytes() if path.exists() else b""
+    out: list[_R] = []
+    for line in raw.split(b"\n"):
+        if needle in line:
+            try:
+                rec = model.model_validate_json(line)
+            except ValueError:
+                continue
+            if getattr(rec, "episode_id", None) == episode_id:
+                out.append(rec)
+    return out
 
 
 def trajectory_path(run_dir: Path, episode_id: str) -> Path:
