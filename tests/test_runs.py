@@ -99,3 +99,14 @@ def test_columnar_read_matches_validated_summaries_and_handles_torn_tail(collect
     ]
     (run / "episodes.jsonl").write_text('{"n_turns": 1}\n{"n_turns": "x"}\n')
     assert read_table(run / "episodes.jsonl", EPISODE_COLUMNS) is None  # caller falls back
+
+
+def test_grader_side_files_are_not_graders(collected_run, tmp_path):
+    from rlmdistill.analysis.summary import summarize_run
+
+    run = tmp_path / "run"
+    shutil.copytree(collected_run, run)
+    (run / "verdicts" / "llm-x.cache.jsonl").write_text('{"key": "k", "verdict": "PASS"}\n')
+    (run / "verdicts" / "llm-x.usage.jsonl").write_text('{"prompt_tokens": 3}\n')
+    assert grader_ids(run) == ["reference"]
+    assert [g.grader for g in summarize_run(run).graders] == ["reference"]

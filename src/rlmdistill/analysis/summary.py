@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from rlmdistill.judge.base import pass_rates
 from rlmdistill.rooms.task import load_task
+from rlmdistill.traces.runs import grader_ids
 from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
 from rlmdistill.traces.store import parse_records
 
@@ -102,7 +103,8 @@ def summarize_run(run_dir: Path) -> RunSummary:
         if task_path.exists():
             tasks[room.room_hash] = load_task(task_path)
     graders = []
-    for vpath in sorted((run_dir / "verdicts").glob("*.jsonl")):
+    for grader in grader_ids(run_dir):
+        vpath = run_dir / "verdicts" / f"{grader}.jsonl"
         by_ep: dict[str, list[Verdict]] = {}
         for v in parse_records(vpath, Verdict):
             by_ep.setdefault(v.episode_id, []).append(v)

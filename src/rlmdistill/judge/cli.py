@@ -279,8 +279,9 @@ def register(app: typer.Typer) -> None:
                 prices=load_prices(prices) if prices is not None else None,
                 timeout_s=timeout_s,
             )
-        except (ValueError, FileNotFoundError) as exc:
-            raise typer.BadParameter(str(exc)) from exc
+        except (ValueError, FileNotFoundError) as exc:  # one clear line, exit 2 (like main())
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            raise typer.Exit(2) from exc
         res = report.result
         counts = ", ".join(f"{k} {res.counts.get(k, 0)}" for k in ("PASS", "FAIL", "UNGRADABLE"))
         err.print(
@@ -318,8 +319,9 @@ def register(app: typer.Typer) -> None:
         """Agreement of two graders per criterion type: n, agreement share, Cohen's kappa."""
         try:
             table = agreement_main(run_dir, a, b)
-        except (ValueError, FileNotFoundError) as exc:
-            raise typer.BadParameter(str(exc)) from exc
+        except (ValueError, FileNotFoundError) as exc:  # one clear line, exit 2 (like main())
+            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            raise typer.Exit(2) from exc
         console = Console(width=140)
         if as_json:
             typer.echo(json.dumps(table.model_dump(mode="json"), indent=2))
