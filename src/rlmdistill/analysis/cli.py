@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
 
-from rlmdistill.analysis.compare import Report, build_report
-from rlmdistill.analysis.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
+
+if TYPE_CHECKING:
+    from rlmdistill.analysis.compare import Report
 
 __all__ = ["load_prices", "register", "report_main"]
 
@@ -54,6 +56,8 @@ def report_main(
 ) -> Report:
     """Build the report of ``runs`` (first = baseline) into ``out``; see
     :func:`rlmdistill.analysis.compare.build_report` for the arguments and errors."""
+    from rlmdistill.analysis.compare import build_report  # scipy/matplotlib: import on use
+
     return build_report(
         list(runs),
         out,

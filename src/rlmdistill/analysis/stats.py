@@ -37,6 +37,8 @@ import numpy as np
 import scipy.stats
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_RESAMPLES",
@@ -57,10 +59,6 @@ __all__ = [
     "wilcoxon_signed_rank",
 ]
 
-DEFAULT_RESAMPLES = 2000
-"""Bootstrap resamples (B) used unless told otherwise."""
-DEFAULT_CONFIDENCE = 0.95
-"""Two-sided confidence level of every interval unless told otherwise."""
 SPEARMAN_EXACT_MAX_N = 8
 """Up to this many points the Spearman p-value is exact (all n! pairings, 40,320 at n = 8)."""
 MIN_UNITS = 3

@@ -4,3 +4,6 @@ Start it with ``rlmdistill dashboard --workspace DIR`` (see :mod:`rlmdistill.das
 the pages read the same files the CLI writes, through the cached loaders of
 :mod:`rlmdistill.dashboard.data`. See ``docs/dashboard.md``.
 """
+
+ENV_WORKSPACE = "RLMDISTILL_WORKSPACE"
+"""Environment variable naming the workspace folder the app serves."""

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from rlmdistill.dashboard.data import ENV_WORKSPACE
+from rlmdistill.dashboard import ENV_WORKSPACE
 
 __all__ = ["APP_PATH", "dashboard_command", "dashboard_main", "register"]
 

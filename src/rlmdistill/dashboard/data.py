@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 import streamlit as st
 
+from rlmdistill.dashboard import ENV_WORKSPACE
 from rlmdistill.judge.base import pass_rates
 from rlmdistill.rooms.task import Task, TaskError, load_task
 from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
@@ -71,9 +72,6 @@ __all__ = [
     "trajectory",
     "workspace_from_env",
 ]
-
-ENV_WORKSPACE = "RLMDISTILL_WORKSPACE"
-"""Environment variable naming the workspace folder (set by ``rlmdistill dashboard``)."""
 
 
 class Workspace(NamedTuple):
