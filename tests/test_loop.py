@@ -102,3 +102,35 @@ def test_experiment_errors_name_the_file_and_field(tmp_path):
     bad.write_text("- a list\n")
     with pytest.raises(ExperimentError, match="expected a mapping"):
         load_experiment(bad)
+
+
+def test_loop_with_a_served_root_loads_each_adapter_into_the_server(tmp_path, tiny_llama_dir):
+    """GLM-class set-up: SFT on local weights, collection and evaluation through a vLLM-style
+    server whose runtime LoRA endpoint loads each tuned adapter as a model id."""
+    with FakeOpenAIServer(_scripted) as server:
+        path = _experiment(tmp_path, server.base_url, tiny_llama_dir)
+        data = yaml.safe_load(path.read_text())
+        data.pop("train_root")
+        data["serving"] = {"base_url": server.base_url, "model": "root"}
+        data["check_greedy_change"] = False
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        res = run_loop(load_experiment(path), progress=False)
+        loaded = dict(server.loaded_adapters)
+    assert loaded == {"t-r1": str(res.rounds[0].adapter.resolve())}
+    base = load_summaries(res.base_run)
+    tuned = load_summaries(res.rounds[0].tuned_run)
+    assert {s.root_model for s in base} == {f"openai:root@{server.base_url}"}
+    assert {s.root_model for s in tuned} == {f"openai:t-r1@{server.base_url}"}
+    assert len(base) == len(tuned) == 2
+    assert not (res.rounds[0].report / "adapter_check.json").exists()
+
+
+def test_load_adapter_error_names_server_and_adapter(tmp_path):
+    from rlmdistill.loop.serving import ServingConfig, ServingError, load_lora_adapter
+
+    with FakeOpenAIServer(_scripted) as server:
+        serving = ServingConfig(base_url=server.base_url, model="root")
+        with pytest.raises(
+            ServingError, match=r"loading adapter x-r1 from .* failed with HTTP 400"
+        ):
+            load_lora_adapter(serving, "x-r1", tmp_path / "not-an-adapter")

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlmdistill.filter.rules import FilterRules
+from rlmdistill.loop.serving import ServingConfig
 
 __all__ = ["CuadRooms", "ExperimentConfig", "ExperimentError", "load_experiment"]
 
@@ -92,6 +93,11 @@ class ExperimentConfig(BaseModel):
     sft: dict[str, Any] = Field(
         default_factory=dict, description="SFTConfig fields (dataset, base and out are set)."
     )
+    serving: ServingConfig | None = Field(
+        None,
+        description="Collect and evaluate through a vLLM server with LoRA instead of in "
+        "process (GLM-class roots); base stays the local weights SFT trains on.",
+    )
     rounds: int = Field(1, ge=1, description="Rounds of collect -> filter -> SFT -> evaluate.")
     check_greedy_change: bool = Field(
         True,
@@ -121,6 +127,10 @@ class ExperimentConfig(BaseModel):
             if key in self.sft:
                 raise ValueError(f"sft.{key} is set by the loop; remove it")
         return self
+
+    def base_root(self) -> str:
+        """Root spec of the base model: the served base, or the local weights."""
+        return self.serving.spec(self.serving.model) if self.serving else self.base
 
     def fingerprint(self, *parts: Any) -> str:
         """sha256 (16 hex) of JSON ``parts`` (stage settings), for up-to-date checks."""

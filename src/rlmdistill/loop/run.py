@@ -105,6 +105,18 @@ class _Loop:
             ),
         )
 
+    def tuned_root(self, adapter: Path, rnd: int) -> str:
+        """Root spec of base + ``adapter``: in process, or loaded into the vLLM server."""
+        if self.cfg.serving is None:
+            return f"{self.cfg.base}+adapter={adapter}"
+        from rlmdistill.loop.serving import load_lora_adapter
+
+        name = f"{self.cfg.name}-r{rnd}"
+        self.log(
+            f"[run ] load adapter {self.rel(adapter)} into {self.cfg.serving.base_url} as {name}"
+        )
+        return load_lora_adapter(self.cfg.serving, name, adapter)
+
     # -- stages ----------------------------------------------------------------------
     def collect(
         self, out: Path, root: str, rooms: list[Path], settings: dict[str, Any], stage: str,
@@ -266,12 +278,12 @@ def run_loop(
         f"{len(holdout)} held-out ({check.n_holdout_documents} documents), none shared"
     )
     base_run = ws / "runs" / "eval-base"
-    loop.timed("collect-eval-base", loop.collect, base_run, cfg.base, holdout, cfg.collect_eval,
-               "collect-eval", 0, [split])  # fmt: skip
+    loop.timed("collect-eval-base", loop.collect, base_run, cfg.base_root(), holdout,
+               cfg.collect_eval, "collect-eval", 0, [split])  # fmt: skip
     results: list[RoundResult] = []
     for r in range(1, n_rounds + 1):
         prev = ws / "adapters" / f"r{r - 1}"
-        root = (cfg.train_root or cfg.base) if r == 1 else f"{cfg.base}+adapter={prev}"
+        root = (cfg.train_root or cfg.base_root()) if r == 1 else loop.tuned_root(prev, r - 1)
         train_run = ws / "runs" / f"r{r}-train"
         inputs = [split] if r == 1 else [split, prev / "sft.json"]
         loop.timed(f"collect-train-r{r}", loop.collect, train_run, root, train, cfg.collect_train,
@@ -281,9 +293,8 @@ def run_loop(
         adapter = ws / "adapters" / f"r{r}"
         loop.timed(f"sft-r{r}", loop.adapter, dataset, adapter, r)
         tuned_run = ws / "runs" / f"r{r}-eval-tuned"
-        tuned_root = f"{cfg.base}+adapter={adapter}"
-        loop.timed(f"collect-eval-tuned-r{r}", loop.collect, tuned_run, tuned_root, holdout,
-                   cfg.collect_eval, "collect-eval", r, [split, adapter / "sft.json"])  # fmt: skip
+        loop.timed(f"collect-eval-tuned-r{r}", loop.collect, tuned_run, loop.tuned_root(adapter, r),
+                   holdout, cfg.collect_eval, "collect-eval", r, [split, adapter / "sft.json"])  # fmt: skip
         report = ws / "reports" / f"r{r}"
         loop.timed(f"report-r{r}", loop.report, base_run, tuned_run, adapter, report, r)
         results.append(RoundResult(r, train_run, dataset, adapter, tuned_run, report))

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 Handler = Callable[[dict[str, Any]], "FakeReply | str"]
@@ -247,6 +248,8 @@ class FakeOpenAIServer:
         self.context_window = context_window
         self.echo_prefill = echo_prefill
         self.models = models or list(getattr(handler, "models", None) or ["fake"])
+        self.loaded_adapters: dict[str, str] = {}
+        """LoRA adapters loaded through ``POST /v1/load_lora_adapter`` (name -> path)."""
         self._count = self._make_counter(tokenizer)
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
@@ -415,10 +418,36 @@ class FakeOpenAIServer:
                 else:
                     self._send(*_error(404, f"no route {self.path}"))
 
+            def _load_lora(self, raw: bytes) -> None:
+                """vLLM's runtime LoRA loading: ``{"lora_name", "lora_path"}``; the name
+                becomes a model id. 400 when a field is missing or the path has no
+                ``adapter_config.json`` (as vLLM does)."""
+                try:
+                    body = json.loads(raw or b"{}")
+                    name, path = body["lora_name"], body["lora_path"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    self._send(*_error(400, f"bad load_lora_adapter body: {exc}"))
+                    return
+                if not (Path(path) / "adapter_config.json").exists():
+                    self._send(*_error(400, f"no adapter_config.json under {path}"))
+                    return
+                with server._lock:
+                    server.loaded_adapters[name] = path
+                    if name not in server.models:
+                        server.models.append(name)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
             def do_POST(self) -> None:
                 arrived = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
+                if self.path.rstrip("/") == "/v1/load_lora_adapter":
+                    self._load_lora(raw)
+                    return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send(*_error(404, f"no route {self.path}"))
                     return

@@ -1,0 +1,81 @@
+"""Roots served by an OpenAI-compatible server with LoRA (vLLM) instead of in process.
+
+For a GLM-class root the loop trains LoRA adapters on local weights (``base``) but collects
+and evaluates through a vLLM server: the base arm and round-1 training use the served base
+model id, and each tuned adapter is loaded into the running server with vLLM's runtime LoRA
+endpoint (``POST /v1/load_lora_adapter {"lora_name", "lora_path"}``; the server must run with
+``--enable-lora`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``), after which its name is a
+model id. Source: vLLM docs, "LoRA Adapters" > "Dynamically serving LoRA Adapters".
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ServingConfig", "ServingError", "load_lora_adapter"]
+
+
+class ServingError(RuntimeError):
+    """The server refused or could not be reached to load an adapter (names server + adapter)."""
+
+
+class ServingConfig(BaseModel):
+    """Where the experiment's roots are served (vLLM with LoRA)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://gpu:8000/v1.")
+    model: str = Field(description="Served model id of the base (as in `vllm serve MODEL`).")
+    key_env: str | None = Field(
+        None, description="Environment variable holding the API key (default RLMDISTILL_API_KEY)."
+    )
+    load_adapters: bool = Field(
+        True,
+        description="Load each tuned adapter with POST /v1/load_lora_adapter; false when the "
+        "server was started with --lora-modules NAME=PATH for every adapter already.",
+    )
+    adapter_root: str | None = Field(
+        None,
+        description="Path of the workspace's adapters/ folder as the server sees it (when the "
+        "server runs on another machine with the folder mounted elsewhere).",
+    )
+
+    def spec(self, model: str) -> str:
+        """The ``openai:`` model spec of a served model id."""
+        opts = f"+key_env={self.key_env}" if self.key_env else ""
+        return f"openai:{model}@{self.base_url}{opts}"
+
+    def server_path(self, adapter_dir: Path) -> str:
+        """``adapter_dir`` as the server sees it."""
+        if self.adapter_root is None:
+            return str(Path(adapter_dir).resolve())
+        return f"{self.adapter_root.rstrip('/')}/{Path(adapter_dir).name}"
+
+
+def load_lora_adapter(serving: ServingConfig, name: str, adapter_dir: Path) -> str:
+    """Load ``adapter_dir`` into the server as model id ``name``; returns its ``openai:`` spec.
+
+    Raises :class:`ServingError` naming the server and the adapter when the request fails
+    (a server without ``--enable-lora`` / runtime updating answers 404 or 400).
+    """
+    if serving.load_adapters:
+        url = serving.base_url.rstrip("/") + "/load_lora_adapter"
+        key = os.environ.get(serving.key_env or "RLMDISTILL_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        body = {"lora_name": name, "lora_path": serving.server_path(adapter_dir)}
+        try:
+            resp = httpx.post(url, json=body, headers=headers, timeout=120.0)
+        except httpx.HTTPError as exc:
+            raise ServingError(f"{url}: cannot load adapter {name} ({exc})") from exc
+        already = resp.status_code == 400 and "already" in resp.text.lower()
+        if resp.status_code >= 400 and not already:
+            raise ServingError(
+                f"{url}: loading adapter {name} from {body['lora_path']} failed with HTTP "
+                f"{resp.status_code}: {resp.text[:300]} (is the server started with --enable-lora "
+                "and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True?)"
+            )
+    return serving.spec(name)
