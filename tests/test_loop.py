@@ -134,3 +134,19 @@ def test_load_adapter_error_names_server_and_adapter(tmp_path):
             ServingError, match=r"loading adapter x-r1 from .* failed with HTTP 400"
         ):
             load_lora_adapter(serving, "x-r1", tmp_path / "not-an-adapter")
+
+
+def test_stage_sections_are_validated_when_the_experiment_loads(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        "name: x\nworkspace: ws\nbase: local:smollm2-135m\nsub: local:smollm2-135m\n"
+        "rooms: {train_rooms: 1}\nsft: {lora_rank: 8}\n"
+    )
+    with pytest.raises(ExperimentError, match=r"exp\.yaml: invalid experiment: sft\.lora_rank"):
+        load_experiment(path)
+
+
+@pytest.mark.parametrize("name", ["quickstart.yaml", "glm_vllm.yaml"])
+def test_shipped_examples_validate(name):
+    cfg = load_experiment(Path(__file__).resolve().parents[1] / "examples" / name)
+    assert cfg.rounds >= 1 and cfg.base.startswith("local:")

@@ -138,6 +138,36 @@ class ExperimentConfig(BaseModel):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment") -> None:
+    """Validate every stage section with its stage's own config model now, so a typo in
+    ``sft:`` fails before hours of collection. Raises :class:`ExperimentError` naming the
+    file, the section and the field."""
+    from pydantic import ValidationError
+
+    from rlmdistill.collect.config import CollectConfig
+    from rlmdistill.export import ExportOptions
+    from rlmdistill.sft.config import SFTConfig
+
+    checks: list[tuple[str, Any]] = [
+        ("collect_train", lambda: CollectConfig.model_validate(
+            {**cfg.collect_train, "rooms": [], "root": cfg.base, "sub": cfg.sub})),
+        ("collect_eval", lambda: CollectConfig.model_validate(
+            {**cfg.collect_eval, "rooms": [], "root": cfg.base, "sub": cfg.sub})),
+        ("export", lambda: ExportOptions.model_validate({"tokenizer": "base", **cfg.export})),
+        ("sft", lambda: SFTConfig.model_validate(
+            {**cfg.sft, "dataset": "datasets/x", "base": cfg.base, "out": "adapters/x"})),
+    ]  # fmt: skip
+    for section, check in checks:
+        try:
+            check()
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{section}.{'.'.join(str(p) for p in e['loc']) or '(section)'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ExperimentError(f"{source}: invalid experiment: {problems}") from exc
+
+
 def load_experiment(path: Path) -> ExperimentConfig:
     """Read and validate an experiment file; relative paths resolve against its folder.
 
@@ -160,6 +190,7 @@ def load_experiment(path: Path) -> ExperimentConfig:
     def resolve(p: Path) -> Path:
         return p if p.is_absolute() else (base_dir / p).resolve()
 
+    check_stage_settings(cfg, path)
     cfg.workspace = resolve(cfg.workspace)
     cfg.train_rooms = [resolve(p) for p in cfg.train_rooms]
     cfg.holdout_rooms = [resolve(p) for p in cfg.holdout_rooms]
