@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Set up, then run the main job on the embedded default:
-# pull Qwen2.5-Coder-0.5B -> build a 10-contract CUAD room -> 4 RLM episodes -> grade -> summary.
-# Extra arguments go to `rlmdistill quickstart` (see --help), e.g. --episodes 1 --contracts 3.
+# Set up, then run the main job on the embedded default: the whole self-distillation loop of
+# examples/quickstart.yaml (Qwen2.5-Coder-0.5B as root and sub, in process, on CPU):
+#   pull the model -> 4 training + 4 held-out CUAD rooms (no shared document) -> base root on
+#   the held-out rooms -> training episodes with the worked example -> grade -> rejection
+#   sampling -> export with the plain prompt -> LoRA SFT -> tuned root on the held-out rooms
+#   (same seeds) -> report (experiments/quickstart/reports/r1/report.md).
+# Re-running resumes: finished stages are skipped. Extra arguments go to `rlmdistill loop`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# The 360-contract CUAD subset beside the checkout when present, else the packaged 16-contract sample.
-src=()
-[ -d ../shared/data/cuad/contracts ] && src=(--cuad ../shared/data/cuad)
-.venv/bin/rlmdistill quickstart "${src[@]}" "$@"
+.venv/bin/rlmdistill models pull qwen2.5-coder-0.5b
+.venv/bin/rlmdistill loop examples/quickstart.yaml "$@"
+.venv/bin/rlmdistill lineage experiments/quickstart
+echo "report: experiments/quickstart/reports/r1/report.md"
