@@ -2,7 +2,7 @@
 
     python benchmarks/bench_dashboard.py [--episodes 10000]
 
-Writes a synthetic run (``rlmdistill.filter.synthetic.write_synthetic_run``: 100 rooms x 100
+Writes a synthetic run (``rlmdistill.testing.scored_runs.write_scored_run``: 100 rooms x 100
 episodes, 10 criteria each, verdicts of one grader) plus one trajectory of 12 turns and 48
 sub-calls (2,000-character prompts) written with the schema records, then times the data
 functions the pages call, cold (first call, empty cache) and warm (cached, as on a rerun):
@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlmdistill.filter.synthetic import SyntheticEpisode, SyntheticRoom, write_synthetic_run
 from rlmdistill.models.base import Message, Sampling, Usage
+from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
 from rlmdistill.traces.runs import load_summaries, trajectory_path
 from rlmdistill.traces.schema import (
     CodeBlockResult,
@@ -131,7 +131,7 @@ def main() -> None:
         ws = data.Workspace.at(tmp)
         run_dir = ws.runs / "big"
         t0 = time.perf_counter()
-        write_synthetic_run(run_dir, rooms, eps, rooms_dir=ws.rooms)
+        write_scored_run(run_dir, rooms, eps, rooms_dir=ws.rooms)
         episode_id = eps[len(eps) // 2].episode_id
         _trajectory(run_dir, episode_id, "big")
         build_s = time.perf_counter() - t0

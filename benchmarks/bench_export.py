@@ -1,6 +1,6 @@
 """Export throughput: examples/s and tokens/s for a run of 1,000 synthetic episodes.
 
-Writes a synthetic run (``rlmdistill.export.synthetic.write_synthetic_run``: the packaged
+Writes a synthetic run (``rlmdistill.testing.trajectory_runs.write_trajectory_run``: the packaged
 root prompt with the worked example, ``--turns`` root turns per episode with replies of a
 few hundred characters of code and REPL outputs of up to ``--obs-chars`` characters, valid
 prompt hashes), then times ``export_dataset`` with the SmolLM2 tokenizer in trajectory and
@@ -21,8 +21,8 @@ from pathlib import Path
 import trl
 
 from rlmdistill.export import ExportOptions, export_dataset
-from rlmdistill.export.synthetic import write_synthetic_run
 from rlmdistill.models.pull import pull
+from rlmdistill.testing.trajectory_runs import write_trajectory_run
 from rlmdistill.traces.runs import EpisodeRef
 
 
@@ -39,7 +39,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
         t0 = time.perf_counter()
-        ids = write_synthetic_run(run, args.episodes, n_turns=args.turns, obs_chars=args.obs_chars)
+        ids = write_trajectory_run(run, args.episodes, n_turns=args.turns, obs_chars=args.obs_chars)
         print(
             f"wrote {len(ids)} synthetic episodes x {args.turns} turns in "
             f"{time.perf_counter() - t0:.1f}s"

@@ -35,7 +35,7 @@ from typing import Any
 from rlmdistill.filter.report import build_report, render_markdown
 from rlmdistill.filter.rules import FilterRules
 from rlmdistill.filter.select import select_episodes
-from rlmdistill.filter.synthetic import SyntheticEpisode, SyntheticRoom, write_synthetic_run
+from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
 from rlmdistill.traces.runs import load_summaries, load_verdicts
 
 
@@ -101,7 +101,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        run = write_synthetic_run(Path(tmp) / "runs" / "bench", rooms, episodes)
+        run = write_scored_run(Path(tmp) / "runs" / "bench", rooms, episodes)
         t_write = time.perf_counter() - t0
         size_mb = sum(p.stat().st_size for p in run.rglob("*") if p.is_file()) / 1e6
         t_load, _ = _best(

@@ -23,7 +23,7 @@ from rlmdistill.export import (
     load_tokenizer,
     probe_template,
 )
-from rlmdistill.export.synthetic import write_synthetic_run
+from rlmdistill.testing.trajectory_runs import write_trajectory_run
 from rlmdistill.traces.runs import EpisodeRef
 
 TRL_TEMPLATES = Path(trl.__file__).parent / "chat_templates"
@@ -226,11 +226,11 @@ def test_truncation_never_leaves_zero_supervised_tokens_case_s2(
 ) -> None:
     """Case S2: [user "x " * 5000, assistant "42"] with max_length=64 is dropped and counted
     (both length policies), never kept with an all-zero mask."""
-    from rlmdistill.export.synthetic import synthetic_episode
+    from rlmdistill.testing.trajectory_runs import synthetic_episode
     from rlmdistill.traces.store import append_records
 
     run = tmp_path / "run"
-    write_synthetic_run(run, 1, n_turns=2, few_shot=False)
+    write_trajectory_run(run, 1, n_turns=2, few_shot=False)
     recs = synthetic_episode(
         "synth-0", "s2", n_turns=1, few_shot=False, prefill=None, replies=["42"]
     )
@@ -262,7 +262,7 @@ def test_keep_start_drops_leading_turns_and_counts_them(smollm2_dir: Path, tmp_p
     import datasets
 
     run = tmp_path / "run"
-    write_synthetic_run(run, 1, n_turns=6, few_shot=False, obs_chars=2000)
+    write_trajectory_run(run, 1, n_turns=6, few_shot=False, obs_chars=2000)
     refs = [EpisodeRef(run, p.stem) for p in (run / "trajectories").glob("*.jsonl")]
     full = export_dataset(refs, tmp_path / "full", ExportOptions(tokenizer=str(smollm2_dir)))
     assert full.tokens.max is not None
@@ -292,7 +292,7 @@ def test_export_with_glm4_template_end_to_end(glm_dir: Path, tmp_path: Path) -> 
     from transformers import AutoTokenizer
 
     run = tmp_path / "run"
-    write_synthetic_run(run, 2, n_turns=3)
+    write_trajectory_run(run, 2, n_turns=3)
     refs = [EpisodeRef(run, p.stem) for p in sorted((run / "trajectories").glob("*.jsonl"))]
     report = export_dataset(refs, tmp_path / "ds", ExportOptions(tokenizer=str(glm_dir)))
     assert report.n_examples == 2 and report.n_appended_closers == 2

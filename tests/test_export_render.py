@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from rlmdistill.collect import prompts
 from rlmdistill.export import ExportManifest, ExportOptions, export_dataset, render_episode
-from rlmdistill.export.synthetic import write_synthetic_run
+from rlmdistill.testing.trajectory_runs import write_trajectory_run
 from rlmdistill.traces.rebuild import assistant_message, root_requests
 from rlmdistill.traces.runs import EpisodeRef, load_trajectory
 
@@ -30,7 +30,7 @@ def _runs(mask: list[int]) -> list[tuple[int, int]]:
 @pytest.fixture(scope="module")
 def synth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[EpisodeRef]]:
     run = tmp_path_factory.mktemp("synth") / "run"
-    ids = write_synthetic_run(run, 2, n_turns=3, few_shot=True)
+    ids = write_trajectory_run(run, 2, n_turns=3, few_shot=True)
     return run, [EpisodeRef(run, i) for i in ids]
 
 

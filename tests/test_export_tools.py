@@ -22,8 +22,8 @@ from rlmdistill.export import (
 )
 from rlmdistill.export.dataset import example_row, rows_to_dataset
 from rlmdistill.export.render import Conversation
-from rlmdistill.export.synthetic import synthetic_episode, write_synthetic_run
 from rlmdistill.export.tools import turn_tool_messages
+from rlmdistill.testing.trajectory_runs import synthetic_episode, write_trajectory_run
 from rlmdistill.traces.runs import EpisodeRef
 from rlmdistill.traces.store import append_records
 
@@ -120,7 +120,7 @@ def test_malformed_tool_turn_dropped_and_counted_case_t1(smollm2_dir: Path, tmp_
     dropped with a counted reason in tool style, without a crash; examples that do not
     contain it are kept; plain style is unaffected."""
     run = tmp_path / "run"
-    write_synthetic_run(run, 1, n_turns=3)
+    write_trajectory_run(run, 1, n_turns=3)
     good = EpisodeRef(run, next((run / "trajectories").glob("*.jsonl")).stem)
     recs = synthetic_episode(
         "synth-0",
@@ -149,7 +149,7 @@ def test_tool_style_export_structure(smollm2_dir: Path, tmp_path: Path) -> None:
     """Tool style: every assistant turn with code carries repl calls, REPL output comes back
     as tool messages, and the tools column holds the schema."""
     run = tmp_path / "run"
-    write_synthetic_run(run, 1, n_turns=3, few_shot=False)
+    write_trajectory_run(run, 1, n_turns=3, few_shot=False)
     ref = EpisodeRef(run, next((run / "trajectories").glob("*.jsonl")).stem)
     opts = ExportOptions(
         tokenizer=str(smollm2_dir), chat_template=str(QWEN_TEMPLATE), style="tools"

@@ -13,14 +13,14 @@ from typer.testing import CliRunner
 from rlmdistill.filter.cli import NothingKeptError, OutputFolderError, filter_main, register
 from rlmdistill.filter.rules import FilterRuleError, FilterRules
 from rlmdistill.filter.select import FilterDecision
-from rlmdistill.filter.synthetic import SyntheticEpisode, SyntheticRoom, write_synthetic_run
+from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
 from rlmdistill.traces.store import parse_records
 
 E = SyntheticEpisode
 
 
 def _run(tmp_path: Path) -> Path:
-    return write_synthetic_run(
+    return write_scored_run(
         tmp_path / "runs" / "a",
         [SyntheticRoom("r4", n_documents=5, n_criteria=4)],
         [

@@ -12,7 +12,7 @@ from rlmdistill.analysis.summary import summarize_run
 from rlmdistill.filter.report import build_report, size_bucket
 from rlmdistill.filter.rules import FilterRuleError, FilterRules
 from rlmdistill.filter.select import Selection, select_episodes
-from rlmdistill.filter.synthetic import SyntheticEpisode, SyntheticRoom, write_synthetic_run
+from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
 from rlmdistill.traces.runs import NotARunError
 from rlmdistill.traces.schema import Verdict
 from rlmdistill.traces.store import append_records
@@ -31,7 +31,7 @@ def _kept(sel: Selection) -> list[str]:
 
 def _quantile_run(tmp_path: Path) -> Path:
     # pass rates 0.25, 0.5, 0.75, 1.0 (+ a timeout scoring 1.0 outside the quantile population)
-    return write_synthetic_run(
+    return write_scored_run(
         tmp_path / "runs" / "q",
         [ROOM],
         [
@@ -85,7 +85,7 @@ def test_absolute_thresholds_are_inclusive_and_both_apply(tmp_path):
 
 
 def test_top_k_per_room_ranks_by_score_then_coverage_then_episode_id(tmp_path):
-    run = write_synthetic_run(
+    run = write_scored_run(
         tmp_path / "runs" / "k",
         [ROOM, SyntheticRoom("r1", n_documents=1, n_criteria=2)],
         [
@@ -111,7 +111,7 @@ def test_top_k_per_room_ranks_by_score_then_coverage_then_episode_id(tmp_path):
 
 
 def test_all_reasons_recorded_primary_is_first_in_rule_order(tmp_path):
-    run = write_synthetic_run(
+    run = write_scored_run(
         tmp_path / "runs" / "r",
         [ROOM],
         [
@@ -143,7 +143,7 @@ def test_all_reasons_recorded_primary_is_first_in_rule_order(tmp_path):
 
 
 def test_where_on_missing_value_drops_with_detail(tmp_path):
-    run = write_synthetic_run(
+    run = write_scored_run(
         tmp_path / "runs" / "w",
         [ROOM],
         [E("cov", "r4", n_pass=1, coverage=0.7), E("nocov", "r4", n_pass=1, coverage=None)],
@@ -155,7 +155,7 @@ def test_where_on_missing_value_drops_with_detail(tmp_path):
 
 
 def test_dedup_by_memo_keeps_best_ranked(tmp_path):
-    run = write_synthetic_run(
+    run = write_scored_run(
         tmp_path / "runs" / "d",
         [ROOM],
         [
@@ -202,7 +202,7 @@ def test_grader_resolution(tmp_path):
 
 
 def test_pass_rule_without_any_grader_says_to_judge(tmp_path):
-    run = write_synthetic_run(tmp_path / "runs" / "u", [ROOM], [E("a", "r4")])
+    run = write_scored_run(tmp_path / "runs" / "u", [ROOM], [E("a", "r4")])
     with pytest.raises(FilterRuleError, match=r"no run has verdicts.*rlmdistill judge"):
         select_episodes([run], FilterRules(min_pass_rate=0.5))
     sel = select_episodes([run], FilterRules(min_coverage=0.4))
@@ -210,7 +210,7 @@ def test_pass_rule_without_any_grader_says_to_judge(tmp_path):
 
 
 def test_verdicts_of_another_memo_do_not_count(tmp_path):
-    run = write_synthetic_run(tmp_path / "runs" / "m", [ROOM], [E("a", "r4", n_pass=4)])
+    run = write_scored_run(tmp_path / "runs" / "m", [ROOM], [E("a", "r4", n_pass=4)])
     lines = (run / "episodes.jsonl").read_text(encoding="utf-8")
     old = hashlib.sha256(b"memo of a").hexdigest()
     (run / "episodes.jsonl").write_text(lines.replace(old, "0" * 64), encoding="utf-8")
@@ -220,10 +220,10 @@ def test_verdicts_of_another_memo_do_not_count(tmp_path):
 
 def test_two_runs_pool_one_room_and_refuse_repeats(tmp_path):
     rooms = tmp_path / "rooms"
-    a = write_synthetic_run(
+    a = write_scored_run(
         tmp_path / "runs" / "a", [ROOM], [E("a1", "r4", n_pass=1)], rooms_dir=rooms
     )
-    b = write_synthetic_run(
+    b = write_scored_run(
         tmp_path / "runs" / "b",
         [ROOM],
         [E("b1", "r4", n_pass=2), E("b2", "r4", n_pass=4)],
@@ -246,7 +246,7 @@ def test_two_runs_pool_one_room_and_refuse_repeats(tmp_path):
 
 
 def test_report_counts_buckets_and_distributions(tmp_path):
-    run = write_synthetic_run(
+    run = write_scored_run(
         tmp_path / "runs" / "rep",
         [ROOM, SyntheticRoom("big", n_documents=300, n_criteria=2)],
         [

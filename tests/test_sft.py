@@ -102,30 +102,9 @@ def write_dataset(
 
 
 @pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer: Any) -> Path:
+def tiny_base(tiny_llama_dir: Path) -> Path:
     """A tiny random Llama (2 layers, hidden 64) with the real SmolLM2 tokenizer and vocab."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    tok = smollm2_tokenizer
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    out = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    LlamaForCausalLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return tiny_llama_dir
 
 
 @pytest.fixture(scope="module")
@@ -274,11 +253,11 @@ def test_dataset_from_the_real_export_stage_trains(
 
     from rlmdistill.export.dataset import export_dataset
     from rlmdistill.export.options import ExportOptions
-    from rlmdistill.export.synthetic import write_synthetic_run
+    from rlmdistill.testing.trajectory_runs import write_trajectory_run
     from rlmdistill.traces.runs import EpisodeRef
 
     run = tmp_path / "run"
-    ids = write_synthetic_run(run, 2, n_turns=2, few_shot=False)
+    ids = write_trajectory_run(run, 2, n_turns=2, few_shot=False)
     ds_dir = tmp_path / "ds"
     export_dataset(
         [EpisodeRef(run, i) for i in ids], ds_dir, ExportOptions(tokenizer=str(smollm2_dir))

@@ -1,6 +1,6 @@
 """Synthetic runs with valid, hash-consistent trajectories (export tests and benchmark).
 
-:func:`write_synthetic_run` writes ``run.json``, ``episodes.jsonl`` and one trajectory per
+:func:`write_trajectory_run` writes ``run.json``, ``episodes.jsonl`` and one trajectory per
 episode through the schema models, with the packaged root prompt (system prompt + worked
 example + task message) and root turns whose ``prompt_sha256`` match the rebuilt requests,
 so :func:`rlmdistill.traces.rebuild.root_requests` accepts them. Lengths are realistic for
@@ -31,7 +31,7 @@ from rlmdistill.traces.schema import (
 )
 from rlmdistill.traces.store import append_records
 
-__all__ = ["synthetic_episode", "write_synthetic_run"]
+__all__ = ["synthetic_episode", "write_trajectory_run"]
 
 _WORDS = [
     "agreement",
@@ -202,7 +202,7 @@ def synthetic_episode(
     return records
 
 
-def write_synthetic_run(
+def write_trajectory_run(
     run_dir: Path,
     n_episodes: int,
     *,

@@ -1,6 +1,6 @@
 """Synthetic run directories for tests and benchmarks of the filter stage.
 
-:func:`write_synthetic_run` writes a real run layout (``run.json``, ``episodes.jsonl``,
+:func:`write_scored_run` writes a real run layout (``run.json``, ``episodes.jsonl``,
 ``verdicts/<grader>.jsonl`` and a ``task.json`` per room) from a few numbers per episode,
 with the schema models and :func:`rlmdistill.traces.store.append_records`, so selection can be
 tested on hand-computed expectations. No trajectories are written (selection never reads
@@ -27,7 +27,7 @@ from rlmdistill.traces.schema import (
 )
 from rlmdistill.traces.store import append_records
 
-__all__ = ["SyntheticEpisode", "SyntheticRoom", "write_synthetic_run"]
+__all__ = ["SyntheticEpisode", "SyntheticRoom", "write_scored_run"]
 
 _T0 = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
@@ -68,7 +68,7 @@ def _room_info(room: SyntheticRoom, base: Path) -> RoomInfo:
     )
 
 
-def write_synthetic_run(
+def write_scored_run(
     run_dir: Path,
     rooms: Sequence[SyntheticRoom],
     episodes: Sequence[SyntheticEpisode],
