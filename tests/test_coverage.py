@@ -11,6 +11,7 @@ import random
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlmdistill.collect.coverage import (
@@ -254,3 +255,227 @@ def test_cuad_room_known_slice(tmp_path: Path) -> None:
     assert 0 < cov.per_document[doc.id] < 0.5
     others = [d.id for d in room.documents if d.id != doc.id]
     assert all(cov.per_document[o] == 0.0 for o in others)
+
+
+# --------------------------------------------------------------------------- repetitive rooms
+# Rooms whose text repeats across documents (boilerplate) are the probe's slow case; these
+# tests pin its values there against a brute-force reading of the module docstring's
+# definition (exact substrings, no hashing, no runs).
+
+PARAGRAPH = (
+    "notwithstanding anything to the contrary in this agreement, neither party shall be "
+    "liable for any indirect, incidental or consequential damages arising out of or in "
+    "connection with this agreement, except in the case of fraud or wilful misconduct."
+)
+
+
+def _covered_mask(text: str, present: set[str]) -> list[bool]:
+    """Per-character version of :func:`_linked`."""
+    n = len(text) - K + 1
+    chars = [False] * len(text)
+    if n <= 0:
+        return chars
+    ok = [text[p : p + K] in present for p in range(n)]
+    reached = [False] * n
+    for a in set(range(0, n, STRIDE)) | {n - 1}:
+        if ok[a]:
+            reached[a] = True
+            for step in (-1, 1):
+                p = a + step
+                while 0 <= p < n and ok[p] and not reached[p]:
+                    reached[p] = True
+                    p += step
+    for p in range(n):
+        if reached[p]:
+            chars[p : p + K] = [True] * K
+    return chars
+
+
+def _shingles(text: str) -> set[str]:
+    return {text[p : p + K] for p in range(len(text) - K + 1)}
+
+
+def _brute_force(room: DataRoom, inputs: list[str]) -> dict[str, object]:
+    """Reference values straight from the definition (O(n^2) in the room; tiny rooms only)."""
+    docs = [(d.id, d.folder, normalise(d.text)) for d in room.documents]  # id order
+    seen: set[str] = set()
+    for t in inputs:
+        seen |= _shingles(normalise(t))
+    cov = {i: _covered_mask(t, seen) for i, _, t in docs}
+    dup: dict[str, list[bool]] = {}
+    fdup: dict[str, list[bool]] = {}
+    before: set[str] = set()
+    before_in: dict[str, set[str]] = {}
+    for i, f, t in docs:
+        dup[i] = _covered_mask(t, before)
+        fdup[i] = _covered_mask(t, before_in.setdefault(f, set()))
+        before |= _shingles(t)
+        before_in[f] |= _shingles(t)
+
+    def ratio(ids: list[str], dups: dict[str, list[bool]]) -> tuple[int, int]:
+        num = sum(c and not d for i in ids for c, d in zip(cov[i], dups[i], strict=True))
+        den = sum(not d for i in ids for d in dups[i])
+        return num, den
+
+    all_ids = [i for i, _, _ in docs]
+    num, den = ratio(all_ids, dup)
+    per_folder = {}
+    for f in {f for _, f, _ in docs}:
+        fnum, fden = ratio([i for i, g, _ in docs if g == f], fdup)
+        per_folder[f] = fnum / fden if fden else 0.0
+    return {
+        "per_document_chars": {i: (sum(cov[i]), len(t)) for i, _, t in docs},
+        "covered_chars": num,
+        "unique_chars": den,
+        "duplicate_chars": sum(sum(dup[i]) for i in all_ids),
+        "duplicate_covered_chars": sum(
+            sum(c and d for c, d in zip(cov[i], dup[i], strict=True)) for i in all_ids
+        ),
+        "overall": num / den if den else 0.0,
+        "per_folder": per_folder,
+    }
+
+
+def _assert_matches_brute_force(index: CoverageIndex, room: DataRoom, inputs: list[str]) -> None:
+    probe = CoverageProbe(index)
+    for t in inputs:
+        probe.observe(t)
+    got = probe.detail()
+    want = _brute_force(room, inputs)
+    assert got.per_document_chars == want["per_document_chars"]
+    assert got.covered_chars == want["covered_chars"]
+    assert got.unique_chars == want["unique_chars"]
+    assert got.duplicate_chars == index.duplicate_chars == want["duplicate_chars"]
+    assert got.duplicate_covered_chars == want["duplicate_covered_chars"]
+    assert got.coverage.overall == want["overall"]
+    assert got.coverage.per_folder == want["per_folder"]
+    assert got.coverage.per_document == {
+        i: (c / n if n else 0.0) for i, (c, n) in got.per_document_chars.items()
+    }
+
+
+@pytest.fixture
+def boilerplate_room(tmp_path: Path) -> DataRoom:
+    """The same paragraph in 50 documents of 3 folders, at every offset modulo STRIDE, some
+    twice, some cut short, some behind a one-letter change; plus two documents without it."""
+    rng = random.Random(11)
+    files: dict[str, str] = {}
+    for i in range(50):
+        head = _words(rng, rng.randrange(0, 12)) + " " + "x" * (i % STRIDE)
+        body = PARAGRAPH
+        if i % 7 == 3:
+            body = PARAGRAPH[: rng.randrange(K, len(PARAGRAPH))]  # a truncated copy
+        if i % 11 == 5:
+            body = PARAGRAPH.replace("indirect", "indirekt")  # near-copy
+        if i % 9 == 0:
+            body = body + " and " + PARAGRAPH  # repeated inside the document
+        files[f"F{i % 3}/d{i:02d}.txt"] = f"{i} {head} {body} {_words(rng, rng.randrange(0, 9))}"
+    files["F0/zz.txt"] = _words(rng, 80)
+    files["F2/short.txt"] = "too short to hold a window"
+    return _write_room(tmp_path / "boiler", files)
+
+
+def test_repetitive_room_duplicates_match_brute_force(boilerplate_room: DataRoom) -> None:
+    index = CoverageIndex.build(boilerplate_room)
+    want = _brute_force(boilerplate_room, [])
+    assert index.duplicate_chars == want["duplicate_chars"]
+    # Nearly all of each later copy is a duplicate: the paragraph is 246 chars, 50 copies.
+    assert index.duplicate_chars > 40 * (len(PARAGRAPH) - 2 * K)
+    _assert_matches_brute_force(index, boilerplate_room, [])
+
+
+def test_repetitive_room_coverage_matches_brute_force(boilerplate_room: DataRoom) -> None:
+    index = CoverageIndex.build(boilerplate_room)
+    texts = {d.id: d.text for d in boilerplate_room.documents}
+    rng = random.Random(3)
+    # The paragraph alone: credited in every document holding it.
+    _assert_matches_brute_force(index, boilerplate_room, ["Summarise: " + PARAGRAPH])
+    # Whole documents, and slices cut at every offset modulo STRIDE.
+    _assert_matches_brute_force(index, boilerplate_room, [texts["F1/d04.txt"]])
+    slices = []
+    for k in range(2 * STRIDE):
+        t = texts[rng.choice(sorted(texts))]
+        s = rng.randrange(0, max(1, len(t) - K))
+        slices.append("<" + t[s : s + K + k * 5] + ">")
+    _assert_matches_brute_force(index, boilerplate_room, slices)
+    # Pieces of the paragraph around the minimum detectable span.
+    pieces = [PARAGRAPH[s : s + K + d] for s, d in ((3, 0), (40, STRIDE - 2), (100, STRIDE))]
+    _assert_matches_brute_force(index, boilerplate_room, pieces)
+
+
+def test_repetitive_room_paragraph_values(boilerplate_room: DataRoom) -> None:
+    """Hand-checkable values: observing only the paragraph covers exactly its copies."""
+    index = CoverageIndex.build(boilerplate_room)
+    probe = CoverageProbe(index)
+    probe.observe(PARAGRAPH)
+    chars = probe.detail().per_document_chars
+    assert len(PARAGRAPH) == 246
+    assert chars["F1/d01.txt"][0] == len(PARAGRAPH)  # one full copy, any alignment
+    assert chars["F0/d09.txt"][0] == 2 * len(PARAGRAPH)  # two copies in one document
+    # The near-copy: both sides of the changed letter are >= K + STRIDE - 1 characters long,
+    # so everything but that letter is covered.
+    k_at = PARAGRAPH.index("indirect") + len("indire")
+    assert min(k_at, len(PARAGRAPH) - k_at - 1) >= K + STRIDE - 1
+    assert chars["F2/d05.txt"][0] == len(PARAGRAPH) - 1
+    assert chars["F0/zz.txt"][0] == chars["F2/short.txt"][0] == 0
+
+
+def test_random_repetitive_rooms_match_brute_force(tmp_path: Path) -> None:
+    """Seeded rooms written from a few stock phrases (every window repeats many times), with
+    the scan cut into small chunks so chunk edges fall everywhere."""
+    from rlmdistill.collect import coverage as cov_mod
+
+    cov_mod._powers()  # cache the full-size power tables before shrinking the chunk
+    phrases = [_words(random.Random(p), 14) for p in range(6)]
+    for seed in range(3):
+        rng = random.Random(seed)
+        files = {
+            f"G{rng.randrange(3)}/{i:02d}.txt": " ".join(
+                rng.choice(phrases) for _ in range(rng.randrange(1, 9))
+            )
+            + f" {i}"
+            for i in range(30)
+        }
+        room = _write_room(tmp_path / f"r{seed}", files)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(cov_mod, "_CHUNK", 997)
+            index = CoverageIndex.build(room)
+        inputs = []
+        for _ in range(6):
+            t = normalise(room.documents[rng.randrange(len(room))].text)
+            s = rng.randrange(0, max(1, len(t) - K))
+            inputs.append(t[s : s + rng.randrange(K - 5, 400)])
+        _assert_matches_brute_force(index, room, inputs)
+        _assert_matches_brute_force(index, room, [phrases[0] + " " + phrases[1]])
+
+
+def test_rolling_window_hashes_match_prefix_sums(index3: CoverageIndex) -> None:
+    """The run-edge hashes rolled one character at a time equal the directly computed ones."""
+    from rlmdistill.collect.coverage import _window_hashes
+
+    full = _window_hashes(index3.cp)
+    p = np.array([0, 5, 300, index3.cp.size - K - 1], dtype=np.int64)
+    assert np.array_equal(index3._step_right(full[p], p), full[p + 1])
+    assert np.array_equal(index3._step_left(full[p + 1], p + 1), full[p])
+
+
+def test_hash_table_lookup() -> None:
+    from rlmdistill.collect.coverage import _Table
+
+    values = np.array([5, 0, 7, 5, 2**64 - 1, 0, 7, 7], dtype=np.uint64)
+    table = _Table(values)
+    assert table.size == 4
+    assert np.array_equal(table.keys[table.inverse], values)
+    assert sorted(table.keys.tolist()) == [0, 5, 7, 2**64 - 1]
+    needles = np.array([7, 1, 0, 2**64 - 1, 6, 5], dtype=np.uint64)
+    got = table.get(needles)
+    assert got[[1, 4]].tolist() == [-1, -1]
+    assert np.array_equal(table.keys[got[[0, 2, 3, 5]]], needles[[0, 2, 3, 5]])
+    rng = np.random.default_rng(0)
+    many = rng.integers(0, 2**63, 5000, dtype=np.uint64)
+    big = _Table(np.concatenate([many, many[:100]]))
+    assert big.size == np.unique(many).size
+    probe = np.concatenate([many[::7], rng.integers(0, 2**63, 500, dtype=np.uint64)])
+    hit = big.get(probe)
+    assert np.array_equal(hit >= 0, np.isin(probe, many))
+    assert np.array_equal(big.keys[hit[hit >= 0]], probe[hit >= 0])

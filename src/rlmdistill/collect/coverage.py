@@ -78,7 +78,7 @@ import threading
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -110,6 +110,10 @@ _CHUNK = 1 << 20
 
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2^64
 _BASE_INV = pow(_BASE, -1, 1 << 64)
+_MIX = np.uint64(0xD6E8FEB86659FD93)  # odd multiplier for hash-table slots
+_B = np.uint64(_BASE)
+_B_INV = np.uint64(_BASE_INV)
+_B_TOP = np.uint64(pow(_BASE, K - 1, 1 << 64))  # B^(K-1): weight of a window's first char
 _WS = re.compile(r"\s+")
 
 U64 = npt.NDArray[np.uint64]
@@ -206,16 +210,84 @@ class _HashSet:
         return out
 
 
-@dataclass
-class _Edges:
-    """Runs of hit windows and the candidate windows just outside each run's two ends."""
+class _Table:
+    """Vectorised open-addressing hash table (linear probing) over uint64 values.
+
+    Built from ``values`` (duplicates allowed) and queried with whole-array numpy operations,
+    one round per probe step; the table has at least twice as many slots as values, so almost
+    every query resolves in its first probe and the cost per value or needle is O(1),
+    however often a value repeats (unlike sorting or a sorted search). Attributes: ``keys``
+    (the distinct values, in id order), ``size`` (their count) and ``inverse`` (int64: the id
+    of each input value, ``values == keys[inverse]``).
+    """
+
+    def __init__(self, values: U64) -> None:
+        n = int(values.size)
+        bits = max(4, (2 * n).bit_length())
+        self.mask = np.int64((1 << bits) - 1)
+        self.shift = np.uint64(64 - bits)
+        empty = np.uint64(0)
+        while n and bool((values == empty).any()):  # a marker no value equals
+            empty = np.uint64(int(empty) + 1)
+        self.empty = empty
+        slot_key = np.full(1 << bits, empty, dtype=np.uint64)
+        ids = np.empty(n, dtype=np.int64)
+        pend = np.arange(n, dtype=np.int64)
+        slot = self._home(values)
+        vals = values
+        while pend.size:
+            free = slot_key[slot] == empty
+            slot_key[slot[free]] = vals[free]  # one writer per slot wins; equal values agree
+            done = slot_key[slot] == vals
+            ids[pend[done]] = slot[done]
+            more = ~done  # the others probe on (equal values always move together)
+            pend, slot, vals = pend[more], (slot[more] + 1) & self.mask, vals[more]
+        used = slot_key != empty
+        self.size = int(used.sum())
+        self.slot_key = slot_key
+        self.slot_val: npt.NDArray[np.signedinteger[Any]] = np.full(
+            1 << bits, -1, dtype=np.int64 if self.size >= 2**31 else np.int32
+        )
+        self.slot_val[used] = np.arange(self.size)
+        self.keys = slot_key[used]
+        self.inverse = self.slot_val[ids].astype(np.int64)
+
+    def _home(self, h: U64) -> I64:
+        """First slot of each value: top bits of a multiplicative (Fibonacci) hash."""
+        return ((h * _MIX) >> self.shift).view(np.int64)
+
+    def get(self, h: U64) -> npt.NDArray[np.signedinteger[Any]]:
+        """Id of each value of ``h`` (its index in ``keys``; int32 when that suffices), ``-1``
+        where it is not a key."""
+        slot = self._home(h)
+        kk = self.slot_key[slot]
+        out = self.slot_val[slot]  # -1 at empty slots
+        miss = kk != h
+        out[miss] = -1
+        todo = np.flatnonzero(miss & (kk != self.empty))
+        while todo.size:
+            s = (slot[todo] + 1) & self.mask
+            slot[todo] = s
+            kk = self.slot_key[s]
+            hit = kk == h[todo]
+            out[todo[hit]] = self.slot_val[s[hit]]
+            todo = todo[~hit & (kk != self.empty)]
+        return out
+
+    def contains(self, h: U64) -> npt.NDArray[np.bool_]:
+        """Whether each value of ``h`` is a key."""
+        return self.get(h) >= 0
+
+
+class _Runs(NamedTuple):
+    """Runs of hit aligned windows (see :meth:`CoverageIndex._runs`), one row per run."""
 
     first: I64  # first window start of each run (global position)
     last: I64  # last window start of each run
-    left_hash: U64  # (R, S-1): windows starting at first-1, first-2, ...
-    right_hash: U64  # (R, S-1): windows starting at last+1, last+2, ...
-    left_ok: npt.NDArray[np.bool_]  # candidate window lies inside the run's document
-    right_ok: npt.NDArray[np.bool_]
+    first_hash: U64  # hash of the window at ``first``
+    last_hash: U64  # hash of the window at ``last``
+    lo: I64  # smallest window start inside the run's document (the document start)
+    hi: I64  # largest window start inside the run's document (document end - K)
     doc: I64  # document index of each run
 
 
@@ -333,126 +405,197 @@ class CoverageIndex:
         return index
 
     def _find_duplicates(self) -> None:
-        prev_g, prev_f = self._prev_docs(self.win_hash, self.win_doc)
-        eg = self._edges(self.win_pos[prev_g >= 0], self.win_doc[prev_g >= 0])
-        ef = self._edges(self.win_pos[prev_f >= 0], self.win_doc[prev_f >= 0])
-        parts_h = [eg.left_hash, eg.right_hash, ef.left_hash, ef.right_hash]
-        parts_d = [np.broadcast_to(e.doc[:, None], e.left_hash.shape) for e in (eg, eg, ef, ef)]
-        sizes = [p.size for p in parts_h]
-        if sum(sizes) == 0:
-            self.dup, self.folder_dup = self._finish(eg, None, None), self._finish(ef, None, None)
-        else:
-            cg, cf = self._prev_docs(
-                np.concatenate([p.ravel() for p in parts_h]),
-                np.concatenate([p.ravel() for p in parts_d]),
-            )
-            cuts = np.cumsum(sizes)[:-1]
-            g_parts = np.split(cg >= 0, cuts)
-            f_parts = np.split(cf >= 0, cuts)
-            self.dup = self._finish(
-                eg,
-                g_parts[0].reshape(eg.left_hash.shape),
-                g_parts[1].reshape(eg.right_hash.shape),
-            )
-            self.folder_dup = self._finish(
-                ef,
-                f_parts[2].reshape(ef.left_hash.shape),
-                f_parts[3].reshape(ef.right_hash.shape),
-            )
+        """Set :attr:`dup` / :attr:`folder_dup`: two passes over every window of the room (the
+        aligned windows' earlier occurrences, then those of the windows at the run edges)."""
+        g, f = self._earlier(self.win_hash, self.win_doc)
+        eg, ef = self._runs(np.flatnonzero(g)), self._runs(np.flatnonzero(f))
+        n_g = eg.first.size
+        # Edge windows of both run sets, each position once (a window's hash and document
+        # follow from its position); only those inside their document are queried.
+        sides = []
+        for sign in (-1, 1):
+            pos = np.concatenate([eg.first, ef.first] if sign < 0 else [eg.last, ef.last])
+            _, rows, back = np.unique(pos, return_index=True, return_inverse=True)
+            both = _Runs(*(np.concatenate([a, b])[rows] for a, b in zip(eg, ef, strict=True)))
+            hashes, ok = self._edge_side(both, sign)
+            docs = np.broadcast_to(both.doc[:, None], ok.shape)
+            sides.append((hashes[ok], docs[ok], ok, back))
+        cg, cf = self._earlier(
+            np.concatenate([s[0] for s in sides]), np.concatenate([s[1] for s in sides])
+        )
+        hits: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]] = []
+        at = 0
+        for _, _, ok, back in sides:
+            n = int(ok.sum())
+            hit_g, hit_f = np.zeros(ok.shape, dtype=bool), np.zeros(ok.shape, dtype=bool)
+            hit_g[ok], hit_f[ok] = cg[at : at + n], cf[at : at + n]
+            at += n
+            hits.append((hit_g[back[:n_g]], hit_f[back[n_g:]]))
+        self.dup = self._finish(eg, hits[0][0], hits[1][0])
+        self.folder_dup = self._finish(ef, hits[0][1], hits[1][1])
         self.duplicate_chars = int((self.dup[1] - self.dup[0]).sum())
 
-    def _prev_docs(self, hashes: U64, docs: I64) -> tuple[I64, I64]:
-        """For each ``(hash, doc)``: the last document before ``doc`` (id order) holding a
-        window with that hash anywhere, and the same restricted to ``doc``'s folder; -1 when
-        none. One pass over every window of the room."""
-        n_docs, n_f = max(1, self.n_docs), max(1, len(self.folder_names))
-        query = _HashSet(hashes, bits=26)
-        if query.keys.size * n_f * n_docs >= 2**62:
-            raise ValueError("room too large for the coverage index key space")
-        found: list[I64] = []
+    def _earlier(
+        self, hashes: U64, docs: I64
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """For each ``(hash, doc)``: whether a window with that hash lies (anywhere) in a
+        document before ``doc`` in id order, and whether one lies in an earlier document of
+        ``doc``'s folder. One pass over every window of the room.
+
+        Keeps, per distinct hash, the first document holding it and, per distinct
+        ``(hash, folder)`` pair queried, the first document of that folder holding it (a hash
+        queried from one folder only, the common case, needs no pair lookup); so the work per
+        room window is O(1) however often its text repeats.
+        """
+        if hashes.size == 0:
+            z = np.zeros(0, dtype=bool)
+            return z, z
+        n_docs, n_f = self.n_docs, max(1, len(self.folder_names))
+        table = _Table(hashes)
+        inv, n_keys = table.inverse, table.size
+        q_folder = self.folder_of[docs]
+        lo_f = np.full(n_keys, n_f, dtype=np.int64)
+        hi_f = np.full(n_keys, -1, dtype=np.int64)
+        np.minimum.at(lo_f, inv, q_folder)
+        np.maximum.at(hi_f, inv, q_folder)
+        key_folder = np.where(lo_f == hi_f, lo_f, -1)  # the one folder it is queried from
+        multi_q = np.flatnonzero(key_folder[inv] < 0)
+        pairs = (
+            _Table((inv[multi_q] * n_f + q_folder[multi_q]).astype(np.uint64))
+            if multi_q.size
+            else None
+        )
+        first_doc = np.full(n_keys, n_docs, dtype=np.int64)
+        first_same = np.full(n_keys, n_docs, dtype=np.int64)  # single-folder keys
+        first_pair = np.full(pairs.size if pairs else 0, n_docs, dtype=np.int64)
         n_win = max(0, self.cp.size - K + 1)
         for s in range(0, n_win, _CHUNK):
             e = min(n_win, s + _CHUNK)
-            where, idx = query.lookup(_window_hashes(self.cp[s : e + K - 1]))
-            pos = where + s
-            doc = np.searchsorted(self.doc_starts, pos, side="right") - 1
-            ok = pos + K <= self.doc_starts[doc + 1]
-            found.append(idx[ok] * n_docs + doc[ok])
-        pairs = _unique(np.concatenate(found)) if found else np.empty(0, np.int64)
-        u_of_pair, doc_of_pair = pairs // n_docs, pairs % n_docs
-        q_u = _sorted_search(query.keys, hashes)
-        out = []
-        for key, qkey in (
-            (pairs, q_u * n_docs + docs),
-            (
-                (u_of_pair * n_f + self.folder_of[doc_of_pair]) * n_docs + doc_of_pair,
-                (q_u * n_f + self.folder_of[docs]) * n_docs + docs,
-            ),
-        ):
-            skey = np.sort(key)
-            i = _sorted_search(skey, qkey) - 1
-            prev = np.full(qkey.shape, -1, dtype=np.int64)
-            if skey.size:
-                ic = i.clip(0)
-                ok = (i >= 0) & (skey[ic] // n_docs == qkey // n_docs)
-                prev[ok] = skey[ic][ok] % n_docs
-            out.append(prev)
-        return out[0], out[1]
+            k = table.get(_window_hashes(self.cp[s : e + K - 1]))
+            where = np.flatnonzero(k >= 0)
+            if where.size == 0:
+                continue
+            doc = self._doc_of_range(s, e)[where]
+            ok = where + (s + K) <= self.doc_starts[doc + 1]  # window inside its document
+            k, doc = k[where[ok]], doc[ok]
+            np.minimum.at(first_doc, k, doc)
+            folder = self.folder_of[doc]
+            kf = key_folder[k]
+            same = kf == folder
+            np.minimum.at(first_same, k[same], doc[same])
+            if pairs is not None:
+                many = np.flatnonzero(kf < 0)
+                p = pairs.get((k[many].astype(np.int64) * n_f + folder[many]).astype(np.uint64))
+                found = p >= 0
+                np.minimum.at(first_pair, p[found], doc[many[found]])
+        in_folder = first_same[inv]
+        if pairs is not None:
+            in_folder[multi_q] = first_pair[pairs.inverse]
+        return first_doc[inv] < docs, in_folder < docs
+
+    def _doc_of_range(self, s: int, e: int) -> I64:
+        """Document index of every position in ``[s, e)`` (length ``e - s``)."""
+        d0 = int(np.searchsorted(self.doc_starts, s, side="right")) - 1
+        d1 = int(np.searchsorted(self.doc_starts, e - 1, side="right")) - 1
+        bounds = self.doc_starts[d0 : d1 + 2].clip(s, e)
+        return np.repeat(np.arange(d0, d1 + 1, dtype=np.int64), np.diff(bounds))
 
     # ------------------------------------------------------------------ runs
-    def _edges(self, pos: I64, doc: I64) -> _Edges:
-        """Group sorted hit window starts into runs and hash the S-1 windows beyond each end."""
-        w = STRIDE - 1
+    def _runs(self, sel: I64) -> _Runs:
+        """Group hit aligned windows (``sel``: increasing indices into the window arrays) into
+        runs: overlapping or touching windows of one document."""
+        pos, doc = self.win_pos[sel], self.win_doc[sel]
         if pos.size == 0:
             z = np.empty(0, np.int64)
-            zh = np.empty((0, w), np.uint64)
-            zb = np.empty((0, w), bool)
-            return _Edges(z, z, zh, zh, zb, zb, z)
+            return _Runs(z, z, np.empty(0, np.uint64), np.empty(0, np.uint64), z, z, z)
         ends = pos + K
         new = np.ones(pos.size, dtype=bool)
         new[1:] = (pos[1:] > np.maximum.accumulate(ends)[:-1]) | (doc[1:] != doc[:-1])
         heads = np.flatnonzero(new)
         tails = np.append(heads[1:], pos.size) - 1
-        first, last, rdoc = pos[heads], pos[tails], doc[heads]
-        ds, de = self.doc_starts[rdoc], self.doc_starts[rdoc + 1]
-        steps = np.arange(1, w + 1, dtype=np.int64)
-        left_j = first[:, None] - steps[None, :]  # descending positions
-        right_j = last[:, None] + steps[None, :]
-        left_ok = left_j >= ds[:, None]
-        right_ok = right_j + K <= de[:, None]
-        # Left rows start at first - w (so row window t is at first - w + t, reversed below).
-        left_h = self._row_hashes(first - w)[:, ::-1]
-        right_h = self._row_hashes(last + 1)
-        return _Edges(first, last, left_h, right_h, left_ok, right_ok, rdoc)
-
-    def _row_hashes(self, starts: I64) -> U64:
-        """(R, S-1) hashes of the windows at ``starts[r] + t`` (indices clipped to the text)."""
-        w = STRIDE - 1
-        width = K + w - 1
-        idx = (starts[:, None] + np.arange(width, dtype=np.int64)[None, :]).clip(
-            0, max(0, self.cp.size - 1)
+        rdoc = doc[heads]
+        return _Runs(
+            first=pos[heads],
+            last=pos[tails],
+            first_hash=self.win_hash[sel[heads]],
+            last_hash=self.win_hash[sel[tails]],
+            lo=self.doc_starts[rdoc],
+            hi=self.doc_starts[rdoc + 1] - K,
+            doc=rdoc,
         )
-        rows = self.cp[idx].ravel()
-        h = _window_hashes(rows)
-        take = np.arange(starts.size, dtype=np.int64)[:, None] * width + np.arange(w)[None, :]
-        return h[take]
+
+    def _cp_at(self, pos: I64) -> U64:
+        """Code points at ``pos`` (clipped to the text) as uint64."""
+        return np.asarray(self.cp[pos.clip(0, max(0, self.cp.size - 1))]).astype(np.uint64)
+
+    def _step_left(self, h: U64, p: I64) -> U64:
+        """Hashes of the windows at ``p - 1`` from those (``h``) at ``p`` (rolling, exact)."""
+        return self._cp_at(p - 1) * _B_TOP + (h - self._cp_at(p + K - 1)) * _B_INV
+
+    def _step_right(self, h: U64, p: I64) -> U64:
+        """Hashes of the windows at ``p + 1`` from those (``h``) at ``p`` (rolling, exact)."""
+        return (h - self._cp_at(p) * _B_TOP) * _B + self._cp_at(p + K)
+
+    def _edge_side(self, runs: _Runs, sign: int) -> tuple[U64, npt.NDArray[np.bool_]]:
+        """``(hashes, ok)``, each (R, S-1): the windows at ``first - t`` (``sign`` -1) or
+        ``last + t`` (``sign`` +1) for t = 1 .. S-1, and whether each lies inside the run's
+        document (hashes outside it are meaningless)."""
+        w = STRIDE - 1
+        out = np.empty((runs.first.size, w), np.uint64)
+        p, h = (runs.first, runs.first_hash) if sign < 0 else (runs.last, runs.last_hash)
+        for t in range(w):
+            h = self._step_left(h, p) if sign < 0 else self._step_right(h, p)
+            p = p + sign
+            out[:, t] = h
+        steps = np.arange(1, w + 1, dtype=np.int64)[None, :]
+        if sign < 0:
+            return out, runs.first[:, None] - steps >= runs.lo[:, None]
+        return out, runs.last[:, None] + steps <= runs.hi[:, None]
+
+    def _extend(self, runs: _Runs, seen: _HashSet) -> tuple[I64, I64]:
+        """Covered intervals: each run extended window by window (at most S-1 each side) while
+        the next window is observed and inside the document; merged as :meth:`_finish` does.
+        Only runs still growing are stepped, so the cost is O(R + extension steps)."""
+        starts, ends = runs.first.copy(), runs.last + K
+        for sign in (-1, 1):
+            act = np.flatnonzero(runs.first > runs.lo if sign < 0 else runs.last < runs.hi)
+            p = (runs.first if sign < 0 else runs.last)[act]
+            h = (runs.first_hash if sign < 0 else runs.last_hash)[act]
+            for _ in range(STRIDE - 1):
+                if act.size == 0:
+                    break
+                h = self._step_left(h, p) if sign < 0 else self._step_right(h, p)
+                p = p + sign
+                hit = seen.contains(h)
+                act, p, h = act[hit], p[hit], h[hit]
+                if sign < 0:
+                    starts[act] = p
+                    more = p > runs.lo[act]
+                else:
+                    ends[act] = p + K
+                    more = p < runs.hi[act]
+                act, p, h = act[more], p[more], h[more]
+        return self._merge(starts, ends)
+
+    @classmethod
+    def _finish(
+        cls,
+        runs: _Runs,
+        left_hit: npt.NDArray[np.bool_],
+        right_hit: npt.NDArray[np.bool_],
+    ) -> tuple[I64, I64]:
+        """Extend each run by its chain of hit edge windows; merge into disjoint intervals.
+        ``left_hit`` / ``right_hit``: (R, S-1), only ever true for windows inside the document."""
+        starts = runs.first - np.cumprod(left_hit, axis=1).sum(axis=1)
+        ends = runs.last + K + np.cumprod(right_hit, axis=1).sum(axis=1)
+        return cls._merge(starts, ends)
 
     @staticmethod
-    def _finish(
-        edges: _Edges,
-        left_hit: npt.NDArray[np.bool_] | None,
-        right_hit: npt.NDArray[np.bool_] | None,
-    ) -> tuple[I64, I64]:
-        """Extend each run by its chain of hit edge windows; merge into disjoint intervals."""
-        if edges.first.size == 0:
+    def _merge(starts: I64, ends: I64) -> tuple[I64, I64]:
+        """Sort intervals and merge overlapping ones (touching ones stay apart)."""
+        if starts.size == 0:
             z = np.empty(0, np.int64)
             return z, z
-        starts, ends = edges.first.copy(), edges.last + K
-        if left_hit is not None and right_hit is not None:
-            lh = left_hit & edges.left_ok
-            rh = right_hit & edges.right_ok
-            starts -= np.cumprod(lh, axis=1).sum(axis=1)
-            ends += np.cumprod(rh, axis=1).sum(axis=1)
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
         new = np.ones(starts.size, dtype=bool)
@@ -629,11 +772,7 @@ class CoverageProbe:
         observed = self._observed()
         if observed.size:
             seen = _HashSet(observed)
-            hit = seen.contains(ix.win_hash)
-            edges = ix._edges(ix.win_pos[hit], ix.win_doc[hit])
-            covered = ix._finish(
-                edges, seen.contains(edges.left_hash), seen.contains(edges.right_hash)
-            )
+            covered = ix._extend(ix._runs(np.flatnonzero(seen.contains(ix.win_hash))), seen)
         else:
             covered = (np.empty(0, np.int64), np.empty(0, np.int64))
         cov_doc = ix._per_doc(*covered)
