@@ -2,8 +2,8 @@
 
 Measures, for a room of ``--docs`` documents (default 5,000 documents of a seeded synthetic
 data room from ``rlmdistill.rooms.synth`` at ``--length-scale 0.45``, ~40 M characters, 80
-folders; ``--filler random`` writes the earlier random-word room of 5-10k-character documents
-in 20 folders instead; or an existing room via ``--room``):
+folders, and the earlier random-word room of 5-10k-character documents in 20 folders; one of
+them with ``--filler synth|random``; or an existing room via ``--room``):
 
 1. index build time (:meth:`CoverageIndex.build`), cache save and cache load time, and the
    index's cache size on disk;
@@ -15,10 +15,15 @@ in 20 folders instead; or an existing room via ``--room``):
    each root request rendered as one string (worst case: nothing repeats exactly). Sub-call
    prompts are observed from ``--threads`` threads. ``result()`` is timed separately.
 
-Target (coverage issue): probe time per episode <= 1 s on 2 cores.
+By default both generated rooms are measured (``--filler both``) and a summary prints both
+rooms' figures, wall clock and CPU seconds (the machine may be shared, so CPU time is the
+steadier figure). The synthetic room's filler is highly repetitive (most of its text repeats
+across documents), the random room's is not.
+
+Target (coverage issue #3, acceptance (c)): probe time per episode <= 1 s on 2 cores.
 
     python benchmarks/bench_coverage_probe.py [--docs 5000] [--room DIR] [--seed 0]
-        [--filler synth|random] [--length-scale 0.45]
+        [--filler both|synth|random] [--length-scale 0.45]
 """
 
 from __future__ import annotations
@@ -138,8 +143,9 @@ def run_episode(
     *,
     whole_requests: bool,
     threads: int,
-) -> tuple[float, float, float]:
-    """Seconds for (observe root, observe sub-calls, result) of one episode."""
+) -> tuple[float, float, float, float]:
+    """Seconds for (observe root, observe sub-calls, result) of one episode, wall clock, then
+    the CPU seconds of ``result()`` (all threads of the process)."""
     probe = CoverageProbe(index)
     t0 = time.perf_counter()
     for req in requests:
@@ -152,21 +158,77 @@ def run_episode(
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(probe.observe, subs))
     t2 = time.perf_counter()
+    c2 = time.process_time()
     cov = probe.result()
     t3 = time.perf_counter()
+    c3 = time.process_time()
     print(
         f"    overall={cov.overall:.5f}  docs touched="
         f"{sum(v > 0 for v in cov.per_document.values())}"
     )
-    return t1 - t0, t2 - t1, t3 - t2
+    return t1 - t0, t2 - t1, t3 - t2, c3 - c2
+
+
+def bench_room(room_path: Path, cache: Path, args: argparse.Namespace) -> dict[str, float]:
+    """Print and return one room's figures (seconds; ``*_cpu``: CPU seconds)."""
+    t = time.perf_counter()
+    room = DataRoom.load(room_path)
+    print(f"room: {room!r} (loaded in {time.perf_counter() - t:.1f} s)")
+    for d in room.documents:  # read the files now, so the build time is the index's own
+        _ = d.text
+
+    t, c = time.perf_counter(), time.process_time()
+    index = CoverageIndex.build(room)
+    build_s, build_cpu = time.perf_counter() - t, time.process_time() - c
+    dup_share = index.duplicate_chars / max(1, index.n_chars)
+    print(
+        f"index build: {build_s:.2f} s (CPU {build_cpu:.2f} s) | normalised chars "
+        f"{index.n_chars:,} | aligned windows {index.win_pos.size:,} | duplicate chars "
+        f"{index.duplicate_chars:,} ({dup_share:.0%})"
+    )
+    t = time.perf_counter()
+    CoverageIndex.load_or_build(room, cache)  # builds again and saves
+    print(f"load_or_build, cold (build + save): {time.perf_counter() - t:.2f} s")
+    cov_mod._LOADED.clear()  # forget the in-process copy, as a new process would
+    t = time.perf_counter()
+    loaded = CoverageIndex.load_or_build(room, cache)
+    load_s = time.perf_counter() - t
+    size = sum(p.stat().st_size for p in cache.iterdir()) / 2**20
+    print(f"load_or_build, warm (load from disk): {load_s:.3f} s | cache {size:.1f} MiB")
+
+    requests, subs = make_episode(room, args.root_requests, args.sub_calls, args.seed)
+    root_chars = sum(len(m) for r in requests for m in r)
+    sub_chars = sum(len(s) for s in subs)
+    print(
+        f"episode: {len(requests)} root requests ({root_chars:,} chars), "
+        f"{len(subs)} sub-call prompts ({sub_chars:,} chars)"
+    )
+    out = {"build": build_s, "build_cpu": build_cpu, "load": load_s, "dup_share": dup_share}
+    for whole in (False, True):
+        label = "whole request strings" if whole else "per message"
+        best: tuple[float, float, float, float] | None = None
+        for _ in range(args.repeats):
+            got = run_episode(loaded, requests, subs, whole_requests=whole, threads=args.threads)
+            if best is None or sum(got[:3]) < sum(best[:3]):
+                best = got
+        assert best is not None
+        print(
+            f"  probe per episode ({label}), best of {args.repeats}: "
+            f"total {sum(best[:3]):.3f} s = observe root {best[0]:.3f} + observe sub "
+            f"{best[1]:.3f} + result {best[2]:.3f} (result CPU {best[3]:.3f})"
+        )
+        key = "whole" if whole else "per_message"
+        out[f"episode_{key}"], out[f"result_{key}"] = sum(best[:3]), best[2]
+        out[f"result_cpu_{key}"] = best[3]
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--room", type=Path, help="existing room folder (default: synthetic)")
+    ap.add_argument("--room", type=Path, help="existing room folder (default: generated)")
     ap.add_argument("--docs", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--filler", choices=("synth", "random"), default="synth")
+    ap.add_argument("--filler", choices=("both", "synth", "random"), default="both")
     ap.add_argument("--length-scale", type=float, default=0.45, help="synth filler only")
     ap.add_argument("--root-requests", type=int, default=10)
     ap.add_argument("--sub-calls", type=int, default=200)
@@ -181,59 +243,34 @@ def main(argv: list[str] | None = None) -> None:
     )
     tmp = Path(tempfile.mkdtemp(prefix="bench_coverage_"))
     try:
-        if args.room is None:
-            t = time.perf_counter()
-            if args.filler == "synth":
-                make_synth_room(tmp / "room", args.docs, args.seed, args.length_scale)
-            else:
-                make_room(tmp / "room", args.docs, args.seed)
-            print(f"{args.filler} room written in {time.perf_counter() - t:.1f} s")
-            room_path = tmp / "room"
+        rooms: dict[str, Path] = {}
+        if args.room is not None:
+            rooms[args.room.name] = args.room
         else:
-            room_path = args.room
-        t = time.perf_counter()
-        room = DataRoom.load(room_path)
-        print(f"room: {room!r} (loaded in {time.perf_counter() - t:.1f} s)")
-
-        t = time.perf_counter()
-        index = CoverageIndex.build(room)
-        build_s = time.perf_counter() - t
+            for filler in ("synth", "random") if args.filler == "both" else (args.filler,):
+                t = time.perf_counter()
+                if filler == "synth":
+                    make_synth_room(tmp / filler, args.docs, args.seed, args.length_scale)
+                else:
+                    make_room(tmp / filler, args.docs, args.seed)
+                print(f"{filler} room written in {time.perf_counter() - t:.1f} s")
+                rooms[filler] = tmp / filler
+        results = {}
+        for name, path in rooms.items():
+            print(f"--- {name} room")
+            results[name] = bench_room(path, tmp / f"cache-{name}", args)
+        print("--- summary (seconds; CPU = process CPU seconds; target: result <= 1 s/episode)")
         print(
-            f"index build: {build_s:.2f} s | normalised chars {index.n_chars:,} | aligned "
-            f"windows {index.win_pos.size:,} | duplicate chars {index.duplicate_chars:,}"
+            f"{'room':>8} {'dup':>5} {'build':>7} {'build CPU':>9} {'load':>6} "
+            f"{'result':>7} {'result CPU':>10} {'episode':>8}"
         )
-        cache = tmp / "cache"
-        t = time.perf_counter()
-        CoverageIndex.load_or_build(room, cache)  # builds again and saves
-        print(f"load_or_build, cold (build + save): {time.perf_counter() - t:.2f} s")
-        cov_mod._LOADED.clear()  # forget the in-process copy, as a new process would
-        t = time.perf_counter()
-        loaded = CoverageIndex.load_or_build(room, cache)
-        load_s = time.perf_counter() - t
-        size = sum(p.stat().st_size for p in cache.iterdir()) / 2**20
-        print(f"load_or_build, warm (load from disk): {load_s:.3f} s | cache {size:.1f} MiB")
-
-        requests, subs = make_episode(room, args.root_requests, args.sub_calls, args.seed)
-        root_chars = sum(len(m) for r in requests for m in r)
-        sub_chars = sum(len(s) for s in subs)
-        print(
-            f"episode: {len(requests)} root requests ({root_chars:,} chars), "
-            f"{len(subs)} sub-call prompts ({sub_chars:,} chars)"
-        )
-        for whole in (False, True):
-            label = "whole request strings" if whole else "per message"
-            best: tuple[float, float, float] | None = None
-            for _ in range(args.repeats):
-                got = run_episode(
-                    loaded, requests, subs, whole_requests=whole, threads=args.threads
-                )
-                if best is None or sum(got) < sum(best):
-                    best = got
-            assert best is not None
+        for name, r in results.items():
+            worst = max(r["result_per_message"], r["result_whole"])
+            worst_cpu = max(r["result_cpu_per_message"], r["result_cpu_whole"])
+            episode = max(r["episode_per_message"], r["episode_whole"])
             print(
-                f"  probe per episode ({label}), best of {args.repeats}: "
-                f"total {sum(best):.3f} s = observe root {best[0]:.3f} + observe sub "
-                f"{best[1]:.3f} + result {best[2]:.3f}"
+                f"{name:>8} {r['dup_share']:>5.0%} {r['build']:>7.2f} {r['build_cpu']:>9.2f} "
+                f"{r['load']:>6.3f} {worst:>7.3f} {worst_cpu:>10.3f} {episode:>8.3f}"
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
