@@ -365,6 +365,11 @@ BASE_METRICS: list[_Metric] = [
     _Metric("n_sub_batches", "llm_query(_batched) calls", lambda r: _f(r.n_sub_batches)),
     _Metric("mean_batch_size", "mean size of the root's batches", lambda r: r.mean_batch_size),
     _Metric(
+        "n_sub_calls_with_text",
+        "root sub-calls whose prompt carried document text (REPL-tracked sources)",
+        lambda r: _f(r.n_sub_calls_with_text),
+    ),
+    _Metric(
         "share_sub_calls_with_text",
         "share of the root's sub-calls carrying document text",
         lambda r: r.share_sub_calls_with_text,
