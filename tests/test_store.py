@@ -80,3 +80,14 @@ def test_newer_schema_version_in_a_file_is_refused_with_file_and_line(tmp_path):
     append_records(path, [_turn(0), newer])
     with pytest.raises(TraceFileError, match=r"traj\.jsonl:2: record 2 is invalid: .*newer"):
         list(parse_records(path, TurnRecord))
+
+
+def test_unsynced_appends_read_back_and_sync_file_is_safe(tmp_path):
+    from rlmdistill.traces.store import sync_file
+
+    path = tmp_path / "traj.jsonl"
+    sync_file(path)  # missing: no-op
+    append_records(path, [_turn(0)], fsync=False)
+    append_records(path, [_turn(1)], fsync=False)
+    sync_file(path)
+    assert [r.turn for r in parse_records(path, TurnRecord)] == [0, 1]

@@ -67,7 +67,7 @@ from rlmdistill.traces.schema import (
     TurnRecord,
     utcnow,
 )
-from rlmdistill.traces.store import append_records
+from rlmdistill.traces.store import append_records, sync_file
 
 FinalSource = Literal["text", "final_call", "final_var"]
 
@@ -218,7 +218,9 @@ class Episode:
 
     # -- trajectory -----------------------------------------------------------------------
     def _write(self, *records: Any) -> None:
-        append_records(self.spec.trajectory_path, list(records))
+        # no fsync per record: the trajectory is synced once in run(), before the summary
+        # line (the commit record) can be written; an unfinished episode restarts on resume
+        append_records(self.spec.trajectory_path, list(records), fsync=False)
 
     def _initial_messages(self) -> tuple[list[Message], int]:
         msgs = [Message(role="system", content=prompts.SYSTEM_PROMPT)]
@@ -657,6 +659,7 @@ class Episode:
             episode_id=self.spec.episode_id, status=status, status_detail=detail, memo=memo
         )
         self._write(end)
+        sync_file(self.spec.trajectory_path)
         doc_ids = [d for d, _, _ in self.room.documents]
         return EpisodeSummary(
             episode_id=self.spec.episode_id,

@@ -69,8 +69,13 @@ def _lock_for(path: Path) -> threading.Lock:
         return _locks.setdefault(key, threading.Lock())
 
 
-def append_records(path: Path, records: Sequence[BaseModel | dict[str, Any]]) -> None:
-    """Append records to ``path`` as JSON lines in one ``write`` and fsync.
+def append_records(
+    path: Path, records: Sequence[BaseModel | dict[str, Any]], *, fsync: bool = True
+) -> None:
+    """Append records to ``path`` as JSON lines in one ``write`` (and ``fsync`` by default).
+
+    ``fsync=False`` leaves durability to a later :func:`sync_file` (trajectories are synced
+    once when the episode ends, before its summary line commits it).
 
     If the file ends with a torn line (no final newline), a newline and a ``torn_tail`` marker
     line are written first: the torn bytes stay on disk untouched and readers know to skip
@@ -92,9 +97,21 @@ def append_records(path: Path, records: Sequence[BaseModel | dict[str, Any]]) ->
                         marker = json.dumps({"record_type": TORN_MARKER})
                         payload = b"\n" + marker.encode() + b"\n" + payload
             os.write(fd, payload)
-            os.fsync(fd)
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def sync_file(path: Path) -> None:
+    """``fsync`` ``path`` (no-op when it does not exist)."""
+    if not path.exists():
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class JsonlRead(NamedTuple):
