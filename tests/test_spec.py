@@ -47,7 +47,7 @@ def test_key_never_in_model_id(monkeypatch: pytest.MonkeyPatch) -> None:
         assert isinstance(client, OpenAIChatClient)
         assert secret not in client.model_id
         assert secret not in str(s) and secret not in repr(s) and secret not in repr(client)
-        assert client._client.api_key == secret  # the key did reach the SDK
+        assert client._http.headers["Authorization"] == f"Bearer {secret}"  # the key is sent
     finally:
         client.close()
 

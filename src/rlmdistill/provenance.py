@@ -7,7 +7,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-_PACKAGES = ("rlmdistill", "torch", "transformers", "peft", "trl", "openai", "pydantic", "datasets")
+_PACKAGES = ("rlmdistill", "torch", "transformers", "peft", "trl", "httpx", "pydantic", "datasets")
 
 
 def package_versions() -> dict[str, str]:
