@@ -40,6 +40,7 @@ from typing import Any
 from rapidfuzz import fuzz, process
 
 from rlmdistill import __version__
+from rlmdistill.rooms.output import prepare_room_folder
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.rooms.task import Criterion, Evidence, Task, save_task
 from rlmdistill.rooms.text import ascii_fold, content_words, normalise_ws, slugify, words
@@ -316,17 +317,7 @@ def _doc_name(txt_name: str) -> str:
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise CuadError(f"{out}: output folder exists and is not empty (use overwrite)")
-        if not (out / "room.json").is_file():
-            raise CuadError(f"{out}: refusing to overwrite a folder that is not a built room")
-        for name in ("documents", ".rlmdistill"):
-            if (out / name).is_dir():
-                shutil.rmtree(out / name)
-        for name in ("task.json", "room.json", "ATTRIBUTION.md"):
-            (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_room_folder(out, overwrite, CuadError)
 
 
 def _attribution_md(chosen: list[tuple[str, str]]) -> str:

@@ -47,7 +47,6 @@ import hashlib
 import json
 import math
 import random
-import shutil
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ import typer
 
 from rlmdistill import __version__
 from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
+from rlmdistill.rooms.output import prepare_room_folder
 from rlmdistill.rooms.synth_catalog import CATEGORIES, FAMILY_CHARS, DocKind
 from rlmdistill.rooms.synth_text import (
     CITIES,
@@ -1258,19 +1258,7 @@ def _criteria(ctx: _Ctx, issues: list[_Issue]) -> tuple[list[Criterion], list[di
 
 # ----------------------------------------------------------------------------- build
 def _prepare_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise SynthError(f"{out}: exists and is not a folder")
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise SynthError(f"{out}: output folder exists and is not empty (use overwrite)")
-        if not (out / "room.json").is_file():
-            raise SynthError(f"{out}: refusing to overwrite a folder that is not a built room")
-        for name in ("documents", ".rlmdistill"):
-            if (out / name).is_dir():
-                shutil.rmtree(out / name)
-        for name in ("task.json", "room.json", "ATTRIBUTION.md"):
-            (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_room_folder(out, overwrite, SynthError)
 
 
 def _attribution(cuad_docs: list[_Doc]) -> str:
