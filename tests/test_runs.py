@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,38 @@ def test_grader_side_files_are_not_graders(collected_run, tmp_path):
     (run / "verdicts" / "llm-x.usage.jsonl").write_text('{"prompt_tokens": 3}\n')
     assert grader_ids(run) == ["reference"]
     assert [g.grader for g in summarize_run(run).graders] == ["reference"]
+
+
+def test_rooms_without_criteria_are_skipped_by_judge_not_regraded(collected_run, tmp_path):
+    import json
+
+    from rlmdistill.judge.reference import ReferenceGrader
+    from rlmdistill.judge.run import judge_run
+
+    run = tmp_path / "run"
+    shutil.copytree(collected_run, run)
+    room = Path(load_summaries(run)[0].room.path)
+    empty_room = tmp_path / "room"
+    shutil.copytree(room, empty_room)
+    task = json.loads((empty_room / "task.json").read_text())
+    task["criteria"] = []
+    (empty_room / "task.json").write_text(json.dumps(task))
+    # point the run at a copy of its room whose task has no criteria (new content hash)
+    from rlmdistill.rooms import DataRoom
+
+    assert DataRoom.load(empty_room).task.criteria == []
+    lines = (run / "episodes.jsonl").read_text().splitlines()
+    (run / "episodes.jsonl").write_text(
+        "\n".join(line.replace(str(room), str(empty_room)) for line in lines) + "\n"
+    )
+    (run / "verdicts" / "reference.jsonl").unlink()
+    new_hash = DataRoom.load(empty_room).room_hash
+    text = (run / "episodes.jsonl").read_text()
+    old_hash = load_summaries(collected_run)[0].room.room_hash
+    (run / "episodes.jsonl").write_text(text.replace(old_hash, new_hash))
+    for _ in range(2):
+        res = judge_run(run, ReferenceGrader())
+        assert (res.graded, res.skipped) == (0, 2)
+    assert not (run / "verdicts" / "reference.jsonl").exists() or not load_verdicts(
+        run, "reference"
+    )

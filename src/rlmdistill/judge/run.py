@@ -105,6 +105,9 @@ def judge_run(
             )
         if room.task is None:
             raise ValueError(f"episode {s.episode_id}: room {s.room.path} has no task.json")
+        if not room.task.criteria:  # nothing to grade: no verdict, no pass rate, no re-grading
+            skipped += 1
+            continue
         todo.append((s, room))
 
     def grade(item: tuple[EpisodeSummary, DataRoom]) -> list[Verdict]:
