@@ -30,6 +30,7 @@ class Stat(BaseModel):
 
     @classmethod
     def of(cls, values: list[float]) -> Stat:
+        """The statistics of ``values`` (all ``None`` but ``n`` when empty)."""
         if not values:
             return cls(n=0, mean=None, sd=None, min=None, max=None)
         return cls(

@@ -214,10 +214,12 @@ class ReplProcess:
 
     @property
     def alive(self) -> bool:
+        """True while the worker process runs."""
         return self._proc.poll() is None
 
     @property
     def pid(self) -> int:
+        """Process id of the worker (also its process-group id)."""
         return self._proc.pid
 
     def kill(self) -> None:
@@ -254,11 +256,17 @@ class Repl(Protocol):
 
     def execute(
         self, code: str, on_llm: LlmHandler, timeout_s: float | None = None
-    ) -> BlockOutcome: ...
+    ) -> BlockOutcome:
+        """Run one code block; ``on_llm`` answers its ``llm_query`` calls (see ReplProcess)."""
+        ...
 
-    def get_var(self, name: str, timeout_s: float = 30.0) -> str | None: ...
+    def get_var(self, name: str, timeout_s: float = 30.0) -> str | None:
+        """``str()`` of a REPL variable, or ``None`` when it does not exist."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """End the REPL process. Idempotent."""
+        ...
 
 
 class BackgroundRepl:

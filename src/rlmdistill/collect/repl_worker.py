@@ -500,6 +500,7 @@ def _install_sandbox(scratch: str, max_file_bytes: int | None) -> None:
 
 
 def main() -> None:
+    """Serve the JSON-lines protocol on stdin / a dup of fd 1 until EOF or ``shutdown``."""
     global _proto_out, _proto_in
     _proto_out = os.fdopen(os.dup(1), "w", encoding="ascii")
     _proto_in = sys.stdin

@@ -66,10 +66,14 @@ class VerdictLike(Protocol):
     """What :func:`pass_rates` reads of a verdict (a :class:`Verdict`, or a light row)."""
 
     @property
-    def criterion_id(self) -> str: ...
+    def criterion_id(self) -> str:
+        """Id of the rubric criterion graded."""
+        ...
 
     @property
-    def verdict(self) -> str: ...
+    def verdict(self) -> str:
+        """``PASS``, ``FAIL`` or ``UNGRADABLE``."""
+        ...
 
 
 def pass_rates(verdicts: Iterable[VerdictLike], criteria: list[Criterion]) -> PassRates:
