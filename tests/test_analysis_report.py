@@ -26,6 +26,7 @@ from rlmdistill.collect.prompts import SUBAGENT_SYSTEM_PROMPT
 from rlmdistill.collect.runner import collect
 from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.judge.run import judge_run
+from rlmdistill.models.base import Sampling
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms.cuad import build_cuad_room
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, conversation_turn
@@ -121,6 +122,8 @@ def _collect(
             episodes=episodes,
             depth=depth,  # type: ignore[arg-type]
             limits=EpisodeLimits(max_turns=3),
+            # the scripted memos quote whole clauses: never cut them at the default 768 tokens
+            root_sampling=Sampling(temperature=0.7, top_p=0.95, max_tokens=16384),
         )
         result = collect(cfg, out, mk(root), mk(sub), progress=False)
     assert {s.status for s in result.summaries} == {"completed"}, [
