@@ -223,7 +223,8 @@ def quickstart_cmd(
     ] = None,
     max_turns: Annotated[int, typer.Option(help="Root turns per episode.")] = 4,
 ) -> None:
-    """The main job on the embedded default: pull -> build CUAD room -> collect -> judge -> show."""
+    """A first run on the embedded default: pull -> build CUAD room -> collect -> judge -> show
+    (~10 min; the main job, the whole loop, is `rlmdistill loop examples/quickstart.yaml`)."""
     from rlmdistill.models.pull import pull_main
     from rlmdistill.rooms.cuad import SAMPLE_SOURCE, build_cuad_main
 
@@ -265,6 +266,7 @@ def _register_stages() -> None:
     """Add the commands of the stages that own their CLI module (one ``register`` each)."""
     from rlmdistill.analysis.cli import register as register_report
     from rlmdistill.dashboard.cli import register as register_dashboard
+    from rlmdistill.export.cli import register as register_export
     from rlmdistill.filter.cli import register as register_filter
     from rlmdistill.judge.cli import register as register_judge
     from rlmdistill.loop.cli import register as register_loop
@@ -274,6 +276,7 @@ def _register_stages() -> None:
     register_rooms(rooms_app)
     register_judge(app)
     register_filter(app)
+    register_export(app)
     register_sft(app)
     register_report(app)
     register_loop(app)
