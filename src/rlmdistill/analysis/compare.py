@@ -1027,7 +1027,7 @@ def build_report(
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
     out = Path(out)
     if (out / "report.json").exists() and not overwrite:
-        raise FileExistsError(f"{out} already holds a report; pass overwrite to replace it")
+        raise FileExistsError(f"{out} already holds a report; use --overwrite to replace it")
     arm_labels = _labels(run_dirs, labels)
     ctx = _Ctx(n_resamples, seed, confidence)
     loaded = [

@@ -23,7 +23,7 @@ def prepare_room_folder(out: Path, overwrite: bool, error: type[Exception] = Val
         raise error(f"{out}: exists and is not a folder")
     if out.exists() and any(out.iterdir()):
         if not overwrite:
-            raise error(f"{out}: output folder exists and is not empty (use overwrite)")
+            raise error(f"{out}: output folder exists and is not empty (use --overwrite)")
         if not (out / "room.json").is_file():
             raise error(f"{out}: refusing to overwrite a folder that is not a built room")
         for name in _BUILT_DIRS:

@@ -324,7 +324,7 @@ def build_roomset(
     out = Path(out).resolve()
     if out.exists() and any(out.iterdir()):
         if not overwrite:
-            raise RoomSetError(f"{out}: output folder exists and is not empty (use overwrite)")
+            raise RoomSetError(f"{out}: output folder exists and is not empty (use --overwrite)")
         if not (out / "roomset.json").is_file():
             raise RoomSetError(f"{out}: refusing to overwrite a folder that is not a room set")
         shutil.rmtree(out / "rooms", ignore_errors=True)
