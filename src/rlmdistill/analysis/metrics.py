@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.judge.base import pass_rates
+from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.models.base import Usage
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
@@ -311,7 +311,7 @@ def _episode_row(
     elif verdicts is None:
         note = f"not graded by {grader}"
     else:
-        mine = [v for v in verdicts if v.memo_sha256 == e.memo_sha256]
+        mine = current_memo_verdicts(verdicts, e.memo_sha256)
         if not mine:
             note = f"{grader} verdicts are for another memo (memo_sha256 differs)"
         else:

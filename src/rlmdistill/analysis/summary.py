@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from rlmdistill.judge.base import pass_rates
+from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.rooms.task import load_task
 from rlmdistill.traces.runs import grader_ids
 from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
@@ -115,7 +115,7 @@ def summarize_run(run_dir: Path) -> RunSummary:
             task = tasks.get(e.room.room_hash)
             if task is None or e.episode_id not in by_ep:
                 continue
-            mine = [v for v in by_ep[e.episode_id] if v.memo_sha256 == e.memo_sha256]
+            mine = current_memo_verdicts(by_ep[e.episode_id], e.memo_sha256)
             pr = pass_rates(mine, task.criteria)
             n_ungradable += pr.n_ungradable
             per_ep[e.episode_id] = pr.pass_rate

@@ -32,7 +32,7 @@ import pandas as pd
 import streamlit as st
 
 from rlmdistill.dashboard import ENV_WORKSPACE
-from rlmdistill.judge.base import pass_rates
+from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.rooms.task import Task, TaskError, load_task
 from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
 from rlmdistill.traces.runs import (
@@ -326,7 +326,7 @@ def _run_table(run_dir: str, stamp: str) -> pd.DataFrame:
             if task is None or eid not in by_ep:
                 rates.append(None)
                 continue
-            mine = [v for v in by_ep[eid] if v.memo_sha256 == memo_sha]
+            mine = current_memo_verdicts(by_ep[eid], memo_sha)
             rates.append(pass_rates(mine, task.criteria).pass_rate)
         table[f"pass_rate:{grader}"] = pd.array(rates, dtype="Float64")
     return table.drop(columns=["_memo_sha256"])

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.filter.fields import EpisodeScores, episode_fields
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
-from rlmdistill.judge.base import pass_rates
+from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.rooms.task import Task, TaskError, load_task
 from rlmdistill.traces.runs import (
     EpisodeRef,
@@ -240,7 +240,7 @@ def _scores_of(
     out: dict[str, EpisodeScores] = {}
     for s in summaries:
         task = tasks.get(s.room.room_hash)
-        mine = [v for v in by_ep.get(s.episode_id, []) if v.memo_sha256 == s.memo_sha256]
+        mine = current_memo_verdicts(by_ep.get(s.episode_id, []), s.memo_sha256)
         if task is None or not mine:
             out[s.episode_id] = EpisodeScores()
             continue

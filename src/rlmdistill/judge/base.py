@@ -8,13 +8,20 @@ per criterion (PASS, FAIL or UNGRADABLE); verdicts are appended to
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.rooms.task import Criterion, Task
 from rlmdistill.traces.schema import Verdict
 
-__all__ = ["Grader", "PassRates", "VerdictLike", "pass_rates"]
+__all__ = [
+    "Grader",
+    "MemoVerdict",
+    "PassRates",
+    "VerdictLike",
+    "current_memo_verdicts",
+    "pass_rates",
+]
 
 
 @runtime_checkable
@@ -74,6 +81,24 @@ class VerdictLike(Protocol):
     def verdict(self) -> str:
         """``PASS``, ``FAIL`` or ``UNGRADABLE``."""
         ...
+
+
+_V = TypeVar("_V", bound="MemoVerdict")
+
+
+class MemoVerdict(Protocol):
+    """A verdict that names the memo it graded (by sha256)."""
+
+    @property
+    def memo_sha256(self) -> str | None:
+        """sha256 of the memo graded."""
+        ...
+
+
+def current_memo_verdicts(verdicts: Iterable[_V], memo_sha256: str | None) -> list[_V]:
+    """The verdicts of an episode that grade its current memo (``memo_sha256``); verdicts of
+    an earlier memo of the same episode id are ignored, as every pass rate requires."""
+    return [v for v in verdicts if v.memo_sha256 == memo_sha256]
 
 
 def pass_rates(verdicts: Iterable[VerdictLike], criteria: list[Criterion]) -> PassRates:
