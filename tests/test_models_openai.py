@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-import httpx
 import pytest
+import urllib3
 
 from rlmdistill.models.base import (
     ChatResult,
@@ -287,7 +287,7 @@ def test_scripted_handler_walks_script_per_conversation_concurrently() -> None:
                 [*user("e"), *[Message(role="assistant", content="a")] * 3],
                 GREEDY,
             )
-        models = httpx.get(server.base_url + "/models").json()
+        models = urllib3.request("GET", server.base_url + "/models").json()
         root.close()
         sub.close()
     assert all(v == ["turn-0", "turn-1", "turn-2"] for v in seen.values()) and len(seen) == 4

@@ -7,7 +7,16 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-_PACKAGES = ("rlmdistill", "torch", "transformers", "peft", "trl", "httpx", "pydantic", "datasets")
+_PACKAGES = (
+    "rlmdistill",
+    "torch",
+    "transformers",
+    "peft",
+    "trl",
+    "urllib3",
+    "pydantic",
+    "datasets",
+)
 
 
 def package_versions() -> dict[str, str]:

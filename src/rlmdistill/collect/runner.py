@@ -8,10 +8,14 @@ every episode ends up there exactly once. A run directory refuses a different co
 
 from __future__ import annotations
 
+import queue
 import shutil
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -105,6 +109,42 @@ def _manifest(run_dir: Path, config: CollectConfig, rooms: list[RoomInfo]) -> Ru
     return manifest
 
 
+def _started_pool(workers: int, prefix: str) -> ThreadPoolExecutor:
+    """A thread pool whose ``workers`` threads are already running.
+
+    ``ThreadPoolExecutor`` starts a thread per ``submit`` until it has ``max_workers``; for a
+    64-call batch that is 64 thread starts on the batch's critical path (~0.1 ms each under the
+    GIL). Parking one task per worker on an event forces every thread to start now, at run
+    set-up, where it is paid once per run instead of once per episode.
+    """
+    pool = ThreadPoolExecutor(workers, thread_name_prefix=prefix)
+    release = threading.Event()
+    parked = [pool.submit(release.wait) for _ in range(workers)]
+    release.set()
+    for fut in parked:
+        fut.result()
+    return pool
+
+
+@contextmanager
+def sub_call_pools(n_pools: int, workers: int) -> Iterator[queue.SimpleQueue[ThreadPoolExecutor]]:
+    """``n_pools`` started pools of ``workers`` threads each, shut down on exit.
+
+    One pool per concurrently running episode: an episode takes one for its sub-call batches
+    and gives it back when it ends, so ``sub_concurrency`` stays a per-episode limit while the
+    threads live for the whole run.
+    """
+    pools = [_started_pool(workers, f"sub{i}") for i in range(n_pools)]
+    free: queue.SimpleQueue[ThreadPoolExecutor] = queue.SimpleQueue()
+    for pool in pools:
+        free.put(pool)
+    try:
+        yield free
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=True)
+
+
 def finished_ids(run_dir: Path) -> set[str]:
     """Ids of episodes already in ``episodes.jsonl`` (torn last line tolerated)."""
     return {s.episode_id for s in parse_records(run_dir / "episodes.jsonl", EpisodeSummary)}
@@ -146,33 +186,38 @@ def collect(
     def run_one(item: tuple[RoomHandle, int, str]) -> EpisodeSummary:
         handle, k, eid = item
         scratch = Path(tempfile.mkdtemp(prefix=f"rlmdistill-{eid}-"))
+        pool = free_pools.get()
         try:
-            with ThreadPoolExecutor(config.sub_concurrency, thread_name_prefix="sub") as pool:
-                ep = Episode(
-                    config,
-                    EpisodeSpec(
-                        run_id=manifest.run_id,
-                        episode_id=eid,
-                        sample_index=k,
-                        seed=episode_seed(config, handle.info.room_hash, handle.task_id, k),
-                        trajectory_path=run_dir / "trajectories" / f"{eid}.jsonl",
-                        scratch_dir=scratch,
-                    ),
-                    handle,
-                    root,
-                    sub,
-                    config.root,
-                    config.sub,
-                    pool,
-                )
-                summary = ep.run()
+            ep = Episode(
+                config,
+                EpisodeSpec(
+                    run_id=manifest.run_id,
+                    episode_id=eid,
+                    sample_index=k,
+                    seed=episode_seed(config, handle.info.room_hash, handle.task_id, k),
+                    trajectory_path=run_dir / "trajectories" / f"{eid}.jsonl",
+                    scratch_dir=scratch,
+                ),
+                handle,
+                root,
+                sub,
+                config.root,
+                config.sub,
+                pool,
+            )
+            summary = ep.run()
         finally:
+            free_pools.put(pool)
             shutil.rmtree(scratch, ignore_errors=True)
         append_records(run_dir / "episodes.jsonl", [summary])
         return summary
 
+    n_parallel = min(config.concurrency, len(plan))
     bar = tqdm(total=len(plan), desc=f"collect {run_dir.name}", unit="ep", disable=not progress)
-    with ThreadPoolExecutor(config.concurrency, thread_name_prefix="episode") as ex:
+    with (
+        sub_call_pools(n_parallel, config.sub_concurrency) as free_pools,
+        ThreadPoolExecutor(n_parallel, thread_name_prefix="episode") as ex,
+    ):
         futures = [ex.submit(run_one, item) for item in plan]
         for fut in as_completed(futures):
             s = fut.result()

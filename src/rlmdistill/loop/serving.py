@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import httpx
+import urllib3
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["ServingConfig", "ServingError", "load_lora_adapter"]
@@ -68,14 +68,17 @@ def load_lora_adapter(serving: ServingConfig, name: str, adapter_dir: Path) -> s
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         body = {"lora_name": name, "lora_path": serving.server_path(adapter_dir)}
         try:
-            resp = httpx.post(url, json=body, headers=headers, timeout=120.0)
-        except httpx.HTTPError as exc:
+            resp = urllib3.request(
+                "POST", url, json=body, headers=headers, timeout=120.0, retries=False
+            )
+        except urllib3.exceptions.HTTPError as exc:
             raise ServingError(f"{url}: cannot load adapter {name} ({exc})") from exc
-        already = resp.status_code == 400 and "already" in resp.text.lower()
-        if resp.status_code >= 400 and not already:
+        text = resp.data.decode("utf-8", "replace")
+        already = resp.status == 400 and "already" in text.lower()
+        if resp.status >= 400 and not already:
             raise ServingError(
                 f"{url}: loading adapter {name} from {body['lora_path']} failed with HTTP "
-                f"{resp.status_code}: {resp.text[:300]} (is the server started with --enable-lora "
+                f"{resp.status}: {text[:300]} (is the server started with --enable-lora "
                 "and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True?)"
             )
     return serving.spec(name)

@@ -1,13 +1,15 @@
 """Model client for any OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp, APIs).
 
-Implements :class:`~rlmdistill.models.base.ModelClient` over ``httpx`` (the HTTP library the
-``openai`` SDK itself is built on), with bounded retries of our own (``tenacity``: exponential
+Implements :class:`~rlmdistill.models.base.ModelClient` over ``urllib3`` (the connection
+pool ``requests`` is built on), with bounded retries of our own (``tenacity``: exponential
 backoff with full jitter, honouring ``Retry-After`` up to the backoff cap), so that every
-:class:`~rlmdistill.models.base.ChatResult` records how many attempts it took. The SDK was
-used until its per-request CPU (~0.5 ms of request building and response validation, measured)
-serialised the 64 concurrent sub-calls of a batch under the GIL; the wire format is the
-public chat-completions JSON, parsed here with explicit checks. Errors are
-classified as in case T4 of ``shared/cases``:
+:class:`~rlmdistill.models.base.ChatResult` records how many attempts it took. Why urllib3:
+the 64 concurrent sub-calls of a batch are sent one after another under the GIL, so the
+client's CPU per request is on the episode's critical path. Measured on the 2-core CI machine
+(``benchmarks/bench_harness_overhead.py``): the ``openai`` SDK cost ~0.5 ms more per request
+than ``httpx``, and ``httpx`` ~0.25 ms more than ``urllib3`` (64 fresh connections: send
+spread 46 ms -> 32 ms). The wire format is the public chat-completions JSON, parsed here with
+explicit checks. Errors are classified as in case T4 of ``shared/cases``:
 
 - HTTP 400/413/422 whose message speaks of the context length -> ``ContextExceededError``;
 - 408/409/429/5xx, timeouts and connection errors, once retries are spent ->
@@ -21,14 +23,15 @@ a final assistant message with ``extra_body={"continue_final_message": True,
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-import httpx
+import urllib3
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -75,10 +78,18 @@ def is_context_error_message(message: str) -> bool:
     return any(marker in low for marker in CONTEXT_ERROR_MARKERS)
 
 
+_TRANSPORT_ERRORS = (
+    urllib3.exceptions.TimeoutError,  # connect and read timeouts
+    urllib3.exceptions.ProtocolError,  # connection reset / closed mid-answer
+    urllib3.exceptions.NewConnectionError,  # refused, unreachable, name not resolved
+)
+"""Transport failures worth retrying (``urllib3`` raises them as such with ``retries=False``)."""
+
+
 class _HTTPStatusError(Exception):
     """A non-2xx answer: status, the server's error message and the response headers."""
 
-    def __init__(self, status: int, message: str, headers: httpx.Headers) -> None:
+    def __init__(self, status: int, message: str, headers: Mapping[str, str]) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.message = message
@@ -88,15 +99,16 @@ class _HTTPStatusError(Exception):
 def _is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, _HTTPStatusError):
         return exc.status in _RETRYABLE_STATUS or exc.status >= 500
-    return isinstance(exc, httpx.TimeoutException | httpx.TransportError)
+    return isinstance(exc, _TRANSPORT_ERRORS)
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(response: urllib3.BaseHTTPResponse) -> str:
     """The message of an OpenAI-style error body (``{"error": {"message": ...}}``), else text."""
+    text = response.data.decode("utf-8", "replace")
     try:
-        body = response.json()
+        body = json.loads(text)
     except ValueError:
-        return response.text[:500] or response.reason_phrase
+        return text[:500] or str(response.reason)
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
@@ -105,7 +117,7 @@ def _error_text(response: httpx.Response) -> str:
             return err
         if isinstance(body.get("message"), str):
             return str(body["message"])
-    return response.text[:500]
+    return text[:500]
 
 
 def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
@@ -119,7 +131,8 @@ def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
 class OpenAIChatClient:
     """Chat client for one model on an OpenAI-compatible server.
 
-    Thread-safe: one ``httpx`` client (one connection pool) is shared by all threads.
+    Thread-safe: one ``urllib3`` pool manager (keep-alive connections, any number opened on
+    demand, up to 256 kept idle per host) is shared by all threads.
 
     Args:
         model: model name the server knows (``model`` field of the request).
@@ -180,11 +193,14 @@ class OpenAIChatClient:
         self.max_concurrency = max(1, max_concurrency)
         self.extra_body = dict(extra_body or {})
         key = api_key if api_key is not None else os.environ.get(key_env) or "EMPTY"
-        self._http = httpx.Client(
-            base_url=self.base_url + "/",
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=httpx.Timeout(self.timeout_s),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+        self._url = self.base_url + "/chat/completions"
+        self._http = urllib3.PoolManager(
+            num_pools=4,
+            maxsize=256,
+            block=False,  # never wait for a free connection: open one more
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            timeout=urllib3.Timeout(connect=self.timeout_s, read=self.timeout_s),
+            retries=False,  # retries are ours (tenacity), so attempts are counted
         )
         self._closed = False
         self._lock = threading.Lock()
@@ -242,15 +258,16 @@ class OpenAIChatClient:
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         """One HTTP attempt. Raises :class:`_HTTPStatusError` for a non-2xx answer,
-        ``httpx`` errors for timeouts/transport, ``FatalModelError`` for a non-JSON body."""
-        response = self._http.post("chat/completions", json=body)
-        if response.status_code >= 400:
-            raise _HTTPStatusError(response.status_code, _error_text(response), response.headers)
+        ``urllib3`` errors for timeouts/transport, ``FatalModelError`` for a non-JSON body."""
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        response = self._http.request("POST", self._url, body=payload)
+        if response.status >= 400:
+            raise _HTTPStatusError(response.status, _error_text(response), response.headers)
         try:
-            data = response.json()
+            data = json.loads(response.data)
         except ValueError as exc:
             raise FatalModelError(
-                f"{self.model_id}: malformed response (not JSON): {response.text[:300]!r}"
+                f"{self.model_id}: malformed response (not JSON): {response.data[:300]!r}"
             ) from exc
         if not isinstance(data, dict):
             raise FatalModelError(f"{self.model_id}: malformed response: {data!r:.300}")
@@ -410,7 +427,7 @@ class OpenAIChatClient:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._http.close()
+                self._http.clear()
 
     def __enter__(self) -> OpenAIChatClient:
         return self
