@@ -26,23 +26,12 @@ from rlmdistill.collect.config import CollectConfig, EpisodeLimits
 from rlmdistill.collect.runner import collect
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
+from rlmdistill.testing.rooms import write_clause_room
 from rlmdistill.traces.schema import EpisodeSummary
 from rlmdistill.traces.store import parse_records
 
 TURN0 = "```repl\nanswers = llm_query_batched(['question %d' % i for i in range(64)])\nprint(len(answers))\n```"
 TURN1 = "```repl\nmemo = 'Findings: ' + ' '.join(answers[:3])\nFINAL_VAR(memo)\n```"
-
-
-def make_room(root: Path) -> Path:
-    docs = root / "documents" / "Contracts"
-    docs.mkdir(parents=True)
-    for i in range(20):
-        (docs / f"c{i}.txt").write_text(f"Contract {i}. " + "Clause text. " * 500)
-    (root / "task.json").write_text(
-        '{"title": "t", "instructions": "Review.", "criteria": [{"id": "c1", "title": "x", '
-        '"match_criteria": "PASS if ..."}]}'
-    )
-    return root
 
 
 def _answer(prompt: str) -> str:
@@ -99,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()}"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        room = make_room(Path(tmp) / "room")
+        room = write_clause_room(Path(tmp) / "room")
         for latency in args.latency:
             walls = [
                 one(latency, room, Path(tmp) / f"run-{latency}-{k}") for k in range(args.repeats)

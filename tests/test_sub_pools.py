@@ -10,21 +10,10 @@ from rlmdistill.collect.runner import _started_pool, collect, sub_call_pools
 from rlmdistill.models.base import ChatResult, Message, Sampling
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
+from rlmdistill.testing.rooms import write_clause_room
 
 BATCH = "```repl\nanswers = llm_query_batched(['q %d' % i for i in range(12)])\nprint(len(answers))\n```"
 MEMO = "```repl\nFINAL_VAR('memo: ' + ' | '.join(answers[:2]))\n```"
-
-
-def _room(root: Path) -> Path:
-    docs = root / "documents" / "Contracts"
-    docs.mkdir(parents=True)
-    for i in range(3):
-        (docs / f"c{i}.txt").write_text(f"Contract {i}. " + "Clause text. " * 50)
-    (root / "task.json").write_text(
-        '{"title": "t", "instructions": "Review.", "criteria": [{"id": "c1", "title": "x", '
-        '"match_criteria": "PASS if ..."}]}'
-    )
-    return root
 
 
 class _ThreadRecordingClient(OpenAIChatClient):
@@ -64,7 +53,7 @@ def test_sub_call_pools_hands_out_distinct_pools_and_shuts_them_down() -> None:
 
 
 def test_sub_concurrency_stays_per_episode_and_threads_are_reused(tmp_path: Path) -> None:
-    room = _room(tmp_path / "room")
+    room = write_clause_room(tmp_path / "room", n_documents=3, repeats=50)
     handler = ScriptedHandler([BATCH, MEMO], lambda p: "answer " + p)
     with FakeOpenAIServer(handler, latency_s=0.05) as server:
         url = server.base_url
