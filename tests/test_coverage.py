@@ -479,3 +479,18 @@ def test_hash_table_lookup() -> None:
     hit = big.get(probe)
     assert np.array_equal(hit >= 0, np.isin(probe, many))
     assert np.array_equal(big.keys[hit[hit >= 0]], probe[hit >= 0])
+
+
+@pytest.mark.parametrize(("n_keys", "bits"), [(0, 12), (100, 12), (5_000, 17), (3_000_000, 24)])
+def test_hash_set_bitmap_is_sized_to_its_keys_and_exact(n_keys: int, bits: int) -> None:
+    from rlmdistill.collect.coverage import _HashSet
+
+    rng = np.random.default_rng(n_keys)
+    keys = rng.integers(0, 2**63, size=n_keys, dtype=np.uint64)
+    hs = _HashSet(keys)
+    assert hs.bitmap.size == 2**bits
+    others = rng.integers(0, 2**63, size=2_000, dtype=np.uint64)
+    probe = np.concatenate([keys[:1_000], others])
+    expected = np.isin(probe, keys)
+    assert np.array_equal(hs.contains(probe), expected)
+    assert int(expected[: min(1_000, n_keys)].sum()) == min(1_000, n_keys)
