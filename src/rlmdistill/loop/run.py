@@ -267,15 +267,23 @@ def run_loop(
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "experiment.json").write_text(cfg.model_dump_json(indent=2) + "\n", encoding="utf-8")
     loop = _Loop(cfg, log, progress)
-    train, holdout, check = loop.timed("rooms", prepare_rooms, cfg)
+    rooms = loop.timed("rooms", prepare_rooms, cfg)
+    train, holdout, check = rooms.train, rooms.holdout, rooms.check
+    for d in rooms.draws:
+        if d.attempt:
+            log(f"[note] rooms: {d.name} drawn again {d.attempt} time(s) until it had a rubric "
+                f"criterion (kept seed {d.seed}; see rooms/split.json)")  # fmt: skip
     split = ws / "rooms" / "split.json"
     loop.note(split, "check", "rooms", 0, [], _sha_files(split),
               train_rooms=len(train), holdout_rooms=len(holdout),
               train_documents=check.n_train_documents, holdout_documents=check.n_holdout_documents,
-              shared_documents=len(check.shared))  # fmt: skip
+              shared_documents=len(check.shared), min_criteria=min(rooms.n_criteria.values()),
+              redrawn_rooms=sum(1 for d in rooms.draws if d.attempt))  # fmt: skip
+    n_crit = [sum(rooms.n_criteria[str(p)] for p in side) for side in (train, holdout)]
     log(
-        f"[ok  ] rooms: {len(train)} training ({check.n_train_documents} documents), "
-        f"{len(holdout)} held-out ({check.n_holdout_documents} documents), none shared"
+        f"[ok  ] rooms: {len(train)} training ({check.n_train_documents} documents, "
+        f"{n_crit[0]} criteria), {len(holdout)} held-out ({check.n_holdout_documents} "
+        f"documents, {n_crit[1]} criteria), none shared"
     )
     base_run = ws / "runs" / "eval-base"
     loop.timed("collect-eval-base", loop.collect, base_run, cfg.base_root(), holdout,

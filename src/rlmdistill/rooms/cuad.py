@@ -54,6 +54,7 @@ __all__ = [
     "build_cuad_main",
     "build_cuad_room",
     "contract_type_from_name",
+    "criteria_per_contract",
     "folder_for_contract_type",
     "normalise_name",
 ]
@@ -224,6 +225,30 @@ def _spans(row: dict[str, str], category: str) -> list[str]:
     if not isinstance(value, list | tuple):
         return []
     return [str(v) for v in value if str(v).strip()]
+
+
+def _criterion_spans(row: dict[str, str], category: str) -> list[str]:
+    """Whitespace-normalised gold spans of ``category`` when it is labelled positive (spans
+    present, answer not "No"), else ``[]``: one rubric criterion per non-empty result."""
+    spans = [s for s in (normalise_ws(s) for s in _spans(row, category)) if s]
+    if not spans or _answer(row, category).lower() == "no":
+        return []
+    return spans
+
+
+def criteria_per_contract(source: str | Path) -> dict[str, int]:
+    """Rubric criteria each contract of ``source`` would give a room (its positive M&A labels,
+    :data:`MA_CATEGORIES`), keyed by source text file name (as in ``BuildReport.contracts``).
+
+    Only contracts matched to a label row are listed. A room has no criterion when every
+    contract in it maps to 0 here. Raises :class:`CuadError` like :func:`build_cuad_room` when
+    the source is unusable.
+    """
+    _, candidates, _, _ = _match_contracts(Path(source).resolve())
+    return {
+        c.txt_path.name: sum(bool(_criterion_spans(c.row, cat)) for cat in MA_CATEGORIES)
+        for c in candidates
+    }
 
 
 def _truncate(span: str, limit: int = _SPAN_MAX_CHARS) -> str:
@@ -407,9 +432,8 @@ def build_cuad_room(
         span_meta: list[dict[str, Any]] = []
         crit_ids: list[str] = []
         for category in MA_CATEGORIES:
-            spans = [normalise_ws(s) for s in _spans(contract.row, category)]
-            spans = [s for s in spans if s]
-            if not spans or _answer(contract.row, category).lower() == "no":
+            spans = _criterion_spans(contract.row, category)
+            if not spans:
                 continue
             verbatim = [s in norm_text for s in spans]
             n_spans += len(spans)

@@ -1,0 +1,192 @@
+"""Rooms of the loop: every room has a rubric criterion (a draw without one is drawn again,
+deterministically, keeping train and held-out rooms disjoint), or the loop fails naming the
+room and the config fields to change; what happened is written to ``rooms/split.json``.
+
+Sources: the packaged 16-contract CUAD sample (every contract carries 4-8 M&A labels), and a
+copy of it whose M&A labels are cleared on all but 4 contracts (as 38 of the 360 contracts
+of the shared CUAD subset have none).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rlmdistill.loop.config import CuadRooms, ExperimentConfig, ExperimentError
+from rlmdistill.loop.rooms import build_cuad_rooms, prepare_rooms
+from rlmdistill.rooms.cuad import MA_CATEGORIES, SAMPLE_SOURCE, criteria_per_contract
+from rlmdistill.rooms.task import load_task
+
+# Criteria per contract of the packaged sample (positive M&A labels), by text file name prefix.
+SAMPLE_COUNTS = {
+    "ADIANUTRITION": 7,
+    "AgapeAtpCorp": 7,
+    "BNLFINANCIALCORP": 6,
+    "DYNTEKINC": 5,
+    "GSITECHNOLOGYINC": 4,
+    "GridironBionutrientsInc": 7,
+    "IVILLAGEINC": 8,
+    "InmodeLtd": 7,
+    "InnerscopeHearingTechnologiesInc": 7,
+    "MERITLIFEINSURANCECO": 5,
+    "MJBIOTECH": 6,
+    "SIBANNAC": 4,
+    "SPARKLINGSPRINGWATERHOLDINGSLTD": 4,
+    "SightLife Surgical": 6,
+    "SimplicityEsportsGamingCompany": 7,
+    "SteelVaultCorp": 4,
+}
+KEEP_LABELLED = ("DYNTEKINC", "IVILLAGEINC", "SIBANNAC", "SteelVaultCorp")
+
+
+def _prefix(name: str) -> str:
+    return next(p for p in SAMPLE_COUNTS if name.startswith(p))
+
+
+def _experiment(ws: Path, **rooms: object) -> ExperimentConfig:
+    return ExperimentConfig(
+        name="t",
+        workspace=ws,
+        rooms=CuadRooms.model_validate(rooms),
+        base="local:smollm2-135m",
+        sub="local:smollm2-135m",
+    )
+
+
+@pytest.fixture(scope="module")
+def sparse_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged sample with every M&A label cleared except on :data:`KEEP_LABELLED`."""
+    out = tmp_path_factory.mktemp("cuad") / "sparse"
+    shutil.copytree(SAMPLE_SOURCE, out)
+    path = out / "master_clauses.csv"
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        reader = csv.DictReader(f)
+        fields, rows = list(reader.fieldnames or []), list(reader)
+    index = {
+        r["csv_filename"]: r["txt_file"]
+        for r in csv.DictReader((out / "contract_index.csv").open(encoding="utf-8-sig"))
+    }
+    for row in rows:
+        if not index[row["Filename"]].startswith(KEEP_LABELLED):
+            for cat in MA_CATEGORIES:
+                row[cat] = "[]"
+                for key in (f"{cat}-Answer", f"{cat}- Answer"):
+                    if key in row:
+                        row[key] = "No"
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return out
+
+
+def test_criteria_per_contract_of_the_packaged_sample() -> None:
+    counts = criteria_per_contract(SAMPLE_SOURCE)
+    assert len(counts) == 16
+    assert {_prefix(n): v for n, v in counts.items()} == SAMPLE_COUNTS
+
+
+def test_quickstart_rooms_of_the_sample_all_have_criteria(tmp_path: Path) -> None:
+    """The quickstart's 4 + 4 rooms of 2 contracts: first draws kept, criteria recorded."""
+    cfg = _experiment(
+        tmp_path / "ws", source=str(SAMPLE_SOURCE), contracts_per_room=2, train_rooms=4,
+        holdout_rooms=4,
+    )  # fmt: skip
+    rooms = prepare_rooms(cfg)
+    split = json.loads((tmp_path / "ws" / "rooms" / "split.json").read_text())
+    draws = split["cuad"]["rooms"]
+    assert [d["name"] for d in draws] == [f"train-{k}" for k in range(4)] + [
+        f"holdout-{k}" for k in range(4)
+    ]
+    assert [d["seed"] for d in draws] == list(range(8)) and {d["attempt"] for d in draws} == {0}
+    used = [c for d in draws for c in d["contracts"]]
+    assert len(used) == len(set(used)) == 16  # every contract once: train and held-out disjoint
+    for d, room in zip(draws, [*rooms.train, *rooms.holdout], strict=True):
+        n = len(load_task(room / "task.json").criteria)
+        assert d["n_criteria"] == n == sum(SAMPLE_COUNTS[_prefix(c)] for c in d["contracts"])
+        assert split["n_criteria"][str(room)] == n and 8 <= n <= 15
+        assert d["rejected"] == []
+    assert sum(rooms.n_criteria.values()) == sum(SAMPLE_COUNTS.values()) == 94
+    assert not rooms.check.shared
+
+
+def test_draws_without_criteria_are_drawn_again_deterministically(
+    tmp_path: Path, sparse_source: Path
+) -> None:
+    spec = {"source": str(sparse_source), "contracts_per_room": 1, "train_rooms": 2}
+    assert sum(v > 0 for v in criteria_per_contract(sparse_source).values()) == 4
+    rooms = prepare_rooms(_experiment(tmp_path / "a", holdout_rooms=2, **spec))
+    draws = rooms.draws
+    # 4 rooms, 4 labelled contracts: each room holds one of them, with its real criteria.
+    assert sorted(_prefix(d.contracts[0]) for d in draws) == sorted(KEEP_LABELLED)
+    assert [d.n_criteria for d in draws] == [SAMPLE_COUNTS[_prefix(d.contracts[0])] for d in draws]
+    assert min(rooms.n_criteria.values()) >= 4
+    assert sum(d.attempt for d in draws) > 0  # some first draws had no criterion
+    for k, d in enumerate(draws):
+        assert d.rejected is not None and len(d.rejected) == d.attempt
+        assert d.seed == 0 + k + d.attempt * 4
+        assert [r["seed"] for r in d.rejected] == [k + a * 4 for a in range(d.attempt)]
+        assert all(_prefix(r["contracts"][0]) not in KEEP_LABELLED for r in d.rejected)
+    split = json.loads((tmp_path / "a" / "rooms" / "split.json").read_text())
+    assert [r["rejected"] for r in split["cuad"]["rooms"]] == [d.rejected for d in draws]
+    assert split["passed"] and not rooms.check.shared
+    # Deterministic: another workspace draws the same rooms.
+    again = prepare_rooms(_experiment(tmp_path / "b", holdout_rooms=2, **spec))
+    assert [(d.seed, d.contracts) for d in again.draws] == [(d.seed, d.contracts) for d in draws]
+    # Reused on a second call, with the record of the rejected draws kept.
+    reused = build_cuad_rooms(CuadRooms.model_validate({**spec, "holdout_rooms": 2}),
+                              tmp_path / "a" / "rooms")  # fmt: skip
+    assert reused.reused and reused.draws == draws
+
+
+def test_too_few_labelled_contracts_fail_naming_the_room_and_the_fix(
+    tmp_path: Path, sparse_source: Path
+) -> None:
+    cfg = _experiment(
+        tmp_path / "ws",
+        source=str(sparse_source),
+        contracts_per_room=1,
+        train_rooms=3,
+        holdout_rooms=2,
+    )
+    with pytest.raises(ExperimentError) as err:
+        prepare_rooms(cfg)
+    msg = str(err.value)
+    assert "room holdout-1 (room 5 of 5" in msg
+    assert "none of the 12 contracts left carries an M&A label" in msg
+    assert "4 of the source's 16 contracts carry one" in msg
+    assert "rooms.train_rooms + rooms.holdout_rooms = 5" in msg and "rooms.source" in msg
+
+
+def test_too_few_contracts_fail_naming_the_room(tmp_path: Path) -> None:
+    cfg = _experiment(
+        tmp_path / "ws", source=str(SAMPLE_SOURCE), contracts_per_room=3, train_rooms=3,
+        holdout_rooms=3,
+    )  # fmt: skip
+    with pytest.raises(ExperimentError, match=r"room holdout-2 \(room 6 of 6.*only 1 of"):
+        prepare_rooms(cfg)
+
+
+def test_given_room_without_criteria_is_refused(tmp_path: Path) -> None:
+    from rlmdistill.rooms.cuad import build_cuad_room
+
+    train, holdout = tmp_path / "train", tmp_path / "holdout"
+    a = build_cuad_room(SAMPLE_SOURCE, train, 2, 0)
+    build_cuad_room(SAMPLE_SOURCE, holdout, 2, 1, exclude=a.contracts)
+    task = json.loads((holdout / "task.json").read_text())
+    task["criteria"] = []
+    (holdout / "task.json").write_text(json.dumps(task))
+    cfg = ExperimentConfig(
+        name="t",
+        workspace=tmp_path / "ws",
+        train_rooms=[train],
+        holdout_rooms=[holdout],
+        base="local:smollm2-135m",
+        sub="local:smollm2-135m",
+    )
+    with pytest.raises(ExperimentError, match=rf"{holdout}: task.json has no rubric criterion"):
+        prepare_rooms(cfg)
