@@ -171,3 +171,30 @@ def test_spend_cap_ends_episodes_with_budget_exceeded(cuad_room3, tmp_path, monk
     assert line["status"] == "budget_exceeded"
     assert "spend cap" in line["status_detail"].lower() or "usd" in line["status_detail"].lower()
     assert n_requests == 1  # the root's first request crossed the cap; nothing was sent after
+
+
+def test_models_list_fits_80_columns_and_keeps_the_notes_whole(tmp_path, monkeypatch):
+    from rlmdistill.models.pull import MANIFEST_NAME
+    from rlmdistill.models.registry import EMBEDDED_MODELS
+
+    monkeypatch.setenv("RLMDISTILL_HOME", str(tmp_path))
+    smol = EMBEDDED_MODELS["smollm2-135m"]
+    pulled = tmp_path / "models" / smol.name  # a converted checkpoint as `models pull` leaves it
+    pulled.mkdir(parents=True)
+    (pulled / MANIFEST_NAME).write_text(json.dumps({"sha256": smol.sha256, "dtype": "float32"}))
+    (pulled / "config.json").write_text("{}")
+    (pulled / "model.safetensors").write_bytes(b"")
+    res = CliRunner().invoke(app, ["models", "list"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = {line.split()[1]: line for line in lines if line.startswith("│")}
+    assert rows.keys() == EMBEDDED_MODELS.keys()  # names whole, one row each
+    assert "98 MB" in rows[smol.name] and "8,192" in rows[smol.name]
+    assert "yes (float32)" in rows[smol.name] and "'```repl\\n'" in rows[smol.name]
+    assert all(rows[name].rstrip(" │").endswith("no") for name in rows if name != smol.name)
+    text = " ".join(res.output.split())  # notes are wrapped, never cut
+    assert all(f"{m.name}: {m.notes}" in text for m in EMBEDDED_MODELS.values())
+    short = CliRunner().invoke(app, ["models", "list", "--no-notes"], env={"COLUMNS": "80"})
+    assert short.exit_code == 0 and smol.notes[:20] not in short.output
+    assert short.output.splitlines() == lines[: len(short.output.splitlines())]
