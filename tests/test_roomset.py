@@ -155,3 +155,11 @@ def test_cli_set_with_flags_and_yaml_spec(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "between 20 and 5000" in bad.output
     none = runner.invoke(_cli(), ["rooms", "set", "--out", str(tmp_path / "d")])
     assert none.exit_code == 2 and "--sizes or --spec" in none.output
+
+
+def test_cli_set_help_names_the_no_cuad_flag_once() -> None:
+    """``--no-cuad`` is a plain flag: no ``--no-no-cuad`` negation in the help."""
+    result = CliRunner().invoke(_cli(), ["rooms", "set", "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    (line,) = [x for x in result.output.splitlines() if "--no-cuad" in x]
+    assert "Copy no CUAD contracts" in line and "--no-no-cuad" not in result.output

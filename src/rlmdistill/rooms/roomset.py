@@ -478,7 +478,9 @@ def register_set(rooms_app: typer.Typer) -> None:
         cuad: Annotated[
             Path | None, typer.Option(help="CUAD folder (default: packaged sample).")
         ] = None,
-        no_cuad: Annotated[bool, typer.Option(help="Copy no CUAD contracts.")] = False,
+        no_cuad: Annotated[
+            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
+        ] = False,
         spec: Annotated[
             Path | None, typer.Option(help="YAML spec with the same fields (overrides flags).")
         ] = None,
