@@ -150,3 +150,50 @@ def test_stage_sections_are_validated_when_the_experiment_loads(tmp_path):
 def test_shipped_examples_validate(name):
     cfg = load_experiment(Path(__file__).resolve().parents[1] / "examples" / name)
     assert cfg.rounds >= 1 and cfg.base.startswith("local:")
+
+
+def test_lineage_prints_a_shared_ancestor_once_then_refers_back(tmp_path):
+    from typer.testing import CliRunner
+
+    from rlmdistill.cli import app
+    from rlmdistill.loop.lineage import LineageRecord, record
+
+    def rec(artefact: str, kind: str, stage: str, inputs: list[str], rnd: int = 0) -> None:
+        made = LineageRecord(
+            artefact=artefact,
+            kind=kind,
+            stage=stage,
+            round=rnd,
+            inputs=inputs,
+            fingerprint="f",
+            detail={"n": 1},
+        )
+        record(tmp_path, made)
+
+    rec("rooms/split.json", "check", "rooms", [])
+    rec("runs/eval-base", "run", "collect-eval", ["rooms/split.json"])
+    for r in (1, 2):  # two rounds share the base run and the rooms
+        rec(f"runs/r{r}-train", "run", "collect-train", ["rooms/split.json"], r)
+        rec(f"reports/r{r}", "report", "report", ["runs/eval-base", f"runs/r{r}-train"], r)
+    result = CliRunner().invoke(app, ["lineage", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "reports/r1  [report, report, round 1]  n=1",
+        "  <- runs/eval-base  [run, collect-eval]  n=1",
+        "    <- rooms/split.json  [check, rooms]  n=1",
+        "  <- runs/r1-train  [run, collect-train, round 1]  n=1",
+        "    <- rooms/split.json  (see above)",
+        "reports/r2  [report, report, round 2]  n=1",
+        "  <- runs/eval-base  (see above)",
+        "  <- runs/r2-train  [run, collect-train, round 2]  n=1",
+        "    <- rooms/split.json  (see above)",
+    ]
+    # a cycle (no artefact outside it) is still printed, once, and ends
+    cyc = tmp_path / "cycle"
+    record(cyc, LineageRecord(artefact="a", kind="run", stage="s", inputs=["b"], fingerprint="f"))
+    record(cyc, LineageRecord(artefact="b", kind="run", stage="s", inputs=["a"], fingerprint="f"))
+    assert render_tree(cyc).splitlines() == [
+        "a  [run, s]",
+        "  <- b  [run, s]",
+        "    <- a  (see above)",
+    ]

@@ -5,7 +5,8 @@ Every stage of ``rlmdistill loop`` appends one :class:`LineageRecord` per artefa
 record names the artefact (path relative to the workspace), its kind, the artefacts it was
 made from, and the fingerprint of its inputs and settings; a stage is up to date when its
 artefact exists and its newest record carries the fingerprint the stage would write now.
-``rlmdistill lineage WORKSPACE`` prints the graph as a tree.
+``rlmdistill lineage WORKSPACE`` prints the graph as a tree, each artefact in full once and
+``(see above)`` where it appears again.
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ def latest_records(workspace: Path) -> dict[str, LineageRecord]:
 def render_tree(workspace: Path) -> str:
     """The lineage graph as indented text: each artefact, then what it was made from.
 
-    Roots of the printout are artefacts nothing else was made from (reports, last runs).
+    Roots of the printout are artefacts nothing else was made from (reports, last runs). Each
+    artefact is printed in full once, with what it was made from below it; where it appears
+    again (a base run or the rooms shared by several rounds) it is one line,
+    ``<- ARTEFACT  (see above)``, as ``cargo tree`` does for repeated dependencies. Artefacts
+    reachable from no root (a cycle) follow at the end, so every record is printed.
     Raises ``FileNotFoundError`` when the workspace has no lineage file.
     """
     path = lineage_path(workspace)
@@ -75,8 +80,14 @@ def render_tree(workspace: Path) -> str:
     used = {i for rec in latest.values() for i in rec.inputs}
     tops = [a for a in latest if a not in used]
     lines: list[str] = []
+    printed: set[str] = set()
 
-    def walk(artefact: str, depth: int, seen: frozenset[str]) -> None:
+    def walk(artefact: str, depth: int) -> None:
+        prefix = "  " * depth + ("<- " if depth else "")
+        if artefact in printed:
+            lines.append(f"{prefix}{artefact}  (see above)")
+            return
+        printed.add(artefact)
         rec = latest.get(artefact)
         label = f"{artefact}" if rec is None else f"{artefact}  [{rec.kind}, {rec.stage}"
         if rec is not None:
@@ -84,14 +95,13 @@ def render_tree(workspace: Path) -> str:
             facts = ", ".join(f"{k}={v}" for k, v in rec.detail.items() if _short(v))
             if facts:
                 label += f"  {facts}"
-        lines.append("  " * depth + ("<- " if depth else "") + label)
-        if rec is None or artefact in seen:
-            return
-        for parent in rec.inputs:
-            walk(parent, depth + 1, seen | {artefact})
+        lines.append(prefix + label)
+        for parent in rec.inputs if rec is not None else ():
+            walk(parent, depth + 1)
 
-    for top in tops:
-        walk(top, 0, frozenset())
+    for top in [*tops, *latest]:
+        if top not in printed:
+            walk(top, 0)
     return "\n".join(lines)
 
 
