@@ -12,7 +12,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from rlmdistill.judge.agreement import agreement_table, cohen_kappa
-from rlmdistill.judge.cli import agreement_main, list_graders, register, render_agreement
+from rlmdistill.judge.cli import (
+    TooFewGradersError,
+    agreement_main,
+    list_graders,
+    register,
+    render_agreement,
+)
 from rlmdistill.traces.schema import Verdict
 from rlmdistill.traces.store import append_records
 
@@ -181,3 +187,26 @@ def test_agreement_command_prints_table_and_undefined_kappa(tmp_path):
     console = Console(record=True, width=140)
     render_agreement(agreement_main(run), console)
     assert "1.000" in console.export_text()
+
+
+def test_agreement_with_fewer_than_two_graders_names_the_judge_command(tmp_path):
+    app = typer.Typer()
+    register(app)
+    run = write_run(tmp_path, {"reference": [v("reference", "e", "c1", "PASS")]})
+    res = CliRunner().invoke(app, ["judge-agreement", str(run)], env={"COLUMNS": "80"})
+    assert res.exit_code == 1  # nothing to compare, as `filter` when nothing is kept
+    assert res.output.splitlines() == [
+        f"{run}: judge agreement needs verdicts from two graders; this run has one (reference). "
+        "Add a second, then run judge-agreement again:",
+        f"  rlmdistill judge {run} --judge openai:MODEL@URL"
+        "   (or --judge local:qwen2.5-coder-1.5b)",
+    ]
+    (run / "verdicts" / "reference.jsonl").rename(run / "verdicts" / "llm-x.jsonl")
+    res = CliRunner().invoke(app, ["judge-agreement", str(run), "--b", "llm-x"])
+    assert res.exit_code == 1 and "has one (llm-x)" in res.output
+    assert res.output.splitlines()[-1] == f"  rlmdistill judge {run}"
+    (run / "verdicts" / "llm-x.jsonl").unlink()
+    with pytest.raises(TooFewGradersError, match=r"has none yet\. Grade it with the reference"):
+        agreement_main(run)
+    res = CliRunner().invoke(app, ["judge-agreement", str(tmp_path)])
+    assert res.exit_code == 2 and "a run directory?" in " ".join(res.output.split())

@@ -8,6 +8,9 @@ Commands::
     rlmdistill judge-agreement runs/NAME                         # reference vs the other grader
     rlmdistill judge-agreement runs/NAME --a reference --b llm-qwen2.5-coder-1.5b --json
 
+``judge-agreement`` on a run with fewer than two graders says so, names the ``judge`` command
+that adds the missing one, and exits 1 (nothing to compare; like ``filter`` with nothing kept).
+
 The plain functions :func:`judge_main` and :func:`agreement_main` do the work (tests call them);
 :func:`register` adds both typer commands to an app.
 """
@@ -39,6 +42,7 @@ from rlmdistill.models.spec import get_client, parse_spec
 
 __all__ = [
     "JudgeReport",
+    "TooFewGradersError",
     "agreement_main",
     "judge_main",
     "list_graders",
@@ -48,6 +52,11 @@ __all__ = [
 ]
 
 _SIDE_SUFFIXES = (".cache", ".usage")
+
+
+class TooFewGradersError(ValueError):
+    """The run has verdicts from fewer than two graders, so there is no agreement to compute;
+    the message names the ``rlmdistill judge`` command that adds the missing grader."""
 
 
 class JudgeReport(NamedTuple):
@@ -163,11 +172,17 @@ def agreement_main(run_dir: Path, a: str = "reference", b: str | None = None) ->
     :mod:`rlmdistill.judge.agreement`).
 
     ``b`` defaults to the one grader other than ``a`` that judged the run. Raises
-    ``FileNotFoundError`` when a grader's verdict file is missing and ``ValueError`` when
-    ``b`` is not given and there is not exactly one candidate (the message lists them).
+    :class:`TooFewGradersError` (a ``ValueError``) when the run has verdicts from fewer than
+    two graders, ``FileNotFoundError`` when a grader's verdict file is missing and
+    ``ValueError`` when ``b`` is not given and there is not exactly one candidate (the message
+    lists them); ``FileNotFoundError`` too when ``run_dir`` is not a run directory.
     """
     run_dir = Path(run_dir)
+    if not (run_dir / "run.json").exists():
+        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
     graders = list_graders(run_dir)
+    if len(graders) < 2:
+        raise TooFewGradersError(_too_few_graders(run_dir, graders))
     if b is None:
         others = [g for g in graders if g != a]
         if len(others) != 1:
@@ -184,6 +199,25 @@ def agreement_main(run_dir: Path, a: str = "reference", b: str | None = None) ->
             )
     return agreement_table(
         load_verdicts(run_dir, a), load_verdicts(run_dir, b), grader_a=a, grader_b=b
+    )
+
+
+def _too_few_graders(run_dir: Path, graders: list[str]) -> str:
+    reference = f"  rlmdistill judge {run_dir}"
+    llm = (
+        f"  rlmdistill judge {run_dir} --judge openai:MODEL@URL"
+        "   (or --judge local:qwen2.5-coder-1.5b)"
+    )
+    if not graders:
+        return (
+            f"{run_dir}: judge agreement needs verdicts from two graders; this run has none "
+            f"yet. Grade it with the reference grader and an LLM judge:\n{reference}\n{llm}"
+        )
+    (only,) = graders
+    add = llm if only == "reference" else reference
+    return (
+        f"{run_dir}: judge agreement needs verdicts from two graders; this run has one "
+        f"({only}). Add a second, then run judge-agreement again:\n{add}"
     )
 
 
@@ -319,6 +353,9 @@ def register(app: typer.Typer) -> None:
         """Agreement of two graders per criterion type: n, agreement share, Cohen's kappa."""
         try:
             table = agreement_main(run_dir, a, b)
+        except TooFewGradersError as exc:  # nothing to compare: exit 1 (as filter, nothing kept)
+            err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
+            raise typer.Exit(1) from exc
         except (ValueError, FileNotFoundError) as exc:  # one clear line, exit 2 (like main())
             err.print(f"[red]error:[/red] {exc}", highlight=False)
             raise typer.Exit(2) from exc
