@@ -100,37 +100,10 @@ def models_list(
         bool, typer.Option(help="Also print each model's measured notes (see MODELS.md).")
     ] = True,
 ) -> None:
-    """List the embedded models and whether they are pulled.
+    """List the embedded models and whether they are pulled (fits 80 columns)."""
+    from rlmdistill.models.pull import list_main
 
-    The table keeps to short columns (name, size, context window, root prefill, pulled dtype)
-    so it fits an 80-column terminal; each model's notes follow it as wrapped text.
-    """
-    from rich.table import Table
-    from rich.text import Text
-
-    from rlmdistill.models.pull import read_manifest, resolve_local
-    from rlmdistill.models.registry import EMBEDDED_MODELS
-
-    out = Console()  # made here, not at import, so it reads the terminal width of this call
-    table = Table(title="embedded models")
-    table.add_column("name", no_wrap=True)
-    table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("context", justify="right", no_wrap=True)
-    table.add_column("root prefill", no_wrap=True)
-    table.add_column("pulled", no_wrap=True)
-    for entry in EMBEDDED_MODELS.values():
-        try:
-            manifest = read_manifest(resolve_local(entry.name)) or {}
-            pulled = f"yes ({manifest.get('dtype')})"
-        except FileNotFoundError:
-            pulled = "no"
-        size = f"{entry.size_bytes / 1e6:,.0f} MB"
-        prefill = repr(entry.root_prefill)
-        table.add_row(entry.name, size, f"{entry.context_window:,}", prefill, pulled)
-    out.print(table)
-    if notes:
-        for entry in EMBEDDED_MODELS.values():
-            out.print(Text(f"{entry.name}: ", style="bold") + Text(entry.notes))
+    raise typer.Exit(list_main(notes=notes))
 
 
 # --------------------------------------------------------------------------- collect

@@ -381,27 +381,37 @@ def pull_main(
     return 0
 
 
-def list_main(cache_dir: Path | str | None = None) -> int:
-    """CLI entry of ``rlmdistill models list``: a table of embedded models and pull status."""
+def list_main(cache_dir: Path | str | None = None, *, notes: bool = True) -> int:
+    """CLI entry of ``rlmdistill models list``: the embedded models and their pull status.
+
+    The table keeps to short columns (name, size, context window, root prefill, pulled dtype)
+    so it fits an 80-column terminal; with ``notes`` each model's measured notes (from
+    ``shared/MODELS.md``) follow it as wrapped text, never cut. Returns the exit code (0).
+    """
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    out = Console()  # made per call, so it reads the terminal width of this call
     table = Table(title="embedded models")
-    table.add_column("name", no_wrap=True, min_width=18)
-    for col in ("size", "ctx", "root prefill", "pulled"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("notes (see MODELS.md)", overflow="ellipsis", no_wrap=True, max_width=40)
+    table.add_column("name", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("context", justify="right", no_wrap=True)
+    table.add_column("root prefill", no_wrap=True)
+    table.add_column("pulled", no_wrap=True)
     for entry in EMBEDDED_MODELS.values():
         directory = model_dir(entry.name, cache_dir)
         manifest = read_manifest(directory) if _is_complete(directory, entry, "auto") else None
-        pulled = f"yes ({manifest.get('dtype')})" if manifest else "no"
+        pulled = f"yes ({manifest.get('dtype')})" if manifest is not None else "no"
         table.add_row(
             entry.name,
-            f"{entry.size_bytes / 1e6:.0f} MB",
-            str(entry.context_window),
+            f"{entry.size_bytes / 1e6:,.0f} MB",
+            f"{entry.context_window:,}",
             repr(entry.root_prefill),
             pulled,
-            entry.notes,
         )
-    Console().print(table)
+    out.print(table)
+    if notes:
+        for entry in EMBEDDED_MODELS.values():
+            out.print(Text(f"{entry.name}: ", style="bold") + Text(entry.notes))
     return 0
