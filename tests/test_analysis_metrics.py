@@ -139,7 +139,7 @@ def test_missing_task_and_grader_choice(collected_run, tmp_path):
     (run / "run.json").write_text(json.dumps(manifest), "utf-8")
     rows = metrics_table(run, trajectories=False)
     assert all(r.pass_rate is None for r in rows)
-    assert rows[0].score_note == f"task.json not found under {tmp_path / 'gone'}"
+    assert rows[0].score_note == f"{tmp_path / 'gone' / 'task.json'}: task file not found"
     # graders: side files are not graders; two graders need a choice
     shutil.copy(run / "verdicts" / "reference.jsonl", run / "verdicts" / "other.jsonl")
     (run / "verdicts" / "other.cache.jsonl").write_text("", "utf-8")
@@ -150,6 +150,38 @@ def test_missing_task_and_grader_choice(collected_run, tmp_path):
     assert load_run_metrics(run, "other", trajectories=False).grader == "other"
     with pytest.raises(NotARunError):
         metrics_table(tmp_path / "nothing")
+
+
+def _room_copy(run: Path, tmp_path: Path) -> Path:
+    """Copy the run's room to tmp_path/room and point run.json and episodes.jsonl at it."""
+    lines = _lines(run / "episodes.jsonl")
+    room = tmp_path / "room"
+    shutil.copytree(lines[0]["room"]["path"], room)
+    for x in lines:
+        x["room"]["path"] = str(room)
+    (run / "episodes.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), "utf-8")
+    manifest = json.loads((run / "run.json").read_text())
+    manifest["rooms"][0]["path"] = str(room)
+    (run / "run.json").write_text(json.dumps(manifest), "utf-8")
+    return room
+
+
+def test_other_task_is_a_note_and_invalid_task_an_error(collected_run, tmp_path):
+    run = _copy(collected_run, tmp_path)
+    room = _room_copy(run, tmp_path)
+    ran = _lines(run / "episodes.jsonl")[0]["task_id"]
+    task = json.loads((room / "task.json").read_text(encoding="utf-8"))
+    task["id"] = "another-task"
+    (room / "task.json").write_text(json.dumps(task), "utf-8")
+    rows = metrics_table(run, trajectories=False)
+    assert [r.pass_rate for r in rows] == [None, None]
+    assert rows[0].score_note == (
+        f"{room / 'task.json'}: task another-task, but the run's episodes in room "
+        f"{rows[0].room_id} ran {ran}"
+    )
+    (room / "task.json").write_text("{not json", "utf-8")
+    with pytest.raises(ValueError, match=r"task\.json: cannot read task JSON"):
+        metrics_table(run, trajectories=False)
 
 
 def test_missing_trajectory_is_an_error_naming_the_episode(collected_run, tmp_path):

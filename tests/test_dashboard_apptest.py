@@ -3,6 +3,7 @@ test time by the real collector against the loopback fake server (fixture ``coll
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import rlmdistill.dashboard.app as app_module
-from rlmdistill.dashboard.data import ENV_WORKSPACE, run_table
+from rlmdistill.dashboard.data import ENV_WORKSPACE, room_tasks, run_table
+from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
 from rlmdistill.traces.runs import load_summaries, load_verdicts
 
 APP = str(Path(app_module.__file__))
@@ -41,6 +43,33 @@ def test_runs_page_lists_run_with_episode_count(workspace: Path) -> None:
     assert list(df["run"]) == ["base"]
     assert df["episodes"].iloc[0] == "2/2"
     assert df["status"].iloc[0] == "completed 2"
+
+
+def test_run_table_scores_rooms_with_their_task_and_rereads_an_edited_task(
+    tmp_path: Path,
+) -> None:
+    names = ["ok", "gone", "broken", "changed"]
+    run = write_scored_run(
+        tmp_path / "runs" / "r",
+        [SyntheticRoom(n, n_criteria=4) for n in names],
+        [SyntheticEpisode(f"e-{n}", n, n_pass=1) for n in names],
+    )
+    rooms = tmp_path / "runs" / "rooms"
+    (rooms / "gone" / "task.json").unlink()
+    (rooms / "broken" / "task.json").write_text("not json", encoding="utf-8")
+    changed = json.loads((rooms / "changed" / "task.json").read_text(encoding="utf-8"))
+    (rooms / "changed" / "task.json").write_text(
+        json.dumps({**changed, "id": "task-new"}), encoding="utf-8"
+    )
+    rates = run_table(run).set_index("episode_id")["pass_rate:reference"]
+    assert rates["e-ok"] == 0.25
+    assert all(pd.isna(rates[e]) for e in ("e-gone", "e-broken", "e-changed"))
+    assert sorted(t.id for t in room_tasks(run).values()) == ["task-ok"]
+    # the room's task is put back: the cached table is stale by its stamp and re-read
+    (rooms / "changed" / "task.json").write_text(json.dumps(changed), encoding="utf-8")
+    assert sorted(t.id for t in room_tasks(run).values()) == ["task-changed", "task-ok"]
+    rates = run_table(run).set_index("episode_id")["pass_rate:reference"]
+    assert (rates["e-ok"], rates["e-changed"]) == (0.25, 0.25)
 
 
 ROOT_D2 = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -243,6 +244,48 @@ def test_two_runs_pool_one_room_and_refuse_repeats(tmp_path):
         select_episodes([a, copy], FilterRules())
     with pytest.raises(NotARunError):
         select_episodes([tmp_path], FilterRules())
+
+
+def test_rooms_without_a_usable_task_warn_or_refuse_pass_rules(tmp_path):
+    """A room whose task.json is gone or is another task than its episodes ran has no pass
+    rates: a warning when no rule needs them, an error naming run, room and file otherwise."""
+    rooms = [SyntheticRoom(n, n_criteria=2) for n in ("ok", "gone", "changed")]
+    run = write_scored_run(
+        tmp_path / "runs" / "t",
+        rooms,
+        [E("e-ok", "ok", n_pass=1), E("e-gone", "gone", n_pass=2), E("e-changed", "changed", 2)],
+    )
+    base = tmp_path / "runs" / "rooms"
+    (base / "gone" / "task.json").unlink()
+    task = json.loads((base / "changed" / "task.json").read_text(encoding="utf-8"))
+    task["id"] = "task-new"
+    (base / "changed" / "task.json").write_text(json.dumps(task), encoding="utf-8")
+    sel = select_episodes([run], FilterRules(min_coverage=0.1))
+    assert {d.episode_id: d.pass_rate for d in sel.decisions} == {
+        "e-ok": 0.5,
+        "e-gone": None,
+        "e-changed": None,
+    }
+    assert sel.runs[0].warnings == [
+        f"room gone: {base / 'gone' / 'task.json'}: task file not found; "
+        "its episodes have no pass rate",
+        f"room changed: {base / 'changed' / 'task.json'}: task task-new, but the run's "
+        "episodes in room changed ran task-changed; its episodes have no pass rate",
+    ]
+    with pytest.raises(
+        FilterRuleError,
+        match=rf"run {run}, room gone: cannot compute pass rates without the room's task: "
+        rf".*gone/task\.json: task file not found",
+    ):
+        select_episodes([run], FilterRules(min_pass_rate=0.5))
+    (base / "gone").mkdir(exist_ok=True)
+    (base / "gone" / "task.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(FilterRuleError, match=r"room gone: .*a task must be a JSON object"):
+        select_episodes([run], FilterRules(min_pass_rate=0.5))
+    task["id"] = "task-gone"
+    (base / "gone" / "task.json").write_text(json.dumps(task), encoding="utf-8")
+    with pytest.raises(FilterRuleError, match=r"room changed: .*task task-new, but the run's"):
+        select_episodes([run], FilterRules(min_pass_rate=0.5))
 
 
 def test_report_counts_buckets_and_distributions(tmp_path):

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from rlmdistill.rooms.task import TaskError
+from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
 from rlmdistill.traces.rebuild import root_requests
 from rlmdistill.traces.runs import (
     NotARunError,
+    RoomTaskError,
     grader_ids,
     load_manifest,
+    load_room_tasks,
     load_summaries,
     load_trajectory,
     load_verdicts,
@@ -146,3 +151,124 @@ def test_rooms_without_criteria_are_skipped_by_judge_not_regraded(collected_run,
     assert not (run / "verdicts" / "reference.jsonl").exists() or not load_verdicts(
         run, "reference"
     )
+
+
+def _four_room_run(tmp_path: Path) -> Path:
+    """A run of rooms ok, gone (no task.json), broken (invalid) and changed (another task id)."""
+    names = ["ok", "gone", "broken", "changed"]
+    run = write_scored_run(
+        tmp_path / "runs" / "r",
+        [SyntheticRoom(n, n_criteria=3) for n in names],
+        [SyntheticEpisode(f"e-{n}", n, n_pass=1) for n in names],
+    )
+    rooms = tmp_path / "runs" / "rooms"
+    (rooms / "gone" / "task.json").unlink()
+    (rooms / "broken" / "task.json").write_text('{"title": "x"', encoding="utf-8")
+    task = json.loads((rooms / "changed" / "task.json").read_text(encoding="utf-8"))
+    task["id"] = "task-new"
+    (rooms / "changed" / "task.json").write_text(json.dumps(task), encoding="utf-8")
+    return run
+
+
+def test_load_room_tasks_reports_each_problem(tmp_path):
+    run = _four_room_run(tmp_path)
+    rooms = tmp_path / "runs" / "rooms"
+    got = load_room_tasks(run, load_summaries(run), on_error="report")
+    hashes = {r.room_id: r.room_hash for r in load_manifest(run).rooms}
+    assert list(got.tasks) == [hashes["ok"]]
+    assert got.tasks[hashes["ok"]].id == "task-ok"
+    assert [c.id for c in got.tasks[hashes["ok"]].criteria] == ["c0", "c1", "c2"]
+    assert [(p.room_id, p.room_hash, p.kind, p.path) for p in got.problems] == [
+        ("gone", hashes["gone"], "missing", rooms / "gone" / "task.json"),
+        ("broken", hashes["broken"], "invalid", rooms / "broken" / "task.json"),
+        ("changed", hashes["changed"], "task_mismatch", rooms / "changed" / "task.json"),
+    ]
+    gone, broken, changed = (p.message for p in got.problems)
+    assert gone == f"{rooms / 'gone' / 'task.json'}: task file not found"
+    assert broken.startswith(f"{rooms / 'broken' / 'task.json'}: cannot read task JSON: ")
+    assert changed == (
+        f"{rooms / 'changed' / 'task.json'}: task task-new, but the run's episodes in room "
+        "changed ran task-changed"
+    )
+    # the same check from task ids by room hash (no summaries at hand)
+    from_ids = load_room_tasks(
+        run, task_ids={hashes["changed"]: ["task-changed"]}, on_error="report"
+    )
+    assert from_ids == got
+    # without the episodes there is no task-id check; the manifest alone gives the rooms
+    manifest_only = load_room_tasks(load_manifest(run), on_error="report")
+    assert set(manifest_only.tasks) == {hashes["ok"], hashes["changed"]}
+    assert [p.kind for p in manifest_only.problems] == ["missing", "invalid"]
+
+
+def test_load_room_tasks_error_policies(tmp_path):
+    run = _four_room_run(tmp_path)
+    summaries = load_summaries(run)
+    # raise: the first problem of any kind, in room order (here: the missing file)
+    with pytest.raises(RoomTaskError, match=r"gone/task\.json: task file not found") as info:
+        load_room_tasks(run, summaries, on_error="raise")
+    assert (info.value.problem.room_id, info.value.problem.kind) == ("gone", "missing")
+    assert isinstance(info.value, TaskError) and isinstance(info.value, ValueError)
+    # raise_invalid: the missing room is reported, the invalid file raises
+    with pytest.raises(RoomTaskError, match=r"broken/task\.json: cannot read task JSON") as info:
+        load_room_tasks(run, summaries, on_error="raise_invalid")
+    assert info.value.problem.kind == "invalid"
+    # raise_invalid without the invalid room: missing and mismatch are reported, not raised
+    rooms = tmp_path / "runs" / "rooms"
+    (rooms / "broken" / "task.json").write_text(
+        (rooms / "ok" / "task.json").read_text(encoding="utf-8").replace("task-ok", "task-broken"),
+        encoding="utf-8",
+    )
+    got = load_room_tasks(run, summaries, on_error="raise_invalid")
+    assert sorted(t.id for t in got.tasks.values()) == ["task-broken", "task-ok"]
+    assert [(p.room_id, p.kind) for p in got.problems] == [
+        ("gone", "missing"),
+        ("changed", "task_mismatch"),
+    ]
+    # a run whose rooms are all fine raises nothing under the strictest policy
+    (rooms / "gone" / "task.json").write_text(
+        (rooms / "ok" / "task.json").read_text(encoding="utf-8").replace("task-ok", "task-gone"),
+        encoding="utf-8",
+    )
+    (rooms / "changed" / "task.json").write_text(
+        (rooms / "ok" / "task.json").read_text(encoding="utf-8").replace("task-ok", "task-changed"),
+        encoding="utf-8",
+    )
+    strict = load_room_tasks(run, summaries, on_error="raise")
+    assert strict.problems == []
+    assert sorted(t.id for t in strict.tasks.values()) == [
+        "task-broken",
+        "task-changed",
+        "task-gone",
+        "task-ok",
+    ]
+    with pytest.raises(NotARunError):
+        load_room_tasks(tmp_path / "nothing")
+
+
+def test_load_room_tasks_adds_rooms_only_episodes_name(tmp_path):
+    run = _four_room_run(tmp_path)
+    manifest = load_manifest(run)
+    ok = next(r for r in manifest.rooms if r.room_id == "ok")
+    manifest.rooms = [r for r in manifest.rooms if r.room_id != "ok"]
+    got = load_room_tasks(manifest, load_summaries(run), on_error="report")
+    assert got.tasks[ok.room_hash].id == "task-ok"
+    assert [p.room_id for p in got.problems] == ["gone", "broken", "changed"]
+
+
+def test_show_summary_scores_only_rooms_with_their_task(tmp_path):
+    from rlmdistill.analysis.summary import summarize_run
+
+    run = _four_room_run(tmp_path)
+    rooms = tmp_path / "runs" / "rooms"
+    with pytest.raises(RoomTaskError, match=r"broken/task\.json: cannot read task JSON"):
+        summarize_run(run)
+    (rooms / "broken" / "task.json").unlink()
+    summary = summarize_run(run)
+    assert summary.graders[0].per_episode == {"e-ok": pytest.approx(1 / 3)}
+    assert summary.task_problems == [
+        f"{rooms / 'gone' / 'task.json'}: task file not found",
+        f"{rooms / 'broken' / 'task.json'}: task file not found",
+        f"{rooms / 'changed' / 'task.json'}: task task-new, but the run's episodes in room "
+        "changed ran task-changed",
+    ]

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -41,11 +40,13 @@ from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.models.base import Usage
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
-from rlmdistill.rooms.task import Task, TaskError, load_task
+from rlmdistill.rooms.task import Task
 from rlmdistill.traces.runs import (
+    RoomTaskProblem,
     Trajectory,
     grader_ids,
     load_manifest,
+    load_room_tasks,
     load_summaries,
     load_trajectory,
     load_verdicts,
@@ -180,7 +181,8 @@ class RunMetrics(NamedTuple):
     grader: str | None
     rows: list[EpisodeMetrics]
     tasks: dict[str, Task]
-    """Task per room hash (rooms whose ``task.json`` was found)."""
+    """Task per room hash (rooms with a usable ``task.json``, see
+    :func:`~rlmdistill.traces.runs.load_room_tasks`)."""
 
 
 def word_tokens(text: str) -> list[str]:
@@ -246,21 +248,6 @@ def resolve_grader(run_dir: Path, grader: str | None) -> str | None:
     return have[0] if have else None
 
 
-def _load_tasks(manifest: RunManifest, summaries: Iterable[EpisodeSummary]) -> dict[str, Task]:
-    paths = {r.room_hash: r.path for r in manifest.rooms}
-    for s in summaries:
-        paths.setdefault(s.room.room_hash, s.room.path)
-    tasks: dict[str, Task] = {}
-    for room_hash, room_path in paths.items():
-        task_path = Path(room_path) / "task.json"
-        if task_path.exists():
-            try:
-                tasks[room_hash] = load_task(task_path)
-            except TaskError as exc:
-                raise ValueError(f"{task_path}: cannot score episodes of this room: {exc}") from exc
-    return tasks
-
-
 def _trajectory_fields(
     traj: Trajectory, memo: str | None, n_turns: int, reach_ngram: int
 ) -> dict[str, object]:
@@ -297,6 +284,7 @@ def _episode_row(
     grader: str | None,
     verdicts: list[Verdict] | None,
     task: Task | None,
+    task_problem: RoomTaskProblem | None,
     prices: PriceTable,
     give_up_read_share: float,
 ) -> EpisodeMetrics:
@@ -305,9 +293,7 @@ def _episode_row(
     if grader is None:
         note = "run has no verdicts"
     elif task is None:
-        note = f"task.json not found under {e.room.path}"
-    elif task.id != e.task_id:
-        note = f"task.json under {e.room.path} is task {task.id}, the episode ran {e.task_id}"
+        note = task_problem.message if task_problem else f"no task for room {e.room.room_hash}"
     elif verdicts is None:
         note = f"not graded by {grader}"
     else:
@@ -420,7 +406,10 @@ def load_run_metrics(
 
     Raises:
         NotARunError: no ``run.json``.
-        ValueError: unknown/ambiguous grader, invalid ``task.json``.
+        ValueError: unknown/ambiguous grader; an invalid ``task.json`` (a
+            :class:`~rlmdistill.traces.runs.RoomTaskError` naming the file). A room whose
+            ``task.json`` is not found, or is another task than its episodes ran, is no error:
+            its episodes have no pass rate and say why in ``score_note``.
         FileNotFoundError: ``trajectories=True`` and an episode's trajectory file is missing
             (the message names the episode).
         TraceFileError: a run file does not validate (names the file and line).
@@ -437,7 +426,9 @@ def load_run_metrics(
     if grader is not None:
         for v in load_verdicts(run_dir, grader):
             by_episode.setdefault(v.episode_id, []).append(v)
-    tasks = _load_tasks(manifest, summaries)
+    room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid")
+    tasks = room_tasks.tasks
+    problems = {p.room_hash: p for p in room_tasks.problems}
     rows = []
     for e in summaries:
         row = _episode_row(
@@ -445,6 +436,7 @@ def load_run_metrics(
             grader,
             by_episode.get(e.episode_id),
             tasks.get(e.room.room_hash),
+            problems.get(e.room.room_hash),
             prices,
             give_up_read_share,
         )

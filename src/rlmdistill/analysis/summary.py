@@ -1,7 +1,7 @@
 """Run summary behind ``rlmdistill show``: status counts, usage, coverage and pass rates.
 
-Reads ``run.json``, ``episodes.jsonl`` and ``verdicts/*.jsonl`` only (never a trajectory), so
-it stays fast for runs of many thousands of episodes.
+Reads ``run.json``, ``episodes.jsonl``, ``verdicts/*.jsonl`` and the rooms' ``task.json`` only
+(never a trajectory), so it stays fast for runs of many thousands of episodes.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from rlmdistill.judge.base import current_memo_verdicts, pass_rates
-from rlmdistill.rooms.task import load_task
-from rlmdistill.traces.runs import grader_ids
+from rlmdistill.traces.runs import grader_ids, load_room_tasks
 from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
 from rlmdistill.traces.store import parse_records
 
@@ -71,10 +70,19 @@ class RunSummary(BaseModel):
     metrics: dict[str, Stat]
     graders: list[GraderScores]
     episodes: list[EpisodeSummary]
+    task_problems: list[str] = Field(default_factory=list)
+    """Rooms without a usable ``task.json`` (not found, or another task than the episodes
+    ran), one message naming the file each: their episodes have no pass rate."""
 
 
 def summarize_run(run_dir: Path) -> RunSummary:
-    """Summarise a run directory. Raises ``FileNotFoundError`` when ``run.json`` is missing."""
+    """Summarise a run directory.
+
+    Raises ``FileNotFoundError`` when ``run.json`` is missing and
+    :class:`~rlmdistill.traces.runs.RoomTaskError` (a ``ValueError`` naming the file) when a
+    room's ``task.json`` exists but is not a valid task; a room whose task is not found or is
+    another task than its episodes ran is listed in ``task_problems`` and left unscored.
+    """
     manifest_path = run_dir / "run.json"
     if not manifest_path.exists():
         raise FileNotFoundError(f"{manifest_path} not found: is {run_dir} a run directory?")
@@ -98,11 +106,8 @@ def summarize_run(run_dir: Path) -> RunSummary:
         "cited_share": col(lambda e: len(e.cited_documents) / max(1, e.room.n_documents)),
         "coverage": Stat.of([e.coverage.overall for e in episodes if e.coverage is not None]),
     }
-    tasks = {}
-    for room in manifest.rooms:
-        task_path = Path(room.path) / "task.json"
-        if task_path.exists():
-            tasks[room.room_hash] = load_task(task_path)
+    room_tasks = load_room_tasks(manifest, episodes, on_error="raise_invalid")
+    tasks = room_tasks.tasks
     graders = []
     for grader in grader_ids(run_dir):
         vpath = run_dir / "verdicts" / f"{grader}.jsonl"
@@ -148,4 +153,5 @@ def summarize_run(run_dir: Path) -> RunSummary:
         metrics=metrics,
         graders=graders,
         episodes=episodes,
+        task_problems=[p.message for p in room_tasks.problems],
     )

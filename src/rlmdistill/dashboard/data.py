@@ -29,16 +29,18 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 from rlmdistill.dashboard import ENV_WORKSPACE
 from rlmdistill.judge.base import current_memo_verdicts, pass_rates
-from rlmdistill.rooms.task import Task, TaskError, load_task
+from rlmdistill.rooms.task import Task
 from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
 from rlmdistill.traces.runs import (
     Trajectory,
     grader_ids,
     load_manifest,
+    load_room_tasks,
     load_summaries,
     load_summary,
     load_trajectory,
@@ -114,12 +116,19 @@ def file_stamp(path: Path) -> str:
 
 
 def run_stamp(run_dir: Path) -> str:
-    """Stamp of everything a run listing reads: ``run.json``, ``episodes.jsonl`` and every
-    ``verdicts/*.jsonl`` (names, modification times, sizes)."""
+    """Stamp of everything a run listing reads: ``run.json``, ``episodes.jsonl``, every
+    ``verdicts/*.jsonl`` (names, modification times, sizes) and the ``task.json`` of each room
+    of the manifest (pass rates are counted against it). Never raises: a missing or invalid
+    ``run.json`` only leaves the rooms out (the loaders then name the problem)."""
     parts = [file_stamp(run_dir / "run.json"), file_stamp(run_dir / "episodes.jsonl")]
     vdir = run_dir / "verdicts"
     if vdir.is_dir():
         parts += [f"{p.name}={file_stamp(p)}" for p in sorted(vdir.glob("*.jsonl"))]
+    try:
+        rooms = run_manifest(run_dir).rooms
+    except (FileNotFoundError, ValueError):
+        rooms = []
+    parts += [f"{r.room_hash}={file_stamp(Path(r.path) / 'task.json')}" for r in rooms]
     return "|".join(parts)
 
 
@@ -182,23 +191,33 @@ def run_manifest(run_dir: Path) -> RunManifest:
     return _manifest(str(run_dir), file_stamp(run_dir / "run.json"))
 
 
+_RAN_COLUMNS = pa.schema(
+    [("room", pa.struct([("room_hash", pa.string())])), ("task_id", pa.string())]
+)
+"""The two columns of ``episodes.jsonl`` that say which task each room's episodes ran."""
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def _tasks(run_dir: str, stamp: str) -> dict[str, Task]:
-    out: dict[str, Task] = {}
-    for room in load_manifest(Path(run_dir)).rooms:
-        path = Path(room.path) / "task.json"
-        if path.exists():
-            try:
-                out[room.room_hash] = load_task(path)
-            except TaskError:
-                continue
-    return out
+    rd = Path(run_dir)
+    table = read_table(rd / "episodes.jsonl", _RAN_COLUMNS)
+    if table is None:  # pyarrow could not read it: the validated loader names the problem
+        summaries = _summaries(run_dir, file_stamp(rd / "episodes.jsonl")).values()
+        return load_room_tasks(run_manifest(rd), summaries, on_error="report").tasks
+    ran: dict[str, set[str]] = {}
+    for room, task_id in zip(table["room"].to_pylist(), table["task_id"].to_pylist(), strict=True):
+        if room and room["room_hash"] and task_id:
+            ran.setdefault(room["room_hash"], set()).add(task_id)
+    return load_room_tasks(run_manifest(rd), task_ids=ran, on_error="report").tasks
 
 
 def room_tasks(run_dir: Path) -> dict[str, Task]:
-    """Task of each room of the run, by ``room_hash`` (rooms without a readable ``task.json``
-    are left out: their episodes have no pass rate)."""
-    return _tasks(str(run_dir), file_stamp(run_dir / "run.json"))
+    """Task of each room of the run, by ``room_hash``, from
+    :func:`~rlmdistill.traces.runs.load_room_tasks`: rooms without a usable ``task.json`` (not
+    found, invalid, or another task than their episodes ran) are left out, so their episodes
+    have no pass rate. Cached by path + :func:`run_stamp` (which covers the ``task.json``
+    files)."""
+    return _tasks(str(run_dir), run_stamp(run_dir))
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

@@ -30,11 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlmdistill.filter.fields import EpisodeScores, episode_fields
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
 from rlmdistill.judge.base import current_memo_verdicts, pass_rates
-from rlmdistill.rooms.task import Task, TaskError, load_task
+from rlmdistill.rooms.task import Task
 from rlmdistill.traces.runs import (
     EpisodeRef,
+    RoomTaskError,
     grader_ids,
     load_manifest,
+    load_room_tasks,
     load_summaries,
     load_trajectory,
     load_verdicts,
@@ -232,7 +234,7 @@ def _resolve_grader(rules: FilterRules, available: dict[Path, list[str]]) -> str
 
 
 def _scores_of(
-    summaries: list[EpisodeSummary], verdicts: list[Verdict], tasks: dict[str, Task | None]
+    summaries: list[EpisodeSummary], verdicts: list[Verdict], tasks: dict[str, Task]
 ) -> dict[str, EpisodeScores]:
     by_ep: dict[str, list[Verdict]] = {}
     for v in verdicts:
@@ -270,7 +272,9 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
     Raises :class:`~rlmdistill.traces.runs.NotARunError` for a folder without ``run.json``,
     :class:`FilterRuleError` when a run is given twice (same path or run id), when the
     grader is ambiguous or missing (the message lists the graders per run), when the rules
-    use pass rates and a graded room's ``task.json`` cannot be read, or when the same
+    use pass rates and a graded room has no usable task (``task.json`` not found, invalid, or
+    another task than its episodes ran: see
+    :func:`~rlmdistill.traces.runs.load_room_tasks`), or when the same
     episode id appears twice in one run; :class:`~rlmdistill.filter.expr.ExpressionError`
     when a ``where`` expression fails on an episode for another reason than a ``None`` field.
     """
@@ -296,7 +300,6 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
     grader = _resolve_grader(rules, available)
     needs_pass = rules.needs_pass_rate()
 
-    task_cache: dict[Path, Task | None] = {}
     eps: list[_Ep] = []
     infos: list[RunInfo] = []
     for index, (run_dir, manifest) in enumerate(zip(run_dirs, manifests, strict=True)):
@@ -314,27 +317,22 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
             if grader is not None and grader in available[run_dir]
             else []
         )
-        tasks: dict[str, Task | None] = {}
+        tasks: dict[str, Task] = {}
         if verdicts:
-            for room in manifest.rooms:
-                task_path = (Path(room.path) / "task.json").resolve()
-                if task_path not in task_cache:
-                    try:
-                        task_cache[task_path] = load_task(task_path)
-                    except TaskError as exc:
-                        if needs_pass:
-                            raise FilterRuleError(
-                                f"run {run_dir}, room {room.room_id}: cannot compute pass rates "
-                                f"without the room's task: {exc}"
-                            ) from exc
-                        task_cache[task_path] = None
-                task = task_cache[task_path]
-                if task is None:
-                    warnings.append(
-                        f"room {room.room_id}: {task_path} unreadable, its episodes have no "
-                        "pass rate"
-                    )
-                tasks[room.room_hash] = task
+            try:
+                room_tasks = load_room_tasks(
+                    manifest, summaries, on_error="raise" if needs_pass else "report"
+                )
+            except RoomTaskError as exc:
+                raise FilterRuleError(
+                    f"run {run_dir}, room {exc.problem.room_id}: cannot compute pass rates "
+                    f"without the room's task: {exc}"
+                ) from exc
+            tasks = room_tasks.tasks
+            warnings += [
+                f"room {p.room_id}: {p.message}; its episodes have no pass rate"
+                for p in room_tasks.problems
+            ]
         scores = _scores_of(summaries, verdicts, tasks)
         eps.extend(_Ep(run_dir, index, s, scores[s.episode_id]) for s in summaries)
         infos.append(

@@ -11,16 +11,23 @@ Layout read (see ``docs/architecture.md``)::
     runs/<run>/trajectories/<episode_id>.jsonl EpisodeStart, TurnRecord*, SubagentTurnRecord*,
                                                SubCallRecord*, EpisodeEnd
     runs/<run>/verdicts/<grader>.jsonl         Verdict per (episode, criterion)
+    rooms/<room>/task.json                     the rubric of each room (``RoomInfo.path``)
+
+:func:`load_room_tasks` is the one reader of the rooms' ``task.json`` for every stage that
+scores episodes (``show``, analysis metrics, filter, dashboard): one error policy argument,
+and every problem (missing, invalid, another task than the episodes ran) reported alike.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 from pydantic import TypeAdapter
 
+from rlmdistill.rooms.task import Task, TaskError, load_task
 from rlmdistill.traces.schema import (
     EpisodeEnd,
     EpisodeStart,
@@ -37,9 +44,15 @@ from rlmdistill.traces.store import TraceFileError, parse_records, read_jsonl
 __all__ = [
     "EpisodeRef",
     "NotARunError",
+    "RoomTaskError",
+    "RoomTaskProblem",
+    "RoomTasks",
+    "TaskErrorPolicy",
+    "TaskProblemKind",
     "Trajectory",
     "grader_ids",
     "load_manifest",
+    "load_room_tasks",
     "load_summaries",
     "load_summary",
     "load_trajectory",
@@ -140,6 +153,122 @@ def load_verdicts(run_dir: Path, grader_id: str, episode_id: str | None = None) 
     if episode_id is not None:
         return _episode_lines(path, episode_id, Verdict)
     return list(parse_records(path, Verdict))
+
+
+TaskProblemKind = Literal["missing", "invalid", "task_mismatch"]
+"""What is wrong with a room's task: no ``task.json``; a ``task.json`` that cannot be read or
+does not validate; a valid one whose task id is not the one the run's episodes ran."""
+
+TaskErrorPolicy = Literal["raise", "raise_invalid", "report"]
+"""What :func:`load_room_tasks` does with a problem: ``"raise"`` raises on the first problem of
+any kind; ``"raise_invalid"`` raises on an ``invalid`` task file only and reports the others
+(a room that moved away, or whose task changed since the run, is not a broken file);
+``"report"`` never raises."""
+
+
+class RoomTaskProblem(NamedTuple):
+    """Why one room of a run has no usable task (so its episodes have no pass rate)."""
+
+    room_id: str
+    room_hash: str
+    path: Path
+    """The ``task.json`` looked for (``<RoomInfo.path>/task.json``)."""
+    kind: TaskProblemKind
+    message: str
+    """Names the file and the error (or the two task ids), e.g.
+    ``"rooms/a/task.json: task file not found"``."""
+
+
+class RoomTasks(NamedTuple):
+    """What :func:`load_room_tasks` found: usable tasks and the problems of the other rooms."""
+
+    tasks: dict[str, Task]
+    """Task per room hash, only for rooms whose task is readable and is the task the run's
+    episodes ran."""
+    problems: list[RoomTaskProblem]
+    """One per room left out of ``tasks``, in room order (manifest first)."""
+
+
+class RoomTaskError(TaskError):
+    """A room's task is unusable under the chosen :data:`TaskErrorPolicy`; the message is the
+    problem's (naming the file), and ``problem`` holds it whole."""
+
+    def __init__(self, problem: RoomTaskProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def load_room_tasks(
+    run: Path | RunManifest,
+    episodes: Iterable[EpisodeSummary] = (),
+    *,
+    task_ids: Mapping[str, Iterable[str]] | None = None,
+    on_error: TaskErrorPolicy = "raise",
+) -> RoomTasks:
+    """The rubric task (``task.json``) of every room of a run, by room hash.
+
+    Rooms are the manifest's (``run`` is a run directory or its loaded manifest), plus any
+    room an episode of ``episodes`` ran in that the manifest does not list (the manifest's
+    path wins for a room in both). Given the task ids the run's episodes ran (``episodes``
+    and/or ``task_ids``), a task whose id differs from one its room's episodes ran is a
+    ``task_mismatch`` problem and is left out, so no episode is scored against another rubric;
+    without them there is no such check.
+
+    Args:
+        run: run directory (its ``run.json`` is read) or its :class:`RunManifest`.
+        episodes: the run's :class:`EpisodeSummary` records (e.g. :func:`load_summaries`).
+        task_ids: task ids the run's episodes ran, by room hash, for a caller without the
+            summaries at hand (the dashboard reads these two columns only); merged with those
+            of ``episodes``.
+        on_error: what a problem does (:data:`TaskErrorPolicy`).
+
+    Returns:
+        :class:`RoomTasks`: ``tasks`` by room hash and the ``problems`` of the other rooms.
+
+    Raises:
+        RoomTaskError: (a :class:`~rlmdistill.rooms.task.TaskError`, so a ``ValueError``) a
+            problem the policy raises on; the message names the file.
+        NotARunError: ``run`` is a directory without ``run.json``.
+        TraceFileError: ``run.json`` does not validate.
+    """
+    manifest = run if isinstance(run, RunManifest) else load_manifest(run)
+    rooms = {r.room_hash: (r.room_id, r.path) for r in manifest.rooms}
+    ran: dict[str, set[str]] = {h: set(ids) for h, ids in (task_ids or {}).items()}
+    for e in episodes:
+        rooms.setdefault(e.room.room_hash, (e.room.room_id, e.room.path))
+        ran.setdefault(e.room.room_hash, set()).add(e.task_id)
+    out = RoomTasks(tasks={}, problems=[])
+    for room_hash, (room_id, room_path) in rooms.items():
+        path = Path(room_path) / "task.json"
+        problem = None
+        if not path.is_file():
+            problem = RoomTaskProblem(
+                room_id, room_hash, path, "missing", f"{path}: task file not found"
+            )
+        else:
+            try:
+                task = load_task(path)
+            except TaskError as exc:
+                problem = RoomTaskProblem(room_id, room_hash, path, "invalid", str(exc))
+            else:
+                other = sorted(ran.get(room_hash, set()) - {task.id})
+                if other:
+                    problem = RoomTaskProblem(
+                        room_id,
+                        room_hash,
+                        path,
+                        "task_mismatch",
+                        f"{path}: task {task.id}, but the run's episodes in room {room_id} "
+                        f"ran {', '.join(other)}",
+                    )
+                else:
+                    out.tasks[room_hash] = task
+        if problem is None:
+            continue
+        if on_error == "raise" or (on_error == "raise_invalid" and problem.kind == "invalid"):
+            raise RoomTaskError(problem)
+        out.problems.append(problem)
+    return out
 
 
 def _episode_lines(path: Path, episode_id: str, model: type[_R]) -> list[_R]:
