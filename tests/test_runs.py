@@ -272,3 +272,21 @@ def test_show_summary_scores_only_rooms_with_their_task(tmp_path):
         f"{rooms / 'changed' / 'task.json'}: task task-new, but the run's episodes in room "
         "changed ran task-changed",
     ]
+
+
+def test_show_prints_the_unscored_rooms(tmp_path):
+    from rich.console import Console
+
+    from rlmdistill.analysis.render import render_summary
+    from rlmdistill.analysis.summary import summarize_run
+
+    run = _four_room_run(tmp_path)
+    (tmp_path / "runs" / "rooms" / "broken" / "task.json").unlink()
+    console = Console(record=True, width=300)
+    render_summary(summarize_run(run), console, per_episode=False)
+    lines = [ln for ln in console.export_text().splitlines() if ln.startswith("unscored room:")]
+    assert len(lines) == 3
+    assert lines[0].endswith("gone/task.json: task file not found")
+    assert lines[2].endswith(
+        "task task-new, but the run's episodes in room changed ran task-changed"
+    )

@@ -47,6 +47,8 @@ def render_summary(s: RunSummary, console: Console, per_episode: bool = True) ->
         gt.add_row("weighted pass rate", _fmt(g.weighted_pass_rate, 1, True))
         gt.add_row("ungradable verdicts", str(g.n_ungradable))
         console.print(gt)
+    for problem in s.task_problems:  # rooms left unscored: their episodes have no pass rate
+        console.print(f"[yellow]unscored room:[/yellow] {problem}", soft_wrap=True)
     if per_episode and s.episodes:
         et = Table(title="episodes")
         for col in (
