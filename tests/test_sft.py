@@ -440,6 +440,117 @@ def test_training_with_packing(tmp_path: Path, tiny_base: Path, tiny_dataset: Pa
     assert log[0]["tokens_seen"] == n_tokens  # both examples in one padding-free row
 
 
+# ------------------------------------------------------------- held-out eval loss
+TOPICS = ["assignment", "change of control", "exclusivity", "audit", "termination"]
+
+
+def episode_rows(tokenizer: Any, n_episodes: int) -> list[dict[str, Any]]:
+    """Two rows (turns) per episode, each episode about its own clause."""
+    rows = []
+    for e in range(n_episodes):
+        topic = TOPICS[e % len(TOPICS)]
+        conv = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Find the {topic} clause ({e})."},
+            {"role": "assistant", "content": f"```repl\nprint(search('{topic}'))\n```"},
+            {"role": "user", "content": f"['contracts/{e}.txt:{40 * e}']"},
+            {
+                "role": "assistant",
+                "content": f"```repl\nFINAL('The {topic} clause is in {e}.')\n```",
+            },
+        ]
+        for turn, end in enumerate((3, 5)):
+            rows.append(render_row(tokenizer, conv[:end], episode_id=f"ep{e}", turn=turn))
+    return rows
+
+
+def test_split_eval_holds_out_whole_episodes_deterministically(smollm2_tokenizer: Any) -> None:
+    import datasets
+
+    from rlmdistill.sft.data import split_eval
+
+    ds = datasets.Dataset.from_list(episode_rows(smollm2_tokenizer, 5))
+    a = split_eval(ds, list(range(10)), 0.4, seed=0)
+    assert a == split_eval(ds, list(range(10)), 0.4, seed=0)  # same seed, same split
+    assert len(a.eval_episodes) == 2 and len(a.eval) == 4 and len(a.train) == 6
+    eps = ds["episode_id"]
+    assert {eps[i] for i in a.eval} == set(a.eval_episodes)
+    assert not {eps[i] for i in a.train} & set(a.eval_episodes)  # no episode on both sides
+    assert a.note.startswith("eval loss on 2 of 5 episodes held out (4 rows")
+    seeds = {tuple(split_eval(ds, list(range(10)), 0.4, seed=k).eval_episodes) for k in range(6)}
+    assert len(seeds) > 1  # the seed chooses which episodes
+    off = split_eval(ds, list(range(10)), None, seed=0)  # auto: 5 episodes < 10
+    assert (off.train, off.eval, off.fraction) == (list(range(10)), [], 0.0)
+    assert off.note.startswith("eval loss off: 5 episode(s) < 10 (eval_fraction auto)")
+    assert split_eval(ds, list(range(10)), 0.0, seed=0).note == "eval loss off (eval_fraction: 0)"
+    one = split_eval(ds, [0, 1], 0.5, seed=0)  # one episode: nothing to hold out
+    assert one.eval == [] and "at least 2" in one.note
+    big = datasets.Dataset.from_list(episode_rows(smollm2_tokenizer, 20))
+    auto = split_eval(big, list(range(40)), None, seed=0)
+    assert (len(auto.eval_episodes), len(auto.eval), auto.fraction) == (2, 4, 0.1)
+
+
+def test_eval_loss_recorded_per_epoch_on_held_out_episodes(
+    tmp_path: Path, tiny_base: Path, smollm2_tokenizer: Any
+) -> None:
+    """5 episodes x 2 turns, eval_fraction 0.4: 2 episodes held out, eval loss before training
+    and after each of 2 epochs; the step-0 value equals the base model's assistant-only loss
+    on the held-out rows computed here by hand (same masks as training). With activation
+    checkpointing on, no FutureWarning about gradient/activation checkpointing is raised."""
+    import math
+    import warnings
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    rows = episode_rows(smollm2_tokenizer, 5)
+    ds_dir = write_dataset(tmp_path / "ds", smollm2_tokenizer, rows)
+    cfg = fast_config(ds_dir, tiny_base, tmp_path / "a", max_steps=-1, num_train_epochs=2,
+                      per_device_train_batch_size=1, eval_fraction=0.4,
+                      gradient_checkpointing=True)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = train(cfg, progress=False)
+    checkpointing = [
+        str(w.message) for w in caught
+        if issubclass(w.category, FutureWarning) and "checkpointing" in str(w.message)
+    ]  # fmt: skip
+    assert checkpointing == []
+    manifest = SFTManifest.model_validate_json((tmp_path / "a" / "sft.json").read_text())
+    held = set(manifest.eval_episodes)
+    assert len(held) == 2 and manifest.eval_fraction == 0.4
+    assert (manifest.n_examples, manifest.n_eval_examples, result.n_examples) == (6, 4, 6)
+    eval_rows = [r for r in rows if r["episode_id"] in held]
+    train_rows = [r for r in rows if r["episode_id"] not in held]
+    assert {r["episode_id"] for r in train_rows}.isdisjoint(held)
+    assert manifest.n_tokens == sum(len(r["input_ids"]) for r in train_rows)
+    assert manifest.n_supervised == sum(r["n_supervised"] for r in train_rows)
+    evals = manifest.eval_losses
+    assert [(e.step, e.epoch) for e in evals] == [(0, 0.0), (6, 1.0), (12, 2.0)]
+    assert all(math.isfinite(e.loss) and e.loss > 0 for e in evals)
+    assert list(result.eval_losses) == evals and result.global_step == 12
+    assert evals[-1].loss < evals[0].loss  # the held-out turns share the template and tools
+    assert manifest.eval_note == result.eval_note
+    assert result.eval_note.startswith("eval loss on 2 of 5 episodes held out (4 rows")
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    per_row = []
+    with torch.no_grad():
+        for r in eval_rows:
+            ids = torch.tensor([r["input_ids"]])
+            labels = torch.where(torch.tensor([r["assistant_masks"]]) == 1, ids, -100)
+            per_row.append(float(model(input_ids=ids, labels=labels).loss))
+    assert evals[0].loss == pytest.approx(sum(per_row) / len(per_row), rel=1e-4)
+
+
+def test_eval_loss_off_for_small_data_is_said(trained: Any) -> None:
+    manifest = SFTManifest.model_validate_json((trained.out_dir / "sft.json").read_text())
+    assert manifest.eval_losses == [] and manifest.eval_episodes == []
+    assert (manifest.eval_fraction, manifest.n_eval_examples) == (0.0, 0)
+    assert manifest.eval_note == trained.eval_note
+    assert trained.eval_note.startswith("eval loss off: 2 episode(s) < 10 (eval_fraction auto)")
+
+
 def test_cli_trains_and_merges(tmp_path: Path, tiny_base: Path, tiny_dataset: Path) -> None:
     import typer
     from typer.testing import CliRunner

@@ -18,6 +18,7 @@ def test_defaults_are_documented_and_sane() -> None:
     assert cfg.target_modules == list(DEFAULT_TARGET_MODULES)
     assert (cfg.lora_r, cfg.lora_alpha, cfg.max_steps, cfg.report_to) == (16, 32, -1, [])
     assert (cfg.bf16, cfg.packing, cfg.length_policy, cfg.seed) == ("auto", False, "refuse", 0)
+    assert cfg.eval_fraction is None  # auto: 10% of episodes from 10 episodes up, else off
     schema = SFTConfig.model_json_schema()["properties"]
     undocumented = [name for name, prop in schema.items() if not prop.get("description")]
     assert undocumented == []
@@ -56,6 +57,8 @@ def test_toml_file_with_or_without_sft_table(tmp_path: Path) -> None:
         ({"target_modules": ["all-linear", "q_proj"]}, "all-linear"),
         ({"bf16": "yes"}, "bf16"),
         ({"length_policy": "truncate"}, "length_policy"),
+        ({"eval_fraction": 0.7}, "eval_fraction"),
+        ({"eval_fraction": -0.1}, "eval_fraction"),
     ],
 )
 def test_bad_fields_are_named(fields: dict[str, Any], message: str) -> None:

@@ -123,6 +123,7 @@ class _Loop:
         rnd: int, inputs: list[Path],
     ) -> None:  # fmt: skip
         from rlmdistill.collect.main import build_config, pending_episodes, run_collect
+        from rlmdistill.sft.train import library_warning_filter
 
         cfg = build_config(
             None, {**settings, "rooms": [str(p) for p in rooms], "root": root, "sub": self.cfg.sub}
@@ -135,7 +136,8 @@ class _Loop:
                 self.note(out, "run", stage, rnd, inputs, fp, root=root, new_episodes=0)
         else:
             self.log(f"[run ] {stage} -> {self.rel(out)} ({pending} episodes to collect)")
-            res = run_collect(cfg, out, progress=self.progress)
+            with library_warning_filter():  # peft's is_gradient_checkpointing (tuned roots)
+                res = run_collect(cfg, out, progress=self.progress)
             statuses: dict[str, int] = {}
             for s in res.summaries:
                 statuses[s.status] = statuses.get(s.status, 0) + 1
@@ -192,9 +194,12 @@ class _Loop:
             shutil.rmtree(out)
         self.log(f"[run ] sft {self.rel(dataset)} -> {self.rel(out)}")
         res = train(cfg, progress=self.progress)
+        evals = [r.loss for r in res.eval_losses]
+        self.log(f"[ok  ] sft {self.rel(out)}: {res.eval_note}"
+                 + (f"; eval loss {' -> '.join(f'{x:.4f}' for x in evals)}" if evals else ""))  # fmt: skip
         self.note(out / "sft.json", "adapter", "sft", rnd, [dataset / "export.json"], fp,
                   steps=res.global_step, first_loss=res.first_loss, final_loss=res.final_loss,
-                  examples=res.n_examples)  # fmt: skip
+                  examples=res.n_examples, eval_losses=evals)  # fmt: skip
 
     def report(self, base_run: Path, tuned_run: Path, adapter: Path, out: Path, rnd: int) -> None:
         from rlmdistill.analysis.compare import build_report
@@ -227,7 +232,7 @@ class _Loop:
 
     def greedy_check(self, base_run: Path, adapter: Path) -> Any:
         from rlmdistill.loop.adapter_check import greedy_change
-        from rlmdistill.sft.train import resolve_base
+        from rlmdistill.sft.train import library_warning_filter, resolve_base
         from rlmdistill.traces.runs import load_summaries, load_trajectory
 
         summaries = load_summaries(base_run)
@@ -235,14 +240,15 @@ class _Loop:
             raise ExperimentError(f"{base_run}: no episodes to take a greedy-check prompt from")
         first = min(summaries, key=lambda s: (s.room.room_id, s.sample_index))
         start = load_trajectory(base_run, first.episode_id).start
-        return greedy_change(
-            resolve_base(self.cfg.base),
-            adapter,
-            start.initial_messages,
-            prefill=start.root.prefill,
-            prompt_source=f"the first root prompt of episode {first.episode_id} "
-            f"({self.rel(base_run)}, room {first.room.room_id})",
-        )
+        with library_warning_filter():  # PeftModel.from_pretrained reads a deprecated property
+            return greedy_change(
+                resolve_base(self.cfg.base),
+                adapter,
+                start.initial_messages,
+                prefill=start.root.prefill,
+                prompt_source=f"the first root prompt of episode {first.episode_id} "
+                f"({self.rel(base_run)}, room {first.room.room_id})",
+            )
 
 
 def run_loop(

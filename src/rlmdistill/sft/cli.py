@@ -75,6 +75,12 @@ def sft_main(
         f"sft: {result.global_step} steps on {result.n_examples} examples{dropped}, {loss}"
         f"{result.tokens_seen:,} tokens in {result.train_runtime_s:.1f}s -> {result.out_dir}"
     )
+    err.print(f"sft: {result.eval_note}")
+    if result.eval_losses:
+        err.print(
+            "sft: eval loss "
+            + ", ".join(f"{r.loss:.4f} (step {r.step})" for r in result.eval_losses)
+        )
     return 0
 
 

@@ -126,6 +126,19 @@ class SFTConfig(BaseModel):
         "in sft.json).",
     )
 
+    # -- held-out loss -----------------------------------------------------------------
+    eval_fraction: float | None = Field(
+        None,
+        ge=0.0,
+        le=0.5,
+        description="Share of the dataset's episodes held out to measure an eval loss (whole "
+        "episodes: one episode's rows are never split between train and eval; chosen with "
+        "seed). The eval loss (assistant-only, same masks as training) is computed before "
+        "training and at the end of every epoch, and recorded in sft.json. None = auto: 0.1 "
+        "when the dataset has at least 10 episodes, else off (said in the log and sft.json). "
+        "0 = off. A fraction is also off when fewer than 2 episodes are left after the checks.",
+    )
+
     # -- checkpoints, logging, reproducibility -----------------------------------------
     save_steps: int = Field(
         50, ge=1, description="Write a resumable checkpoint every this many optimiser steps."
@@ -136,7 +149,9 @@ class SFTConfig(BaseModel):
     logging_steps: int = Field(
         1, ge=1, description="Log loss, learning rate, tokens/s every this many steps."
     )
-    seed: int = Field(0, description="Seed for LoRA init, data order and dropout.")
+    seed: int = Field(
+        0, description="Seed for LoRA init, data order, dropout and the held-out episodes."
+    )
     report_to: list[str] = Field(
         default_factory=list,
         description="Trackers besides train_log.jsonl (e.g. ['tensorboard', 'wandb']); "

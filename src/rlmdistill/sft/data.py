@@ -15,19 +15,27 @@ base tokenizer:
 - every supervised run (assistant turn) ends with an end-of-turn token (case S3), and the last
   one was not cut by truncation; rows longer than ``max_length`` are never truncated here:
   refused or dropped and counted (:data:`~rlmdistill.sft.config.LengthPolicy`).
+
+:func:`split_eval` then holds out whole episodes of the kept rows for the eval loss.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlmdistill.sft.config import LengthPolicy
+
+AUTO_EVAL_FRACTION = 0.1
+"""Share of episodes held out for the eval loss when ``eval_fraction`` is ``None`` (auto)."""
+AUTO_EVAL_MIN_EPISODES = 10
+"""Auto holds episodes out only from datasets with at least this many (kept) episodes."""
 
 END_OF_TURN_TOKENS = (
     "<|im_end|>",
@@ -341,15 +349,73 @@ def check_rows(
     return DatasetCheck(len(ds), kept, dict(dropped), n_tokens, n_supervised)
 
 
+class EvalSplit(NamedTuple):
+    """What :func:`split_eval` returns: row indices (into the loaded dataset) of each side."""
+
+    train: list[int]
+    eval: list[int]
+    """Empty when the eval loss is off."""
+    eval_episodes: list[str]
+    """Episode ids held out (sorted); empty when off."""
+    fraction: float
+    """Fraction used (0.0 when off)."""
+    note: str
+    """One line for the log and ``sft.json``: what was held out, or why the eval loss is off."""
+
+
+def split_eval(ds: Any, rows: Sequence[int], fraction: float | None, seed: int) -> EvalSplit:
+    """Hold out whole episodes of ``rows`` (kept row indices of ``ds``) for the eval loss.
+
+    Rows are grouped by the ``episode_id`` column (each row alone when there is none), so one
+    episode's rows (turns) are never split between train and eval. ``k = min(n - 1, max(1,
+    round(fraction * n)))`` of the ``n`` episodes are drawn with ``random.Random(seed)`` from
+    the sorted ids: deterministic for a given dataset, fraction and seed. ``fraction=None``
+    (auto) means :data:`AUTO_EVAL_FRACTION` when ``n >= AUTO_EVAL_MIN_EPISODES``, else off;
+    ``0`` is off; any fraction is off when ``n < 2``. When off, every row trains.
+    """
+    ids = ds["episode_id"] if "episode_id" in ds.column_names else None
+    key = [str(ids[i]) if ids is not None else f"row-{i}" for i in rows]
+    episodes = sorted(set(key))
+    n = len(episodes)
+    off = None
+    if fraction is None:
+        if n < AUTO_EVAL_MIN_EPISODES:
+            off = (
+                f"eval loss off: {n} episode(s) < {AUTO_EVAL_MIN_EPISODES} (eval_fraction auto); "
+                "set eval_fraction to hold some out anyway"
+            )
+        fraction = AUTO_EVAL_FRACTION
+    elif fraction == 0:
+        off = "eval loss off (eval_fraction: 0)"
+    elif n < 2:
+        off = f"eval loss off: {n} episode after the checks, at least 2 are needed"
+    if off is not None:
+        return EvalSplit(list(rows), [], [], 0.0, off)
+    k = min(n - 1, max(1, round(fraction * n)))
+    held = set(random.Random(seed).sample(episodes, k))
+    train = [i for i, e in zip(rows, key, strict=True) if e not in held]
+    evals = [i for i, e in zip(rows, key, strict=True) if e in held]
+    grouped = "" if ids is not None else " (no episode_id column: one row per episode)"
+    note = (
+        f"eval loss on {k} of {n} episodes held out ({len(evals)} rows, eval_fraction "
+        f"{fraction:g}, seed {seed}){grouped}"
+    )
+    return EvalSplit(train, evals, sorted(held), fraction, note)
+
+
 __all__ = [
+    "AUTO_EVAL_FRACTION",
+    "AUTO_EVAL_MIN_EPISODES",
     "END_OF_TURN_TOKENS",
     "DatasetCheck",
     "DatasetError",
+    "EvalSplit",
     "TokenizerCheck",
     "chat_template_sha256",
     "check_rows",
     "check_tokenizer",
     "end_of_turn_ids",
     "load_export",
+    "split_eval",
     "vocab_sha256",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from rlmdistill.provenance import git_state, package_versions
-from rlmdistill.sft.train import SFTError, SFTManifest, resolve_base
+from rlmdistill.sft.train import SFTError, SFTManifest, library_warning_filter, resolve_base
 
 MERGE_MANIFEST = "rlmdistill_merge.json"
 """Provenance file written beside a merged checkpoint."""
@@ -67,7 +67,8 @@ def merge_adapter(
     if (out / "config.json").exists():
         raise SFTError(f"{out} already holds a checkpoint; choose another --out")
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=getattr(torch, dtype))
-    merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    with library_warning_filter():  # peft reads the deprecated is_gradient_checkpointing
+        merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
     out.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(str(out))
     AutoTokenizer.from_pretrained(str(base_dir)).save_pretrained(str(out))

@@ -5,7 +5,9 @@
 ``assistant_masks``); TRL treats a dataset with ``input_ids`` as processed and turns
 ``assistant_masks`` into labels (-100 elsewhere), so the loss covers the root's own turns only
 (assistant-only loss). Before any step runs the dataset is checked against the base tokenizer
-(:mod:`rlmdistill.sft.data`: template/vocabulary, cases S2/S3, lengths). Packing, when asked
+(:mod:`rlmdistill.sft.data`: template/vocabulary, cases S2/S3, lengths). Whole episodes can be
+held out (``eval_fraction``) for an eval loss computed by the Trainer's own eval loop with the
+same masks, before training and at the end of every epoch (``sft.json``). Packing, when asked
 for, is TRL's best-fit-decreasing packing in padding-free form: whole examples only, position
 ids restart at 0 per example, and ``transformers`` turns the restarts into a block-diagonal
 attention mask (case S8).
@@ -19,8 +21,13 @@ DeepSpeed on GPUs; configs in ``examples/accelerate/``).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -30,8 +37,16 @@ from transformers import TrainerCallback
 
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.sft.config import SFTConfig
-from rlmdistill.sft.data import DatasetError, check_rows, check_tokenizer, load_export
+from rlmdistill.sft.data import (
+    DatasetError,
+    check_rows,
+    check_tokenizer,
+    load_export,
+    split_eval,
+)
 from rlmdistill.traces.store import append_records, read_jsonl
+
+logger = logging.getLogger(__name__)
 
 SFT_SCHEMA_VERSION = 1
 """Version of ``sft.json`` and ``train_log.jsonl`` records."""
@@ -67,6 +82,19 @@ class TrainLogRecord(BaseModel):
     """When the line was written (UTC)."""
 
 
+class EvalLossRecord(BaseModel):
+    """One eval-loss measurement on the held-out episodes (``sft.json``'s ``eval_losses``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    """Optimiser step when measured (0 = before training)."""
+    epoch: float
+    """Epochs done (0.0 before training; whole numbers at epoch ends)."""
+    loss: float
+    """Mean assistant-only token loss on the held-out rows (nats/token), TRL's ``eval_loss``."""
+
+
 class SFTManifest(BaseModel):
     """``adapters/NAME/sft.json``: what was trained, from what, how, and how it went."""
 
@@ -100,6 +128,16 @@ class SFTManifest(BaseModel):
     """Input tokens of the rows trained on (one epoch)."""
     n_supervised: int
     """Supervised (assistant) tokens of the rows trained on (one epoch)."""
+    eval_fraction: float = 0.0
+    """Share of episodes held out for the eval loss (0.0 = off; resolved from the config)."""
+    eval_note: str | None = None
+    """What was held out, or why the eval loss is off (also logged)."""
+    eval_episodes: list[str] = Field(default_factory=list)
+    """Episode ids held out (never trained on)."""
+    n_eval_examples: int = 0
+    """Rows of the held-out episodes."""
+    eval_losses: list[EvalLossRecord] = Field(default_factory=list)
+    """Eval losses in order: before training (step 0, not on resume), then each epoch end."""
     device: str
     """``cpu`` or ``cuda`` (per process)."""
     precision: Literal["float32", "bf16"]
@@ -138,6 +176,10 @@ class SFTResult(NamedTuple):
     n_examples: int
     dropped: dict[str, int]
     resumed_from: str | None
+    eval_losses: tuple[EvalLossRecord, ...] = ()
+    """Eval losses of this attempt (empty when the eval loss is off, and on ranks but 0)."""
+    eval_note: str = ""
+    """What was held out for the eval loss, or why it is off."""
 
 
 def _now() -> datetime:
@@ -223,6 +265,7 @@ class TrainLogCallback(TrainerCallback):
     def __init__(self, path: Path):
         self.path = path
         self.losses: list[float] = []
+        self.eval_losses: list[EvalLossRecord] = []
         self.tokens_seen = 0
         self._offset = 0
         self._last_tokens = 0
@@ -263,6 +306,69 @@ class TrainLogCallback(TrainerCallback):
         )
         append_records(self.path, [record])
 
+    def on_evaluate(
+        self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None, **kw: Any
+    ) -> None:
+        """Keep the eval loss (``metrics["eval_loss"]``) with its step and epoch."""
+        if metrics is None or "eval_loss" not in metrics:
+            return
+        record = EvalLossRecord(
+            step=state.global_step,
+            epoch=float(state.epoch or 0.0),
+            loss=float(metrics["eval_loss"]),
+        )
+        self.eval_losses.append(record)
+        if state.is_world_process_zero:
+            logger.info("eval loss %.4f at step %d (epoch %.2f)", record.loss, record.step,
+                        record.epoch)  # fmt: skip
+
+
+@contextmanager
+def library_warning_filter() -> Iterator[None]:
+    """Silence, inside the block, exactly the FutureWarnings that libraries raise on our
+    behalf and that we cannot fix by calling a newer API ourselves:
+
+    - ``is_gradient_checkpointing is deprecated ... Use is_activation_checkpointing``
+      (``FutureWarning`` from ``transformers.modeling_utils``, transformers 5.x): raised when
+      peft 0.21's ``PeftModel.__init__`` reads ``getattr(model, "is_gradient_checkpointing",
+      True)`` (``peft/peft_model.py``), i.e. in every ``get_peft_model`` (TRL's
+      ``SFTTrainer``) and ``PeftModel.from_pretrained`` (merge).
+
+    Other warnings pass unchanged.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r"`is_gradient_checkpointing` is deprecated",
+            category=FutureWarning,
+            module=r"transformers\.modeling_utils",
+        )
+        yield
+
+
+def _checkpointing_args(trl_config: Any, enabled: bool) -> dict[str, Any]:
+    """Activation-checkpointing arguments under the name this transformers knows: 5.x renamed
+    ``gradient_checkpointing[_kwargs]`` to ``activation_checkpointing[_kwargs]`` and warns on
+    the old names (FutureWarning); older 5.x releases only know the old ones."""
+    fields = {f.name for f in dataclasses.fields(trl_config)}
+    name = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in fields
+        else "gradient_checkpointing"
+    )
+    return {name: enabled, f"{name}_kwargs": {"use_reentrant": False} if enabled else None}
+
+
+def _token_sums(ds: Any, rows: list[int]) -> tuple[int, int]:
+    """(input tokens, supervised tokens) of ``rows``."""
+    sel = ds.select(rows)
+    return sum(len(x) for x in sel["input_ids"]), sum(sum(m) for m in sel["assistant_masks"])
+
+
+def _by_step(*records: list[EvalLossRecord]) -> list[EvalLossRecord]:
+    """Eval losses in step order, the last one per step (a resumed attempt re-measures)."""
+    return sorted({r.step: r for rs in records for r in rs}.values(), key=lambda r: r.step)
+
 
 def _write_manifest(path: Path, manifest: SFTManifest) -> None:
     tmp = path.with_suffix(".json.tmp")
@@ -283,9 +389,11 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
     """Fine-tune a LoRA adapter on ``config.base`` with ``config.dataset``; write ``config.out``.
 
     Steps: check the output folder (a folder holding a run needs ``resume=True``), resolve the
-    base model, check the dataset against its tokenizer (:mod:`rlmdistill.sft.data`), load
-    the model in float32, check the LoRA targets, train with TRL ``SFTTrainer`` (checkpoints
-    every ``save_steps`` into ``out/checkpoints/``), save the adapter and ``sft.json``.
+    base model, check the dataset against its tokenizer (:mod:`rlmdistill.sft.data`), hold
+    out whole episodes for the eval loss (``eval_fraction``, :func:`~rlmdistill.sft.data.
+    split_eval`), load the model in float32, check the LoRA targets, train with TRL
+    ``SFTTrainer`` (checkpoints every ``save_steps`` into ``out/checkpoints/``; eval loss
+    before training and at each epoch end), save the adapter and ``sft.json``.
     ``resume=True`` continues from the newest checkpoint (same dataset required); the step
     count continues. Call it in every process under ``accelerate launch``.
 
@@ -340,7 +448,14 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         policy=config.length_policy,
         extra_end_of_turn=[str(t) for t in export_eot],
     )
-    train_ds = ds.select(rows.kept).select_columns(["input_ids", "assistant_masks"])
+    split = split_eval(ds, rows.kept, config.eval_fraction, config.seed)
+    logger.info("sft: %s", split.note)
+    columns = ["input_ids", "assistant_masks"]
+    train_ds = ds.select(split.train).select_columns(columns)
+    eval_ds = ds.select(split.eval).select_columns(columns) if split.eval else None
+    n_tokens, n_supervised = (
+        _token_sums(ds, split.train) if split.eval else (rows.n_tokens, rows.n_supervised)
+    )
 
     device, bf16 = resolve_precision(config.bf16)
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
@@ -366,10 +481,10 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         max_steps=config.max_steps,
         per_device_train_batch_size=config.per_device_train_batch_size,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
-        gradient_checkpointing=config.gradient_checkpointing,
-        gradient_checkpointing_kwargs=(
-            {"use_reentrant": False} if config.gradient_checkpointing else None
-        ),
+        **_checkpointing_args(TRLSFTConfig, config.gradient_checkpointing),
+        eval_strategy="epoch" if eval_ds is not None else "no",
+        per_device_eval_batch_size=config.per_device_train_batch_size,
+        prediction_loss_only=True,  # the loss only: no logits kept across the eval set
         bf16=bf16,
         use_cpu=device == "cpu",
         max_length=config.max_length,
@@ -390,14 +505,16 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         ddp_find_unused_parameters=False,
     )
     log_cb = TrainLogCallback(out / "train_log.jsonl")
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_ds,
-        processing_class=tokenizer,
-        peft_config=lora,
-        callbacks=[log_cb],
-    )
+    with library_warning_filter():
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=train_ds,
+            eval_dataset=eval_ds,
+            processing_class=tokenizer,
+            peft_config=lora,
+            callbacks=[log_cb],
+        )
     trainer.accelerator.wait_for_everyone()  # every rank passed the output-folder check
     is_main = trainer.is_world_process_zero()
     commit, dirty = git_state()
@@ -412,10 +529,15 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         sources=list(export.get("sources") or []),
         tokenizer_check=tok_check.as_dict(),
         n_rows=rows.n_rows,
-        n_examples=len(rows.kept),
+        n_examples=len(split.train),
         dropped=rows.dropped,
-        n_tokens=rows.n_tokens,
-        n_supervised=rows.n_supervised,
+        n_tokens=n_tokens,
+        n_supervised=n_supervised,
+        eval_fraction=split.fraction,
+        eval_note=split.note,
+        eval_episodes=split.eval_episodes,
+        n_eval_examples=len(split.eval),
+        eval_losses=list(previous.eval_losses) if previous else [],
         device=device,
         precision="bf16" if bf16 else "float32",
         world_size=trainer.args.world_size,
@@ -434,12 +556,16 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         out.mkdir(parents=True, exist_ok=True)
         _write_manifest(manifest_path, manifest)
     try:
-        output = trainer.train(resume_from_checkpoint=resume_ckpt)
+        with library_warning_filter():
+            if eval_ds is not None and resume_ckpt is None:
+                trainer.evaluate()  # the baseline: eval loss of the base model (step 0)
+            output = trainer.train(resume_from_checkpoint=resume_ckpt)
     except BaseException as exc:
         if is_main:
             manifest.status, manifest.updated_at = "failed", _now()
             manifest.error = f"{type(exc).__name__}: {exc}"
             manifest.global_step = trainer.state.global_step
+            manifest.eval_losses = _by_step(manifest.eval_losses, log_cb.eval_losses)
             _write_manifest(manifest_path, manifest)
         raise
     trainer.save_model(str(out))  # adapter_config.json + adapter_model.safetensors (rank 0)
@@ -449,6 +575,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         manifest.global_step = trainer.state.global_step
         manifest.train_loss = float(output.training_loss)
         manifest.train_runtime_s = runtime
+        manifest.eval_losses = _by_step(manifest.eval_losses, log_cb.eval_losses)
         _write_manifest(manifest_path, manifest)
     trainer.accelerator.wait_for_everyone()
     return SFTResult(
@@ -458,15 +585,18 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         final_loss=log_cb.losses[-1] if log_cb.losses and is_main else None,
         tokens_seen=log_cb.tokens_seen,
         train_runtime_s=runtime,
-        n_examples=len(rows.kept),
+        n_examples=len(split.train),
         dropped=rows.dropped,
         resumed_from=resume_ckpt,
+        eval_losses=tuple(log_cb.eval_losses) if is_main else (),
+        eval_note=split.note,
     )
 
 
 __all__ = [
     "SFT_SCHEMA_VERSION",
     "DatasetError",
+    "EvalLossRecord",
     "SFTError",
     "SFTManifest",
     "SFTResult",
@@ -474,6 +604,7 @@ __all__ = [
     "TrainLogCallback",
     "TrainLogRecord",
     "check_target_modules",
+    "library_warning_filter",
     "linear_module_names",
     "resolve_base",
     "resolve_precision",
