@@ -90,7 +90,7 @@ __all__ = [
     "target_for_seed",
 ]
 
-GENERATOR = "synth-v1"
+GENERATOR = "synth-v2"
 """Generator version written to ``room.json``; bump when the same seed would give other bytes."""
 MIN_DOCS = 20
 """Smallest room (documents)."""
@@ -1079,9 +1079,8 @@ def _render(doc: _Doc, ctx: _Ctx, seed: int) -> str:
         ]
     elif family == "contract":
         preamble = [
-            f'This {title} (this "Agreement") is entered into as of {date} by and between '
-            f'{ctx.target}, a {rng.choice(STATES)} corporation ("{ctx.t}"), and {doc.cp} '
-            f'("{cp_short}").'
+            f'Dated {date}, this {title} (this "Agreement") is between {doc.cp} ("{cp_short}") '
+            f'and {ctx.target}, a {rng.choice(STATES)} corporation ("{ctx.t}").'
         ]
     elif family == "letter":
         preamble = [date, f"{ctx.target}\nAttention: {person_name(rng)}"]
@@ -1104,7 +1103,7 @@ def _render(doc: _Doc, ctx: _Ctx, seed: int) -> str:
     if family == "contract":
         parts.append(
             f"IN WITNESS WHEREOF, {ctx.t} and {cp_short} have executed this {title} as of the "
-            "date first written above.\n\n{ctx.target}\nBy: {person_name(rng)}\n\n{doc.cp}\nBy: "
+            f"date first written above.\n\n{ctx.target}\nBy: {person_name(rng)}\n\n{doc.cp}\nBy: "
             f"{person_name(rng)}"
         )
     elif family == "letter" or kind is None:
