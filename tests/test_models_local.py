@@ -147,8 +147,11 @@ def test_lora_adapter_loads_on_top(smollm2_dir: Path, tmp_path: Path) -> None:
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from rlmdistill.compat import library_warning_filter
+
     base = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
-    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    with library_warning_filter():  # peft reads a deprecated transformers property
+        peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     peft_model.save_pretrained(tmp_path / "adapter")  # B = 0: same outputs as the base
     with (
         LocalChatClient(smollm2_dir, dtype="float32") as plain,

@@ -330,6 +330,7 @@ def test_adapter_reload_gives_identical_logits_and_merge_matches(
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
+    from rlmdistill.compat import library_warning_filter
     from rlmdistill.sft.merge import merge_adapter
 
     ids = torch.tensor([render_row_ids(tiny_base, CONVERSATIONS[0])])
@@ -337,7 +338,8 @@ def test_adapter_reload_gives_identical_logits_and_merge_matches(
     def logits(adapter: Path | None) -> torch.Tensor:
         model: Any = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
         if adapter is not None:
-            model = PeftModel.from_pretrained(model, adapter)
+            with library_warning_filter():  # peft reads a deprecated transformers property
+                model = PeftModel.from_pretrained(model, adapter)
         with torch.no_grad():
             return model.eval()(input_ids=ids).logits
 

@@ -67,9 +67,9 @@ points are memory-mapped, so processes share one copy through the page cache. Me
 (``benchmarks/bench_coverage_probe.py``, 2-core shared machine, wall / CPU seconds), 5,000
 documents, one episode of 1 M input characters:
 
-- synthetic room (``rooms.synth``, 41 M characters, 96% of them duplicates): build 7.8 s /
-  7.8 s CPU (peak RSS ~1.2 GB; before this version 15.9 s, ~2 GB), load from cache 0.02 s,
-  ``result()`` 0.42 s / 0.42 s CPU (before 0.58 s);
+- synthetic room (``rooms.synth``, generator synth-v2, 40 M characters, 29% of them
+  duplicates): build 6.9 s, load from cache 0.02 s, ``result()`` 0.14 s (the synth-v1 room,
+  96% duplicates: build 7.8 s / 7.8 s CPU, peak RSS ~1.2 GB, ``result()`` 0.42 s);
 - random-word room (37 M characters, 9% duplicates): build 3.4 s / 3.3 s CPU (peak RSS
   ~0.55 GB; before 4.0 s, ~0.75 GB), load 0.02 s, ``result()`` 0.07 s (before 0.08 s).
 

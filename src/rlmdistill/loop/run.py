@@ -123,7 +123,7 @@ class _Loop:
         rnd: int, inputs: list[Path],
     ) -> None:  # fmt: skip
         from rlmdistill.collect.main import build_config, pending_episodes, run_collect
-        from rlmdistill.sft.train import library_warning_filter
+        from rlmdistill.compat import library_warning_filter
 
         cfg = build_config(
             None, {**settings, "rooms": [str(p) for p in rooms], "root": root, "sub": self.cfg.sub}
@@ -231,8 +231,9 @@ class _Loop:
                   adapter_changed_greedy=None if check is None else check.changed)  # fmt: skip
 
     def greedy_check(self, base_run: Path, adapter: Path) -> Any:
+        from rlmdistill.compat import library_warning_filter
         from rlmdistill.loop.adapter_check import greedy_change
-        from rlmdistill.sft.train import library_warning_filter, resolve_base
+        from rlmdistill.sft.train import resolve_base
         from rlmdistill.traces.runs import load_summaries, load_trajectory
 
         summaries = load_summaries(base_run)

@@ -137,7 +137,10 @@ class LocalChatClient:
             if self.adapter is not None:
                 from peft import PeftModel
 
-                model = PeftModel.from_pretrained(model, str(self.adapter))
+                from rlmdistill.compat import library_warning_filter
+
+                with library_warning_filter():  # peft reads a deprecated transformers property
+                    model = PeftModel.from_pretrained(model, str(self.adapter))
                 if merge_adapter:
                     model = model.merge_and_unload()
         except (OSError, ValueError) as exc:

@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from rlmdistill.compat import library_warning_filter
 from rlmdistill.provenance import git_state, package_versions
-from rlmdistill.sft.train import SFTError, SFTManifest, library_warning_filter, resolve_base
+from rlmdistill.sft.train import SFTError, SFTManifest, resolve_base
 
 MERGE_MANIFEST = "rlmdistill_merge.json"
 """Provenance file written beside a merged checkpoint."""

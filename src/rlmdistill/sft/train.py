@@ -25,9 +25,6 @@ import dataclasses
 import logging
 import os
 import time
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -35,6 +32,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import TrainerCallback
 
+from rlmdistill.compat import library_warning_filter
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.sft.config import SFTConfig
 from rlmdistill.sft.data import (
@@ -323,29 +321,6 @@ class TrainLogCallback(TrainerCallback):
                         record.epoch)  # fmt: skip
 
 
-@contextmanager
-def library_warning_filter() -> Iterator[None]:
-    """Silence, inside the block, exactly the FutureWarnings that libraries raise on our
-    behalf and that we cannot fix by calling a newer API ourselves:
-
-    - ``is_gradient_checkpointing is deprecated ... Use is_activation_checkpointing``
-      (``FutureWarning`` from ``transformers.modeling_utils``, transformers 5.x): raised when
-      peft 0.21's ``PeftModel.__init__`` reads ``getattr(model, "is_gradient_checkpointing",
-      True)`` (``peft/peft_model.py``), i.e. in every ``get_peft_model`` (TRL's
-      ``SFTTrainer``) and ``PeftModel.from_pretrained`` (merge).
-
-    Other warnings pass unchanged.
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore",
-            message=r"`is_gradient_checkpointing` is deprecated",
-            category=FutureWarning,
-            module=r"transformers\.modeling_utils",
-        )
-        yield
-
-
 def _checkpointing_args(trl_config: Any, enabled: bool) -> dict[str, Any]:
     """Activation-checkpointing arguments under the name this transformers knows: 5.x renamed
     ``gradient_checkpointing[_kwargs]`` to ``activation_checkpointing[_kwargs]`` and warns on
@@ -604,7 +579,6 @@ __all__ = [
     "TrainLogCallback",
     "TrainLogRecord",
     "check_target_modules",
-    "library_warning_filter",
     "linear_module_names",
     "resolve_base",
     "resolve_precision",
