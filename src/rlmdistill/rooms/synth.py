@@ -1522,7 +1522,9 @@ def register(rooms_app: typer.Typer) -> None:
             Path | None,
             typer.Option(help="CUAD folder for copied contracts (default: packaged sample)."),
         ] = None,
-        no_cuad: Annotated[bool, typer.Option(help="Copy no CUAD contracts.")] = False,
+        no_cuad: Annotated[
+            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
+        ] = False,
         overwrite: Annotated[bool, typer.Option(help="Replace an existing room.")] = False,
     ) -> None:
         """Generate a seeded synthetic data room with planted issues and its rubric."""
