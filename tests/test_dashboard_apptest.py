@@ -13,7 +13,9 @@ from streamlit.testing.v1 import AppTest
 
 import rlmdistill.dashboard.app as app_module
 from rlmdistill.dashboard.data import ENV_WORKSPACE, room_tasks, run_table
-from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
+from rlmdistill.testing.scored_runs import (
+    write_task_problem_run,
+)
 from rlmdistill.traces.runs import load_summaries, load_verdicts
 
 APP = str(Path(app_module.__file__))
@@ -48,19 +50,9 @@ def test_runs_page_lists_run_with_episode_count(workspace: Path) -> None:
 def test_run_table_scores_rooms_with_their_task_and_rereads_an_edited_task(
     tmp_path: Path,
 ) -> None:
-    names = ["ok", "gone", "broken", "changed"]
-    run = write_scored_run(
-        tmp_path / "runs" / "r",
-        [SyntheticRoom(n, n_criteria=4) for n in names],
-        [SyntheticEpisode(f"e-{n}", n, n_pass=1) for n in names],
-    )
+    run = write_task_problem_run(tmp_path / "runs" / "r", n_criteria=4)
     rooms = tmp_path / "runs" / "rooms"
-    (rooms / "gone" / "task.json").unlink()
-    (rooms / "broken" / "task.json").write_text("not json", encoding="utf-8")
-    changed = json.loads((rooms / "changed" / "task.json").read_text(encoding="utf-8"))
-    (rooms / "changed" / "task.json").write_text(
-        json.dumps({**changed, "id": "task-new"}), encoding="utf-8"
-    )
+    changed = {**json.loads((rooms / "changed" / "task.json").read_text()), "id": "task-changed"}
     rates = run_table(run).set_index("episode_id")["pass_rate:reference"]
     assert rates["e-ok"] == 0.25
     assert all(pd.isna(rates[e]) for e in ("e-gone", "e-broken", "e-changed"))

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from rlmdistill.rooms.task import TaskError
-from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
+from rlmdistill.testing.scored_runs import (
+    write_task_problem_run,
+)
 from rlmdistill.traces.rebuild import root_requests
 from rlmdistill.traces.runs import (
     NotARunError,
@@ -119,7 +121,6 @@ def test_grader_side_files_are_not_graders(collected_run, tmp_path):
 
 
 def test_rooms_without_criteria_are_skipped_by_judge_not_regraded(collected_run, tmp_path):
-    import json
 
     from rlmdistill.judge.reference import ReferenceGrader
     from rlmdistill.judge.run import judge_run
@@ -155,19 +156,7 @@ def test_rooms_without_criteria_are_skipped_by_judge_not_regraded(collected_run,
 
 def _four_room_run(tmp_path: Path) -> Path:
     """A run of rooms ok, gone (no task.json), broken (invalid) and changed (another task id)."""
-    names = ["ok", "gone", "broken", "changed"]
-    run = write_scored_run(
-        tmp_path / "runs" / "r",
-        [SyntheticRoom(n, n_criteria=3) for n in names],
-        [SyntheticEpisode(f"e-{n}", n, n_pass=1) for n in names],
-    )
-    rooms = tmp_path / "runs" / "rooms"
-    (rooms / "gone" / "task.json").unlink()
-    (rooms / "broken" / "task.json").write_text('{"title": "x"', encoding="utf-8")
-    task = json.loads((rooms / "changed" / "task.json").read_text(encoding="utf-8"))
-    task["id"] = "task-new"
-    (rooms / "changed" / "task.json").write_text(json.dumps(task), encoding="utf-8")
-    return run
+    return write_task_problem_run(tmp_path / "runs" / "r", n_criteria=3)
 
 
 def test_load_room_tasks_reports_each_problem(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -27,7 +28,7 @@ from rlmdistill.traces.schema import (
 )
 from rlmdistill.traces.store import append_records
 
-__all__ = ["SyntheticEpisode", "SyntheticRoom", "write_scored_run"]
+__all__ = ["SyntheticEpisode", "SyntheticRoom", "write_scored_run", "write_task_problem_run"]
 
 _T0 = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
@@ -176,3 +177,25 @@ def write_scored_run(
     if verdicts:
         append_records(run_dir / "verdicts" / f"{grader}.jsonl", verdicts)
     return run_dir
+
+
+def write_task_problem_run(run_dir: Path, n_criteria: int = 3) -> Path:
+    """A run of four rooms, one episode each (``e-<room>``, 1 criterion passed), whose tasks
+    are: ``ok``; ``gone`` (``task.json`` deleted); ``broken`` (truncated JSON); ``changed``
+    (``task.json`` now holds task ``task-new``, the episode ran ``task-changed``).
+
+    Rooms go under ``run_dir.parent / "rooms"``. Returns ``run_dir``.
+    """
+    names = ["ok", "gone", "broken", "changed"]
+    run = write_scored_run(
+        run_dir,
+        [SyntheticRoom(n, n_criteria=n_criteria) for n in names],
+        [SyntheticEpisode(f"e-{n}", n, n_pass=1) for n in names],
+    )
+    rooms = Path(run_dir).parent / "rooms"
+    (rooms / "gone" / "task.json").unlink()
+    (rooms / "broken" / "task.json").write_text('{"title": "x"', encoding="utf-8")
+    task = json.loads((rooms / "changed" / "task.json").read_text(encoding="utf-8"))
+    task["id"] = "task-new"
+    (rooms / "changed" / "task.json").write_text(json.dumps(task), encoding="utf-8")
+    return run
