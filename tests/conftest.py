@@ -14,6 +14,18 @@ import pytest
 
 from rlmdistill.rooms.cuad import SAMPLE_SOURCE
 
+SLOW_TIMEOUT_S = 1800
+"""pytest-timeout limit of a ``slow`` test (the default, 300 s, is for the fast suite): a slow
+test runs a real model for ~1-3 min on an idle 2-core machine and several times that when the
+machine is shared; one was cut at 300 s that way."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every ``slow`` test without its own ``timeout`` mark :data:`SLOW_TIMEOUT_S`."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
