@@ -13,9 +13,14 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from rlmdistill.judge.base import current_memo_verdicts, pass_rates
-from rlmdistill.traces.runs import grader_ids, load_room_tasks
-from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
-from rlmdistill.traces.store import parse_records
+from rlmdistill.traces.runs import (
+    grader_ids,
+    load_manifest,
+    load_room_tasks,
+    load_summaries,
+    load_verdicts,
+)
+from rlmdistill.traces.schema import EpisodeSummary, Verdict
 
 
 class Stat(BaseModel):
@@ -78,16 +83,15 @@ class RunSummary(BaseModel):
 def summarize_run(run_dir: Path) -> RunSummary:
     """Summarise a run directory.
 
-    Raises ``FileNotFoundError`` when ``run.json`` is missing and
+    Raises :class:`~rlmdistill.traces.runs.NotARunError` (a ``FileNotFoundError``) when
+    ``run.json`` is missing, :class:`~rlmdistill.traces.store.TraceFileError` when it or
+    ``episodes.jsonl`` is corrupt, and
     :class:`~rlmdistill.traces.runs.RoomTaskError` (a ``ValueError`` naming the file) when a
     room's ``task.json`` exists but is not a valid task; a room whose task is not found or is
     another task than its episodes ran is listed in ``task_problems`` and left unscored.
     """
-    manifest_path = run_dir / "run.json"
-    if not manifest_path.exists():
-        raise FileNotFoundError(f"{manifest_path} not found: is {run_dir} a run directory?")
-    manifest = RunManifest.model_validate_json(manifest_path.read_text(encoding="utf-8"))
-    episodes = list(parse_records(run_dir / "episodes.jsonl", EpisodeSummary))
+    manifest = load_manifest(run_dir)
+    episodes = load_summaries(run_dir)
     cfg = manifest.config
 
     def col(f) -> Stat:  # type: ignore[no-untyped-def]
@@ -110,9 +114,8 @@ def summarize_run(run_dir: Path) -> RunSummary:
     tasks = room_tasks.tasks
     graders = []
     for grader in grader_ids(run_dir):
-        vpath = run_dir / "verdicts" / f"{grader}.jsonl"
         by_ep: dict[str, list[Verdict]] = {}
-        for v in parse_records(vpath, Verdict):
+        for v in load_verdicts(run_dir, grader):
             by_ep.setdefault(v.episode_id, []).append(v)
         rates, graded, weighted, per_ep = [], [], [], {}
         n_ungradable = 0
@@ -132,7 +135,7 @@ def summarize_run(run_dir: Path) -> RunSummary:
                 weighted.append(pr.weighted_pass_rate)
         graders.append(
             GraderScores(
-                grader=vpath.stem,
+                grader=grader,
                 n_episodes=len(per_ep),
                 pass_rate=Stat.of(rates),
                 graded_pass_rate=Stat.of(graded),
