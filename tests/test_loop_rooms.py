@@ -112,6 +112,9 @@ def test_quickstart_rooms_of_the_sample_all_have_criteria(tmp_path: Path) -> Non
         assert d["rejected"] == []
     assert sum(rooms.n_criteria.values()) == sum(SAMPLE_COUNTS.values()) == 94
     assert not rooms.check.shared
+    assert rooms.cuad_source == split["cuad"]["source"] == str(SAMPLE_SOURCE)
+    reused = prepare_rooms(cfg)  # rooms already built: the source is read back from room.json
+    assert reused.cuad_source == str(SAMPLE_SOURCE)
 
 
 def test_draws_without_criteria_are_drawn_again_deterministically(

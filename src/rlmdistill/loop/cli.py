@@ -24,7 +24,8 @@ def loop_main(experiment: Path, rounds: int | None = None, progress: bool = True
     )
     for r in res.rounds:
         err.print(f"round {r.round}: report {r.report / 'report.md'}")
-    err.print(f"loop wall time: {res.wall_s:.0f}s (per stage: {res.stage_s})")
+    stages = ", ".join(f"{name} {sec:.0f}s" for name, sec in res.stage_s.items())
+    err.print(f"loop wall time: {res.wall_s:.0f}s ({stages})")
     return 0
 
 

@@ -84,6 +84,9 @@ class PreparedRooms(NamedTuple):
     """Rubric criteria per room folder (all >= 1)."""
     draws: list[RoomDraw]
     """How each CUAD room was drawn (empty for given room folders)."""
+    cuad_source: str | None = None
+    """The CUAD folder the rooms were drawn from, as recorded in their ``room.json`` (``None``
+    for given room folders)."""
 
 
 def default_cuad_source() -> Path:
@@ -282,11 +285,15 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     """
     rooms_dir = cfg.workspace / "rooms"
     cuad: dict[str, Any] | None = None
+    cuad_source: str | None = None
     draws: list[RoomDraw] = []
     if cfg.rooms is not None:
         built = build_cuad_rooms(cfg.rooms, rooms_dir)
         train, holdout, draws = built.train, built.holdout, built.draws
+        first = (built.train or built.holdout)[0]
+        cuad_source = json.loads((first / "room.json").read_text(encoding="utf-8")).get("source")
         cuad = {
+            "source": cuad_source,
             "spec": cfg.rooms.model_dump(mode="json"),
             "rule": "room k draws with seed + k, then seed + k + a * n_rooms (attempt a) "
             "until the room has a rubric criterion",
@@ -320,4 +327,4 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
         raise ExperimentError(
             f"training and held-out rooms share {len(check.shared)} document(s): {pairs}"
         )
-    return PreparedRooms(train, holdout, check, criteria, draws)
+    return PreparedRooms(train, holdout, check, criteria, draws, cuad_source)

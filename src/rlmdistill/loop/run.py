@@ -292,6 +292,13 @@ def run_loop(
         f"{n_crit[0]} criteria), {len(holdout)} held-out ({check.n_holdout_documents} "
         f"documents, {n_crit[1]} criteria), none shared"
     )
+    if rooms.cuad_source is not None:
+        from rlmdistill.rooms.cuad import SAMPLE_SOURCE
+
+        sample = Path(rooms.cuad_source).resolve() == SAMPLE_SOURCE
+        log(f"[ok  ] rooms: CUAD contracts from {rooms.cuad_source}"
+            + (" (the packaged 16-contract sample; rooms.source names a larger CUAD folder)"
+               if sample else ""))  # fmt: skip
     base_run = ws / "runs" / "eval-base"
     loop.timed("collect-eval-base", loop.collect, base_run, cfg.base_root(), holdout,
                cfg.collect_eval, "collect-eval", 0, [split])  # fmt: skip
