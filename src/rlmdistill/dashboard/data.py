@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -204,11 +205,19 @@ def _tasks(run_dir: str, stamp: str) -> dict[str, Task]:
     if table is None:  # pyarrow could not read it: the validated loader names the problem
         summaries = _summaries(run_dir, file_stamp(rd / "episodes.jsonl")).values()
         return load_room_tasks(run_manifest(rd), summaries, on_error="report").tasks
+    hashes = [room["room_hash"] if room else None for room in table["room"].to_pylist()]
+    return _tasks_ran(rd, hashes, table["task_id"].to_pylist())
+
+
+def _tasks_ran(
+    run_dir: Path, room_hashes: Sequence[str | None], task_ids: Sequence[str | None]
+) -> dict[str, Task]:
+    """Usable tasks by room hash, given the (room hash, task id) of every episode."""
     ran: dict[str, set[str]] = {}
-    for room, task_id in zip(table["room"].to_pylist(), table["task_id"].to_pylist(), strict=True):
-        if room and room["room_hash"] and task_id:
-            ran.setdefault(room["room_hash"], set()).add(task_id)
-    return load_room_tasks(run_manifest(rd), task_ids=ran, on_error="report").tasks
+    for room_hash, task_id in zip(room_hashes, task_ids, strict=True):
+        if room_hash and task_id:
+            ran.setdefault(room_hash, set()).add(task_id)
+    return load_room_tasks(run_manifest(run_dir), task_ids=ran, on_error="report").tasks
 
 
 def room_tasks(run_dir: Path) -> dict[str, Task]:
@@ -334,7 +343,8 @@ def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
 def _run_table(run_dir: str, stamp: str) -> pd.DataFrame:
     rd = Path(run_dir)
     table = _summary_columns(rd)
-    tasks = room_tasks(rd)
+    # the table already holds each episode's room and task: no second read of episodes.jsonl
+    tasks = _tasks_ran(rd, list(table["room_hash"]), list(table["task_id"]))
     for grader in grader_ids(rd):
         by_ep = _verdict_rows(rd, grader)
         rates: list[float | None] = []
