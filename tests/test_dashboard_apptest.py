@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import rlmdistill.dashboard.app as app_module
-from rlmdistill.dashboard.data import ENV_WORKSPACE, room_tasks, run_table
+from rlmdistill.dashboard.data import ENV_WORKSPACE, episode_verdicts, room_tasks, run_table
 from rlmdistill.testing.scored_runs import (
     write_task_problem_run,
 )
@@ -62,6 +62,19 @@ def test_run_table_scores_rooms_with_their_task_and_rereads_an_edited_task(
     assert sorted(t.id for t in room_tasks(run).values()) == ["task-changed", "task-ok"]
     rates = run_table(run).set_index("episode_id")["pass_rate:reference"]
     assert (rates["e-ok"], rates["e-changed"]) == (0.25, 0.25)
+
+
+def test_trace_verdicts_use_the_task_of_the_episodes_room_only_when_it_ran_it(
+    tmp_path: Path,
+) -> None:
+    run = write_task_problem_run(tmp_path / "runs" / "r", n_criteria=3)
+    ok = episode_verdicts(run, "e-ok")
+    assert list(ok["title"]) == ["criterion 0", "criterion 1", "criterion 2"]
+    assert list(ok["verdict"]) == ["PASS", "FAIL", "FAIL"]
+    for eid in ("e-changed", "e-gone"):  # another task now / no task: no titles from it
+        rows = episode_verdicts(run, eid)
+        assert list(rows["criterion_id"]) == ["c0", "c1", "c2"]
+        assert list(rows["title"]) == ["", "", ""]
 
 
 ROOT_D2 = [

@@ -454,12 +454,23 @@ def _episode_verdicts(run_dir: str, grader: str, episode_id: str, stamp: str) ->
     return load_verdicts(Path(run_dir), grader, episode_id)
 
 
+def _episode_task(run_dir: Path, summary: EpisodeSummary) -> Task | None:
+    """The usable task of one episode's room (checked against the task the episode ran), read
+    without touching the run's other rooms or episodes (``None`` when unusable)."""
+    room_hash = summary.room.room_hash
+    manifest = run_manifest(run_dir)
+    one = manifest.model_copy(
+        update={"rooms": [r for r in manifest.rooms if r.room_hash == room_hash]}
+    )
+    return load_room_tasks(one, [summary], on_error="report").tasks.get(room_hash)
+
+
 def episode_verdicts(run_dir: Path, episode_id: str) -> pd.DataFrame:
     """Every grader's verdicts of one episode's *current* memo, one row per (grader,
     criterion): ``grader, criterion_id, title, criterion_type, verdict, reason``; criteria of
     the room's task with no verdict appear as ``MISSING``. Empty when nothing is graded."""
     summary = episode_summary(run_dir, episode_id)
-    task = room_tasks(run_dir).get(summary.room.room_hash)
+    task = _episode_task(run_dir, summary)
     titles = {c.id: c.title for c in task.criteria} if task else {}
     frames = []
     for grader in grader_ids(run_dir):
