@@ -17,13 +17,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tqdm import tqdm
 
 from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
 from rlmdistill.collect.coverage import CoverageIndex
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
+from rlmdistill.hardware import machine_info
 from rlmdistill.models.base import ModelClient
 from rlmdistill.paths import room_cache
 from rlmdistill.provenance import git_state, package_versions
@@ -80,7 +81,25 @@ def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
     )
 
 
-def _manifest(run_dir: Path, config: CollectConfig, rooms: list[RoomInfo]) -> RunManifest:
+def compute_dtypes(root: ModelClient, sub: ModelClient) -> dict[str, str]:
+    """``{"root"|"sub": "dtype (reason)"}`` of in-process clients (unwrapping run limits)."""
+    out: dict[str, str] = {}
+    for role, client in (("root", root), ("sub", sub)):
+        inner: Any = client
+        while hasattr(inner, "inner"):
+            inner = inner.inner
+        dtype = getattr(inner, "dtype", None)
+        if isinstance(dtype, str):
+            out[role] = f"{dtype} ({getattr(inner, 'dtype_reason', 'given')})"
+    return out
+
+
+def _manifest(
+    run_dir: Path,
+    config: CollectConfig,
+    rooms: list[RoomInfo],
+    dtypes: dict[str, str] | None = None,
+) -> RunManifest:
     path = run_dir / "run.json"
     config_hash = config.fingerprint() + ":" + ",".join(sorted(r.room_hash for r in rooms))
     if path.exists():
@@ -101,6 +120,8 @@ def _manifest(run_dir: Path, config: CollectConfig, rooms: list[RoomInfo]) -> Ru
         git_dirty=dirty,
         rooms=rooms,
         command=sys.argv,
+        machine=machine_info(),
+        compute_dtypes=dtypes or {},
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
@@ -170,7 +191,7 @@ def collect(
     if rooms is None:
         rooms = [DataRoom.load(p) for p in config.rooms]
     handles = [room_handle(r, root) for r in rooms]
-    manifest = _manifest(run_dir, config, [h.info for h in handles])
+    manifest = _manifest(run_dir, config, [h.info for h in handles], compute_dtypes(root, sub))
     done = finished_ids(run_dir)
     plan: list[tuple[RoomHandle, int, str]] = []
     for h in handles:

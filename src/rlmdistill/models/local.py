@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from rlmdistill.hardware import announce_once, choose_compute_dtype
 from rlmdistill.models.base import (
     ChatResult,
     ContextExceededError,
@@ -35,7 +36,8 @@ from rlmdistill.models.base import (
 )
 
 LocalDtype = Literal["auto", "float32", "bfloat16", "float16"]
-"""Compute dtype; ``auto`` = bfloat16 when the CPU runs it, else float32."""
+"""Compute dtype; ``auto`` = bfloat16 where the CPU runs it natively, else float32
+(:func:`rlmdistill.hardware.choose_compute_dtype`)."""
 
 MIN_NEW_TOKENS = 16
 """``max_tokens`` is clamped to fit the context only if at least this many new tokens fit."""
@@ -59,14 +61,13 @@ _STOP = object()
 
 
 def bf16_supported() -> bool:
-    """True when a bfloat16 matmul runs on this CPU (and is not emulated as an error)."""
-    import torch
+    """True when this CPU runs bfloat16 natively (AVX512-BF16, AMX, Arm BF16).
 
-    try:
-        a = torch.ones(4, 4, dtype=torch.bfloat16)
-        return bool(torch.isfinite((a @ a).float()).all())
-    except (RuntimeError, TypeError):
-        return False
+    Before issue 24 this answered "a bfloat16 matmul runs", which is also true where PyTorch
+    emulates bfloat16 (AVX2-only CPUs, 9x slower than float32 there). It now asks
+    :func:`rlmdistill.hardware.choose_compute_dtype`, the one decision ``dtype: auto`` uses.
+    """
+    return choose_compute_dtype().dtype == "bfloat16"
 
 
 class LocalChatClient:
@@ -76,7 +77,9 @@ class LocalChatClient:
         model_dir: checkpoint directory (``config.json``, safetensors, tokenizer files with a
             chat template).
         adapter: optional PEFT adapter directory loaded with ``PeftModel.from_pretrained``.
-        dtype: compute dtype (``auto``: bfloat16 if :func:`bf16_supported`, else float32).
+        dtype: compute dtype (``auto``: :func:`rlmdistill.hardware.choose_compute_dtype`,
+            bfloat16 only where the CPU runs it natively, else float32; the choice and its
+            reason are printed once per process and kept in ``dtype_reason``).
         max_batch: most requests in one ``generate`` call.
         batch_wait_s: after the first queued request, how long the worker waits for more
             before generating (seconds).
@@ -125,8 +128,11 @@ class LocalChatClient:
         threads = num_threads or int(os.environ.get("RLMDISTILL_NUM_THREADS") or 0)
         if threads > 0:
             torch.set_num_threads(threads)
+        self.dtype_reason = f"dtype {dtype} given"
         if dtype == "auto":
-            dtype = "bfloat16" if bf16_supported() else "float32"
+            choice = choose_compute_dtype()
+            announce_once(choice)
+            dtype, self.dtype_reason = choice.dtype, choice.reason
         self.dtype: str = dtype
         t0 = time.perf_counter()
         try:

@@ -24,8 +24,9 @@ LengthPolicy = Literal["refuse", "drop"]
 ``refuse`` (error naming the row and episode) or ``drop`` (skip it and count it)."""
 
 Bf16Option = Literal["auto", "on", "off"]
-"""``auto``: bfloat16 mixed precision on a CUDA device that supports it, float32 elsewhere
-(always float32 on CPU); ``on``: require it (error where unsupported); ``off``: float32."""
+"""``auto``: bfloat16 mixed precision on a CUDA device that supports it or a CPU that runs
+bfloat16 natively (:func:`rlmdistill.hardware.choose_compute_dtype`), float32 elsewhere;
+``on``: require it (error where not native); ``off``: float32."""
 
 DEFAULT_TARGET_MODULES = (
     "q_proj",
@@ -101,8 +102,9 @@ class SFTConfig(BaseModel):
     )
     bf16: Bf16Option = Field(
         "auto",
-        description="bfloat16 mixed precision: auto (CUDA with bf16 support only; CPU trains "
-        "in float32), on (error where unsupported), off.",
+        description="bfloat16 mixed precision: auto (CUDA with bf16 support, or a CPU with "
+        "native bfloat16: AVX512-BF16/AMX/Arm BF16; float32 elsewhere, where bfloat16 would be "
+        "emulated and slower), on (error where not native), off.",
     )
     packing: bool = Field(
         False,

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from transformers import TrainerCallback
 
 from rlmdistill.compat import library_warning_filter
+from rlmdistill.hardware import CpuProbe, choose_compute_dtype, machine_info
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.sft.config import SFTConfig
 from rlmdistill.sft.data import (
@@ -140,6 +141,10 @@ class SFTManifest(BaseModel):
     """``cpu`` or ``cuda`` (per process)."""
     precision: Literal["float32", "bf16"]
     """Training precision (float32 weights; bf16 = mixed-precision autocast)."""
+    precision_reason: str | None = None
+    """Why that precision (e.g. "no native bfloat16 on this CPU ..."); absent before issue 24."""
+    machine: dict[str, Any] = Field(default_factory=dict)
+    """Where it trained (``rlmdistill.hardware.machine_info``); empty in older adapters."""
     world_size: int
     """Processes that trained (``accelerate launch --num_processes``)."""
     backend: str | None = None
@@ -233,22 +238,48 @@ def check_target_modules(model: Any, targets: list[str]) -> None:
         )
 
 
-def resolve_precision(option: str) -> tuple[str, bool]:
-    """``(device, bf16)`` for the ``bf16`` option (see :data:`~rlmdistill.sft.config.Bf16Option`).
+class Precision(NamedTuple):
+    """Where and in what precision SFT runs, and why (printed, recorded in ``sft.json``)."""
+
+    device: str
+    """``cuda`` or ``cpu``."""
+    bf16: bool
+    """bfloat16 mixed precision (float32 master weights) when True, plain float32 otherwise."""
+    reason: str
+
+
+def resolve_precision(option: str, probe: CpuProbe | None = None) -> Precision:
+    """The device and precision for the ``bf16`` option (:data:`~rlmdistill.sft.config.Bf16Option`).
+
+    ``auto``: bfloat16 on a CUDA device that supports it; on CPU only where the CPU runs
+    bfloat16 natively (:func:`rlmdistill.hardware.choose_compute_dtype`, the same decision as
+    ``dtype: auto`` for collection): emulated bfloat16 on an AVX2-only CPU is several times
+    slower than float32 (issue 24). ``on`` where neither holds is an error; ``off`` is float32.
+
+    Args:
+        option: ``auto`` | ``on`` | ``off``.
+        probe: the CPU to decide for (default this machine; tests pass either kind).
 
     Raises:
-        SFTError: ``on`` where no CUDA device with bfloat16 support is present.
+        SFTError: ``on`` where bfloat16 is not native on the device that would train.
     """
     import torch
 
     cuda = torch.cuda.is_available()
-    supported = cuda and torch.cuda.is_bf16_supported()
+    if cuda:
+        supported = bool(torch.cuda.is_bf16_supported())
+        reason = "CUDA device " + ("supports" if supported else "does not support") + " bfloat16"
+    else:
+        choice = choose_compute_dtype(probe)
+        supported, reason = choice.dtype == "bfloat16", choice.reason
     if option == "on" and not supported:
         raise SFTError(
-            "bf16: on needs a CUDA device with bfloat16 support; "
-            "this machine trains in float32 (use bf16: auto or off)"
+            f"bf16: on needs native bfloat16 on the training device; {reason} (use bf16: auto or off)"
         )
-    return ("cuda" if cuda else "cpu"), (option != "off" and supported)
+    bf16 = option != "off" and supported
+    if option == "off":
+        reason = "bf16: off"
+    return Precision("cuda" if cuda else "cpu", bf16, reason)
 
 
 class TrainLogCallback(TrainerCallback):
@@ -432,7 +463,9 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         _token_sums(ds, split.train) if split.eval else (rows.n_tokens, rows.n_supervised)
     )
 
-    device, bf16 = resolve_precision(config.bf16)
+    precision = resolve_precision(config.bf16)
+    device, bf16 = precision.device, precision.bf16
+    logger.info("sft: %s %s (%s)", device, "bf16" if bf16 else "float32", precision.reason)
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
     model.config.use_cache = False  # a KV cache would defeat the packed-sequence mask (S8)
     check_target_modules(model, config.target_modules)
@@ -515,6 +548,8 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         eval_losses=list(previous.eval_losses) if previous else [],
         device=device,
         precision="bf16" if bf16 else "float32",
+        precision_reason=precision.reason,
+        machine=machine_info(),
         world_size=trainer.args.world_size,
         backend=trainer.accelerator.state.backend if trainer.args.world_size > 1 else None,
         seed=config.seed,

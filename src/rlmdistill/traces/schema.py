@@ -329,6 +329,12 @@ class RunManifest(_Record):
     git_dirty: bool | None = None
     rooms: list[RoomInfo]
     command: list[str] = Field(default_factory=list)
+    machine: dict[str, Any] = Field(default_factory=dict)
+    """Where the run was collected (``rlmdistill.hardware.machine_info``: CPU model, vector
+    extensions, torch threads, what ``dtype: auto`` picks and why); empty in older runs."""
+    compute_dtypes: dict[str, str] = Field(default_factory=dict)
+    """``{"root": "float32 (reason)", "sub": ...}`` for in-process models; empty for servers and
+    in older runs."""
 
 
 TrajectoryRecord = Annotated[
