@@ -104,4 +104,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from rlmdistill.hardware import machine_line
+
+    print(machine_line(), flush=True)  # the machine every figure below was measured on
     main()

@@ -218,4 +218,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from rlmdistill.hardware import machine_line
+
+    print(machine_line(), flush=True)  # the machine every figure below was measured on
     main()

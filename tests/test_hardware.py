@@ -38,7 +38,9 @@ def test_auto_dtype_follows_native_bf16(probe: CpuProbe, expected: str) -> None:
     choice = choose_compute_dtype(probe)
     assert choice.dtype == expected
     if expected == "float32":
-        assert "no native bfloat16" in choice.reason and str(probe.torch_capability) in choice.reason
+        assert (
+            "no native bfloat16" in choice.reason and str(probe.torch_capability) in choice.reason
+        )
     else:
         assert choice.reason.startswith("native bfloat16")
 
