@@ -197,3 +197,27 @@ def test_lineage_prints_a_shared_ancestor_once_then_refers_back(tmp_path):
         "  <- b  [run, s]",
         "    <- a  (see above)",
     ]
+
+
+def test_moved_workspace_resumes_and_reports(tmp_path, tiny_llama_dir):
+    """Issue #25 item 5: a workspace moved to another folder resumes (every stage skipped,
+    no episode collected again, no adapter trained again) and reports; its loop records hold
+    paths relative to the workspace."""
+    import shutil
+
+    with FakeOpenAIServer(_scripted) as server:
+        exp = _experiment(tmp_path, server.base_url, tiny_llama_dir)
+        run_loop(load_experiment(exp), progress=False)
+        moved = tmp_path / "elsewhere"
+        moved.mkdir()
+        shutil.move(tmp_path / "ws", moved / "ws")
+        shutil.move(exp, moved / "exp.yaml")
+        cfg = load_experiment(moved / "exp.yaml")
+        assert cfg.workspace == moved / "ws"
+        logs: list[str] = []
+        res = run_loop(cfg, log=logs.append, progress=False)
+    print("\n".join(logs))
+    skipped = [line for line in logs if line.startswith("[skip]")]
+    assert len(skipped) == 5, logs
+    report = json.loads((res.rounds[0].report / "report.json").read_text())
+    assert report

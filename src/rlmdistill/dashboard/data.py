@@ -462,7 +462,9 @@ def _episode_task(run_dir: Path, summary: EpisodeSummary) -> Task | None:
     one = manifest.model_copy(
         update={"rooms": [r for r in manifest.rooms if r.room_hash == room_hash]}
     )
-    return load_room_tasks(one, [summary], on_error="report").tasks.get(room_hash)
+    return load_room_tasks(one, [summary], on_error="report", run_dir=run_dir).tasks.get(
+        room_hash
+    )
 
 
 def episode_verdicts(run_dir: Path, episode_id: str) -> pd.DataFrame:
