@@ -207,7 +207,8 @@ def test_moved_workspace_resumes_and_reports(tmp_path, tiny_llama_dir):
 
     with FakeOpenAIServer(_scripted) as server:
         exp = _experiment(tmp_path, server.base_url, tiny_llama_dir)
-        run_loop(load_experiment(exp), progress=False)
+        first = run_loop(load_experiment(exp), progress=False)
+        before = json.loads((first.rounds[0].report / "report.json").read_text())
         moved = tmp_path / "elsewhere"
         moved.mkdir()
         shutil.move(tmp_path / "ws", moved / "ws")
@@ -216,8 +217,20 @@ def test_moved_workspace_resumes_and_reports(tmp_path, tiny_llama_dir):
         assert cfg.workspace == moved / "ws"
         logs: list[str] = []
         res = run_loop(cfg, log=logs.append, progress=False)
-    print("\n".join(logs))
     skipped = [line for line in logs if line.startswith("[skip]")]
-    assert len(skipped) == 5, logs
-    report = json.loads((res.rounds[0].report / "report.json").read_text())
-    assert report
+    assert len(skipped) == 5, logs  # eval-base, train, dataset, adapter, eval-tuned
+    assert not any(line.startswith("[run ] sft") or ("collect" in line and "[run ]" in line)
+                   for line in logs)  # fmt: skip
+    ws = moved / "ws"
+    after = json.loads((res.rounds[0].report / "report.json").read_text())
+    # same numbers from the moved rooms' tasks (found by content hash), nothing left unscored
+    assert after["per_arm"] == before["per_arm"] and after["notes"] == before["notes"] == []
+    assert [r["room_hash"] for r in after["rooms"]] == [r["room_hash"] for r in before["rooms"]]
+    split = json.loads((ws / "rooms" / "split.json").read_text())
+    assert split["train"] == ["rooms/train-0", "rooms/train-1"]
+    assert set(split["n_criteria"]) == {f"rooms/{n}-{k}" for n in ("train", "holdout")
+                                        for k in (0, 1)}  # fmt: skip
+    assert json.loads((ws / "experiment.json").read_text())["workspace"] == "."
+    tuned = latest_records(ws)["runs/r1-eval-tuned"].detail["root"]
+    assert tuned == f"local:{tiny_llama_dir}+adapter=adapters/r1"
+    assert {s.root_model for s in load_summaries(res.rounds[0].tuned_run)} == {tuned}
