@@ -120,9 +120,9 @@ def run_collect(
 
     rooms = [DataRoom.load(p, strict=strict) for p in config.rooms]  # before a model loads
     for r in rooms:
-        for line in r.notes() if log is not None else ():
-            log(f"room {r.room_id}: {line}")
-    for r in rooms:
+        for line in r.notes():
+            if log is not None:
+                log(f"room {r.room_id}: {line}")
         if r.task is None:
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
     parse_spec(config.sub)
