@@ -128,7 +128,13 @@ def run_collect(
     """
     from rlmdistill.collect.main import run_collect as collect_stage
 
-    result = collect_stage(config, out, progress, strict=strict, log=err.print)
+    result = collect_stage(
+        config,
+        out,
+        progress,
+        strict=strict,
+        log=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True),
+    )
     err.print(
         f"collected {len(result.summaries)} episodes into {out} ({result.skipped} already done)"
     )
