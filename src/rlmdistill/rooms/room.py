@@ -513,9 +513,10 @@ def locate_moved_room(recorded: str | Path, room_hash: str, near: Path) -> Path 
     first) and ``tail`` the last 1..4 components of ``recorded`` (shortest first), whose
     content hash is ``room_hash``; ``None`` when none is.
 
-    ``near`` is something that moved with the room (a run folder of the same workspace). A
-    candidate counts only if it loads with the recorded content hash, so a folder that merely
-    has the same name is never taken for the room.
+    ``near`` is something that moved with the room (a run folder of the same workspace). Only
+    folders holding a ``task.json`` are loaded, and a candidate counts only if it loads with
+    the recorded content hash, so a folder that merely has the same name is never taken for
+    the room.
     """
     parts = Path(recorded).parts
     anchors = [Path(near).resolve(), *Path(near).resolve().parents][:6]
@@ -523,8 +524,8 @@ def locate_moved_room(recorded: str | Path, room_hash: str, near: Path) -> Path 
         tail = Path(*parts[-k:])
         for anchor in anchors:
             candidate = anchor / tail
-            if not candidate.is_dir() or candidate == Path(recorded):
-                continue
+            if candidate == Path(recorded) or not (candidate / "task.json").is_file():
+                continue  # episodes ran on rooms with a task: nothing else is loaded
             try:
                 if DataRoom.load(candidate).room_hash == room_hash:
                     return candidate
