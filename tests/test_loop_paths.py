@@ -105,3 +105,39 @@ def test_experiment_record_loads_back_wherever_the_workspace_is(tmp_path: Path) 
     again = load_experiment(moved / "experiment.json")  # JSON is YAML
     assert again.workspace == moved and again.train_rooms == [moved / "rooms" / "a"]
     assert again.holdout_rooms == [tmp_path / "given"]
+
+
+def test_adapter_of_an_older_version_is_up_to_date_after_a_move(tmp_path: Path) -> None:
+    """Older versions fingerprinted the adapter's settings with the dataset's absolute path
+    (``sft.json`` keeps it under ``config.dataset``). Moved, such an adapter is still up to
+    date: no training starts (the dataset here is no real one, so training would fail), and a
+    record with the new, workspace-relative fingerprint is appended."""
+    from rlmdistill.loop.lineage import LineageRecord, latest_records, record
+    from rlmdistill.loop.run import _sha_files
+    from rlmdistill.sft.config import build_config as sft_config
+
+    loop = _loop(tmp_path)
+    ws = tmp_path / "ws"
+    dataset, out = ws / "datasets" / "r1", ws / "adapters" / "r1"
+    dataset.mkdir(parents=True)
+    out.mkdir(parents=True)
+    (dataset / "export.json").write_text('{"n_examples": 2}', encoding="utf-8")
+    old_dataset = "/old/place/ws/datasets/r1"
+    (out / "sft.json").write_text(json.dumps({"config": {"dataset": old_dataset}}), "utf-8")
+    # the fingerprint exactly as the older version computed it, where the workspace was then
+    old_cfg = sft_config(None, {"dataset": old_dataset, "base": loop.cfg.base, "out": "x"})
+    old_fp = loop.cfg.fingerprint(
+        _sha_files(dataset / "export.json"), old_cfg.model_dump(mode="json", exclude={"out"})
+    )
+    record(ws, LineageRecord(artefact="adapters/r1/sft.json", kind="adapter", stage="sft",
+                             round=1, inputs=["datasets/r1/export.json"], fingerprint=old_fp,
+                             detail={"steps": 3}))  # fmt: skip
+    logs: list[str] = []
+    loop.log = logs.append
+    loop.adapter(dataset, out, 1)
+    assert logs == ["[skip] adapters/r1: adapter up to date"]
+    new = latest_records(ws)["adapters/r1/sft.json"]
+    assert new.fingerprint != old_fp and new.detail == {"steps": 3}
+    logs.clear()
+    loop.adapter(dataset, out, 1)  # now up to date by the new fingerprint
+    assert logs == ["[skip] adapters/r1: adapter up to date"]
