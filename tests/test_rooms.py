@@ -306,6 +306,14 @@ def test_corrupt_pdf_is_skipped_and_reported_unless_strict(tmp_path: Path) -> No
         DataRoom.load(root, strict=True)
     out = runner.invoke(app, ["rooms", "show", str(root), "--strict"])
     assert out.exit_code == 1 and "broken.pdf: cannot extract text" in out.output
+    # a dangling link fails before extraction (stat): skipped the same way
+    (root / "documents" / "Board" / "broken.pdf").unlink()
+    (root / "documents" / "Board" / "gone.docx").symlink_to(tmp_path / "nowhere.docx")
+    assert DataRoom.load(root).skipped == [
+        ("Board/gone.docx", "cannot read (No such file or directory)")
+    ]
+    with pytest.raises(RoomError, match=r"gone\.docx: cannot read"):
+        DataRoom.load(root, strict=True)
 
 
 def test_moved_room_is_found_by_content_hash(tmp_path: Path) -> None:

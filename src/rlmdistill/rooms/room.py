@@ -305,6 +305,10 @@ class DataRoom:
             folder = rel.parts[0] if len(rel.parts) > 1 else ""
             try:
                 documents.append(_load_document(file, doc_id, folder, cache_dir))
+            except OSError as exc:  # e.g. a dangling symlink: stat() fails before extraction
+                if strict:
+                    raise RoomError(f"{file}: cannot read ({exc.strerror or exc})") from exc
+                skipped.append((doc_id, f"cannot read ({exc.strerror or exc})"))
             except RoomError as exc:
                 if strict:
                     raise
