@@ -94,19 +94,26 @@ def test_server_ends_when_the_dashboard_is_killed(tmp_path: Path) -> None:
     assert alive == [], f"left behind: {alive}"
 
 
-def test_run_child_forwards_the_signal_and_reports_it_shell_style(tmp_path: Path) -> None:
-    """SIGTERM sent to the parent while the child runs is forwarded and ends the child, whose
-    status comes back as 128 + 15 = 143 (the child writes a marker, then signals its parent,
-    then would sleep 600 s; the parent's handlers are in place before the child starts)."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_run_child_forwards_the_signal_and_reports_it_shell_style(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """A signal sent to the parent while the child runs is forwarded and ends the child, whose
+    status comes back as 128 + N (SIGTERM 143, SIGINT 130: Python ends itself with SIGINT after
+    KeyboardInterrupt; SIGHUP 129). The child writes a marker, then signals its parent, then
+    would sleep 600 s; the parent's handlers are in place before the child starts, and the
+    parent's own handlers are back afterwards."""
     from rlmdistill.dashboard.cli import run_child
 
+    before = signal.getsignal(signum)
     marker = tmp_path / "started"
     script = (
-        "import os, pathlib, signal, time\n"
+        "import os, pathlib, time\n"
         f"pathlib.Path({str(marker)!r}).write_text('x')\n"
-        "os.kill(os.getppid(), signal.SIGTERM)\n"
+        f"os.kill(os.getppid(), {int(signum)})\n"
         "time.sleep(600)\n"
     )
     code = run_child([sys.executable, "-c", script], dict(os.environ))
     assert marker.exists()
-    assert code == 128 + signal.SIGTERM
+    assert code == 128 + signum
+    assert signal.getsignal(signum) == before
