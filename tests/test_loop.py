@@ -234,3 +234,29 @@ def test_moved_workspace_resumes_and_reports(tmp_path, tiny_llama_dir):
     tuned = latest_records(ws)["runs/r1-eval-tuned"].detail["root"]
     assert tuned == f"local:{tiny_llama_dir}+adapter=adapters/r1"
     assert {s.root_model for s in load_summaries(res.rounds[0].tuned_run)} == {tuned}
+
+
+def test_strict_loop_stops_on_a_corrupt_document_before_any_model_loads(tmp_path, cuad_room3):
+    """Issue #25 item 2 in the loop: ``strict`` turns the skipped corrupt PDF into an error
+    naming the file, raised when the held-out rooms are loaded for the base arm (the base
+    named here does not exist, so reaching a model would fail differently)."""
+    import shutil
+
+    from rlmdistill.rooms import RoomError
+
+    holdout = tmp_path / "holdout"
+    shutil.copytree(cuad_room3, holdout)
+    (holdout / "documents" / "broken.pdf").write_bytes(b"%PDF-1.4\ncut short")
+    train = tmp_path / "train"  # its own document; the task only has to have a criterion
+    (train / "documents").mkdir(parents=True)
+    (train / "documents" / "lease.txt").write_text("A lease of no other room.", "utf-8")
+    shutil.copy(cuad_room3 / "task.json", train / "task.json")
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "s", "workspace": "ws", "base": f"local:{tmp_path / 'no-such-model'}",
+        "sub": "openai:sub@http://127.0.0.1:9/v1", "train_rooms": [str(train)],
+        "holdout_rooms": [str(holdout)],
+    }), encoding="utf-8")  # fmt: skip
+    with pytest.raises(RoomError, match=r"broken\.pdf: cannot extract text"):
+        run_loop(load_experiment(exp), progress=False, strict=True)
+    assert not (tmp_path / "ws" / "runs" / "eval-base" / "episodes.jsonl").exists()

@@ -69,6 +69,9 @@ def _sha_files(*paths: Path) -> str:
 
 
 class _Loop:
+    strict = False
+    """Collect with ``strict=True``: a document whose text cannot be extracted is an error."""
+
     def __init__(self, cfg: ExperimentConfig, log: Log, progress: bool) -> None:
         self.cfg = cfg
         self.ws = cfg.workspace
@@ -161,6 +164,7 @@ class _Loop:
             self.log(f"[run ] {stage} -> {self.rel(out)} ({pending} episodes to collect)")
             with library_warning_filter():  # peft's is_gradient_checkpointing (tuned roots)
                 res = run_collect(cfg, out, progress=self.progress, open_specs=open_specs,
+                                  strict=self.strict,
                                   log=lambda line: self.log(f"[note] {line}"))  # fmt: skip
             statuses: dict[str, int] = {}
             for s in res.summaries:
@@ -305,8 +309,13 @@ def run_loop(
     rounds: int | None = None,
     log: Log = lambda s: None,
     progress: bool = True,
+    strict: bool = False,
 ) -> LoopResult:
     """Run (or resume) every stage of every round; see the module docstring for the layout.
+
+    Rooms' notes (documents not UTF-8, with replacement characters, or skipped) are logged as
+    ``[note]`` lines when a collection starts; ``strict`` makes a document whose text cannot be
+    extracted an error instead (:class:`~rlmdistill.rooms.RoomError`).
 
     Raises :class:`ExperimentError` (rooms share documents, no episode to check), and the
     stage errors unchanged: ``RunConfigMismatch`` when a run folder holds episodes of other
@@ -321,6 +330,7 @@ def run_loop(
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "experiment.json").write_text(_experiment_record(cfg) + "\n", encoding="utf-8")
     loop = _Loop(cfg, log, progress)
+    loop.strict = strict
     rooms = loop.timed("rooms", prepare_rooms, cfg)
     train, holdout, check = rooms.train, rooms.holdout, rooms.check
     for d in rooms.draws:
