@@ -59,7 +59,7 @@ def test_good_memo_quoting_the_clauses_passes(room: DataRoom) -> None:
     v = verdicts[0]
     assert (v.grader, v.grader_version, v.episode_id, v.memo_sha256) == (
         "reference",
-        "ref-v1",
+        "ref-v2",
         "ep-1",
         sha,
     )
