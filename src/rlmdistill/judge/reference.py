@@ -67,6 +67,9 @@ WINDOW_CHARS = 600
 """Characters on each side of a category mention searched for clause substance."""
 MIN_QUOTE_WORDS = 8
 """Shortest run of consecutive span words that counts as a quote."""
+MIN_PART_WORDS = 5
+"""A clause part shorter than :data:`MIN_QUOTE_WORDS` counts as quoted when the memo holds
+all of it and it has at least this many words."""
 WORD_SHARE = 0.5
 """Share of a span's distinctive words that counts as a paraphrase (at least
 :data:`MIN_SHARED`)."""
@@ -364,9 +367,7 @@ def _gold(span: str, excluded: frozenset[str]) -> _Gold:
     grams: dict[tuple[str, ...], list[tuple[int, int]]] = {}
     for k, toks in enumerate(parts):
         for j in range(len(toks) - MIN_QUOTE_WORDS + 1):
-            gram = tuple(toks[j : j + MIN_QUOTE_WORDS])
-            if len(content_words(gram)) >= 2:
-                grams.setdefault(gram, []).append((k, j))
+            grams.setdefault(tuple(toks[j : j + MIN_QUOTE_WORDS]), []).append((k, j))
     distinctive = frozenset(
         w
         for toks in parts
@@ -378,6 +379,10 @@ def _gold(span: str, excluded: frozenset[str]) -> _Gold:
 
 
 def _longest_quote(window: list[str], gold: _Gold) -> int:
+    """Longest run of ``window`` quoting one part of the span that counts as a quote: at
+    least :data:`MIN_QUOTE_WORDS` words holding 2+ content words, or a whole part of at least
+    :data:`MIN_PART_WORDS` words holding a content word (short clauses, and clauses of
+    boilerplate words such as "may be terminated by either party upon 90 days notice")."""
     best = 0
     for i in range(len(window) - MIN_QUOTE_WORDS + 1):
         for k, j in gold.grams.get(tuple(window[i : i + MIN_QUOTE_WORDS]), ()):
@@ -385,7 +390,15 @@ def _longest_quote(window: list[str], gold: _Gold) -> int:
             n = MIN_QUOTE_WORDS
             while i + n < len(window) and j + n < len(part) and window[i + n] == part[j + n]:
                 n += 1
-            best = max(best, n)
+            if n == len(part) or len(content_words(part[j : j + n])) >= 2:
+                best = max(best, n)
+    if best:
+        return best
+    joined = " " + " ".join(window) + " "
+    for part in gold.parts:
+        if MIN_PART_WORDS <= len(part) < MIN_QUOTE_WORDS and content_words(part):
+            if " " + " ".join(part) + " " in joined:
+                best = max(best, len(part))
     return best
 
 
@@ -589,12 +602,14 @@ class ReferenceGrader:
         best_quote, best_share = 0, (0, 0, 0)
         for k, doc, s, e in live:
             text = _finding_scope(masked[k], norm[k][0], norm[k][1], s, regex, other)
+            if not text[s:e].strip():  # the mention sits in a finding of another category
+                continue
             window_words = _tokens(text[max(0, s - WINDOW_CHARS) : e + WINDOW_CHARS])
             window_set = set(window_words)
             said = text[s:e]
             for gold in golds:
                 quote = _longest_quote(window_words, gold)
-                if quote >= MIN_QUOTE_WORDS:
+                if quote:
                     return "PASS", (
                         f"cites {doc}; discusses {ev.category} ({said!r}); "
                         f"{quote}-word quote of the labelled clause"
@@ -663,22 +678,33 @@ def _finding_scope(
 ) -> str:
     """``text`` (a passage with citations blanked) with everything outside the finding that
     holds offset ``at`` blanked too (offsets kept); ``lines`` is the same passage unblanked,
-    whose lines decide where findings start. A mention in a body finding keeps that finding
-    only. A mention in a heading keeps the heading and every body finding not attributed to
-    another category (whose label names another category and not this one)."""
+    whose lines decide where findings start. A finding is attributed to another category
+    when its label (:func:`_label`) names another category and not this one. A mention in a
+    body finding keeps that finding only, or nothing when the finding is attributed to
+    another category (the mention is then inside, e.g., a quote filed under another
+    heading). A mention in a heading keeps the heading and every body finding not attributed
+    to another category."""
     items = _items(lines, n_headings)
+
+    def elsewhere(s: int, e: int) -> bool:
+        label = _label(text[s:e])
+        others = [m.span() for m in other.finditer(label)]
+        if not others:
+            return False
+        # "anti-assignment" names Anti-Assignment, though "assignment" alone could be IP
+        # ownership: an own match inside a longer match of another category does not count
+        return all(
+            any(a <= m.start() and m.end() <= b and b - a > m.end() - m.start() for a, b in others)
+            for m in own.finditer(label)
+        )
+
     keep: list[tuple[int, int]] = []
     for start, end, heading in items:
         if start <= at <= end:
             if not heading:
-                keep = [(start, end)]
+                keep = [] if elsewhere(start, end) else [(start, end)]
                 break
-            keep = [(start, end)] + [
-                (s, e)
-                for s, e, h in items
-                if not h
-                and not (other.search(_label(text[s:e])) and not own.search(_label(text[s:e])))
-            ]
+            keep = [(start, end)] + [(s, e) for s, e, h in items if not h and not elsewhere(s, e)]
             break
     out = [" "] * len(text)
     for s, e in keep:
@@ -731,6 +757,7 @@ def _other_category_pattern(category: str) -> re.Pattern[str]:
         if c != category
         for p in _category_phrases(c)
     ]
+    phrases.sort(key=len, reverse=True)  # at one position the longest phrase wins
     return re.compile("|".join(_phrase_regex(p) for p in phrases))
 
 
