@@ -28,6 +28,7 @@ GRID: dict[str, list[float]] = {
     "WORD_SHARE": [0.25, 0.35, 0.5, 0.65],
     "MIN_SHARED": [3, 4],
     "FREQUENT_SHARE": [0.05, 0.1, 0.2, 2.0],
+    "MIN_DISTINCTIVE": [2, 3],
 }
 """Values tried; ``FREQUENT_SHARE`` 2.0 turns the boilerplate filter off."""
 KINDS = ("paraphrase", "unlabelled_nearest", "other_clause", "neighbour")
