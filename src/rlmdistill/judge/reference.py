@@ -21,17 +21,33 @@ not a substitute for a careful judge. Rules, in order (the verdict's reason name
    ... provision", "not found", "none", "absent", "no such", "no mention", "not present",
    "is silent", ...) does not count. If every mention is denied: FAIL "memo says the clause is
    absent but the lawyers' label says it is present".
-5. **substance** - within +-600 characters (:data:`WINDOW_CHARS`) of a non-denied mention in
-   a citing passage, the memo must share substance with one gold span: either a run of at
-   least 8 (:data:`MIN_QUOTE_WORDS`) consecutive normalised words of the span (holding at
-   least 2 content words), or at least ``max(min(3, n), ceil(25% of n))`` of the span's
-   ``n`` distinctive words (needs ``n >= 2``). Distinctive words are lowercase alphabetic
-   tokens of 4+ characters that are not stopwords, not words of any category name or
-   synonym, not words of any document id, and not "room-common" (present in every document
-   of the room; computed once per room, only for rooms of 3+ documents), plus the numbers of
-   the span (digits; spelled-out numbers up to twenty and round tens count as digits). Spans
-   with fewer than 2 distinctive words can only be matched by a quote. Otherwise FAIL
-   "no substance of the clause near the citation".
+5. **substance** - the memo must share substance with one gold span *in the finding that
+   names the category*, within +-600 characters (:data:`WINDOW_CHARS`) of a non-denied
+   mention. A passage's body is cut into findings: a top-level bullet or numbered item, a
+   table row or a ``Label:`` line starts one; wrapped lines, ``>`` quotes and indented
+   sub-bullets continue it. A mention in a finding keeps that finding only; a mention in a
+   heading keeps the findings under it. A finding whose label (the text before its first
+   ``:``, dash or table bar) names another category (:data:`CATEGORY_TERMS`,
+   :data:`OTHER_CUAD_CATEGORIES`) and not this one is attributed to that category: its
+   quotes never count for this one, even when the quote itself mentions this category.
+   Substance is either
+   - a **quote**: a run of at least 8 (:data:`MIN_QUOTE_WORDS`) consecutive normalised
+     words of one part of the span holding 2+ content words, or all of a part (a part of
+     5 to 7 words, :data:`MIN_PART_WORDS`, needs one content word). Spans are split into
+     parts at CUAD's ``<omitted>`` marker, which is never a word of the clause;
+   - a **paraphrase**: at least ``max(min(MIN_SHARED, n), ceil(WORD_SHARE * n))`` of the
+     span's ``n`` distinctive words (needs ``n >= MIN_DISTINCTIVE``). Distinctive words are
+     lowercase alphabetic tokens of 4+ characters that are not stopwords, plus the span's
+     numbers (digits; spelled-out numbers up to twenty and round tens count as digits),
+     leaving out shared context: words of any category name or synonym, words of any
+     document id, room-common words (in every document of a room of 3+ documents), and, per
+     cited document (:func:`document_context`), its party names and defined terms (words
+     written capitalised more often than not) and its boilerplate (words in at least
+     :data:`FREQUENT_SHARE` of its sentences). The constants were tuned on the ``tune``
+     half of the shared CUAD contracts (``benchmarks/tune_reference_grader.py``) and are
+     reported on the other half (``rlmdistill judge-eval``, ``docs/judge.md``).
+
+   Otherwise FAIL "no substance of the clause in the finding that names it".
 
 PASS reasons name the evidence, e.g. "cites X; discusses change of control; 9-word quote of
 the labelled clause".
