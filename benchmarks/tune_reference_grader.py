@@ -7,8 +7,9 @@ tune``), then grades its paraphrases and its hardest decoys (``unlabelled_neares
 ``other_clause``, ``neighbour``) again for each point of a grid over :data:`GRID` (the
 module constants of :mod:`rlmdistill.judge.reference`), and prints paraphrase recall and
 false-pass rates per point. The rule's constants are the point with the highest paraphrase
-recall whose false-pass rate on every decoy kind is at most 0.02 on these contracts; the
-``heldout`` contracts are never graded here. Prints the table; writes nothing but ``--out``.
+recall whose false-pass rate on every decoy kind is at most 0.02 on these contracts (ties:
+the first in grid order, i.e. the most lenient share); the ``heldout`` contracts are never
+graded here. ``--grid NAME=V1,V2`` replaces the values tried for one constant. Prints the table; writes nothing but ``--out``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("source", type=Path)
     ap.add_argument("--out", type=Path, default=Path("/tmp/judge-tune"))
+    ap.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="replace the values tried for one constant (repeatable)",
+    )
     args = ap.parse_args()
+    grid = dict(GRID)
+    for item in args.grid:
+        name, _, values = item.partition("=")
+        if name not in GRID:
+            ap.error(f"--grid {item}: NAME must be one of {', '.join(GRID)}")
+        grid[name] = [float(v) if "." in v else int(v) for v in values.split(",")]
     t0 = time.monotonic()
     run(JudgeEvalConfig(source=args.source, out=args.out, part="tune", n_resamples=100))
     cases = [c for c in parse_records(args.out / "cases.jsonl", EvalOutcome) if c.kind in KINDS]
@@ -48,12 +62,12 @@ def main() -> None:
         d.name: DataRoom.load(d) for d in sorted((args.out / "rooms").iterdir()) if d.is_dir()
     }
     print(f"tune set: {len(cases)} memos of kinds {KINDS} ({time.monotonic() - t0:.0f} s)")
-    defaults = {name: getattr(reference, name) for name in GRID}
-    header = " ".join(f"{k:>14s}" for k in GRID) + " " + " ".join(f"{k:>18s}" for k in KINDS)
+    defaults = {name: getattr(reference, name) for name in grid}
+    header = " ".join(f"{k:>14s}" for k in grid) + " " + " ".join(f"{k:>18s}" for k in KINDS)
     print(header)
     best: tuple[float, dict[str, float]] | None = None
-    for values in itertools.product(*GRID.values()):
-        point = dict(zip(GRID, values, strict=True))
+    for values in itertools.product(*grid.values()):
+        point = dict(zip(grid, values, strict=True))
         for name, value in point.items():
             setattr(reference, name, value)
         grader = reference.ReferenceGrader()
