@@ -89,12 +89,12 @@ all of it and it has at least this many words."""
 WORD_SHARE = 0.5
 """Share of a span's distinctive words that counts as a paraphrase (at least
 :data:`MIN_SHARED`)."""
-MIN_SHARED = 4
+MIN_SHARED = 3
 """Fewest distinctive words a paraphrase must share (all of them when the span has fewer)."""
-MIN_DISTINCTIVE = 3
+MIN_DISTINCTIVE = 2
 """Spans with fewer distinctive words than this can only be matched by a quote."""
-FREQUENT_SHARE = 0.1
-"""A word found in at least this share of a document's segments is its boilerplate."""
+FREQUENT_SHARE = 0.5
+"""A word found in at least this share (most) of a document's segments is its boilerplate."""
 MIN_SEGMENTS = 20
 """Documents with fewer segments have no boilerplate words (too few to count on)."""
 
