@@ -58,9 +58,7 @@ def main() -> None:
     t0 = time.monotonic()
     run(JudgeEvalConfig(source=args.source, out=args.out, part="tune", n_resamples=100))
     cases = [c for c in parse_records(args.out / "cases.jsonl", EvalOutcome) if c.kind in KINDS]
-    rooms = {
-        d.name: DataRoom.load(d) for d in sorted((args.out / "rooms").iterdir()) if d.is_dir()
-    }
+    rooms = {d.name: DataRoom.load(d) for d in sorted((args.out / "rooms").iterdir()) if d.is_dir()}
     print(f"tune set: {len(cases)} memos of kinds {KINDS} ({time.monotonic() - t0:.0f} s)")
     defaults = {name: getattr(reference, name) for name in grid}
     header = " ".join(f"{k:>14s}" for k in grid) + " " + " ".join(f"{k:>18s}" for k in KINDS)

@@ -195,8 +195,7 @@ def test_issue20_unlabelled_passage_sharing_3_of_7_words_fails(tmp_path: Path) -
     start = text.index("In the event of a withdrawal of the Tax Matters Participant")
     passage = " ".join(text[start:].split()[:30])
     memo = (
-        f"## {doc}\n\n- **Termination For Convenience**: the contract provides that "
-        f'"{passage}".\n'
+        f'## {doc}\n\n- **Termination For Convenience**: the contract provides that "{passage}".\n'
     )
     verdict, reason = _grade_one(room, doc, "Termination For Convenience", memo)
     assert verdict == "FAIL" and reason.startswith("substance:"), reason
@@ -229,7 +228,9 @@ def test_issue20_other_clause_with_party_names_fails(tmp_path: Path) -> None:
     memo = f'## {doc}\n\n- **Exclusivity**: the contract provides that "{insurance}".\n'
     verdict, reason = _grade_one(room, doc, "Exclusivity", memo)
     assert verdict == "FAIL" and reason.startswith("substance:"), reason
-    exclusive = "Except as provided in the next sentence, the license granted herein shall be exclusive."
+    exclusive = (
+        "Except as provided in the next sentence, the license granted herein shall be exclusive."
+    )
     good = memo.replace(insurance, exclusive)
     assert _grade_one(room, doc, "Exclusivity", good)[0] == "PASS"
 
@@ -252,10 +253,7 @@ def test_issue20_term_clause_under_termination_for_convenience_fails(tmp_path: P
         "any affiliate it has substituted in its stead in accordance with such Fund's Fund "
         "Agreement) is removed as general partner of such Fund"
     )
-    memo = (
-        f"## {doc}\n\n- **Termination For Convenience**: the contract provides that "
-        f'"{term}".\n'
-    )
+    memo = f'## {doc}\n\n- **Termination For Convenience**: the contract provides that "{term}".\n'
     verdict, reason = _grade_one(room, doc, "Termination For Convenience", memo)
     assert verdict == "FAIL" and reason.startswith("substance:"), reason
 

@@ -32,7 +32,9 @@ def render_eval(report: JudgeEvalReport, console: Console) -> None:
         table.add_column(col, justify="left" if col in ("memo kind", "expected") else "right")
     for fig in report.figures.values():
         est = fig.pass_share
-        interval = "-" if est.low is None or est.high is None else f"[{est.low:.3f}, {est.high:.3f}]"
+        interval = (
+            "-" if est.low is None or est.high is None else f"[{est.low:.3f}, {est.high:.3f}]"
+        )
         table.add_row(
             fig.kind,
             fig.expected,
@@ -57,7 +59,9 @@ def register_eval(app: typer.Typer) -> None:
         source: Annotated[
             Path, typer.Argument(help="CUAD folder (contracts/ + master_clauses.csv).")
         ],
-        out: Annotated[Path, typer.Option(help="Output folder (rooms/, cases.jsonl, report.json).")],
+        out: Annotated[
+            Path, typer.Option(help="Output folder (rooms/, cases.jsonl, report.json).")
+        ],
         part: Annotated[
             str, typer.Option(help="Part of the fixed contract split: tune, heldout or all.")
         ] = "heldout",
@@ -94,4 +98,6 @@ def register_eval(app: typer.Typer) -> None:
             typer.echo(report.model_dump_json(indent=2))
         else:
             render_eval(report, Console())
-            err.print(f"memos and verdicts -> {out / 'cases.jsonl'}; figures -> {out / 'report.json'}")
+            err.print(
+                f"memos and verdicts -> {out / 'cases.jsonl'}; figures -> {out / 'report.json'}"
+            )

@@ -235,8 +235,20 @@ def build_cases(
             and len(content_words(p)) >= MIN_PASSAGE_CONTENT_WORDS
         ]
         for crit in crits:
-            cases.extend(_criterion_cases(room, doc_id, contract, crit, doc_labels, free, text,
-                                          by_doc[doc_id], decoys, seed))
+            cases.extend(
+                _criterion_cases(
+                    room,
+                    doc_id,
+                    contract,
+                    crit,
+                    doc_labels,
+                    free,
+                    text,
+                    by_doc[doc_id],
+                    decoys,
+                    seed,
+                )
+            )
     return cases
 
 
@@ -326,8 +338,6 @@ def _criterion_cases(
             "Governing Law",
         )
         passage = picked[0][2] if picked else free[0][2]
-        memo = _memo(
-            doc_id, [_finding(category, passage), f'**{neighbour_cat}**: "{gold_quote}".']
-        )
+        memo = _memo(doc_id, [_finding(category, passage), f'**{neighbour_cat}**: "{gold_quote}".'])
         out.append(case("neighbour", memo, f"gold quote under: {neighbour_cat}"))
     return out

@@ -89,11 +89,6 @@ class EvalOutcome(EvalCase):
     verdict: Literal["PASS", "FAIL", "UNGRADABLE"]
     reason: str
 
-    @property
-    def correct(self) -> bool:
-        """Whether the grader gave the expected verdict."""
-        return self.verdict == self.expected
-
 
 class KindFigure(BaseModel):
     """How often the grader said PASS to one kind of memo."""
@@ -135,8 +130,7 @@ class JudgeEvalReport(BaseModel):
 
 
 SPLIT_RULE = (
-    f"tune if int(sha256('{SPLIT_SALT}:' + contract text file name)[:8], 16) is even, "
-    "else heldout"
+    f"tune if int(sha256('{SPLIT_SALT}:' + contract text file name)[:8], 16) is even, else heldout"
 )
 
 
@@ -157,7 +151,9 @@ def _room_contracts(room_dir: Path) -> dict[str, str]:
         meta = json.loads(path.read_text(encoding="utf-8"))
         return {c["doc_id"]: c["source_file"] for c in meta["contracts"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a CUAD room.json with contracts[].doc_id/source_file") from exc
+        raise ValueError(
+            f"{path}: not a CUAD room.json with contracts[].doc_id/source_file"
+        ) from exc
 
 
 def run(config: JudgeEvalConfig, grader: Grader | None = None) -> JudgeEvalReport:

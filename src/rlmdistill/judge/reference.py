@@ -412,9 +412,9 @@ def _longest_quote(window: list[str], gold: _Gold) -> int:
         return best
     joined = " " + " ".join(window) + " "
     for part in gold.parts:
-        if MIN_PART_WORDS <= len(part) < MIN_QUOTE_WORDS and content_words(part):
-            if " " + " ".join(part) + " " in joined:
-                best = max(best, len(part))
+        short = MIN_PART_WORDS <= len(part) < MIN_QUOTE_WORDS and content_words(part)
+        if short and " " + " ".join(part) + " " in joined:
+            best = max(best, len(part))
     return best
 
 
