@@ -271,3 +271,77 @@ def test_eval_case_round_trips() -> None:
         memo="m",
     )
     assert EvalCase.model_validate_json(case.model_dump_json()) == case
+
+
+def test_ref_v1_verdicts_keep_loading_and_ref_v2_grades_again(tmp_path: Path) -> None:
+    """A run graded by ref-v1 (verdict lines with grader_version "ref-v1") keeps its lines;
+    `judge` with ref-v2 grades the episode again and appends, once."""
+    import datetime as dt
+    import hashlib
+
+    from rlmdistill.judge.run import judge_run, load_verdicts
+    from rlmdistill.traces.schema import EpisodeSummary, RoomInfo, RunManifest, TokenUsage, Verdict
+    from rlmdistill.traces.store import append_records
+
+    room_dir = tmp_path / "rooms" / "r2"
+    build_cuad_room(SAMPLE_SOURCE, room_dir, 2, seed=0)
+    room = DataRoom.load(room_dir)
+    assert room.task is not None
+    crit = room.task.criteria[0]
+    assert crit.evidence is not None and crit.evidence.category is not None
+    doc, category = crit.evidence.documents[0], crit.evidence.category
+    memo = f'## {doc}\n\n- **{category}**: "{quote_text(crit.evidence.spans[0])}".\n'
+    sha = hashlib.sha256(memo.encode()).hexdigest()
+    info = RoomInfo(
+        room_id=room.room_id,
+        room_hash=room.room_hash,
+        path=str(room_dir),
+        n_documents=len(room.documents),
+        n_chars=room.n_chars,
+        folders=room.folders,
+    )
+    run = tmp_path / "runs" / "old"
+    run.mkdir(parents=True)
+    manifest = RunManifest(run_id="old", config={}, config_hash="x", versions={}, rooms=[info])
+    (run / "run.json").write_text(manifest.model_dump_json())
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    summary = EpisodeSummary(
+        episode_id="ep0",
+        run_id="old",
+        sample_index=0,
+        room=info,
+        task_id=room.task.id,
+        root_model="root",
+        sub_model="sub",
+        seed=0,
+        status="completed",
+        n_turns=1,
+        n_sub_calls=0,
+        tokens=TokenUsage(),
+        wall_time_s=1.0,
+        memo=memo,
+        memo_chars=len(memo),
+        memo_sha256=sha,
+        started_at=t0,
+        ended_at=t0,
+    )
+    append_records(run / "episodes.jsonl", [summary])
+    old = Verdict(
+        episode_id="ep0",
+        grader="reference",
+        grader_version="ref-v1",
+        criterion_id=crit.id,
+        verdict="FAIL",
+        reason="written by ref-v1",
+        memo_sha256=sha,
+    )
+    append_records(run / "verdicts" / "reference.jsonl", [old])
+    first = judge_run(run, ReferenceGrader())
+    assert (first.graded, first.skipped) == (1, 0)
+    verdicts = load_verdicts(run, "reference")
+    assert verdicts[0] == old  # the old line is kept, unchanged
+    new = [v for v in verdicts if v.grader_version == "ref-v2"]
+    assert len(new) == len(room.task.criteria) and len(verdicts) == 1 + len(new)
+    assert next(v for v in new if v.criterion_id == crit.id).verdict == "PASS"
+    again = judge_run(run, ReferenceGrader())
+    assert (again.graded, again.skipped) == (0, 1)
