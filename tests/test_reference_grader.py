@@ -59,7 +59,7 @@ def test_good_memo_quoting_the_clauses_passes(room: DataRoom) -> None:
     v = verdicts[0]
     assert (v.grader, v.grader_version, v.episode_id, v.memo_sha256) == (
         "reference",
-        "ref-v1",
+        "ref-v2",
         "ep-1",
         sha,
     )
@@ -211,3 +211,71 @@ def test_pass_rates_arithmetic() -> None:
     assert rates.weighted_pass_rate == 1.0 / 8.0
     empty = pass_rates([], [])
     assert empty.pass_rate is None and empty.weighted_pass_rate is None
+
+
+def _quotable(room: DataRoom) -> Criterion:
+    """A criterion whose first span's first 25 words do not themselves name the category."""
+    return next(
+        c
+        for c in _task(room).criteria
+        if not category_pattern(_ev(c)[1]).search(" ".join(_ev(c)[2][0].split()[:25]).lower())
+        and len(_ev(c)[2][0].split()) >= 12
+    )
+
+
+def test_quote_on_a_neighbouring_line_of_another_category_fails(room: DataRoom) -> None:
+    """Issue #20: a quote under another category's bullet, on the line after the one that
+    names this category, is not this finding's substance (ref-v1 counted anything within
+    600 characters). The same quote on this category's own line, in a sub-bullet or a
+    ``>`` quote under it, or in a paragraph under a heading naming the category, passes."""
+    crit = _quotable(room)
+    doc_id, category, spans = _ev(crit)
+    quote = " ".join(spans[0].split()[:25])
+
+    def verdict(body: str) -> Verdict:
+        return next(
+            v for v in _grade(room, f"## {doc_id}\n\n{body}\n") if v.criterion_id == crit.id
+        )
+
+    other = "Governing Law"
+    neighbour = verdict(f'- **{category}**: see below.\n- **{other}**: "{quote}".')
+    assert neighbour.verdict == "FAIL" and neighbour.reason.startswith("substance:")
+    labelled = verdict(f'{category}: see below.\n{other}: "{quote}".')
+    assert labelled.verdict == "FAIL"
+    assert verdict(f'- **{category}**: "{quote}".\n- **{other}**: New York.').verdict == "PASS"
+    assert verdict(f'- **{category}**:\n  - "{quote}"').verdict == "PASS"
+    assert verdict(f'- **{category}**:\n> "{quote}"').verdict == "PASS"
+    assert verdict(f'### {category}\n\nThe contract says "{quote}".').verdict == "PASS"
+    # under a heading naming the category, a bullet filed under another category does not count
+    filed = verdict(f'### {category}\n\n- {other}: "{quote}"')
+    assert filed.verdict == "FAIL"
+
+
+def test_omitted_marker_is_not_a_word_of_the_clause() -> None:
+    """CUAD joins the parts of a discontiguous clause with ``<omitted>``; ref-v1 made
+    "omitted" a distinctive word and let a quote run across the marker."""
+    from rlmdistill.judge.reference import span_parts
+
+    assert span_parts("Licensee shall<omitted>(c) pay all fees <Omitted> ") == [
+        "Licensee shall",
+        "(c) pay all fees",
+    ]
+    evidence = {
+        "documents": ["Contracts/acme.txt"],
+        "category": "Audit Rights",
+        "spans": ["Vendor keeps ledgers<omitted>reviewers examine ledgers quarterly onsite"],
+    }
+    crit = Criterion(id="c", title="t", match_criteria="m", evidence=evidence)
+    task = Task(title="t", instructions="i", criteria=[crit])
+    grader = ReferenceGrader()
+
+    def grade(text: str) -> str:
+        memo = f"## Contracts/acme.txt\n\n- Audit rights: {text}\n"
+        return grader.grade(memo, task, None, episode_id="e", memo_sha256=None)[0].verdict
+
+    # distinctive words: vendor, keeps, ledgers, reviewers, examine, quarterly, onsite (7);
+    # "omitted" is not one, so "omitted ledgers onsite" shares 2 of 7 < max(3, 3.5 -> 4)
+    assert grade("omitted ledgers onsite omitted") == "FAIL"
+    # vendor, ledgers, reviewers, quarterly, onsite: 5 of 7 >= ceil(0.5 * 7) = 4 ("examined"
+    # is not "examine"): a paraphrase
+    assert grade("vendor ledgers examined by reviewers quarterly onsite") == "PASS"

@@ -254,7 +254,10 @@ def render_agreement(table: AgreementTable, console: Console) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``judge`` and ``judge-agreement`` commands to ``app``."""
+    """Add the ``judge``, ``judge-agreement`` and ``judge-eval`` commands to ``app``."""
+    from rlmdistill.judge.eval_cli import register_eval
+
+    register_eval(app)
     err = Console(stderr=True)
 
     @app.command("judge")

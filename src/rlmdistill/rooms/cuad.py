@@ -56,6 +56,7 @@ __all__ = [
     "contract_type_from_name",
     "criteria_per_contract",
     "folder_for_contract_type",
+    "labelled_spans",
     "normalise_name",
 ]
 
@@ -601,3 +602,30 @@ def build_cuad_main(
         console.print(f"note: {line}", markup=False, highlight=False)
     console.print("Attribution: " + CUAD_ATTRIBUTION)
     return 0
+
+
+def labelled_spans(source: str | Path) -> dict[str, dict[str, list[str]]]:
+    """Every labelled clause of every matched contract of ``source``, all CUAD categories
+    (not only :data:`MA_CATEGORIES`): ``{source text file name: {category: [span, ...]}}``.
+
+    Spans are whitespace-normalised and not truncated; a category with no span is left out
+    (whatever its ``-Answer``). Categories are the label columns that have an ``-Answer``
+    column beside them (the 41 of CUAD v1). Used to find text that no lawyer labelled (e.g.
+    :mod:`rlmdistill.judge.evalset` decoys). Raises :class:`CuadError` like
+    :func:`build_cuad_room` when the source is unusable.
+    """
+    _, candidates, _, _ = _match_contracts(Path(source).resolve())
+    out: dict[str, dict[str, list[str]]] = {}
+    for c in candidates:
+        cats = [
+            k
+            for k in c.row
+            if k != "Filename" and (f"{k}-Answer" in c.row or f"{k}- Answer" in c.row)
+        ]
+        labels: dict[str, list[str]] = {}
+        for category in cats:
+            spans = [s for s in (normalise_ws(s) for s in _spans(c.row, category)) if s]
+            if spans:
+                labels[category] = spans
+        out[c.txt_path.name] = labels
+    return out

@@ -47,6 +47,8 @@ STOPWORDS: frozenset[str] = frozenset(_STOPWORDS_TEXT.split())
 
 def ascii_fold(text: str) -> str:
     """Return ``text`` with accents removed (NFKD, combining marks dropped)."""
+    if text.isascii():  # nothing to fold (the common case; NFKD is the identity on ASCII)
+        return text
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
