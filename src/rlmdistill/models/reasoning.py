@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 __all__ = [
     "THINK_CLOSE",
     "THINK_OPEN",
-    "ResponseExtras",
     "TOKEN_REQUEST_PARAMS",
+    "ResponseExtras",
     "reasoning_field",
     "response_extras",
     "split_inline_reasoning",
