@@ -695,10 +695,12 @@ def _compare_ids(tokenizer: Any, recorded: Encoded, rendered: Encoded) -> tuple[
     k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     n_prompt = recorded.assistant_masks.index(1) if 1 in recorded.assistant_masks else len(a)
     reason = "prompt_ids_differ" if k < n_prompt else "completion_ids_differ"
+    tokens = tokenizer.convert_ids_to_tokens
     return reason, (
-        f"first differing token {k} of {len(a)} recorded / {len(b)} re-rendered: recorded "
-        f"{tokenizer.decode(a[k : k + 8])!r} ({a[k : k + 8]}) re-render "
-        f"{tokenizer.decode(b[k : k + 8])!r} ({b[k : k + 8]})"
+        f"first differing token {k} of {len(a)} recorded / {len(b)} re-rendered "
+        f"(text there {tokenizer.decode(a[k : k + 8])!r}): recorded tokens "
+        f"{tokens(a[k : k + 4])} {a[k : k + 4]}, re-render tokens {tokens(b[k : k + 4])} "
+        f"{b[k : k + 4]}"
     )
 
 
