@@ -10,6 +10,7 @@ GLM tokenizer is that Qwen2.5 tokenizer with GLM's special tokens added (as
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +74,14 @@ def _reasoning_run(root: Path) -> EpisodeRef:
     """A run with one 3-turn reasoning episode (see R / COMPLETIONS above)."""
     write_trajectory_run(root, 1, n_turns=1)  # run.json + episodes.jsonl of a synthetic run
     recs = synthetic_episode(
-        "synth-0", "reason", n_turns=3, few_shot=False, prefill=None,
-        replies=COMPLETIONS, observations=OBS,
-    )  # fmt: skip
+        "synth-0",
+        "reason",
+        n_turns=3,
+        few_shot=False,
+        prefill=None,
+        replies=COMPLETIONS,
+        observations=OBS,
+    )
     for rec in recs:
         if isinstance(rec, TurnRecord):
             if rec.turn in (0, 2):
@@ -133,9 +139,14 @@ def test_token_trail_stores_prompt_deltas_and_rebuilds_them() -> None:
 
     def res(prompt: list[int], ids: list[int]) -> ChatResult:
         return ChatResult(
-            text="", usage=Usage(), latency_s=0, model="local:x",
-            token_ids=ids, prompt_token_ids=prompt, logprobs=[-1.0] * len(ids),
-        )  # fmt: skip
+            text="",
+            usage=Usage(),
+            latency_s=0,
+            model="local:x",
+            token_ids=ids,
+            prompt_token_ids=prompt,
+            logprobs=[-1.0] * len(ids),
+        )
 
     t0 = trail.record(res([1, 2, 3], [4, 5]))
     t1 = trail.record(res([1, 2, 3, 4, 5, 9, 9], [6]))
@@ -146,9 +157,16 @@ def test_token_trail_stores_prompt_deltas_and_rebuilds_them() -> None:
     assert t1.prompt_sha256 == ids_sha256([1, 2, 3, 4, 5, 9, 9]) and t0.source == "generation"
     turns = [
         TurnRecord(
-            episode_id="e", turn=k, started_at="2025-01-01T00:00:00Z", n_messages_before=1,
-            prompt_sha256="x", completion="", usage=Usage(), latency_s=0, tokens=tr,
-        )  # fmt: skip
+            episode_id="e",
+            turn=k,
+            started_at="2025-01-01T00:00:00Z",
+            n_messages_before=1,
+            prompt_sha256="x",
+            completion="",
+            usage=Usage(),
+            latency_s=0,
+            tokens=tr,
+        )
         for k, tr in enumerate([t0, t1, t2])
     ]
     assert prompt_ids(turns) == [[1, 2, 3], [1, 2, 3, 4, 5, 9, 9], [1, 2, 3, 7]]
@@ -183,9 +201,11 @@ def test_turn_mode_supervises_exactly_what_the_root_saw_and_produced(
     directory = qwen_dir if family == "qwen" else glm_dir
     ref = _reasoning_run(tmp_path / "run")
     opts = ExportOptions(
-        tokenizer=str(directory), chat_template=str(TRL_TEMPLATES / template),
-        mode="turn", reasoning=policy,
-    )  # fmt: skip
+        tokenizer=str(directory),
+        chat_template=str(TRL_TEMPLATES / template),
+        mode="turn",
+        reasoning=policy,
+    )
     report = export_dataset([ref], tmp_path / "ds", opts)
     assert report.n_examples == 3 and report.dropped == {}
     assert report.reasoning_policy == policy and report.n_reasoning_turns == 3
@@ -233,11 +253,12 @@ def test_trajectory_mode_keeps_every_turns_reasoning_with_qwen3_training(
     assert _supervised_texts(_tok(qwen_dir, "qwen3_training.jinja"), row) == want
     card = (tmp_path / "ds" / "README.md").read_text()
     assert "approximation: in trajectory mode with reasoning kept in every turn" in card
-    with pytest.raises(ReasoningTemplateError, match="qwen3_training.jinja"):
+    with pytest.raises(ReasoningTemplateError, match=re.escape("qwen3_training.jinja")):
         export_dataset(
-            [ref], tmp_path / "ds2",
+            [ref],
+            tmp_path / "ds2",
             opts.model_copy(update={"chat_template": str(TRL_TEMPLATES / "qwen3.jinja")}),
-        )  # fmt: skip
+        )
 
 
 def test_glm45_training_template_keeps_the_last_turns_reasoning_only(
@@ -252,9 +273,7 @@ def test_glm45_training_template_keeps_the_last_turns_reasoning_only(
     opts = ExportOptions(tokenizer=str(glm_dir), chat_template=str(template), reasoning="all")
     with pytest.raises(ReasoningTemplateError, match="keeps the reasoning of earlier turns"):
         export_dataset([ref], tmp_path / "ds", opts)
-    report = export_dataset(
-        [ref], tmp_path / "ds", opts.model_copy(update={"reasoning": "last"})
-    )
+    report = export_dataset([ref], tmp_path / "ds", opts.model_copy(update={"reasoning": "last"}))
     assert report.n_examples == 1 and report.n_reasoning_kept == 1
     (row,) = _rows(tmp_path / "ds")
     want = [f"\n<think></think>\n{a}<|user|>" for a in ANSWERS[:2]]
@@ -270,9 +289,7 @@ def test_a_template_that_ignores_reasoning_is_refused_unless_dropped(
     opts = ExportOptions(tokenizer=str(qwen_dir), mode="turn")  # Qwen2.5's own template
     with pytest.raises(ReasoningTemplateError, match="ignores reasoning_content"):
         export_dataset([ref], tmp_path / "ds", opts)
-    report = export_dataset(
-        [ref], tmp_path / "ds", opts.model_copy(update={"reasoning": "drop"})
-    )
+    report = export_dataset([ref], tmp_path / "ds", opts.model_copy(update={"reasoning": "drop"}))
     assert report.n_examples == 3 and report.n_reasoning_kept == 0
 
 
@@ -328,14 +345,18 @@ def test_traces_from_schema_version_1_still_load_and_export(qwen_dir: Path, tmp_
     assert all(t.tokens is None and t.reasoning is None for t in traj.turns)
     assert traj.start.schema_version == 1
     report = export_dataset(
-        [EpisodeRef(run, path.stem)], tmp_path / "ds", ExportOptions(tokenizer=str(qwen_dir),
-        default_system="allow"),
-    )  # fmt: skip
+        [EpisodeRef(run, path.stem)],
+        tmp_path / "ds",
+        ExportOptions(tokenizer=str(qwen_dir), default_system="allow"),
+    )
     assert report.n_examples == 1 and report.n_reasoning_turns == 0
     # a record written now carries the new version
-    assert json.loads(dumps_record(traj.turns[0].model_copy(update={"schema_version": 2})))[
-        "schema_version"
-    ] == 2
+    assert (
+        json.loads(dumps_record(traj.turns[0].model_copy(update={"schema_version": 2})))[
+            "schema_version"
+        ]
+        == 2
+    )
 
 
 # ----------------------------------------------------------- recorded ids: OpenAI back end
@@ -344,11 +365,14 @@ def _reasoning_script() -> ScriptedHandler:
         [
             FakeReply(text=ANSWERS[0], reasoning=R[0]),
             FakeReply(text=COMPLETIONS[1]),  # inline
-            FakeReply(text="```repl\nFINAL('# Memo\\nAll read.')\n```", reasoning=R[2],
-                      reasoning_field="reasoning"),
+            FakeReply(
+                text="```repl\nFINAL('# Memo\\nAll read.')\n```",
+                reasoning=R[2],
+                reasoning_field="reasoning",
+            ),
         ],
         lambda prompt: "The agreement may not be assigned.",
-    )  # fmt: skip
+    )
 
 
 def _collect_fake(
@@ -358,17 +382,24 @@ def _collect_fake(
     from rlmdistill.collect.runner import collect
 
     with FakeOpenAIServer(handler, tokenizer=tok) as server:
-        root = OpenAIChatClient("root", server.base_url, api_key="x", max_retries=0,
-                                token_ids=token_ids)  # fmt: skip
+        root = OpenAIChatClient(
+            "root", server.base_url, api_key="x", max_retries=0, token_ids=token_ids
+        )
         sub = OpenAIChatClient("sub", server.base_url, api_key="x", max_retries=0)
         cfg = CollectConfig(
-            rooms=[str(room)], root=f"openai:root@{server.base_url}",
-            sub=f"openai:sub@{server.base_url}", episodes=1, limits=EpisodeLimits(max_turns=3),
-        )  # fmt: skip
+            rooms=[str(room)],
+            root=f"openai:root@{server.base_url}",
+            sub=f"openai:sub@{server.base_url}",
+            episodes=1,
+            limits=EpisodeLimits(max_turns=3),
+        )
         (s,) = collect(cfg, out, root, sub, progress=False).summaries
         requests = server.requests
-    assert all(r.get("return_token_ids") is (True if token_ids else None) for r in requests
-               if r["model"] == "root")  # fmt: skip
+    assert all(
+        r.get("return_token_ids") is (True if token_ids else None)
+        for r in requests
+        if r["model"] == "root"
+    )
     return out, s.episode_id
 
 
@@ -392,21 +423,29 @@ def test_openai_back_end_records_reasoning_and_ids_that_round_trip(
         assert t.tokens is not None and t.tokens.source == "server"
         ids = t.tokens.completion_ids or []
         assert ids[-1] == tok.convert_tokens_to_ids("<|im_end|>")
-        generated = f"<think>\n{t.reasoning}\n</think>\n\n{t.completion}" if (
-            t.reasoning_source == "field") else t.completion  # fmt: skip
+        generated = (
+            f"<think>\n{t.reasoning}\n</think>\n\n{t.completion}"
+            if (t.reasoning_source == "field")
+            else t.completion
+        )
         assert tok.decode(ids[:-1]) == generated
         assert t.tokens.logprobs == [-0.5] * len(ids)
     rebuilt = prompt_ids(traj.turns)
     sent = root_requests(traj.start, traj.turns)
     for ids, msgs in zip(rebuilt, sent, strict=True):
-        render = tok.apply_chat_template([m.model_dump() for m in msgs], tokenize=False,
-                                         add_generation_prompt=True)  # fmt: skip
+        render = tok.apply_chat_template(
+            [m.model_dump() for m in msgs], tokenize=False, add_generation_prompt=True
+        )
         assert ids == _ids(tok, render)
     # turn 1 reuses turn 0's prompt (up to the assistant header) and stores only the rest
     assert t1.tokens.prompt_reused == t0.tokens.prompt_n  # type: ignore[union-attr]
     assert len(t1.tokens.prompt_new_ids) < t1.tokens.prompt_n  # type: ignore[union-attr,operator,arg-type]
-    opts = ExportOptions(tokenizer=str(qwen_dir), chat_template=str(TRL_TEMPLATES /
-                         "qwen3.jinja"), mode="turn", from_ids=True)  # fmt: skip
+    opts = ExportOptions(
+        tokenizer=str(qwen_dir),
+        chat_template=str(TRL_TEMPLATES / "qwen3.jinja"),
+        mode="turn",
+        from_ids=True,
+    )
     report = export_dataset([EpisodeRef(run, eid)], tmp_path / "ds", opts)
     assert report.n_examples == 3 and report.n_ids_matched == 3 and report.ids_mismatches == {}
     for row in _rows(tmp_path / "ds"):
@@ -430,14 +469,21 @@ def test_from_ids_counts_and_explains_a_retokenisation_mismatch(
     handler = _reasoning_script()
     handler.root_replies[0] = FakeReply(text=answer, reasoning=R[0], token_ids=[*odd, eos])
     run, eid = _collect_fake(cuad_room3, tmp_path / "run", tok, handler)
-    opts = ExportOptions(tokenizer=str(qwen_dir), chat_template=str(TRL_TEMPLATES /
-                         "qwen3.jinja"), mode="turn", from_ids=True)  # fmt: skip
+    opts = ExportOptions(
+        tokenizer=str(qwen_dir),
+        chat_template=str(TRL_TEMPLATES / "qwen3.jinja"),
+        mode="turn",
+        from_ids=True,
+    )
     report = export_dataset([EpisodeRef(run, eid)], tmp_path / "ds", opts)
     assert report.n_examples == 3 and report.n_ids_matched == 2
     assert report.ids_mismatches == {"completion_ids_differ": 1}
     (item,) = report.ids_mismatch_items
     assert item.turn == 0 and "first differing token" in item.detail
-    assert "recorded tokens ['pr', 'int'," in item.detail and "re-render tokens ['print'," in item.detail
+    assert (
+        "recorded tokens ['pr', 'int'," in item.detail
+        and "re-render tokens ['print'," in item.detail
+    )
     row = next(r for r in _rows(tmp_path / "ds") if r["turn"] == 0)
     assert row["input_ids"][-len(odd) - 1 :] == [*odd, eos]
 
@@ -451,8 +497,12 @@ def test_no_ids_from_the_server_is_recorded_as_not_available(
     for t in traj.turns:
         assert t.tokens is not None and t.tokens.source == "unavailable"
         assert "return_token_ids" in (t.tokens.unavailable or "")
-    opts = ExportOptions(tokenizer=str(qwen_dir), chat_template=str(TRL_TEMPLATES /
-                         "qwen3.jinja"), mode="turn", from_ids=True)  # fmt: skip
+    opts = ExportOptions(
+        tokenizer=str(qwen_dir),
+        chat_template=str(TRL_TEMPLATES / "qwen3.jinja"),
+        mode="turn",
+        from_ids=True,
+    )
     with pytest.raises(Exception, match="no_token_ids"):
         export_dataset([EpisodeRef(run, eid)], tmp_path / "ds", opts)
 
@@ -469,8 +519,7 @@ def test_a_server_refusing_the_token_fields_is_asked_again_without_them() -> Non
         return "ok"
 
     with FakeOpenAIServer(handler) as server:
-        client = OpenAIChatClient("m", server.base_url, api_key="x", max_retries=0,
-                                  token_ids=True)  # fmt: skip
+        client = OpenAIChatClient("m", server.base_url, api_key="x", max_retries=0, token_ids=True)
         msgs = [Message(role="user", content="hi")]
         assert client.chat(msgs, Sampling()).text == "ok"
         assert client.chat(msgs, Sampling()).token_ids is None
@@ -514,12 +563,17 @@ def test_local_back_end_records_ids_and_logprobs_that_round_trip(
         # greedy: every chosen token is the model's most likely one, so its logprob is the max
         assert max(res.logprobs) <= 0 and min(res.logprobs) > -30
         cfg = CollectConfig(
-            rooms=[str(cuad_room3)], root="local:smollm2-135m", sub="local:smollm2-135m",
-            episodes=1, concurrency=1, few_shot=True, prefill="```repl\n",
+            rooms=[str(cuad_room3)],
+            root="local:smollm2-135m",
+            sub="local:smollm2-135m",
+            episodes=1,
+            concurrency=1,
+            few_shot=True,
+            prefill="```repl\n",
             root_sampling=Sampling(temperature=0.0, max_tokens=48),
             sub_sampling=Sampling(temperature=0.0, max_tokens=16),
             limits=EpisodeLimits(max_turns=2),
-        )  # fmt: skip
+        )
         (s,) = collect(cfg, tmp_path / "run", client, client, progress=False).summaries
     traj = load_trajectory(tmp_path / "run", s.episode_id)
     rebuilt = prompt_ids(traj.turns)
