@@ -588,3 +588,34 @@ def test_local_back_end_records_ids_and_logprobs_that_round_trip(
     report = export_dataset([EpisodeRef(tmp_path / "run", s.episode_id)], tmp_path / "ds", opts)
     assert report.n_ids_matched + sum(report.ids_mismatches.values()) == report.n_examples
     assert all("first differing token" in d.detail for d in report.ids_mismatch_items)
+
+
+def test_trace_viewer_shows_reasoning_folded_and_the_token_line(
+    qwen_dir: Path, cuad_room3: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dashboard's trace page: each turn's reasoning sits in a folded expander naming its
+    source; the answer is shown without it; a caption gives the recorded ids."""
+    from streamlit.testing.v1 import AppTest
+
+    import rlmdistill.dashboard.app as app_module
+    from rlmdistill.dashboard.data import ENV_WORKSPACE
+
+    tok = _tok(qwen_dir, "qwen3.jinja")
+    run, eid = _collect_fake(cuad_room3, tmp_path / "runs" / "r", tok, _reasoning_script())
+    monkeypatch.setenv(ENV_WORKSPACE, str(tmp_path))
+    at = AppTest.from_file(str(Path(app_module.__file__)), default_timeout=30)
+    at.query_params["page"] = "trace"
+    at.query_params["run"] = "r"
+    at.query_params["episode"] = eid
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = [e.label for e in at.expander]
+    assert f"Reasoning ({len(R[0])} chars, separate field)" in labels
+    assert f"Reasoning ({len(R[1])} chars, inline <think>)" in labels
+    codes = [c.value for c in at.code]
+    assert R[1] in codes and ANSWERS[1] in codes and COMPLETIONS[1] not in codes
+    traj = load_trajectory(run, eid)
+    t0 = traj.turns[0].tokens
+    assert t0 is not None
+    want = f"token ids (server): prompt {t0.prompt_n:,} ({t0.prompt_n:,} new) completion "
+    assert any(c.value.startswith(want) for c in at.caption)
