@@ -47,7 +47,7 @@ GLM_TOKENS = [
 R = ["I will count the documents first.", "Three documents; read the first.", "Done: hand back."]
 ANSWERS = [
     "```repl\nprint(len(list_documents()))\n```",
-    "```repl\nprint(read(list_documents()[0]['id'], 0, 200))\n```",
+    "```repl\nprint(llm_query('Quote: ' + read(list_documents()[0]['id'], 0, 200)))\n```",
     "```repl\nFINAL_VAR(memo)\n```",
 ]
 COMPLETIONS = [ANSWERS[0], f"<think>\n{R[1]}\n</think>\n\n{ANSWERS[1]}", ANSWERS[2]]
@@ -376,7 +376,7 @@ def _reasoning_script() -> ScriptedHandler:
 
 
 def _collect_fake(
-    room: Path, out: Path, tok: Any, handler: Any, token_ids: bool = True
+    room: Path, out: Path, tok: Any, handler: Any, token_ids: bool = True, setting: str = "root"
 ) -> tuple[Path, str]:
     from rlmdistill.collect.config import CollectConfig, EpisodeLimits
     from rlmdistill.collect.runner import collect
@@ -385,13 +385,16 @@ def _collect_fake(
         root = OpenAIChatClient(
             "root", server.base_url, api_key="x", max_retries=0, token_ids=token_ids
         )
-        sub = OpenAIChatClient("sub", server.base_url, api_key="x", max_retries=0)
+        sub = OpenAIChatClient(
+            "sub", server.base_url, api_key="x", max_retries=0, token_ids=setting == "all"
+        )
         cfg = CollectConfig(
             rooms=[str(room)],
             root=f"openai:root@{server.base_url}",
             sub=f"openai:sub@{server.base_url}",
             episodes=1,
             limits=EpisodeLimits(max_turns=3),
+            token_ids=setting,
         )
         (s,) = collect(cfg, out, root, sub, progress=False).summaries
         requests = server.requests
@@ -619,3 +622,31 @@ def test_trace_viewer_shows_reasoning_folded_and_the_token_line(
     assert t0 is not None
     want = f"token ids (server): prompt {t0.prompt_n:,} ({t0.prompt_n:,} new) completion "
     assert any(c.value.startswith(want) for c in at.caption)
+
+
+def test_sub_call_ids_behind_the_option_and_a_run_resumes_with_it_changed(
+    qwen_dir: Path, cuad_room3: Path, tmp_path: Path
+) -> None:
+    """token_ids='all' also traces sub-call ids (off by default: 'root'); the setting is
+    operational, so the run.json written with it resumes under another setting."""
+    from rlmdistill.collect.config import CollectConfig
+    from rlmdistill.collect.runner import collect
+    from rlmdistill.traces.runs import load_manifest, load_summaries
+
+    tok = _tok(qwen_dir, "qwen3.jinja")
+    run, eid = _collect_fake(cuad_room3, tmp_path / "all", tok, _reasoning_script(), True, "all")
+    calls = load_trajectory(run, eid).sub_calls
+    assert calls and all(c.tokens is not None and c.tokens.completion_ids for c in calls)
+    c = calls[0]
+    assert tok.decode(c.tokens.completion_ids[:-1]) == c.response  # type: ignore[union-attr,index]
+    run2, eid2 = _collect_fake(cuad_room3, tmp_path / "root", tok, _reasoning_script())
+    assert all(c.tokens is None for c in load_trajectory(run2, eid2).sub_calls)  # default
+    cfg = CollectConfig.model_validate(load_manifest(run).config)
+    assert cfg.token_ids == "all"
+    with FakeOpenAIServer(_reasoning_script(), tokenizer=tok) as server:
+        client = OpenAIChatClient("root", server.base_url, api_key="x", max_retries=0)
+        again = collect(
+            cfg.model_copy(update={"token_ids": "off"}), run, client, client, progress=False
+        )
+    assert (again.skipped, again.summaries) == (1, [])
+    assert [s.episode_id for s in load_summaries(run)] == [eid]
