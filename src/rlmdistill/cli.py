@@ -172,6 +172,10 @@ def collect_cmd(
     requests_per_minute: Annotated[
         float | None, typer.Option(help="Request rate limit across the run.")
     ] = None,
+    token_ids: Annotated[
+        str | None,
+        typer.Option(help="Token ids + logprobs in the trace: root (default) | all | off."),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/JSON file of CollectConfig fields; flags override it.")
     ] = None,
@@ -193,6 +197,7 @@ def collect_cmd(
         "depth": depth,
         "max_usd": max_usd,
         "requests_per_minute": requests_per_minute,
+        "token_ids": token_ids,
         "few_shot": few_shot,
         "prefill": prefill.encode().decode("unicode_escape") if prefill else prefill,
     }

@@ -115,6 +115,7 @@ def run_collect(
     made with another config).
     """
     from rlmdistill.collect.runner import collect
+    from rlmdistill.models.reasoning import token_id_options
     from rlmdistill.models.spec import close_all, get_client, parse_spec
     from rlmdistill.rooms import DataRoom
 
@@ -127,8 +128,14 @@ def run_collect(
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
     parse_spec(config.sub)
     opened = dict(open_specs or {})
-    root = get_client(opened.get(config.root, config.root))
-    sub = get_client(opened.get(config.sub, config.sub))
+    root = get_client(
+        opened.get(config.root, config.root),
+        **token_id_options(config.root, config.token_ids != "off"),
+    )
+    sub = get_client(
+        opened.get(config.sub, config.sub),
+        **token_id_options(config.sub, config.token_ids == "all"),
+    )
     if config.max_usd is not None or config.requests_per_minute is not None:
         root, sub = limit_clients(config, root, sub)
     try:

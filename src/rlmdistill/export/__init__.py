@@ -3,7 +3,8 @@
 ``export_dataset(episodes, out_dir, options)`` renders each episode's root turns exactly as
 the root saw them (:mod:`.render`), tokenises each example with ONE full chat-template render
 and builds assistant masks from character offsets (:mod:`.masks`), handles tool-call style
-(:mod:`.tools`) and writes a ``datasets`` dataset with a card and ``export.json``
+(:mod:`.tools`), a reasoning root's thoughts by policy, examples from recorded token ids,
+and writes a ``datasets`` dataset with a card and ``export.json``
 (:mod:`.dataset`). See ``docs/export.md``.
 """
 
@@ -19,13 +20,14 @@ from rlmdistill.export.dataset import (
 from rlmdistill.export.masks import (
     DefaultSystemPromptError,
     Encoded,
+    ReasoningTemplateError,
     TemplateError,
     TemplateInfo,
     encode_conversation,
     load_tokenizer,
     probe_template,
 )
-from rlmdistill.export.options import ExportOptions, SystemPromptChoice
+from rlmdistill.export.options import ExportOptions, ReasoningPolicy, SystemPromptChoice
 from rlmdistill.export.render import Conversation, RenderFailure, render_episode
 from rlmdistill.export.tools import REPL_TOOL, ToolCallError, load_messages, normalize_tool_calls
 
@@ -41,6 +43,8 @@ __all__ = [
     "ExportOptions",
     "ExportReport",
     "LengthStats",
+    "ReasoningPolicy",
+    "ReasoningTemplateError",
     "RenderFailure",
     "SystemPromptChoice",
     "TemplateError",
