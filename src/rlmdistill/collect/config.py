@@ -86,6 +86,12 @@ class CollectConfig(BaseModel):
         "default: the packaged example table (local models and loopback servers cost 0).",
     )
     repl: ReplLimits = Field(default_factory=ReplLimits)
+    token_ids: Literal["root", "all", "off"] = Field(
+        "root",
+        description="Token ids + logprobs in the trace: root turns (default), all requests "
+        "(root, sub-calls, subagent turns), or off (for a server that rejects the request "
+        "fields). Operational: not part of episode ids.",
+    )
 
     def fingerprint(self) -> str:
         """sha256 (16 hex) of what defines episodes: every field but the operational ones
@@ -93,7 +99,14 @@ class CollectConfig(BaseModel):
         by content hash), plus the packaged prompt version(s)."""
         data = self.model_dump(
             mode="json",
-            exclude={"concurrency", "rooms", "max_usd", "requests_per_minute", "prices"},
+            exclude={
+                "concurrency",
+                "rooms",
+                "max_usd",
+                "requests_per_minute",
+                "prices",
+                "token_ids",
+            },
         )
         data["prompt_version"] = PROMPT_VERSION
         if self.depth == 2:

@@ -68,6 +68,7 @@ from rlmdistill.traces.schema import (
     utcnow,
 )
 from rlmdistill.traces.store import append_records, sync_file
+from rlmdistill.traces.tokens import TokenTrail, note_turn, token_trace
 
 FinalSource = Literal["text", "final_call", "final_var"]
 
@@ -136,6 +137,8 @@ class _Agent:
     on_llm: LlmHandler
     set_block: Callable[[int], None]
     """Told the code block about to run (so sub-calls know where they came from)."""
+    tokens: TokenTrail | None = None
+    """Records each turn's token ids (``CollectConfig.token_ids``); ``None``: not recorded."""
 
 
 @dataclass
@@ -311,6 +314,8 @@ class Episode:
                 )
                 rec.response, rec.usage = res.text, res.usage
                 rec.attempts, rec.latency_s = res.attempts, res.latency_s
+                if self.config.token_ids == "all":
+                    rec.tokens = token_trace(res)
             except ModelError as exc:
                 rec.error, rec.error_kind = str(exc), exc.kind
                 rec.attempts, rec.latency_s = exc.attempts, time.monotonic() - t0
@@ -398,6 +403,7 @@ class Episode:
                     repl,
                     handler,
                     lambda b: where.__setitem__("block", b),
+                    TokenTrail() if cfg.token_ids == "all" else None,
                 )
                 final = self._turn_loop(
                     agent, messages, make_record, cfg.subagent_max_turns, usage_into=rec
@@ -489,7 +495,7 @@ class Episode:
             else:
                 self.state.usage.sub = self.state.usage.sub + res.usage
         reply = (prefill or "") + res.text
-        parsed = parse_reply(reply)
+        parsed = parse_reply(note_turn(rec, res, agent.tokens))  # the answer, reasoning apart
         observations: list[str] = []
         final: tuple[FinalSource, str] | None = None
         for block in parsed.blocks:
@@ -641,6 +647,7 @@ class Episode:
                     repl,
                     self._handler(lambda: _Origin(turn=self._turn, block=self._block)),
                     lambda b: setattr(self, "_block", b),
+                    TokenTrail() if cfg.token_ids != "off" else None,
                 )
                 final = self._turn_loop(agent, messages, root_record, cfg.limits.max_turns)
             if final is not None:

@@ -99,6 +99,7 @@ def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> Coll
     made with another config).
     """
     from rlmdistill.collect.runner import collect
+    from rlmdistill.models.reasoning import token_id_options
     from rlmdistill.models.spec import close_all, get_client, parse_spec
     from rlmdistill.rooms import DataRoom
 
@@ -107,8 +108,8 @@ def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> Coll
         if r.task is None:
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
     parse_spec(config.sub)
-    root = get_client(config.root)
-    sub = get_client(config.sub)
+    root = get_client(config.root, **token_id_options(config.root, config.token_ids != "off"))
+    sub = get_client(config.sub, **token_id_options(config.sub, config.token_ids == "all"))
     if config.max_usd is not None or config.requests_per_minute is not None:
         root, sub = limit_clients(config, root, sub)
     try:

@@ -17,6 +17,7 @@ from rlmdistill.dashboard.data import Workspace
 from rlmdistill.dashboard.widgets import fmt_pct, pick_run
 from rlmdistill.traces.runs import Trajectory
 from rlmdistill.traces.schema import SubagentTurnRecord, SubCallRecord, TurnRecord
+from rlmdistill.traces.tokens import answer_text
 
 VERDICT_ICON = {"PASS": "✅", "FAIL": "❌", "UNGRADABLE": "❔", "MISSING": "➖"}
 
@@ -108,6 +109,24 @@ def _sub_call(
         )
 
 
+def _tokens_line(turn: TurnRecord) -> str:
+    """One line on the turn's recorded token ids (or why there are none)."""
+    tr = turn.tokens
+    if tr is None:
+        return "token ids: not recorded (trace older than schema version 2)"
+    if tr.source == "unavailable":
+        return f"token ids: not available ({tr.unavailable})"
+    parts = [f"token ids ({tr.source}):"]
+    if tr.prompt_n is not None:
+        parts.append(f"prompt {tr.prompt_n:,} ({len(tr.prompt_new_ids or []):,} new)")
+    parts.append(f"completion {len(tr.completion_ids or []):,}")
+    if tr.logprobs:
+        parts.append(f"mean logprob {sum(tr.logprobs) / len(tr.logprobs):.3f}")
+    if tr.unavailable:
+        parts.append(f"({tr.unavailable})")
+    return " ".join(parts)
+
+
 def _turn(turn: TurnRecord, traj: Trajectory) -> None:
     with st.container(border=True):
         st.markdown(
@@ -115,8 +134,13 @@ def _turn(turn: TurnRecord, traj: Trajectory) -> None:
             f"{turn.usage.prompt_tokens} prompt + {turn.usage.completion_tokens} completion tokens"
             f" · {turn.latency_s:.1f} s" + (" · no-op" if turn.no_op else "")
         )
-        st.markdown("**Root completion**")
-        st.code((turn.prefill or "") + turn.completion, language="markdown", wrap_lines=True)
+        if turn.reasoning:
+            how = "separate field" if turn.reasoning_source == "field" else "inline <think>"
+            with st.expander(f"Reasoning ({len(turn.reasoning):,} chars, {how})"):
+                st.code(turn.reasoning, language="text", wrap_lines=True)
+        st.markdown("**Root completion**" + (" (answer)" if turn.reasoning else ""))
+        st.code(answer_text(turn), language="markdown", wrap_lines=True)
+        st.caption(_tokens_line(turn))
         calls = [c for c in traj.sub_calls if c.turn == turn.turn and c.depth == 1]
         for block in turn.blocks:
             st.markdown(f"**Code block {block.index}** ({block.duration_s:.2f} s)")

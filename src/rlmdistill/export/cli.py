@@ -104,6 +104,12 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option(help="Train on the reply prefill too.")
         ] = True,
         min_supervised_tokens: Annotated[int, typer.Option(help="Drop examples below.")] = 1,
+        reasoning: Annotated[
+            str, typer.Option(help="Reasoning policy: last | all | drop (docs/export.md).")
+        ] = "last",
+        from_ids: Annotated[
+            bool, typer.Option(help="Turn mode: build examples from recorded token ids.")
+        ] = False,
         overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset.")] = False,
     ) -> None:
         """Export root turns of collected runs as an SFT dataset (HF datasets on disk)."""
@@ -119,6 +125,8 @@ def register(app: typer.Typer) -> None:
                     "truncation": truncation,
                     "supervise_prefill": supervise_prefill,
                     "min_supervised_tokens": min_supervised_tokens,
+                    "reasoning": reasoning,
+                    "from_ids": from_ids,
                 }
             )
             report = export_main(
@@ -134,3 +142,13 @@ def register(app: typer.Typer) -> None:
             f"tokens mean {report.tokens.mean:.0f} max {report.tokens.max}; "
             f"{report.examples_per_s:.1f} examples/s)"
         )
+        if report.n_reasoning_turns:
+            typer.echo(
+                f"reasoning policy {report.reasoning_policy}: {report.n_reasoning_turns} "
+                f"reasoning turns, {report.n_reasoning_kept} supervised replies keep it"
+            )
+        if report.from_ids:
+            typer.echo(
+                f"from recorded ids: {report.n_ids_matched} equal a re-render; "
+                f"mismatches {report.ids_mismatches or 'none'}"
+            )

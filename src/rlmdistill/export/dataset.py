@@ -10,8 +10,14 @@ Every episode or example that does not become a row is counted with a reason (an
 ``export.json``): ``missing_trajectory``, ``invalid_trajectory`` (corrupt record),
 ``torn_trajectory`` (half-written last line, case T3), ``incomplete_trajectory`` (no
 ``episode_end``), ``prompt_hash_mismatch``, ``no_root_turns``, ``malformed_tool_call``
-(case T1), ``template_mismatch``, ``too_long`` (no fit under ``max_length`` with the
-supervised turn kept, case S2), ``too_few_supervised``.
+(case T1), ``template_mismatch`` (with where expected and rendered text first differ),
+``too_long`` (no fit under ``max_length`` with the supervised turn kept, case S2),
+``too_few_supervised``; with ``from_ids``: ``prompt_ids_mismatch`` (recorded ids do not
+match their stored hash), ``no_token_ids`` (the turn has no recorded ids).
+
+Reasoning roots: the ``reasoning`` policy (``all``/``last``/``drop``) decides which replies
+keep their reasoning; in turn mode every example is checked to be exactly the prompt the
+root saw + the reply it produced (:func:`~rlmdistill.export.masks.check_turn_prompt`).
 """
 
 from __future__ import annotations
@@ -32,18 +38,28 @@ from tqdm import tqdm
 from rlmdistill.export.masks import (
     DefaultSystemPromptError,
     Encoded,
+    ReasoningTemplateError,
     TemplateError,
     TemplateInfo,
+    check_turn_prompt,
     encode_conversation,
     load_tokenizer,
     probe_template,
+    reasoning_support,
 )
 from rlmdistill.export.options import ExportOptions
-from rlmdistill.export.render import Conversation, RenderFailure, drop_leading_turns, render_episode
+from rlmdistill.export.render import (
+    Conversation,
+    RenderFailure,
+    drop_leading_turns,
+    render_episode,
+    turn_reasoning,
+)
 from rlmdistill.export.tools import ToolCallError, normalize_tool_calls
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.traces.runs import EpisodeRef, load_manifest, load_summaries, load_trajectory
 from rlmdistill.traces.store import TraceFileError
+from rlmdistill.traces.tokens import prompt_ids
 
 __all__ = [
     "DroppedItem",
@@ -160,6 +176,20 @@ class ExportReport(BaseModel):
     """Turns removed from those examples in total."""
     n_appended_closers: int = 0
     """Examples whose last end-of-turn token was appended after the render (GLM-4)."""
+    reasoning_policy: str = "last"
+    """``all`` / ``last`` / ``drop`` (see :data:`~rlmdistill.export.options.ReasoningPolicy`)."""
+    n_reasoning_turns: int = 0
+    """Root turns (of exported episodes) that reasoned."""
+    n_reasoning_kept: int = 0
+    """Assistant messages of the rows that carry their reasoning."""
+    from_ids: bool = False
+    n_ids_matched: int = 0
+    """``from_ids``: examples whose recorded ids equal the re-render's."""
+    ids_mismatches: dict[str, int] = Field(default_factory=dict)
+    """``from_ids``: examples whose re-render differs, by reason (``prompt_ids_differ``,
+    ``completion_ids_differ``, ``rerender_failed``); the row keeps the recorded ids."""
+    ids_mismatch_items: list[DroppedItem] = Field(default_factory=list)
+    """The mismatches with where they first differ (capped at 200)."""
     tokens: LengthStats
     supervised: LengthStats
     duration_s: float
@@ -190,6 +220,12 @@ class ExportManifest(BaseModel):
     dropped_items: list[DroppedItem]
     n_truncated: int
     n_appended_closers: int
+    reasoning_policy: str = "last"
+    n_reasoning_turns: int = 0
+    n_reasoning_kept: int = 0
+    from_ids: bool = False
+    n_ids_matched: int = 0
+    ids_mismatches: dict[str, int] = Field(default_factory=dict)
     tokens: LengthStats
     supervised: LengthStats
     sources: list[SourceRun]
@@ -276,7 +312,7 @@ class _Encoder:
         self.tokenizer, self.info, self.options = tokenizer, info, options
 
     def encode(self, conv: Conversation, where: str) -> Encoded:
-        return encode_conversation(
+        enc = encode_conversation(
             self.tokenizer,
             self.info,
             conv.messages,
@@ -285,7 +321,18 @@ class _Encoder:
             prefill_chars=conv.prefill_chars,
             default_system=self.options.default_system,
             where=where,
+            trim_tail=conv.turn >= 0,
         )
+        if conv.turn >= 0 and conv.n_turns_dropped == 0:
+            check_turn_prompt(
+                self.tokenizer,
+                conv.messages,
+                enc,
+                tools=conv.tools,
+                prefill=conv.prefill,
+                where=where,
+            )
+        return enc
 
     def fit(self, conv: Conversation, where: str) -> tuple[Conversation, Encoded] | None:
         """The conversation under ``max_length`` (after ``keep_start`` drops), or ``None``."""
@@ -366,6 +413,7 @@ def export_dataset(
     tokenizer, tok_dir = load_tokenizer(options.tokenizer, options.chat_template)
     info = probe_template(tokenizer, tok_dir, options.end_of_turn_tokens)
     encoder = _Encoder(tokenizer, info, options)
+    renders_last, renders_earlier = reasoning_support(tokenizer)
     system = options.system_prompt_choice()
     if (existing := _existing_dataset(out_dir)) and not overwrite:
         raise FileExistsError(
@@ -382,7 +430,9 @@ def export_dataset(
 
     rows: list[dict[str, Any]] = []
     dropped: list[DroppedItem] = []
+    mismatches: list[DroppedItem] = []
     n_truncated = n_turns_dropped = n_appended = 0
+    n_reasoning_turns = n_reasoning_kept = n_ids_matched = 0
     exported: set[str] = set()
     for ref in tqdm(refs, desc=f"export {out_dir.name}", unit="ep", disable=not progress):
         run_id = run_ids[Path(ref.run_dir)]
@@ -410,16 +460,37 @@ def export_dataset(
                 style=options.style,
                 system=system,
                 supervise_prefill=options.supervise_prefill,
+                reasoning=options.reasoning,
             )
         except ValueError as exc:
             drop("prompt_hash_mismatch", str(exc))
             continue
+        n_thought = sum(1 for t in traj.turns if turn_reasoning(t)[0])
+        if n_thought and options.reasoning != "drop":
+            _check_reasoning_template(options, renders_last, renders_earlier, ref.episode_id)
+        recorded: dict[int, list[int] | None] = {}
+        if options.from_ids:
+            try:
+                ordered = sorted(traj.turns, key=lambda t: t.turn)
+                recorded = dict(zip((t.turn for t in ordered), prompt_ids(ordered), strict=True))
+            except ValueError as exc:
+                drop("prompt_ids_mismatch", str(exc))
+                continue
         score = (scores or {}).get(ref.episode_id)
+        n_rows_before = len(rows)
         for item in items:
             if isinstance(item, RenderFailure):
                 drop(item.reason, item.detail, item.turn)
                 continue
             where = f"episode {ref.episode_id} turn {item.turn}"
+            from_ids: tuple[Conversation, Encoded] | None = None
+            if options.from_ids:
+                turn = next(t for t in traj.turns if t.turn == item.turn)
+                made = _from_recorded(turn, recorded.get(item.turn), item, info)
+                if isinstance(made, str):
+                    drop("no_token_ids", made, item.turn)
+                    continue
+                from_ids = made
             try:
                 item.messages = normalize_tool_calls(item.messages, ref.episode_id)
                 fitted = encoder.fit(item, where)
@@ -429,8 +500,20 @@ def export_dataset(
             except DefaultSystemPromptError:
                 raise
             except TemplateError as exc:
-                drop("template_mismatch", str(exc), item.turn)
-                continue
+                if from_ids is None:
+                    drop("template_mismatch", str(exc), item.turn)
+                    continue
+                _drop(mismatches, run_id, ref.episode_id, "rerender_failed", str(exc), item.turn)
+                fitted = from_ids
+            if from_ids is not None and fitted is not None and fitted is not from_ids:
+                reason, detail = _compare_ids(tokenizer, from_ids[1], fitted[1])
+                if reason is None:
+                    n_ids_matched += 1  # same ids: keep the re-render (its mask covers a prefill)
+                else:
+                    _drop(mismatches, run_id, ref.episode_id, reason, detail, item.turn)
+                    fitted = from_ids
+            if from_ids is not None and fitted is None:
+                fitted = from_ids if len(from_ids[1].input_ids) <= options.max_length else None
             if fitted is None:
                 drop(
                     "too_long",
@@ -446,6 +529,7 @@ def export_dataset(
             n_truncated += conv.n_turns_dropped > 0
             n_turns_dropped += conv.n_turns_dropped
             n_appended += enc.appended_closer
+            n_reasoning_kept += conv.n_reasoning
             exported.add(ref.episode_id)
             rows.append(
                 example_row(
@@ -459,6 +543,8 @@ def export_dataset(
                     coverage=score.coverage if score else coverages.get(ref.episode_id),
                 )
             )
+        if len(rows) > n_rows_before:
+            n_reasoning_turns += n_thought
 
     counts = dict(Counter(d.reason for d in dropped).most_common())
     if not rows:
@@ -490,6 +576,13 @@ def export_dataset(
         n_truncated=n_truncated,
         n_turns_dropped=n_turns_dropped,
         n_appended_closers=n_appended,
+        reasoning_policy=options.reasoning,
+        n_reasoning_turns=n_reasoning_turns,
+        n_reasoning_kept=n_reasoning_kept,
+        from_ids=options.from_ids,
+        n_ids_matched=n_ids_matched,
+        ids_mismatches=dict(Counter(d.reason for d in mismatches).most_common()),
+        ids_mismatch_items=mismatches[:200],
         tokens=tok_stats,
         supervised=LengthStats.of([r["n_supervised"] for r in rows]),
         duration_s=duration,
@@ -532,6 +625,12 @@ def export_dataset(
         dropped_items=dropped,
         n_truncated=n_truncated,
         n_appended_closers=n_appended,
+        reasoning_policy=options.reasoning,
+        n_reasoning_turns=n_reasoning_turns,
+        n_reasoning_kept=n_reasoning_kept,
+        from_ids=options.from_ids,
+        n_ids_matched=n_ids_matched,
+        ids_mismatches=report.ids_mismatches,
         tokens=report.tokens,
         supervised=report.supervised,
         sources=[
@@ -548,6 +647,63 @@ def export_dataset(
     return report
 
 
+def _check_reasoning_template(
+    options: ExportOptions, renders_last: bool, renders_earlier: bool, episode_id: str
+) -> None:
+    """Refuse a reasoning policy the chat template cannot honour (a setting problem)."""
+    fix = (
+        "pass a reasoning template (--chat-template trl/chat_templates/qwen3.jinja or "
+        "glm4moe.jinja; their *_training variants for reasoning=all) or reasoning='drop'"
+    )
+    if not renders_last:
+        raise ReasoningTemplateError(
+            f"episode {episode_id} has reasoning turns but the chat template ignores "
+            f"reasoning_content (reasoning={options.reasoning!r} would lose it); {fix}"
+        )
+    if options.reasoning == "all" and options.mode == "trajectory" and not renders_earlier:
+        raise ReasoningTemplateError(
+            "reasoning='all' in trajectory mode needs a template that keeps the reasoning of "
+            "earlier turns (e.g. trl/chat_templates/qwen3_training.jinja or "
+            "glm4moe_training.jinja); this one drops it"
+        )
+
+
+def _from_recorded(
+    turn: Any, prompt: list[int] | None, conv: Conversation, info: TemplateInfo
+) -> tuple[Conversation, Encoded] | str:
+    """Turn-mode example from recorded ids: prompt as seen + completion as produced
+    (supervised; the template's closer appended when generation did not end with one).
+    Returns the reason when the turn has no usable ids."""
+    tr = turn.tokens
+    if tr is None or prompt is None or not tr.completion_ids:
+        why = "no token ids recorded" if tr is None else (tr.unavailable or "incomplete ids")
+        return f"turn {turn.turn}: {why}"
+    completion = list(tr.completion_ids)
+    appended = completion[-1] not in info.eot_ids
+    if appended:
+        completion.append(info.closer_id)
+    enc = Encoded(prompt + completion, [0] * len(prompt) + [1] * len(completion), appended, "")
+    return conv, enc
+
+
+def _compare_ids(tokenizer: Any, recorded: Encoded, rendered: Encoded) -> tuple[str | None, str]:
+    """``(None, "")`` when the re-render gives the recorded ids, else the reason
+    (``prompt_ids_differ`` / ``completion_ids_differ``) and where they first differ."""
+    a, b = recorded.input_ids, rendered.input_ids
+    if a == b:
+        return None, ""
+    k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    n_prompt = recorded.assistant_masks.index(1) if 1 in recorded.assistant_masks else len(a)
+    reason = "prompt_ids_differ" if k < n_prompt else "completion_ids_differ"
+    tokens = tokenizer.convert_ids_to_tokens
+    return reason, (
+        f"first differing token {k} of {len(a)} recorded / {len(b)} re-rendered "
+        f"(text there {tokenizer.decode(a[k : k + 8])!r}): recorded tokens "
+        f"{tokens(a[k : k + 4])} {a[k : k + 4]}, re-render tokens {tokens(b[k : k + 4])} "
+        f"{b[k : k + 4]}"
+    )
+
+
 def _stats_line(name: str, s: LengthStats) -> str:
     if s.n == 0:
         return f"| {name} | 0 | | | | | |"
@@ -555,6 +711,14 @@ def _stats_line(name: str, s: LengthStats) -> str:
         f"| {name} | {s.n} | {s.total:,} | {s.min} | {s.mean:.1f} | {s.p50:.0f} | {s.p95:.0f} "
         f"| {s.max} |"
     )
+
+
+_REASONING_NOTES = {
+    "all": "every supervised reply keeps its reasoning",
+    "last": "only the last reply of each example keeps its reasoning, as the root's "
+    "inference template renders it",
+    "drop": "answers only; reasoning removed",
+}
 
 
 def _card(m: ExportManifest, r: ExportReport, extra: str) -> str:
@@ -591,6 +755,26 @@ def _card(m: ExportManifest, r: ExportReport, extra: str) -> str:
         f"- system prompt (context distillation): {sysline}",
         f"- worked example (few-shot turns): {'kept, never supervised' if m.few_shot_kept else 'dropped'}",
         f"- reply prefill supervised: {m.prefill_supervised}",
+        f"- reasoning policy: **{m.reasoning_policy}** ({_REASONING_NOTES[m.reasoning_policy]}); "
+        f"{m.n_reasoning_turns} root turns reasoned, {m.n_reasoning_kept} supervised "
+        "replies carry their reasoning",
+        *(
+            [
+                "- approximation: in trajectory mode with reasoning kept in every turn, later "
+                "replies are trained with earlier reasoning in their context, which the root "
+                "never saw (its template dropped it); turn mode has no such approximation"
+            ]
+            if m.reasoning_policy == "all" and m.mode == "trajectory" and m.n_reasoning_kept
+            else []
+        ),
+        *(
+            [
+                f"- built from recorded token ids: {m.n_ids_matched} examples equal a "
+                f"re-render; mismatches {m.ids_mismatches or 'none'} (rows keep the recorded ids)"
+            ]
+            if m.from_ids
+            else []
+        ),
         f"- max_length: {m.max_length} tokens, truncation policy: {m.truncation}",
         f"- min supervised tokens: {m.min_supervised_tokens}",
         f"- tokenizer: `{m.tokenizer.spec}` ({m.tokenizer.path}), chat template "

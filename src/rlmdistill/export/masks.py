@@ -41,9 +41,12 @@ from typing import Any, Literal, NamedTuple
 __all__ = [
     "DefaultSystemPromptError",
     "Encoded",
+    "ReasoningTemplateError",
     "TemplateError",
     "TemplateInfo",
+    "check_turn_prompt",
     "encode_conversation",
+    "first_difference",
     "load_tokenizer",
     "probe_template",
 ]
@@ -78,6 +81,38 @@ class TemplateError(ValueError):
 
 class DefaultSystemPromptError(TemplateError):
     """The template injects a default system prompt into a conversation without one (S7)."""
+
+
+class ReasoningTemplateError(TemplateError):
+    """The reasoning policy needs the template to render reasoning, and it does not (a
+    setting problem: the export stops instead of dropping every example)."""
+
+
+def first_difference(expected: str, rendered: str, context: int = 40) -> str:
+    """Where two texts first differ: ``"at char N: expected '...' rendered '...'"`` with up
+    to ``context`` characters of each from that point (``repr``-quoted); ``"equal"``."""
+    n = min(len(expected), len(rendered))
+    i = next((k for k in range(n) if expected[k] != rendered[k]), n)
+    if i == len(expected) == len(rendered):
+        return "equal"
+    return (
+        f"at char {i}: expected {expected[i : i + context]!r} "
+        f"rendered {rendered[i : i + context]!r}"
+    )
+
+
+def _best_match(text: str, content: str, cursor: int) -> str:
+    """For content not found verbatim: the longest prefix of ``content`` found in ``text``
+    after ``cursor``, and where the two part from there."""
+    lo, hi = 0, len(content)  # content[:lo] is found; content[:hi + 1] is not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if text.find(content[:mid], cursor) >= 0:
+            lo = mid
+        else:
+            hi = mid - 1
+    at = text.find(content[:lo], cursor) if lo else cursor
+    return first_difference(content, text[at : at + len(content) + 40])
 
 
 class Encoded(NamedTuple):
@@ -325,7 +360,8 @@ def _locate(
             if p < 0:
                 raise TemplateError(
                     f"{where}: message {i} ({msg['role']}): content not found verbatim in the "
-                    "rendered conversation (template rewrites it)"
+                    f"rendered conversation (template rewrites it); "
+                    f"{_best_match(text, content, cursor)}"
                 )
             out.append(_Located(header_end, p, p + len(found), lead))
             cursor = p + len(found)
@@ -349,6 +385,7 @@ def encode_conversation(
     prefill_chars: Sequence[int] | None = None,
     default_system: Literal["refuse", "allow"] = "refuse",
     where: str = "conversation",
+    trim_tail: bool = False,
 ) -> Encoded:
     """Render ``messages`` once, tokenise once, and mark the supervised assistant tokens.
 
@@ -356,7 +393,8 @@ def encode_conversation(
     ``prefill_chars[i]`` characters at the start of its content are left unsupervised
     (a reply prefill when ``supervise_prefill`` is off; 0 by default). Tool-call arguments
     must already be mappings (see :func:`rlmdistill.export.tools.normalize_tool_calls`).
-    ``where`` names the episode/example in errors.
+    ``where`` names the episode/example in errors. ``trim_tail`` drops the unsupervised
+    tokens after the last supervised one (turn mode: the model never saw them then).
 
     Raises :class:`DefaultSystemPromptError` when there is no system message, the template
     injects one and ``default_system == "refuse"``; :class:`TemplateError` when a message or
@@ -426,4 +464,62 @@ def encode_conversation(
             k += 1
     if sum(mask) == 0:
         raise TemplateError(f"{where}: assistant mask sums to zero (case S1)")
+    if trim_tail:
+        last = max(k for k, m in enumerate(mask) if m)
+        ids, mask = ids[: last + 1], mask[: last + 1]
     return Encoded(ids, mask, appended, text)
+
+
+def check_turn_prompt(
+    tokenizer: Any,
+    messages: Sequence[dict[str, Any]],
+    enc: Encoded,
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    prefill: str = "",
+    where: str = "conversation",
+) -> None:
+    """Check that a turn-mode example is exactly prompt as seen + reply as produced.
+
+    The prompt as the model saw it is ``render(messages[:-1], add_generation_prompt=True)``
+    (+ ``prefill``, which the root was given): the full render must start with it, and the
+    example's first ids must equal the tokenisation of that prompt + prefill (the prefill is
+    supervised by default, yet was part of the prompt). Raises
+    :class:`TemplateError` naming where the texts or ids first differ.
+    """
+    kw: dict[str, Any] = {"tools": tools} if tools else {}
+    seen = _render(tokenizer, messages[:-1], add_generation_prompt=True, **kw)
+    if not enc.text.startswith(seen):
+        raise TemplateError(
+            f"{where}: the rendered example does not start with the prompt the model saw "
+            f"(template is not prefix-preserving here); {first_difference(seen, enc.text)}"
+        )
+    seen_ids = [int(t) for t in tokenizer(seen + prefill, add_special_tokens=False)["input_ids"]]
+    got = enc.input_ids[: len(seen_ids)]
+    if got != seen_ids:
+        k = next((i for i, (a, b) in enumerate(zip(seen_ids, got, strict=False)) if a != b), None)
+        k = min(len(seen_ids), len(got)) if k is None else k
+        raise TemplateError(
+            f"{where}: prompt ids differ from the prompt the model saw at token {k} "
+            f"(tokenising the whole example merges across the reply boundary): "
+            f"seen {tokenizer.decode(seen_ids[k : k + 8])!r} "
+            f"example {tokenizer.decode(enc.input_ids[k : k + 8])!r}"
+        )
+
+
+def reasoning_support(tokenizer: Any) -> tuple[bool, bool]:
+    """``(last, earlier)``: whether the template renders ``reasoning_content`` of the last
+    assistant message, and of an earlier one (training templates do; inference ones drop it)."""
+    r1, r2 = "Probe reasoning one 5T1.", "Probe reasoning two 8V6."
+    conv = [
+        {"role": "system", "content": "Probe system."},
+        {"role": "user", "content": _PROBE_USER},
+        {"role": "assistant", "content": _PROBE_ASSISTANT, "reasoning_content": r1},
+        {"role": "user", "content": _PROBE_USER},
+        {"role": "assistant", "content": _PROBE_ASSISTANT, "reasoning_content": r2},
+    ]
+    try:
+        text = _render(tokenizer, conv)
+    except Exception:
+        return False, False
+    return r2 in text, r1 in text

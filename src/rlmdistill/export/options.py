@@ -8,7 +8,14 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["ExportMode", "ExportOptions", "ExportStyle", "SystemPromptChoice", "Truncation"]
+__all__ = [
+    "ExportMode",
+    "ExportOptions",
+    "ExportStyle",
+    "ReasoningPolicy",
+    "SystemPromptChoice",
+    "Truncation",
+]
 
 ExportMode = Literal["trajectory", "turn"]
 """``trajectory``: one example per episode, every root turn supervised; ``turn``: one
@@ -20,6 +27,14 @@ Truncation = Literal["drop", "keep_start"]
 """Over ``max_length``: ``drop`` the example, or ``keep_start``: keep the system prompt, worked
 example and task, and drop the earliest whole turns until it fits (counted). The last
 assistant turn is never cut; tokens are never cut mid-conversation."""
+
+
+ReasoningPolicy = Literal["all", "last", "drop"]
+"""What happens to a reasoning root's thoughts (see ``docs/export.md``): ``all`` keeps them in
+every supervised reply (needs a template that renders earlier turns' reasoning, e.g. TRL's
+``qwen3_training.jinja``/``glm4moe_training.jinja``); ``last`` keeps them in the last reply of
+each example only (what Qwen3/GLM-4.5 inference templates do); ``drop`` trains on answers
+only."""
 
 
 class SystemPromptChoice(NamedTuple):
@@ -79,6 +94,17 @@ class ExportOptions(BaseModel):
         description="When a conversation has no system message and the template injects a "
         "default one (Qwen, SmolLM2): refuse, or allow it (recorded).",
     )
+    reasoning: ReasoningPolicy = Field(
+        "last",
+        description="Reasoning policy: all (every reply, via a training template), last "
+        "(the last reply of each example), drop (answers only).",
+    )
+    from_ids: bool = Field(
+        False,
+        description="Turn mode: build each example from the recorded token ids (prompt + "
+        "completion as the model saw and produced them) instead of a re-render; the "
+        "re-render is compared and mismatches are counted in the report.",
+    )
     end_of_turn_tokens: list[str] = Field(
         default_factory=list,
         description="Extra tokens that close an assistant turn (probed from the template "
@@ -100,6 +126,13 @@ class ExportOptions(BaseModel):
                 f"system_prompt must be 'collected', 'plain' or a text file; "
                 f"{self.system_prompt!r} is not a file"
             )
+        if self.from_ids and self.mode != "turn":
+            raise ValueError(
+                "from_ids=True needs mode='turn': a trajectory's recorded prompts drop earlier "
+                "reasoning, so one id sequence cannot hold every reply as produced"
+            )
+        if self.from_ids and self.style != "plain":
+            raise ValueError("from_ids=True needs style='plain' (ids are the text as produced)")
         if self.chat_template is not None and not Path(self.chat_template).is_file():
             raise ValueError(f"chat_template {self.chat_template!r} is not a file")
         return self

@@ -24,12 +24,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from rlmdistill.export.options import ExportMode, ExportStyle, SystemPromptChoice
+from rlmdistill.export.options import ExportMode, ExportStyle, ReasoningPolicy, SystemPromptChoice
 from rlmdistill.export.tools import REPL_TOOL, ToolCallError, turn_tool_messages
+from rlmdistill.models.reasoning import split_inline_reasoning
 from rlmdistill.traces.rebuild import assistant_message, root_requests
 from rlmdistill.traces.runs import Trajectory
+from rlmdistill.traces.schema import TurnBase
 
-__all__ = ["Conversation", "RenderFailure", "drop_leading_turns", "render_episode"]
+__all__ = [
+    "Conversation",
+    "RenderFailure",
+    "drop_leading_turns",
+    "render_episode",
+    "turn_reasoning",
+]
+
+
+def turn_reasoning(turn: TurnBase) -> tuple[str | None, str]:
+    """``(reasoning, answer)`` of a root turn.
+
+    A separately returned reasoning (``reasoning_source == "field"``) sits beside the reply
+    (prefill + completion); an inline ``<think>`` block is split off the reply, also in traces
+    older than schema version 2 that did not file it. No reasoning: ``(None, reply)``.
+    """
+    reply = assistant_message(turn).content
+    if turn.reasoning_source == "field":
+        return turn.reasoning, reply
+    return split_inline_reasoning(reply)
 
 
 @dataclass
@@ -52,6 +73,10 @@ class Conversation:
     tools: list[dict[str, Any]] | None = None
     n_turns_dropped: int = field(default=0)
     """Leading turns removed by the ``keep_start`` length policy."""
+    prefill: str = ""
+    """Turn mode: the reply prefill the root was given (part of its prompt)."""
+    n_reasoning: int = 0
+    """Assistant messages that carry their reasoning (``reasoning_content``)."""
 
 
 class RenderFailure(NamedTuple):
@@ -81,8 +106,15 @@ def render_episode(
     style: ExportStyle,
     system: SystemPromptChoice,
     supervise_prefill: bool = True,
+    reasoning: ReasoningPolicy = "last",
 ) -> list[Conversation | RenderFailure]:
     """Conversations of one episode (one in trajectory mode, one per root turn in turn mode).
+
+    ``reasoning``: which assistant messages carry the turn's reasoning as
+    ``reasoning_content`` (the field Qwen3/GLM-4.5 templates render): ``all`` every reply in
+    trajectory mode (only the supervised one in turn mode: earlier replies stay as the root
+    saw them), ``last`` only the last reply of the conversation, ``drop`` none. The message
+    ``content`` is always the answer without the reasoning.
 
     Raises ``ValueError`` when the rebuilt root prompts do not match the recorded hashes
     (trajectory edited or incomplete). Tool-style turns that cannot be converted (case T1)
@@ -95,8 +127,10 @@ def render_episode(
     root_requests(traj.start, turns)  # hash check of every request (raises ValueError)
     head = _head(traj, system)
     units: list[list[dict[str, Any]] | ToolCallError] = []
+    thoughts: list[str | None] = []
     for t in turns:
-        reply = assistant_message(t).content
+        thought, reply = turn_reasoning(t)
+        thoughts.append(thought)
         if style == "plain":
             unit: list[dict[str, Any]] = [{"role": "assistant", "content": reply}]
             if t.observation is not None:
@@ -121,6 +155,7 @@ def render_episode(
                 -1 if not only_last else turns[upto].turn, "malformed_tool_call", str(bad)
             )
         messages = list(head)
+        n_reasoning = 0
         supervised = [False] * len(head)
         prefill_chars = [0] * len(head)
         groups: list[int] = []
@@ -131,8 +166,12 @@ def render_episode(
                 unit = unit[:1]  # the reply; output after it was never part of a request
             groups.append(len(messages))
             for j, msg in enumerate(unit):
-                messages.append(msg)
                 is_reply = j == 0
+                keep = (reasoning == "all" and not only_last) or (reasoning != "drop" and k == upto)
+                if is_reply and keep and thoughts[k]:
+                    msg = {**msg, "reasoning_content": thoughts[k]}
+                    n_reasoning += 1
+                messages.append(msg)
                 supervised.append(is_reply and (k == upto or not only_last))
                 prefill_chars.append(prefills[k] if is_reply else 0)
         return Conversation(
@@ -142,6 +181,9 @@ def render_episode(
             groups,
             turns[upto].turn if only_last else -1,
             tools,
+            # tool style: the prefilled fence became part of the tool call, not a prompt
+            prefill=(turns[upto].prefill or "") if only_last and style == "plain" else "",
+            n_reasoning=n_reasoning,
         )
 
     if mode == "trajectory":
@@ -170,4 +212,6 @@ def drop_leading_turns(conv: Conversation, k: int) -> Conversation:
         conv.turn,
         conv.tools,
         conv.n_turns_dropped + k,
+        conv.prefill,
+        sum(1 for m in keep(conv.messages) if m.get("reasoning_content")),
     )

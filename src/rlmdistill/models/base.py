@@ -85,6 +85,11 @@ class ChatResult(BaseModel):
     """Generated token ids when the back end returns them."""
     logprobs: list[float] | None = None
     """Per generated token log-probabilities when the back end returns them."""
+    reasoning: str | None = None
+    """Reasoning the server returned apart from ``text`` (``reasoning_content``/``reasoning``);
+    inline ``<think>`` text stays in ``text`` (see :mod:`rlmdistill.models.reasoning`)."""
+    prompt_token_ids: list[int] | None = None
+    """The exact prompt ids the model was given (prefill included) when the back end says."""
 
 
 class ModelError(Exception):

@@ -60,6 +60,48 @@ class _Request:
 _STOP = object()
 
 
+class _LogprobRecorder:
+    """A logits processor that records the log-probability of every generated token.
+
+    ``generate`` calls it once per step with the scores of the next token; the token chosen
+    at step ``k`` shows up as the last input id at step ``k + 1``, so each call gathers the
+    previous step's log-softmax at that id and keeps only the current step's (one
+    ``batch x vocab`` array, never all steps). :meth:`finish` gathers the last step. The
+    scores are the model's logits after the processors ``generate`` runs before custom ones
+    (e.g. a checkpoint's ``repetition_penalty``) and before temperature/top-p, i.e. the
+    model's own distribution like vLLM's default ``raw_logprobs``.
+    """
+
+    def __init__(self, prompt_width: int) -> None:
+        self.width = prompt_width
+        self.previous: Any = None
+        self.rows: list[list[float]] | None = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.previous is not None:
+            self._gather(input_ids[:, -1])
+        self.previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def _gather(self, chosen: Any) -> None:
+        vals = self.previous.gather(1, chosen.view(-1, 1).long()).view(-1).tolist()
+        if self.rows is None:
+            self.rows = [[] for _ in vals]
+        for row, v in zip(self.rows, vals, strict=True):
+            row.append(float(v))
+
+    def finish(self, out: Any) -> list[list[float] | None]:
+        """Per row, the log-probabilities of the generated ids of ``out`` (rows of
+        ``generate``'s output: prompt width + generated)."""
+        if self.previous is not None and out.shape[1] > self.width:
+            self._gather(out[:, -1])
+            self.previous = None
+        n = out.shape[0]
+        return list(self.rows) if self.rows is not None else [None] * n
+
+
 def bf16_supported() -> bool:
     """True when this CPU runs bfloat16 natively (AVX512-BF16, AMX, Arm BF16).
 
@@ -343,7 +385,7 @@ class LocalChatClient:
 
     def _generate(self, batch: list[_Request]) -> None:
         import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
         try:
             width = max(len(r.prompt_ids) for r in batch)
@@ -376,11 +418,13 @@ class LocalChatClient:
                     return done
 
             sampling = batch[0].sampling
+            recorder = _LogprobRecorder(width)
             gen_kwargs: dict[str, Any] = {
                 "max_new_tokens": max(limits),
                 "pad_token_id": self.pad_id,
                 "eos_token_id": self.eos_ids,
                 "stopping_criteria": StoppingCriteriaList([_RowStop()]),
+                "logits_processor": LogitsProcessorList([recorder]),
             }
             if sampling.temperature > 0:
                 gen_kwargs.update(
@@ -407,16 +451,19 @@ class LocalChatClient:
                 self._fail(r, f"generation failed: {type(exc).__name__}: {exc}")
             return
         done_at = time.perf_counter()
+        logprobs = recorder.finish(out)
         for i, r in enumerate(batch):
             try:
-                result = self._decode(out[i, width:].tolist(), r, done_at)
+                result = self._decode(out[i, width:].tolist(), r, done_at, logprobs[i])
             except Exception as exc:
                 self._fail(r, f"decoding failed: {type(exc).__name__}: {exc}")
                 continue
             r.future.set_result(result)
             self.requests_served += 1
 
-    def _decode(self, gen: list[int], req: _Request, done_at: float) -> ChatResult:
+    def _decode(
+        self, gen: list[int], req: _Request, done_at: float, logprobs: list[float] | None = None
+    ) -> ChatResult:
         finish: FinishReason = "length"
         eos = set(self.eos_ids)
         cut = next((k for k, t in enumerate(gen) if t in eos), None)
@@ -447,6 +494,8 @@ class LocalChatClient:
             model=self.model_id,
             attempts=1,
             token_ids=gen,
+            logprobs=logprobs[: len(gen)] if logprobs is not None else None,
+            prompt_token_ids=list(req.prompt_ids),
         )
 
     # -- lifecycle --------------------------------------------------------------------

@@ -51,6 +51,7 @@ from rlmdistill.models.base import (
     Usage,
     chat_concurrently,
 )
+from rlmdistill.models.reasoning import TOKEN_REQUEST_PARAMS, response_extras, token_params_refused
 
 PrefillMode = Literal["continue_final_message", "none"]
 """How a reply prefill is sent: vLLM/SGLang ``continue_final_message``, or not supported."""
@@ -153,6 +154,9 @@ class OpenAIChatClient:
         count_tokens: optional exact token counter (``str -> int``) for that clamping;
             default :func:`estimate_prompt_tokens`.
         logprobs: request per-token log-probabilities and fill ``ChatResult.logprobs``.
+        token_ids: also ask for prompt and completion token ids (vLLM ``return_token_ids``,
+            see :mod:`rlmdistill.models.reasoning`); a server that refuses the fields (HTTP
+            400 naming them) is asked again without them, and never again by this client.
         max_concurrency: threads used by :meth:`chat_batch`.
         extra_body: extra JSON fields merged into every request (server extensions).
     """
@@ -172,6 +176,7 @@ class OpenAIChatClient:
         context_window: int | None = None,
         count_tokens: Callable[[str], int] | None = None,
         logprobs: bool = False,
+        token_ids: bool = False,
         max_concurrency: int = 8,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
@@ -189,7 +194,9 @@ class OpenAIChatClient:
         self.prefill_mode: PrefillMode = prefill_mode
         self.context_window = context_window
         self.count_tokens = count_tokens
-        self.logprobs = logprobs
+        self.logprobs = logprobs or token_ids
+        self.token_ids = token_ids
+        self._logprobs_asked = logprobs
         self.max_concurrency = max(1, max_concurrency)
         self.extra_body = dict(extra_body or {})
         key = api_key if api_key is not None else os.environ.get(key_env) or "EMPTY"
@@ -253,6 +260,8 @@ class OpenAIChatClient:
             body["stop"] = list(sampling.stop)
         if self.logprobs:
             body["logprobs"] = True
+        if self.token_ids:
+            body.update(TOKEN_REQUEST_PARAMS)
         body.update(extra)  # server extensions ride at the top level of the JSON body
         return body
 
@@ -347,6 +356,13 @@ class OpenAIChatClient:
                     attempts = attempt.retry_state.attempt_number
                     response = self._post(body)
         except Exception as exc:
+            if (
+                self.token_ids
+                and isinstance(exc, _HTTPStatusError)
+                and token_params_refused(exc.status, exc.message)
+            ):
+                self.token_ids, self.logprobs = False, self._logprobs_asked  # refused: stop
+                return self.chat(messages, sampling, prefill=prefill)
             raise self._classify(exc, max(attempts, 1)) from exc
         return self._result(response, prefill, time.perf_counter() - t0, attempts)
 
@@ -384,10 +400,7 @@ class OpenAIChatClient:
         finish: FinishReason = "unknown"
         if choice.get("finish_reason") in ("stop", "length"):
             finish = choice["finish_reason"]
-        logprobs: list[float] | None = None
-        lp = choice.get("logprobs")
-        if self.logprobs and isinstance(lp, dict) and isinstance(lp.get("content"), list):
-            logprobs = [float(t["logprob"]) for t in lp["content"]]
+        extras = response_extras(response, choice)
         return ChatResult(
             text=text,
             usage=usage,
@@ -395,7 +408,10 @@ class OpenAIChatClient:
             finish_reason=finish,
             model=response.get("model") or self.model,
             attempts=attempts,
-            logprobs=logprobs,
+            logprobs=extras.logprobs if self.logprobs else None,
+            token_ids=extras.token_ids,
+            prompt_token_ids=extras.prompt_token_ids,
+            reasoning=extras.reasoning,
         )
 
     def chat_batch(

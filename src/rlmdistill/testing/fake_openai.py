@@ -58,6 +58,12 @@ class FakeReply:
     """Override the computed finish reason (``stop``/``length``)."""
     cached_tokens: int | None = None
     """Reported as ``usage.prompt_tokens_details.cached_tokens`` when set."""
+    reasoning: str | None = None
+    """Reasoning returned apart from the content (a vLLM ``--reasoning-parser`` server)."""
+    reasoning_field: str = "reasoning_content"
+    """Message field the reasoning goes in: ``reasoning_content`` or ``reasoning``."""
+    token_ids: list[int] | None = None
+    """Completion ids to return instead of the tokenizer's encoding (non-canonical ids)."""
 
     @classmethod
     def error(cls, status: int, message: str, *, retry_after: float | None = None) -> FakeReply:
@@ -226,7 +232,8 @@ class FakeOpenAIServer:
         handler: ``(request_json) -> FakeReply | str``.
         latency_s: fixed delay before every chat reply, in seconds.
         tokenizer: ``str -> int`` token counter or an object with ``encode`` (e.g. a HF
-            tokenizer) for usage; default ``max(1, chars // 4)``.
+            tokenizer) for usage; default ``max(1, chars // 4)``. A HF tokenizer with a chat
+            template also answers ``return_token_ids`` (vLLM) with prompt and completion ids.
         context_window: when set, requests whose counted prompt plus ``max_tokens`` exceed it
             get the vLLM HTTP 400 "maximum context length" error before the handler runs.
         echo_prefill: return prefill + reply (as some servers do) instead of the reply alone.
@@ -251,6 +258,7 @@ class FakeOpenAIServer:
         self.loaded_adapters: dict[str, str] = {}
         """LoRA adapters loaded through ``POST /v1/load_lora_adapter`` (name -> path)."""
         self._count = self._make_counter(tokenizer)
+        self.tokenizer = tokenizer
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
         self._in_flight = 0
@@ -339,7 +347,19 @@ class FakeOpenAIServer:
             "finish_reason": reply.finish_reason or finish,
             "logprobs": None,
         }
-        if request.get("logprobs"):
+        if reply.reasoning is not None:
+            choice["message"][reply.reasoning_field] = reply.reasoning
+        ids = self._token_ids(request, reply, text)
+        if ids is not None:
+            prompt_ids, choice["token_ids"] = ids
+            choice["logprobs"] = {
+                "content": [
+                    {"token": f"token_id:{t}", "logprob": -0.5, "top_logprobs": []}
+                    for t in choice["token_ids"]
+                ]
+            }
+            completion = {"prompt_token_ids": prompt_ids}
+        elif request.get("logprobs"):
             pieces = [text[i : i + 4] for i in range(0, len(text), 4)]
             choice["logprobs"] = {
                 "content": [
@@ -354,7 +374,32 @@ class FakeOpenAIServer:
             "model": request.get("model", "fake"),
             "choices": [choice],
             "usage": usage,
+            **(completion if ids is not None else {}),
         }
+
+    def _token_ids(
+        self, request: dict[str, Any], reply: FakeReply, text: str
+    ) -> tuple[list[int], list[int]] | None:
+        """vLLM ``return_token_ids``: ``(prompt ids, completion ids)`` with the server's
+        tokenizer (needs one with a chat template), else ``None``. The prompt is the chat
+        template render (``continue_final_message`` for a prefill); the completion is
+        ``<think>\nR\n</think>\n\n`` + text when there is reasoning, then the eos id."""
+        tok = self.tokenizer
+        if not request.get("return_token_ids") or getattr(tok, "chat_template", None) is None:
+            return None
+        cont = prefill_of(request) is not None
+        rendered = tok.apply_chat_template(
+            request.get("messages") or [],
+            tokenize=False,
+            add_generation_prompt=not cont,
+            continue_final_message=cont,
+        )
+        prompt = list(tok(rendered, add_special_tokens=False)["input_ids"])
+        if reply.token_ids is not None:
+            return prompt, list(reply.token_ids)
+        produced = f"<think>\n{reply.reasoning}\n</think>\n\n{text}" if reply.reasoning else text
+        ids = list(tok(produced, add_special_tokens=False)["input_ids"])
+        return prompt, ids + ([tok.eos_token_id] if tok.eos_token_id is not None else [])
 
     def _answer(
         self, request: dict[str, Any], arrived: float | None = None

@@ -23,8 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.models.base import Message, Sampling, Usage
 
-SCHEMA_VERSION = 1
-"""Bump when a record changes shape; add the upgrade step to :func:`upgrade_record`."""
+SCHEMA_VERSION = 2
+"""Bump when a record changes shape; add the upgrade step to :func:`upgrade_record`.
+
+History: 1 = first shape; 2 = turns keep ``reasoning`` and ``tokens`` (:class:`TokenTrace`),
+sub-calls ``tokens`` (all optional: a version-1 record loads unchanged, as version 1)."""
 
 EpisodeStatus = Literal[
     "completed",  # a memo was handed back
@@ -165,6 +168,43 @@ class CodeBlockResult(BaseModel):
     timed_out: bool = False
 
 
+ReasoningSource = Literal["field", "inline"]
+"""``field``: the server returned the reasoning apart from the content
+(``reasoning_content``/``reasoning``); ``inline``: it was a ``<think>...</think>`` block at the
+start of the completion (the completion keeps it, unchanged)."""
+
+
+class TokenTrace(BaseModel):
+    """Token ids of one model request, as the back end saw and produced them.
+
+    Prompt ids are stored as a delta, never whole per turn (which would grow quadratically):
+    ``prompt = base[:prompt_reused] + prompt_new_ids``, where ``base`` is the previous
+    request's prompt ids + completion ids of the same agent (empty for the first request).
+    :func:`rlmdistill.traces.tokens.prompt_ids` rebuilds each prompt and checks it against
+    ``prompt_sha256``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Literal["generation", "server", "unavailable"]
+    """``generation``: in-process ``generate``; ``server``: returned by an OpenAI-compatible
+    server; ``unavailable``: the back end gave none (see ``unavailable``)."""
+    unavailable: str | None = None
+    """Why ids or logprobs are missing (e.g. the server does not return them)."""
+    prompt_reused: int = 0
+    """Leading prompt ids equal to the previous request's prompt + completion ids."""
+    prompt_new_ids: list[int] | None = None
+    """The prompt ids after those ``prompt_reused`` ones."""
+    prompt_n: int | None = None
+    """Length of the whole prompt in ids."""
+    prompt_sha256: str | None = None
+    """sha256 (hex) of the whole prompt ids (:func:`rlmdistill.traces.tokens.ids_sha256`)."""
+    completion_ids: list[int] | None = None
+    """Generated ids as produced (reasoning included; an end-of-sequence id when generated)."""
+    logprobs: list[float] | None = None
+    """Log-probability of each completion id under the model (natural log)."""
+
+
 class TurnBase(_Record):
     """Fields shared by a root turn and a subagent turn: one completion plus its execution."""
 
@@ -195,6 +235,12 @@ class TurnBase(_Record):
     no_op: bool = False
     """The reply held neither code nor a final answer (case R2)."""
     duration_s: float = 0.0
+    reasoning: str | None = None
+    """What the model thought before its answer (reasoning models), when it did."""
+    reasoning_source: ReasoningSource | None = None
+    tokens: TokenTrace | None = None
+    """Token ids and logprobs of this request (root: always tried; subagent: when
+    ``CollectConfig.token_ids == "all"``). ``None`` in traces older than schema version 2."""
 
 
 class TurnRecord(TurnBase):
@@ -253,6 +299,8 @@ class SubCallRecord(_Record):
     attempts: int = 1
     error: str | None = None
     error_kind: str | None = None
+    tokens: TokenTrace | None = None
+    """Token ids of a plain completion when ``CollectConfig.token_ids == "all"``."""
 
 
 class EpisodeEnd(_Record):
@@ -344,9 +392,12 @@ TrajectoryRecord = Annotated[
 
 
 def upgrade_record(data: dict[str, Any]) -> dict[str, Any]:
-    """Upgrade an old record shape to :data:`SCHEMA_VERSION` (identity for version 1).
+    """Upgrade an old record shape to :data:`SCHEMA_VERSION`.
 
-    Raises ``ValueError`` for a version newer than this package knows.
+    Version 1 -> 2 only added optional fields (``reasoning``, ``reasoning_source``,
+    ``tokens``), so a version-1 record validates as it is and keeps ``schema_version == 1``
+    (readers can tell it carries no token ids). Raises ``ValueError`` for a version newer
+    than this package knows.
     """
     version = data.get("schema_version", 1)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
