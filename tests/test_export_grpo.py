@@ -130,7 +130,7 @@ def test_groups_rewards_and_advantages_by_hand(graded_runs: Any, tmp_path: Path)
 def test_episode_row_mask_covers_exactly_what_the_root_generated(
     graded_runs: Any, tmp_path: Path, qwen_tok: Any
 ) -> None:
-    a, b, _, _ = graded_runs
+    a, _, _, _ = graded_runs
     export_grpo([a], tmp_path / "ds", GrpoOptions())
     row = next(iter(load_from_disk(str(tmp_path / "ds"))))
     traj = load_trajectory(a, row["episode_id"])
