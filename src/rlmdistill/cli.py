@@ -300,6 +300,7 @@ def _register_stages() -> None:
     from rlmdistill.analysis.cli import register as register_report
     from rlmdistill.dashboard.cli import register as register_dashboard
     from rlmdistill.export.cli import register as register_export
+    from rlmdistill.export.grpo_cli import register as register_export_grpo
     from rlmdistill.filter.cli import register as register_filter
     from rlmdistill.judge.cli import register as register_judge
     from rlmdistill.loop.cli import register as register_loop
@@ -310,6 +311,7 @@ def _register_stages() -> None:
     register_judge(app)
     register_filter(app)
     register_export(app)
+    register_export_grpo(app)
     register_sft(app)
     register_report(app)
     register_loop(app)
