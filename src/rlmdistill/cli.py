@@ -156,6 +156,13 @@ def collect_cmd(
         Path | None, typer.Option(help="YAML/JSON file of CollectConfig fields; flags override it.")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            help="REPL isolation: bwrap (bubblewrap; default on Linux), audit (audit hook "
+            "only) or none. See README, Sandbox."
+        ),
+    ] = None,
 ) -> None:
     """Run RLM episodes over data rooms into runs/NAME (resumable: re-run to finish)."""
     overrides: dict[str, Any] = {
@@ -171,6 +178,7 @@ def collect_cmd(
         "requests_per_minute": requests_per_minute,
         "few_shot": few_shot,
         "prefill": prefill.encode().decode("unicode_escape") if prefill else prefill,
+        "sandbox": sandbox,
     }
     cfg = build_config(config, overrides)
     if max_turns is not None:
