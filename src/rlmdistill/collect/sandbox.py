@@ -207,6 +207,8 @@ class PidsCgroup:
 
     def __init__(self, max_tasks: int) -> None:
         base = _pids_cgroup_base()
+        if base is not None:
+            _sweep(base)
         path = base / f"rlmdistill-{os.getpid()}-{next(_counter)}" if base else None
         try:
             if path is None:
@@ -231,9 +233,10 @@ class PidsCgroup:
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs, *argv]
 
     def close(self) -> None:
-        """SIGKILL whatever is left in the cgroup and remove it (a few retries while the
-        killed processes exit). Idempotent."""
-        for _ in range(100):
+        """SIGKILL whatever is left in the cgroup and remove it (retries for up to ~5 s while
+        the killed processes exit; one still busy then is removed by a later sweep).
+        Idempotent."""
+        for _ in range(500):
             try:
                 pids = (self.path / "cgroup.procs").read_text().split()
             except OSError:
@@ -248,6 +251,33 @@ class PidsCgroup:
                 return
             except OSError:
                 time.sleep(0.01)
+        _busy.add(self.path)
+
+
+def _sweep(base: Path) -> None:
+    """Remove empty cgroups left by collectors that were killed (their pid is gone) or whose
+    REPLs took long to exit (``rlmdistill-<pid>-<n>``; removing a busy one just fails)."""
+    with contextlib.suppress(OSError):
+        for entry in base.iterdir():
+            parts = entry.name.split("-")
+            if len(parts) != 3 or parts[0] != "rlmdistill" or not parts[1].isdigit():
+                continue
+            pid = int(parts[1])
+            if pid == os.getpid() and entry in _busy:
+                with contextlib.suppress(OSError):
+                    entry.rmdir()
+                    _busy.discard(entry)
+            elif (
+                pid != os.getpid()
+                and not Path(f"/proc/{pid}").exists()
+                and time.time() - entry.stat().st_mtime > 60  # not one being set up elsewhere
+            ):
+                with contextlib.suppress(OSError):
+                    entry.rmdir()
+
+
+_busy: set[Path] = set()
+"""This process's cgroups that :meth:`PidsCgroup.close` could not remove yet."""
 
 
 # --------------------------------------------------------------------------- command line
