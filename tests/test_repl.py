@@ -214,7 +214,9 @@ def test_forged_result_then_busy_is_never_accepted(repl):
     ],
 )
 def test_malformed_or_unexpected_messages_kill_the_repl(repl, line, words):
-    code = f"import __main__\n__main__._proto_out.write({line!r} + '\\n')\n__main__._proto_out.flush()"
+    code = (
+        f"import __main__\n__main__._proto_out.write({line!r} + '\\n')\n__main__._proto_out.flush()"
+    )
     with pytest.raises(ReplDied) as info:
         repl.execute(code, echo)
     assert words in str(info.value)
@@ -237,8 +239,8 @@ def test_protocol_flood_over_the_line_cap_kills_the_repl(snapshot, tmp_path):
 
 
 def test_a_long_legitimate_line_under_the_cap_is_read_whole(repl):
-    """A 3,000,000-character print is capped for the trace by the worker (1000 + 500 kept);
-    a 900,000-character sub-call prompt (cap 1,000,000) crosses the pipe whole (over several reads)."""
+    """A 900,000-character sub-call prompt (cap 1,000,000; the line cap 64 MiB) crosses the
+    pipe whole, over several reads."""
     seen = []
 
     def handler(prompts, sources):

@@ -9,6 +9,7 @@ under ``bwrap`` is the OS boundary, not the hook. Host-side effects are checked 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -111,10 +112,8 @@ def wait_gone(marker: str, polls: int = 400) -> list[int]:
 
 def kill_all(pids: list[int]) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def daemon_code(marker: str) -> str:
@@ -160,7 +159,9 @@ def test_write_and_delete_through_dir_fd(mode, snapshot, tmp_path):
     with ReplProcess(snapshot, tmp_path / "scratch", ReplLimits(), sandbox=mode) as repl:
         out = run(repl, code)
         # inside bwrap the only directory fd that exists for writing is the tmpfs scratch
-        ro = run(repl, UNHOOK + "import os\nd = os.open('/usr', os.O_RDONLY)\nos.mkdir('x', dir_fd=d)")
+        ro = run(
+            repl, UNHOOK + "import os\nd = os.open('/usr', os.O_RDONLY)\nos.mkdir('x', dir_fd=d)"
+        )
     escaped = (tmp_path / "escaped.txt").exists() or not victim.exists()
     assert escaped is (not stopped(mode, "dir_fd_write")), out
     if mode == "bwrap":
@@ -319,7 +320,7 @@ def test_room_snapshot_cannot_be_overwritten(mode, snapshot, tmp_path):
         "import os\n"
         f"for p in [{str(snapshot)!r}, '/room/' + {snapshot.name!r}]:\n"
         "    try:\n"
-        "        open(p, 'w').write('{\"documents\": [{\"id\": \"A/a.txt\", \"folder\": \"A\", \"text\": \"POISON\"}]}')\n"
+        '        open(p, \'w\').write(\'{"documents": [{"id": "A/a.txt", "folder": "A", "text": "POISON"}]}\')\n'
         "        print('overwrote', p)\n"
         "    except OSError as e:\n"
         "        print(type(e).__name__, e.strerror)"
@@ -437,3 +438,47 @@ def test_scratch_bytes_are_capped(mode, snapshot, tmp_path):
     assert capped is stopped(mode, "scratch_flood"), out
     if not capped:
         assert out.stdout == f"8 {8 * 2**20}\n"
+
+
+def test_bwrap_file_system_holds_only_the_binds_and_no_network(snapshot, tmp_path):
+    """What the sandbox is: / holds the interpreter's binds, the worker, the room snapshot and
+    /scratch; the environment is cleared; the network namespace is empty (even the host's
+    loopback is out of reach once the audit hook is off)."""
+    import socket
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        code = UNHOOK + (
+            "import os, socket\n"
+            "print(sorted(os.listdir('/room')), os.listdir('/opt/rlmdistill'), os.getcwd())\n"
+            "print(sorted(os.environ))\n"
+            "print(os.path.exists('/etc'), os.path.exists('/home'), os.path.exists(os.path.expanduser('~/.cache/rlmdistill')))\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
+            "    print('connected')\n"
+            "except OSError as e:\n"
+            "    print(type(e).__name__)"
+        )
+        with ReplProcess(snapshot, tmp_path / "scratch", ReplLimits(), sandbox="bwrap") as repl:
+            out = run(repl, code)
+    assert out.error is None, out.error
+    lines = out.stdout.splitlines()
+    assert lines[0] == "['r.snapshot.json'] ['repl_worker.py'] /scratch"
+    assert lines[1] == str(
+        sorted(
+            [
+                "HOME",
+                "LANG",
+                "MKL_NUM_THREADS",
+                "OMP_NUM_THREADS",
+                "OPENBLAS_NUM_THREADS",
+                "PATH",
+                "PWD",
+                "TMPDIR",
+            ]
+        )
+    )
+    assert lines[2] == "False False False"
+    assert lines[3] == "ConnectionRefusedError"

@@ -100,7 +100,9 @@ def test_collect_exits_non_zero_naming_the_cause_and_never_falls_back(
     tmp_path, monkeypatch, capsys
 ):
     room = write_clause_room(tmp_path / "room", n_documents=2, repeats=5)
-    monkeypatch.setenv("RLMDISTILL_BWRAP", str(fake_bwrap(tmp_path, "setting up uid map: Permission denied")))
+    monkeypatch.setenv(
+        "RLMDISTILL_BWRAP", str(fake_bwrap(tmp_path, "setting up uid map: Permission denied"))
+    )
     url = "http://127.0.0.1:9/v1"
     argv = ["collect", "--room", str(room), "--root", f"openai:r@{url}", "--sub", f"openai:s@{url}"]
     monkeypatch.setattr("sys.argv", ["rlmdistill", *argv, "--out", str(tmp_path / "run")])
@@ -118,7 +120,9 @@ def test_tampered_snapshot_is_rebuilt_at_run_start(tmp_path):
     snap = tmp_path / "cache" / f"{room.room_hash}.snapshot.json"
     ensure_snapshot(room, snap)
     good = (snap.read_bytes(), snap.with_suffix(".bin").read_bytes())
-    assert good[1] == b"Contract 0. " + b"Clause text. " * 3 + b"Contract 1. " + b"Clause text. " * 3
+    assert (
+        good[1] == b"Contract 0. " + b"Clause text. " * 3 + b"Contract 1. " + b"Clause text. " * 3
+    )
     ensure_snapshot(room, snap)  # unchanged: no warning, same bytes
     blob = snap.with_suffix(".bin")
     blob.write_bytes(b"POISON" + good[1][6:])  # same length: only a content check sees it
@@ -189,7 +193,9 @@ def test_oversized_memo_and_variable_and_prompt_have_their_own_statuses(tmp_path
     repl = ReplLimits(max_value_chars=1000, max_prompt_chars=5000)
     s, _ = run_episode(tmp_path / "a", ["```repl\nFINAL('m' * 1001)\n```"], repl=repl)
     assert s.status == "memo_too_large" and s.memo is None
-    s, _ = run_episode(tmp_path / "b", ["```repl\nbig = 'v' * 1001\n```\nFINAL_VAR(big)"], repl=repl)
+    s, _ = run_episode(
+        tmp_path / "b", ["```repl\nbig = 'v' * 1001\n```\nFINAL_VAR(big)"], repl=repl
+    )
     assert s.status == "variable_too_large"
     # a prompt over the cap forged past the worker's own check: recorded, never sent
     forge = FORGE_LLM.replace("['hi']", "['p' * 5001]")

@@ -222,8 +222,10 @@ def _message_problem(msg: dict[str, Any]) -> str | None:
         )
         return None if ok else "malformed var message"
     if op == "ready":
-        return None if keys == {"op", "n_documents"} and _is_int(msg["n_documents"]) else (
-            "malformed ready message"
+        return (
+            None
+            if keys == {"op", "n_documents"} and _is_int(msg["n_documents"])
+            else ("malformed ready message")
         )
     return f"unexpected message op {str(op)[:40]!r}"
 

@@ -97,7 +97,9 @@ def explain_failure(stderr: str, returncode: int | None = None) -> str:
     stderr = stderr.strip()[:2000]
     for needle, cause in _KNOWN_CAUSES:
         if needle in stderr:
-            return f"bubblewrap sandbox cannot start: {cause} (bwrap said: {stderr!r}); {AUDIT_HINT}"
+            return (
+                f"bubblewrap sandbox cannot start: {cause} (bwrap said: {stderr!r}); {AUDIT_HINT}"
+            )
     detail = stderr or f"no error output, exit code {returncode}"
     return f"bubblewrap sandbox failed to start (bwrap said: {detail!r}); {AUDIT_HINT}"
 
