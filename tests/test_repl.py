@@ -185,14 +185,16 @@ FORGED_RESULT = (
 )
 
 
-def test_forged_result_line_is_never_accepted(repl):
+@pytest.mark.parametrize("mode", ["bwrap", "audit"])
+def test_forged_result_line_is_never_accepted(snapshot, tmp_path, mode):
     """The forged line arrives first; the ping after it finds the real result instead of the
     pong, so the REPL is killed (repl_crashed) and the forged FINAL is never returned."""
-    with pytest.raises(ReplDied) as info:
-        repl.execute(FORGED_RESULT + "print('real')", echo)
-    assert not info.value.timed_out
-    assert "unexpected line after a reply" in str(info.value)
-    assert not repl.alive
+    with ReplProcess(snapshot, tmp_path / "s", ReplLimits(), sandbox=mode) as repl:
+        with pytest.raises(ReplDied) as info:
+            repl.execute(FORGED_RESULT + "print('real')", echo)
+        assert not info.value.timed_out
+        assert "unexpected line after a reply" in str(info.value)
+        assert not repl.alive
 
 
 def test_forged_result_then_busy_is_never_accepted(repl):
@@ -223,9 +225,11 @@ def test_malformed_or_unexpected_messages_kill_the_repl(repl, line, words):
     assert not repl.alive
 
 
-def test_protocol_flood_over_the_line_cap_kills_the_repl(snapshot, tmp_path):
+@pytest.mark.parametrize("mode", ["bwrap", "audit"])
+def test_protocol_flood_over_the_line_cap_kills_the_repl(snapshot, tmp_path, mode):
     """3 MiB without a newline against a 1 MiB cap: refused once the buffer passes 1 MiB."""
-    with ReplProcess(snapshot, tmp_path / "s", ReplLimits(max_message_mb=1)) as repl:
+    limits = ReplLimits(max_message_mb=1)
+    with ReplProcess(snapshot, tmp_path / "s", limits, sandbox=mode) as repl:
         code = (
             "import __main__\n"
             "for _ in range(3):\n"
