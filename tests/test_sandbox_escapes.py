@@ -116,6 +116,20 @@ def kill_all(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every host process below it."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{name}/stat").read_text()
+                parents[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out = [pid]
+    for p in out:
+        out += [c for c, pp in parents.items() if pp == p]
+    return out
+
+
 def daemon_code(marker: str) -> str:
     """A double fork into a new session whose grandchild execs ``sleep`` with ``marker``."""
     return UNHOOK + (
@@ -126,6 +140,14 @@ def daemon_code(marker: str) -> str:
         f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
         "    os._exit(0)\n"
         "os.wait()\n"
+        "import time\n"
+        "for _ in range(400):\n"  # until the grandchild has exec'd (its cmdline has the marker)
+        "    if any(\n"
+        f"        {marker!r}.encode() in open(f'/proc/{{p}}/cmdline', 'rb').read()\n"
+        "        for p in os.listdir('/proc') if p.isdigit() and os.path.exists(f'/proc/{p}/cmdline')\n"
+        "    ):\n"
+        "        break\n"
+        "    time.sleep(0.025)\n"
         "print('daemon started')\n"
     )
 
@@ -158,14 +180,14 @@ def test_write_and_delete_through_dir_fd(mode, snapshot, tmp_path):
     )  # the audit hook is left on: it resolves 'escaped.txt' against the cwd, not d
     with ReplProcess(snapshot, tmp_path / "scratch", ReplLimits(), sandbox=mode) as repl:
         out = run(repl, code)
-        # inside bwrap the only directory fd that exists for writing is the tmpfs scratch
-        ro = run(
-            repl, UNHOOK + "import os\nd = os.open('/usr', os.O_RDONLY)\nos.mkdir('x', dir_fd=d)"
-        )
+        if mode == "bwrap":  # the binds are read-only, hook or no hook (never tried on the host)
+            ro = run(
+                repl,
+                UNHOOK + "import os\nd = os.open('/usr', os.O_RDONLY)\nos.mkdir('x', dir_fd=d)",
+            )
+            assert "Read-only file system" in ro.error, ro
     escaped = (tmp_path / "escaped.txt").exists() or not victim.exists()
     assert escaped is (not stopped(mode, "dir_fd_write")), out
-    if mode == "bwrap":
-        assert "Read-only file system" in ro.error, ro
 
 
 # ----------------------------------------------------------------------------- the answer key
@@ -282,12 +304,8 @@ def test_one_repl_cannot_write_into_another_repls_stdin(mode, snapshot, tmp_path
         "import os, json\n"
         "hit = 0\n"
         "line = json.dumps({'op': 'exec', 'code': 'hijacked = 1'}) + '\\n'\n"
-        "for pid in os.listdir('/proc'):\n"
-        "    if not pid.isdigit() or int(pid) == os.getpid():\n"
-        "        continue\n"
+        "for pid in VICTIM_PIDS:\n"
         "    try:\n"
-        "        if b'repl_worker' not in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
-        "            continue\n"
         "        d = os.open(f'/proc/{pid}/fd', os.O_RDONLY)\n"
         "        if os.stat('0', dir_fd=d).st_ino == os.fstat(0).st_ino:\n"
         "            continue\n"  # our own stdin (bwrap's pid 1 holds it too)
@@ -303,13 +321,17 @@ def test_one_repl_cannot_write_into_another_repls_stdin(mode, snapshot, tmp_path
         ReplProcess(snapshot, tmp_path / "attacker", ReplLimits(), sandbox=mode) as attacker,
     ):
         run(victim, "mine = 1")
-        out = run(attacker, code)
+        # the attacker knows the victim's host pids (its worker, and bwrap's, which share its
+        # stdin); scanning /proc would find them without a pid namespace
+        out = run(attacker, code.replace("VICTIM_PIDS", repr(descendants(victim.pid))))
         try:
             after = run(victim, "print(mine, 'hijacked' in globals())")
             clean = after.stdout == "1 False\n"
         except ReplDied:  # the injected exec's reply broke the victim's protocol
             clean = False
     assert clean is stopped(mode, "other_repl_stdin"), out
+    if mode == "bwrap":
+        assert out.stdout == "0\n", out  # no victim pid exists in the attacker's namespace
 
 
 # ----------------------------------------------------------------------------- the room cache

@@ -83,7 +83,8 @@ class ReplLimits(BaseModel):
     sandbox: bool = Field(
         True,
         description="Refuse writes outside the scratch folder, sockets, new processes and "
-        "ctypes in the REPL (audit hook: a guard against mistakes, not a security boundary).",
+        "ctypes in the REPL (audit hook: a guard against mistakes, not a security boundary; "
+        "on under sandbox modes bwrap and audit, never under none).",
     )
     max_file_mb: int | None = Field(
         256, ge=1, description="Largest file the REPL may write (MiB, RLIMIT_FSIZE); None = no cap."
@@ -273,15 +274,20 @@ class ReplProcess:
             else:
                 nproc = limits.max_processes + 1  # + 1: bwrap's init shares the user namespace
             snapshot_path, scratch_path = f"{ROOM_INSIDE}/{room_snapshot.name}", SCRATCH
-            self._proc = spawn(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd="/",
-                start_new_session=True,
-                env={},
-            )
+            try:
+                self._proc = spawn(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd="/",
+                    start_new_session=True,
+                    env={},  # bwrap's own environment is readable inside: keep it empty
+                )
+            except OSError as exc:
+                if self._cgroup is not None:
+                    self._cgroup.close()
+                raise SandboxUnavailable(explain_failure(str(exc))) from exc
         else:
             snapshot_path, scratch_path = str(room_snapshot), str(scratch_dir.resolve())
             self._proc = subprocess.Popen(
