@@ -29,6 +29,7 @@ not the process (bubblewrap#692). REPLs are started from short-lived threads
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -269,9 +270,23 @@ class _Reaper:
         self._lock = threading.Lock()
         self._pid = -1
         self._queue: queue.SimpleQueue[PidsCgroup] = queue.SimpleQueue()
+        self._pending: set[Path] = set()
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """At interpreter exit, give cgroups still pending ~1 s to empty, then remove them."""
+        for _ in range(100):
+            left = [p for p in list(self._pending) if p.exists()]
+            for p in left:
+                with contextlib.suppress(OSError):
+                    p.rmdir()
+            if not any(p.exists() for p in left):
+                return
+            time.sleep(0.01)
 
     def put(self, cgroup: PidsCgroup) -> None:
         with self._lock:
+            self._pending.add(cgroup.path)
             if self._pid != os.getpid():
                 self._queue = queue.SimpleQueue()
                 threading.Thread(
@@ -290,6 +305,7 @@ class _Reaper:
                 time.sleep(0.01)
             else:
                 _busy.add(cgroup.path)
+            _REAPER._pending.discard(cgroup.path)
 
 
 _REAPER = _Reaper()
