@@ -46,7 +46,7 @@ def _serve(latency: float, urls: mp.Queue, stop: Any) -> None:
         stop.wait()
 
 
-def one(latency: float, room: Path, out: Path) -> float:
+def one(latency: float, room: Path, out: Path, sandbox: str = "bwrap") -> float:
     ctx = mp.get_context("spawn")
     urls: mp.Queue = ctx.Queue()
     stop = ctx.Event()
@@ -63,6 +63,7 @@ def one(latency: float, room: Path, out: Path) -> float:
             concurrency=1,
             sub_concurrency=64,
             limits=EpisodeLimits(max_turns=3),
+            sandbox=sandbox,
         )
         root, sub = mk("root"), mk("sub")
         res = collect(cfg, out, root, sub, progress=False)
@@ -83,15 +84,18 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--latency", type=float, nargs="+", default=[0.2, 1.0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sandbox", default="bwrap", choices=["bwrap", "audit", "none"])
     args = ap.parse_args(argv)
     print(
         f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()}"
+        f" sandbox {args.sandbox}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         room = write_clause_room(Path(tmp) / "room")
         for latency in args.latency:
             walls = [
-                one(latency, room, Path(tmp) / f"run-{latency}-{k}") for k in range(args.repeats)
+                one(latency, room, Path(tmp) / f"run-{latency}-{k}", args.sandbox)
+                for k in range(args.repeats)
             ]
             ratios = [w / (3 * latency) for w in walls]
             print(

@@ -1,4 +1,5 @@
-"""The REPL sandbox: writes only inside scratch, no sockets, no new processes, state survives.
+"""The audit hook (`--sandbox audit`, and the first line inside bwrap): writes only inside
+scratch, no sockets, no new processes, state survives.
 
 The audit hook is a guard against a weak model's mistakes, not a security boundary (see the
 docstring of ``rlmdistill.collect.repl_worker``).
@@ -31,7 +32,7 @@ def scratch(tmp_path):
 
 @pytest.fixture()
 def repl(snapshot, scratch):
-    with ReplProcess(snapshot, scratch, ReplLimits(max_file_mb=1)) as r:
+    with ReplProcess(snapshot, scratch, ReplLimits(max_file_mb=1), sandbox="audit") as r:
         yield r
 
 
@@ -157,7 +158,7 @@ def test_file_size_is_capped_in_scratch(repl):
 
 def test_sandbox_can_be_switched_off(snapshot, scratch, tmp_path):
     target = tmp_path / "allowed.txt"
-    with ReplProcess(snapshot, scratch, ReplLimits(sandbox=False)) as r:
+    with ReplProcess(snapshot, scratch, ReplLimits(sandbox=False), sandbox="audit") as r:
         out = r.execute(f"open({str(target)!r}, 'w').write('ok')", no_llm, timeout_s=30)
     assert out.error is None, out.error
     assert target.read_text() == "ok"

@@ -184,6 +184,13 @@ def collect_cmd(
         bool,
         typer.Option(help="Stop on a document whose text cannot be extracted (default: skip it)."),
     ] = False,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            help="REPL isolation: bwrap (bubblewrap; default on Linux), audit (audit hook "
+            "only) or none. See README, Sandbox."
+        ),
+    ] = None,
 ) -> None:
     """Run RLM episodes over data rooms into runs/NAME (resumable: re-run to finish)."""
     overrides: dict[str, Any] = {
@@ -200,6 +207,7 @@ def collect_cmd(
         "token_ids": token_ids,
         "few_shot": few_shot,
         "prefill": prefill.encode().decode("unicode_escape") if prefill else prefill,
+        "sandbox": sandbox,
     }
     cfg = build_config(config, overrides)
     if max_turns is not None:

@@ -9,7 +9,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.collect.prompts import PROMPT_VERSION, SUBAGENT_PROMPT_VERSION
-from rlmdistill.collect.repl import ReplLimits
+from rlmdistill.collect.repl import OPERATIONAL_FIELDS, ReplLimits
+from rlmdistill.collect.sandbox import DEFAULT_MODE, SandboxMode
 from rlmdistill.models.base import Sampling
 
 
@@ -92,20 +93,29 @@ class CollectConfig(BaseModel):
         "(root, sub-calls, subagent turns), or off (for a server that rejects the request "
         "fields). Operational: not part of episode ids.",
     )
+    sandbox: SandboxMode = Field(
+        DEFAULT_MODE,
+        description="Isolation of the REPL: bwrap (bubblewrap, the default on Linux), audit "
+        "(audit hook only: stops mistakes, not deliberate escapes) or none. Operational: not "
+        "part of the episode id.",
+    )
 
     def fingerprint(self) -> str:
         """sha256 (16 hex) of what defines episodes: every field but the operational ones
-        (``concurrency``, spend cap, request rate, price table) and ``rooms`` (rooms enter ids
-        by content hash), plus the packaged prompt version(s)."""
+        (``concurrency``, spend cap, request rate, price table, ``sandbox`` and the REPL's
+        abuse caps :data:`~rlmdistill.collect.repl.OPERATIONAL_FIELDS`) and ``rooms`` (rooms
+        enter ids by content hash), plus the packaged prompt version(s)."""
         data = self.model_dump(
             mode="json",
             exclude={
-                "concurrency",
-                "rooms",
-                "max_usd",
-                "requests_per_minute",
-                "prices",
-                "token_ids",
+                "concurrency": True,
+                "rooms": True,
+                "max_usd": True,
+                "requests_per_minute": True,
+                "prices": True,
+                "token_ids": True,
+                "sandbox": True,
+                "repl": dict.fromkeys(OPERATIONAL_FIELDS, True),
             },
         )
         data["prompt_version"] = PROMPT_VERSION

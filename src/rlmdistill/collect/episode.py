@@ -39,8 +39,10 @@ from rlmdistill.collect.repl import (
     Repl,
     ReplDied,
     ReplProcess,
+    ReplValueTooLarge,
     SubCallRefused,
 )
+from rlmdistill.collect.sandbox import SandboxUnavailable
 from rlmdistill.models.base import (
     ContextExceededError,
     Message,
@@ -95,8 +97,9 @@ class RoomHandle:
     task_id: str
     task_title: str
     task_instructions: str
-    coverage_index: CoverageIndex | None = None
-    """Shingle index of the room for the coverage probe; ``None`` falls back to provenance."""
+    coverage_index: CoverageIndex
+    """Shingle index of the room for the coverage probe (coverage counts only what the
+    collector itself sent to models; nothing the REPL reports)."""
 
 
 @dataclass
@@ -109,6 +112,9 @@ class EpisodeSpec:
     seed: int
     trajectory_path: Path
     scratch_dir: Path
+    """The episode's private folder on the host: the root REPL's scratch is ``root/`` inside
+    it (its only writable path without bwrap), and each depth-2 subagent gets
+    ``subagents/<call_id>/`` (its context snapshot and scratch), out of the root's reach."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,6 @@ class _State:
     n_sub_calls: int = 0
     n_sub_errors: int = 0
     n_batches: int = 0
-    covered: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -158,35 +163,6 @@ class _TurnEnd(Exception):
         super().__init__(detail)
         self.status = status
         self.detail = detail
-
-
-def _merge(ranges: list[tuple[int, int]]) -> int:
-    total, end = 0, -1
-    for s, e in sorted(ranges):
-        if e <= end:
-            continue
-        total += e - max(s, end)
-        end = e
-    return total
-
-
-def _coverage(state: _State, room: RoomHandle) -> Coverage:
-    per_doc: dict[str, float] = {}
-    per_folder_chars: dict[str, list[int]] = {}
-    covered_total = 0
-    for doc_id, folder, chars in room.documents:
-        got = min(chars, _merge(state.covered.get(doc_id, []))) if chars else 0
-        per_doc[doc_id] = got / chars if chars else 0.0
-        covered_total += got
-        acc = per_folder_chars.setdefault(folder, [0, 0])
-        acc[0] += got
-        acc[1] += chars
-    return Coverage(
-        method="provenance-v0",
-        overall=covered_total / room.info.n_chars if room.info.n_chars else 0.0,
-        per_folder={k: (v[0] / v[1] if v[1] else 0.0) for k, v in per_folder_chars.items()},
-        per_document=per_doc,
-    )
 
 
 class Episode:
@@ -216,7 +192,7 @@ class Episode:
         self._turn = 0
         self._block = 0
         self._n_turns = 0
-        self.probe = CoverageProbe(room.coverage_index) if room.coverage_index is not None else None
+        self.probe = CoverageProbe(room.coverage_index)
         self._t_start = time.monotonic()
 
     # -- trajectory -----------------------------------------------------------------------
@@ -249,9 +225,8 @@ class Episode:
 
     def _observe(self, texts: list[str]) -> None:
         """Feed every model input, exactly as sent, to the coverage probe."""
-        if self.probe is not None:
-            for text in texts:
-                self.probe.observe(text)
+        for text in texts:
+            self.probe.observe(text)
 
     def _remaining_s(self) -> float:
         return self.config.limits.max_wall_s - (time.monotonic() - self._t_start)
@@ -303,6 +278,15 @@ class Episode:
                 sources=sources[i] if i < len(sources) else [],
             )
             t0 = time.monotonic()
+            cap = self.config.repl.max_prompt_chars
+            if len(rec.prompt) > cap:  # never sent; the trace keeps head + tail
+                rec.prompt = bounded(rec.prompt, 2000, 500)
+                rec.error_kind = "prompt_too_large"
+                rec.error = (
+                    f"prompt of {len(prompts_[i]):,} characters is over the limit of {cap:,} "
+                    "(ReplLimits.max_prompt_chars); not sent"
+                )
+                return rec
             if subagents:
                 self._run_subagent(rec)
                 rec.latency_s = time.monotonic() - t0
@@ -321,18 +305,19 @@ class Episode:
                 rec.attempts, rec.latency_s = exc.attempts, time.monotonic() - t0
             return rec
 
+        sent = [p for p in prompts_ if len(p) <= self.config.repl.max_prompt_chars]
         if len(prompts_) > 1 and not subagents and self._pool is not None:
             futures = [self._pool.submit(one, i) for i in range(len(prompts_))]
-            self._observe(prompts_)  # probe while the requests are in flight, off their path
+            self._observe(sent)  # probe while the requests are in flight, off their path
             records = [f.result() for f in futures]
         elif len(prompts_) == 1:
             if not subagents:
-                self._observe(prompts_)
+                self._observe(sent)
             records = [one(0)]
         else:
             # subagents block on their own sub-calls: never run them on the shared pool
             if not subagents:
-                self._observe(prompts_)
+                self._observe(sent)
             with ThreadPoolExecutor(self.config.sub_concurrency, thread_name_prefix="agent") as ex:
                 records = list(ex.map(one, range(len(prompts_))))
         with st.lock:
@@ -341,9 +326,6 @@ class Episode:
                     st.usage.sub = st.usage.sub + rec.usage
                 if rec.error is not None:
                     st.n_sub_errors += 1
-                else:
-                    for src in rec.sources:
-                        st.covered.setdefault(src["doc_id"], []).append((src["start"], src["end"]))
         self._write(*records)
         return [
             r.response
@@ -355,9 +337,10 @@ class Episode:
     def _run_subagent(self, rec: SubCallRecord) -> None:
         """Depth 2: answer ``rec.prompt`` with a subagent; fills ``rec`` (response or error)."""
         cfg = self.config
-        scratch = self.spec.scratch_dir / f"subagent-{rec.call_id}"
-        scratch.mkdir(parents=True, exist_ok=True)
-        snapshot = scratch / "context.snapshot.json"
+        folder = self.spec.scratch_dir / "subagents" / str(rec.call_id)
+        scratch = folder / "scratch"
+        (folder / "context").mkdir(parents=True, exist_ok=True)
+        snapshot = folder / "context" / "context.snapshot.json"
         doc = {"id": "context", "folder": "", "text": rec.prompt}
         snapshot.write_text(
             json.dumps({"room_id": "context", "documents": [doc]}), encoding="utf-8"
@@ -395,7 +378,9 @@ class Episode:
             )
 
         try:
-            with ReplProcess(snapshot, scratch, cfg.repl, context_doc="context") as repl:
+            with ReplProcess(
+                snapshot, scratch, cfg.repl, context_doc="context", sandbox=cfg.sandbox
+            ) as repl:
                 agent = _Agent(
                     self.sub,
                     cfg.sub_sampling,
@@ -414,6 +399,12 @@ class Episode:
         except ReplDied as exc:
             rec.error = f"subagent REPL: {exc}"
             rec.error_kind = "repl_timeout" if exc.timed_out else "repl_crashed"
+            return
+        except SandboxUnavailable as exc:
+            rec.error, rec.error_kind = f"subagent REPL: {exc}", "repl_crashed"
+            return
+        except ReplValueTooLarge as exc:
+            rec.error, rec.error_kind = f"subagent: {exc}", exc.status
             return
         if final is None:
             rec.error = f"subagent gave no answer in {cfg.subagent_max_turns} turns"
@@ -528,12 +519,6 @@ class Episode:
                     duration_s=out.duration_s,
                 )
             )
-            if isinstance(rec, TurnRecord) and out.stdout_chars == len(out.stdout):
-                with self.state.lock:  # printed room text reached the root in full
-                    for src in out.stdout_sources:
-                        self.state.covered.setdefault(src["doc_id"], []).append(
-                            (src["start"], src["end"])
-                        )
             observations.append(self._observation(block.position, out))
             if out.final_error:
                 rec.final_error = out.final_error
@@ -568,9 +553,7 @@ class Episode:
         return None
 
     def _coverage(self) -> Coverage:
-        """Probe coverage over every model input (``shingle-v1``), else provenance ranges."""
-        if self.probe is None:
-            return _coverage(self.state, self.room)
+        """Probe coverage over every model input exactly as sent (``shingle-v1``)."""
         d = self.probe.detail()
         return d.coverage.model_copy(
             update={
@@ -639,7 +622,9 @@ class Episode:
         detail: str | None = f"turn limit ({cfg.limits.max_turns}) reached without a memo"
         memo: str | None = None
         try:
-            with BackgroundRepl(self.room.snapshot, self.spec.scratch_dir, cfg.repl) as repl:
+            with BackgroundRepl(
+                self.room.snapshot, self.spec.scratch_dir / "root", cfg.repl, sandbox=cfg.sandbox
+            ) as repl:
                 agent = _Agent(
                     self.root,
                     root_sampling,
@@ -660,6 +645,10 @@ class Episode:
         except ReplDied as exc:
             status = "repl_timeout" if exc.timed_out else "repl_crashed"
             detail = str(exc)
+        except SandboxUnavailable as exc:
+            status, detail = "repl_crashed", str(exc)
+        except ReplValueTooLarge as exc:
+            status, detail = exc.status, str(exc)
         except Exception:  # a harness bug must not take the collector down
             status, detail = "error", traceback.format_exc()
         end = EpisodeEnd(

@@ -3,9 +3,21 @@
 The worker (``repl_worker.py``) runs in its own process group with an address-space limit, a
 file-size limit and (``ReplLimits.sandbox``) an audit-hook guard against writes outside its
 scratch folder, sockets and new processes (a guard against mistakes, not a security boundary;
-see the worker's docstring); the collector talks to it over pipes. A block that exceeds its
-wall-time limit gets the whole process group killed (SIGKILL) — thread timeouts and
-``signal.alarm`` cannot stop ``while True: pass`` (case T5). State persists across blocks and survives exceptions (R2).
+see the worker's docstring). Under the ``bwrap`` sandbox mode (the default on Linux) it runs
+inside bubblewrap with a process cap and a size-capped scratch tmpfs
+(:mod:`rlmdistill.collect.sandbox`). The collector talks to it over pipes. A block that exceeds
+its wall-time limit gets the whole process group killed (SIGKILL) — thread timeouts and
+``signal.alarm`` cannot stop ``while True: pass`` (case T5). State persists across blocks and
+survives exceptions (R2).
+
+Everything the worker writes is untrusted (the root's code runs in that process and can write
+to the pipe): lines are read in linear time up to ``ReplLimits.max_message_mb``; every message
+is checked against the protocol (op, fields, types); after each reply the collector sends a
+``ping`` with a fresh nonce and requires its ``pong`` as the very next line, so a line forged
+before the real reply is caught. Any violation kills the REPL and raises :class:`ReplDied`
+(the episode ends ``repl_crashed``). ``FINAL`` values and variables read back over
+``ReplLimits.max_value_chars`` raise :class:`ReplValueTooLarge`. Nothing the worker reports is
+used for coverage (that is measured on what the collector sends to models).
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -21,11 +34,30 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, NoReturn, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.collect.sandbox import (
+    DEFAULT_MODE,
+    ROOM_INSIDE,
+    SCRATCH,
+    PidsCgroup,
+    SandboxMode,
+    SandboxUnavailable,
+    bwrap_command,
+    explain_failure,
+    find_bwrap,
+    spawn,
+)
+
 WORKER = Path(__file__).with_name("repl_worker.py")
+
+OPERATIONAL_FIELDS = frozenset(
+    {"scratch_mb", "max_processes", "max_message_mb", "max_value_chars", "max_prompt_chars"}
+)
+"""``ReplLimits`` fields added with the OS sandbox: caps against deliberate abuse, kept out of
+``CollectConfig.fingerprint`` so that runs collected before them keep their episode ids."""
 
 
 class ReplLimits(BaseModel):
@@ -51,10 +83,35 @@ class ReplLimits(BaseModel):
     sandbox: bool = Field(
         True,
         description="Refuse writes outside the scratch folder, sockets, new processes and "
-        "ctypes in the REPL (audit hook: a guard against mistakes, not a security boundary).",
+        "ctypes in the REPL (audit hook: a guard against mistakes, not a security boundary; "
+        "on under sandbox modes bwrap and audit, never under none).",
     )
     max_file_mb: int | None = Field(
         256, ge=1, description="Largest file the REPL may write (MiB, RLIMIT_FSIZE); None = no cap."
+    )
+    scratch_mb: int = Field(
+        256, ge=1, description="bwrap: size of the scratch tmpfs, the only writable path (MiB)."
+    )
+    max_processes: int = Field(
+        64,
+        ge=1,
+        description="bwrap: processes and threads the REPL may have, itself included "
+        "(RLIMIT_NPROC per sandbox; a pids cgroup when the collector is root).",
+    )
+    max_message_mb: int = Field(
+        64, ge=1, description="Longest protocol line the collector reads from the REPL (MiB)."
+    )
+    max_value_chars: int = Field(
+        1_000_000,
+        ge=1,
+        description="Longest FINAL value (else memo_too_large) or variable read back for "
+        "FINAL_VAR (else variable_too_large), in characters.",
+    )
+    max_prompt_chars: int = Field(
+        1_000_000,
+        ge=1,
+        description="Longest sub-call prompt; a longer one is not sent (error_kind "
+        "prompt_too_large), in characters.",
     )
 
 
@@ -64,6 +121,19 @@ class ReplDied(RuntimeError):
     def __init__(self, message: str, *, timed_out: bool) -> None:
         super().__init__(message)
         self.timed_out = timed_out
+
+
+class ReplValueTooLarge(Exception):
+    """A value handed back by the REPL is over ``ReplLimits.max_value_chars``.
+
+    ``status``: ``memo_too_large`` (a ``FINAL``/``FINAL_VAR`` value in code) or
+    ``variable_too_large`` (a variable read back for ``FINAL_VAR`` written in prose)."""
+
+    def __init__(
+        self, message: str, status: Literal["memo_too_large", "variable_too_large"]
+    ) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class BlockOutcome(NamedTuple):
@@ -77,7 +147,6 @@ class BlockOutcome(NamedTuple):
     final: dict[str, Any] | None
     """``{"source": "final_call"|"final_var", "value": str}`` when the block handed back a memo."""
     final_error: str | None
-    stdout_sources: list[dict[str, Any]]
     duration_s: float
 
 
@@ -90,10 +159,86 @@ class SubCallRefused(Exception):
     """Raised by an :data:`LlmHandler` to refuse a batch (e.g. the sub-call budget is spent)."""
 
 
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _opt_str(x: object) -> bool:
+    return x is None or isinstance(x, str)
+
+
+def _valid_sources(x: object) -> bool:
+    return isinstance(x, list) and all(
+        isinstance(s, dict)
+        and set(s) == {"doc_id", "start", "end"}
+        and isinstance(s["doc_id"], str)
+        and _is_int(s["start"])
+        and _is_int(s["end"])
+        for s in x
+    )
+
+
+def _message_problem(msg: dict[str, Any]) -> str | None:
+    """What is wrong with a worker message (``None`` when it has the shape of its op)."""
+    op = msg.get("op")
+    keys = set(msg)
+    if op == "llm":
+        prompts, sources = msg.get("prompts"), msg.get("sources")
+        if keys != {"op", "prompts", "sources"}:
+            return f"llm message with fields {sorted(keys)}"
+        if not isinstance(prompts, list) or not prompts:
+            return "llm message without prompts"
+        if not all(isinstance(p, str) for p in prompts):
+            return "llm message with a prompt that is not a string"
+        if not isinstance(sources, list) or len(sources) != len(prompts):
+            return "llm message whose sources do not match its prompts"
+        if not all(_valid_sources(s) for s in sources):
+            return "llm message with malformed sources"
+        return None
+    if op == "result":
+        if keys != {"op", "stdout", "stdout_chars", "error", "final", "final_error"}:
+            return f"result message with fields {sorted(keys)}"
+        final = msg["final"]
+        ok = (
+            isinstance(msg["stdout"], str)
+            and _is_int(msg["stdout_chars"])
+            and _opt_str(msg["error"])
+            and _opt_str(msg["final_error"])
+            and (
+                final is None
+                or (
+                    isinstance(final, dict)
+                    and set(final) == {"source", "value"}
+                    and final["source"] in ("final_call", "final_var")
+                    and isinstance(final["value"], str)
+                )
+            )
+        )
+        return None if ok else "result message with fields of the wrong type"
+    if op == "var":
+        ok = (
+            keys == {"op", "found", "value"}
+            and isinstance(msg["found"], bool)
+            and (isinstance(msg["value"], str) if msg["found"] else msg["value"] is None)
+        )
+        return None if ok else "malformed var message"
+    if op == "ready":
+        return (
+            None
+            if keys == {"op", "n_documents"} and _is_int(msg["n_documents"])
+            else ("malformed ready message")
+        )
+    return f"unexpected message op {str(op)[:40]!r}"
+
+
 class ReplProcess:
     """One persistent REPL process over one room snapshot.
 
     ``context_doc`` (depth 2) names a snapshot document exposed as the variable ``context``.
+    ``sandbox`` picks the isolation (:mod:`rlmdistill.collect.sandbox`): ``bwrap`` raises
+    :class:`~rlmdistill.collect.sandbox.SandboxUnavailable` when bubblewrap cannot start (the
+    message names the cause); ``audit`` and ``none`` run a plain process. Any other start-up
+    failure raises :class:`ReplDied`.
 
     Use as a context manager; :meth:`execute` runs a block and serves its sub-calls through
     ``on_llm`` in the calling thread.
@@ -106,51 +251,134 @@ class ReplProcess:
         limits: ReplLimits,
         *,
         context_doc: str | None = None,
+        sandbox: SandboxMode = DEFAULT_MODE,
     ) -> None:
         self.limits = limits
+        self.sandbox = sandbox
+        self._buf = bytearray()
+        self._scan = 0
+        self._max_line = limits.max_message_mb * 2**20
+        self._cgroup: PidsCgroup | None = None
         scratch_dir.mkdir(parents=True, exist_ok=True)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-u", str(WORKER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=scratch_dir,
-            start_new_session=True,
-            env={"PATH": os.environ.get("PATH", ""), "PYTHONIOENCODING": "utf-8"},
-        )
-        self._buf = b""
+        nproc = None
+        if sandbox == "bwrap":
+            blob = room_snapshot.with_suffix(".bin")
+            files = [room_snapshot] + ([blob] if blob.exists() else [])
+            argv = bwrap_command(
+                find_bwrap(), WORKER, files, scratch_bytes=limits.scratch_mb * 2**20
+            )
+            if os.geteuid() == 0:  # RLIMIT_NPROC never binds root: a pids cgroup instead
+                # + 2: the cgroup also holds bwrap and the sandbox's pid 1 (bwrap's init)
+                self._cgroup = PidsCgroup(limits.max_processes + 2)
+                argv = self._cgroup.wrap(argv)
+            else:
+                nproc = limits.max_processes + 1  # + 1: bwrap's init shares the user namespace
+            snapshot_path, scratch_path = f"{ROOM_INSIDE}/{room_snapshot.name}", SCRATCH
+            try:
+                self._proc = spawn(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd="/",
+                    start_new_session=True,
+                    env={},  # bwrap's own environment is readable inside: keep it empty
+                )
+            except OSError as exc:
+                if self._cgroup is not None:
+                    self._cgroup.close()
+                raise SandboxUnavailable(explain_failure(str(exc))) from exc
+        else:
+            snapshot_path, scratch_path = str(room_snapshot), str(scratch_dir.resolve())
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-u", str(WORKER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=scratch_dir,
+                start_new_session=True,
+                env={"PATH": os.environ.get("PATH", ""), "PYTHONIOENCODING": "utf-8"},
+            )
         init = {
             "op": "init",
-            "room_snapshot": str(room_snapshot),
+            "room_snapshot": snapshot_path,
             "context_doc": context_doc,
             "capture_head_chars": limits.capture_head_chars,
             "capture_tail_chars": limits.capture_tail_chars,
             "memory_limit_bytes": limits.memory_limit_mb * 2**20
             if limits.memory_limit_mb
             else None,
-            "sandbox": limits.sandbox,
-            "scratch_dir": str(scratch_dir.resolve()),
+            "sandbox": limits.sandbox and sandbox != "none",
+            "scratch_dir": scratch_path,
             "max_file_bytes": limits.max_file_mb * 2**20 if limits.max_file_mb else None,
+            "max_nproc": nproc,
+            "max_prompt_chars": limits.max_prompt_chars,
+            "max_message_bytes": self._max_line,
+            "max_value_chars": limits.max_value_chars,
         }
-        self._write(init)
-        msg = self._read(time.monotonic() + limits.startup_timeout_s)
-        if msg.get("op") != "ready":
+        try:
+            self._write(init)
+            msg = self._read(time.monotonic() + limits.startup_timeout_s)
+            if msg["op"] != "ready":
+                self._protocol_error(f"{msg['op']} message before ready")
+        except ReplDied as exc:
+            stderr = self._stderr_tail()
             self.kill()
-            raise ReplDied(f"REPL failed to start: {msg}", timed_out=False)
+            if sandbox == "bwrap" and "bwrap" in stderr:
+                raise SandboxUnavailable(explain_failure(stderr, self._proc.returncode)) from exc
+            raise ReplDied(
+                f"REPL failed to start: {exc}" + (f"; stderr: {stderr[-2000:]}" if stderr else ""),
+                timed_out=exc.timed_out,
+            ) from exc
 
     # -- pipes ------------------------------------------------------------------------
+    def _stderr_tail(self) -> str:
+        """What the process wrote to stderr (start-up errors; read only after it failed)."""
+        err = self._proc.stderr
+        if err is None:
+            return ""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=2)
+        data = b""
+        with contextlib.suppress(OSError, ValueError):
+            while len(data) < 65536 and select.select([err], [], [], 0.05)[0]:
+                chunk = os.read(err.fileno(), 65536)
+                if not chunk:
+                    break
+                data += chunk
+        return data.decode("utf-8", "replace")
+
     def _write(self, msg: dict[str, Any]) -> None:
         assert self._proc.stdin is not None
         try:
             self._proc.stdin.write((json.dumps(msg) + "\n").encode("ascii"))
             self._proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
+        except (BrokenPipeError, OSError, ValueError) as exc:
             raise ReplDied(f"REPL process is gone ({exc})", timed_out=False) from exc
 
-    def _read(self, deadline: float) -> dict[str, Any]:
+    def _protocol_error(self, what: str) -> NoReturn:
+        self.kill()
+        raise ReplDied(
+            f"protocol error from the REPL: {what}; its output is untrusted, so it was killed",
+            timed_out=False,
+        )
+
+    def _read_line(self, deadline: float) -> bytes:
+        """The next line (without its newline), in time linear in its length; a line over
+        ``max_message_mb`` is a protocol error."""
         assert self._proc.stdout is not None
         fd = self._proc.stdout.fileno()
-        while b"\n" not in self._buf:
+        buf = self._buf
+        while True:
+            i = buf.find(b"\n", self._scan)
+            if i >= 0:
+                line = bytes(buf[:i])
+                del buf[: i + 1]
+                self._scan = 0
+                return line
+            self._scan = len(buf)
+            if len(buf) > self._max_line:
+                self._protocol_error(f"a line over {self._max_line:,} bytes")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
@@ -162,10 +390,35 @@ class ReplProcess:
             if not chunk:
                 code = self._proc.wait()
                 raise ReplDied(f"REPL process died (exit code {code})", timed_out=False)
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        result: dict[str, Any] = json.loads(line)
-        return result
+            buf += chunk
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        """The next message, checked against the protocol (see :func:`_message_problem`)."""
+        line = self._read_line(deadline)
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):
+            self._protocol_error("a line that is not JSON")
+        if not isinstance(msg, dict):
+            self._protocol_error("a JSON line that is not an object")
+        problem = _message_problem(msg)
+        if problem is not None:
+            self._protocol_error(problem)
+        return msg
+
+    def _sync(self, deadline: float) -> None:
+        """Ping with a fresh nonce; the very next line must be its pong (else a line was
+        forged before the reply just read, or the process kept running after it)."""
+        nonce = secrets.token_hex(8)
+        self._write({"op": "ping", "nonce": nonce})
+        try:
+            line = self._read_line(max(deadline, time.monotonic() + 5.0))
+        except ReplDied as exc:
+            if exc.timed_out:
+                self._protocol_error("no pong after a reply (the process kept running)")
+            raise
+        if line != json.dumps({"op": "pong", "nonce": nonce}).encode():
+            self._protocol_error("an unexpected line after a reply (forged by the REPL's code?)")
 
     # -- API --------------------------------------------------------------------------
     def execute(
@@ -177,15 +430,16 @@ class ReplProcess:
         time spent waiting for sub-calls in ``on_llm`` is not counted, so a block that
         delegates to a slow local model is not killed for its sub-models' speed (sub-calls are
         bounded by their clients' timeouts and the episode's budgets). Raises
-        :class:`ReplDied` when the block exceeds it (the process is killed) or the process dies.
+        :class:`ReplDied` when the block exceeds it (the process is killed), the process dies
+        or breaks the protocol, and :class:`ReplValueTooLarge` for a ``FINAL`` value over
+        ``limits.max_value_chars``.
         """
         t0 = time.monotonic()
         deadline = t0 + (timeout_s if timeout_s is not None else self.limits.block_timeout_s)
         self._write({"op": "exec", "code": code})
         while True:
             msg = self._read(deadline)
-            op = msg.get("op")
-            if op == "llm":
+            if msg["op"] == "llm":
                 t_llm = time.monotonic()
                 try:
                     responses = on_llm(msg["prompts"], msg["sources"])
@@ -194,23 +448,44 @@ class ReplProcess:
                     self._write({"op": "llm_result", "fatal": str(exc)})
                 deadline += time.monotonic() - t_llm
                 continue
-            if op == "result":
-                return BlockOutcome(
-                    stdout=msg["stdout"],
-                    stdout_chars=msg["stdout_chars"],
-                    error=msg["error"],
-                    final=msg["final"],
-                    final_error=msg["final_error"],
-                    stdout_sources=msg["stdout_sources"],
-                    duration_s=time.monotonic() - t0,
+            if msg["op"] != "result":
+                self._protocol_error(f"{msg['op']} message while a block runs")
+            self._sync(deadline)
+            final = msg["final"]
+            if final is not None and len(final["value"]) > self.limits.max_value_chars:
+                raise ReplValueTooLarge(
+                    f"FINAL value over {self.limits.max_value_chars:,} characters "
+                    "(ReplLimits.max_value_chars)",
+                    "memo_too_large",
                 )
-            raise ReplDied(f"protocol error from REPL: {msg}", timed_out=False)
+            return BlockOutcome(
+                stdout=msg["stdout"],
+                stdout_chars=msg["stdout_chars"],
+                error=msg["error"],
+                final=final,
+                final_error=msg["final_error"],
+                duration_s=time.monotonic() - t0,
+            )
 
     def get_var(self, name: str, timeout_s: float = 30.0) -> str | None:
-        """Value of REPL variable ``name`` as ``str``, or ``None`` when it does not exist."""
+        """Value of REPL variable ``name`` as ``str``, or ``None`` when it does not exist.
+
+        Raises :class:`ReplValueTooLarge` (``variable_too_large``) over
+        ``limits.max_value_chars`` and :class:`ReplDied` as :meth:`execute`."""
+        deadline = time.monotonic() + timeout_s
         self._write({"op": "get_var", "name": name})
-        msg = self._read(time.monotonic() + timeout_s)
-        return msg["value"] if msg.get("found") else None
+        msg = self._read(deadline)
+        if msg["op"] != "var":
+            self._protocol_error(f"{msg['op']} message in reply to get_var")
+        self._sync(deadline)
+        value: str | None = msg["value"]
+        if value is not None and len(value) > self.limits.max_value_chars:
+            raise ReplValueTooLarge(
+                f"variable {name!r} over {self.limits.max_value_chars:,} characters "
+                "(ReplLimits.max_value_chars)",
+                "variable_too_large",
+            )
+        return value
 
     @property
     def alive(self) -> bool:
@@ -219,11 +494,13 @@ class ReplProcess:
 
     @property
     def pid(self) -> int:
-        """Process id of the worker (also its process-group id)."""
+        """Process id of the worker (also its process-group id); under bwrap, of bwrap."""
         return self._proc.pid
 
     def kill(self) -> None:
-        """SIGKILL the REPL's whole process group and reap it. Idempotent."""
+        """SIGKILL the REPL's whole process group (and its pids cgroup) and reap it.
+        Idempotent. Under bwrap, killing bwrap ends the sandbox's pid namespace, and with it
+        every process the code started."""
         if self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
@@ -231,10 +508,12 @@ class ReplProcess:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self._proc.kill()
-        for stream in (self._proc.stdin, self._proc.stdout):
+        for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+        if self._cgroup is not None:
+            self._cgroup.close()
 
     def close(self) -> None:
         """End the worker: SIGKILL its process group and reap it.

@@ -5,8 +5,12 @@ duplicate of stdout and reads requests from stdin; file descriptor 1 itself poin
 ``/dev/null`` so stray writes from C code cannot corrupt the protocol, and Python-level
 prints of the root's code are captured per block.
 
-Messages, parent -> worker: ``init``, ``exec``, ``get_var``, ``llm_result``;
-worker -> parent: ``ready``, ``llm`` (a batch of sub-call prompts), ``result``, ``var``.
+Messages, parent -> worker: ``init``, ``exec``, ``get_var``, ``llm_result``, ``ping``;
+worker -> parent: ``ready``, ``llm`` (a batch of sub-call prompts), ``result``, ``var``,
+``pong`` (echoes the ``ping``'s nonce; the parent pings after every reply, so a line forged by
+the root's code before the real reply is caught as an unexpected message). The parent treats
+every line of this process as untrusted: it validates each message and caps its size
+(:mod:`rlmdistill.collect.repl`).
 
 The namespace the root's code sees:
 
@@ -29,7 +33,9 @@ other processes, and native code through ``ctypes`` (named ``dlopen``, symbol lo
 addresses). Reads and imports stay allowed. ``RLIMIT_FSIZE`` (``init["max_file_bytes"]``) caps
 the size of any file written, and ``TMPDIR`` points into the scratch folder.
 
-This is a guard against the mistakes of a weak model (``open("/etc/x", "w")``, ``rm -rf`` by
+Under ``--sandbox bwrap`` (the default on Linux) this process runs inside bubblewrap
+(:mod:`rlmdistill.collect.sandbox`), and the hook is only the friendly first line. This hook is
+a guard against the mistakes of a weak model (``open("/etc/x", "w")``, ``rm -rf`` by
 ``os.system``, a stray HTTP call), **not a security boundary**: audit hooks run in the same
 interpreter as the code they watch, and adversarial code can get around them (private C modules
 such as ``_posixsubprocess``, ``os.open(..., dir_fd=...)`` relative to a directory fd, mutating
@@ -56,7 +62,11 @@ _proto_in: Any = None
 
 
 def _send(msg: dict[str, Any]) -> None:
-    _proto_out.write(json.dumps(msg) + "\n")  # ASCII: lone surrogates survive (T2)
+    _send_line(json.dumps(msg))  # ASCII: lone surrogates survive (T2)
+
+
+def _send_line(line: str) -> None:
+    _proto_out.write(line + "\n")
     _proto_out.flush()
 
 
@@ -187,6 +197,9 @@ class _Worker:
         self.capture_head = int(init.get("capture_head_chars", 200_000))
         self.capture_tail = int(init.get("capture_tail_chars", 50_000))
         self.min_source_chars = int(init.get("min_source_chars", 40))
+        self.max_prompt_chars = int(init.get("max_prompt_chars") or 10**12)
+        self.max_message_bytes = int(init.get("max_message_bytes") or 10**12)
+        self.max_value_chars = int(init.get("max_value_chars") or 10**12)
         self.handed: deque[tuple[str, int, int, str]] = deque(maxlen=4096)
         self.final: dict[str, Any] | None = None
         self.final_error: str | None = None
@@ -272,7 +285,20 @@ class _Worker:
         prompts = [str(p) for p in prompts]
         if not prompts:
             return []
-        _send({"op": "llm", "prompts": prompts, "sources": [self._sources(p) for p in prompts]})
+        too_long = [i for i, p in enumerate(prompts) if len(p) > self.max_prompt_chars]
+        if too_long:
+            raise ValueError(
+                f"llm_query prompt {too_long[0]} has {len(prompts[too_long[0]]):,} characters; "
+                f"the limit is {self.max_prompt_chars:,}: send smaller pieces"
+            )
+        msg = {"op": "llm", "prompts": prompts, "sources": [self._sources(p) for p in prompts]}
+        line = json.dumps(msg)
+        if len(line) + 1 > self.max_message_bytes:
+            raise ValueError(
+                f"llm_query_batched: this batch is {len(line):,} bytes as sent; the limit is "
+                f"{self.max_message_bytes:,}: split it into smaller batches"
+            )
+        _send_line(line)
         reply = _recv()
         if reply.get("op") != "llm_result":
             raise RuntimeError(f"protocol error: expected llm_result, got {reply.get('op')!r}")
@@ -313,19 +339,26 @@ class _Worker:
                 # drop the worker's own frames: keep from the first <repl> frame on
                 keep = [tb[0]] + [f for f in tb[1:] if "repl_worker.py" not in f]
                 error = "".join(keep)
+        if error is not None and len(error) > self.capture_head + self.capture_tail:
+            err = _BoundedCapture(self.capture_head, self.capture_tail)
+            err.write(error)
+            error = err.getvalue()
+        final = self.final
+        if final is not None:  # over the cap: one character more tells the parent so
+            final = {**final, "value": final["value"][: self.max_value_chars + 1]}
         return {
             "op": "result",
             "stdout": cap.getvalue(),
             "stdout_chars": cap.total,
             "error": error,
-            "final": self.final,
+            "final": final,
             "final_error": self.final_error,
-            "stdout_sources": self._sources(cap.getvalue()) if cap.total else [],
         }
 
     def get_var(self, name: str) -> dict[str, Any]:
         if name in self.ns and not name.startswith("__"):
-            return {"op": "var", "found": True, "value": str(self.ns[name])}
+            value = str(self.ns[name])[: self.max_value_chars + 1]  # +1: over the cap
+            return {"op": "var", "found": True, "value": value}
         return {"op": "var", "found": False, "value": None}
 
 
@@ -392,18 +425,32 @@ _NETWORK_EVENTS = frozenset(
 _NATIVE_EVENTS = frozenset({"ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata"})
 
 
-def _install_sandbox(scratch: str, max_file_bytes: int | None) -> None:
+def _set_limits(init: dict[str, Any]) -> None:
+    """Address space, file size and process count (``RLIMIT_*``, soft = hard: not raisable).
+
+    ``RLIMIT_NPROC`` binds only a non-root user (under bwrap: per sandbox, as it has its own
+    user namespace); as root the collector caps processes with a pids cgroup instead."""
+    import resource
+    import signal
+
+    mem = init.get("memory_limit_bytes")
+    if mem:
+        resource.setrlimit(resource.RLIMIT_AS, (int(mem), int(mem)))
+    max_file = init.get("max_file_bytes")
+    if max_file:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over the cap: EFBIG, not a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(max_file), int(max_file)))
+    nproc = init.get("max_nproc")
+    if nproc:
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
+
+
+def _install_sandbox(scratch: str) -> None:
     """Refuse writes outside ``scratch``, sockets, new processes and ``ctypes`` (see module doc).
 
     Everything the hook needs is bound as default arguments now, so that later changes to
     module globals or to ``os.path`` by the root's code do not change the checks.
     """
-    if max_file_bytes:
-        import resource
-        import signal
-
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over the cap: EFBIG, not a kill
-        resource.setrlimit(resource.RLIMIT_FSIZE, (int(max_file_bytes), int(max_file_bytes)))
     root = os.path.realpath(scratch)
     fs_events = dict(_FS_EVENTS)  # a private copy: later edits of the global change nothing
     os.environ["TMPDIR"] = root  # tempfile.gettempdir() then lands inside scratch
@@ -507,14 +554,11 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     init = _recv()
-    mem = init.get("memory_limit_bytes")
-    if mem:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (int(mem), int(mem)))
+    _set_limits(init)
     worker = _Worker(init)
     if init.get("sandbox", True):
-        _install_sandbox(init.get("scratch_dir") or os.getcwd(), init.get("max_file_bytes"))
+        _install_sandbox(init.get("scratch_dir") or os.getcwd())
+    os.dup2(devnull, 2)  # the parent reads stderr only for start-up errors
     _send({"op": "ready", "n_documents": len(worker.docs)})
     while True:
         msg = _recv()
@@ -523,6 +567,8 @@ def main() -> None:
             _send(worker.execute(msg["code"]))
         elif op == "get_var":
             _send(worker.get_var(msg["name"]))
+        elif op == "ping":
+            _send({"op": "pong", "nonce": msg.get("nonce")})
         elif op == "shutdown":
             return
         else:

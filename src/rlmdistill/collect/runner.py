@@ -8,11 +8,15 @@ every episode ends up there exactly once. A run directory refuses a different co
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import queue
 import shutil
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -24,6 +28,8 @@ from tqdm import tqdm
 from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
 from rlmdistill.collect.coverage import CoverageIndex
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
+from rlmdistill.collect.repl import ReplDied, ReplLimits, ReplProcess
+from rlmdistill.collect.sandbox import SandboxMode, SandboxUnavailable, explain_failure
 from rlmdistill.hardware import machine_info
 from rlmdistill.models.base import ModelClient
 from rlmdistill.paths import room_cache
@@ -67,9 +73,7 @@ def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
         n_tokens=n_tokens,
         folders=room.folders,
     )
-    snap = room_cache() / f"{room.room_hash}.snapshot.json"
-    if not snap.exists():
-        room.snapshot(snap)
+    snap = ensure_snapshot(room, room_cache() / f"{room.room_hash}.snapshot.json")
     return RoomHandle(
         info=info,
         snapshot=snap,
@@ -79,6 +83,66 @@ def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
         task_title=room.task.title,
         task_instructions=room.task.instructions,
     )
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def ensure_snapshot(room: DataRoom, snap: Path) -> Path:
+    """The REPL snapshot of ``room`` at ``snap`` (index) + ``snap.with_suffix('.bin')``,
+    checked against the room at every run start; a missing or tampered one is (re)built.
+
+    The check writes a fresh snapshot into a private folder beside the cache and compares
+    sha256 digests of both files (a snapshot is a pure function of the room's documents). On a
+    match the cached files stay (REPLs of other runs keep sharing their pages); otherwise the
+    fresh files replace them atomically, with a warning for a tampered cache. Cost: one write
+    of the room's text (~10 ms per MB).
+    """
+    snap.parent.mkdir(parents=True, exist_ok=True)
+    fresh_dir = Path(tempfile.mkdtemp(prefix=".snapshot-check-", dir=snap.parent))
+    try:
+        fresh = room.snapshot(fresh_dir / snap.name)
+        pairs = [(fresh, snap), (fresh.with_suffix(".bin"), snap.with_suffix(".bin"))]
+        cached = [_digest(old) for _, old in pairs]
+        if cached != [_digest(new) for new, _ in pairs]:
+            if any(d is not None for d in cached):
+                warnings.warn(
+                    f"room snapshot {snap} does not match room {room.path} (tampered or "
+                    "stale); rebuilt it",
+                    stacklevel=2,
+                )
+            for new, old in reversed(pairs):  # blob first: an index never names a missing blob
+                os.replace(new, old)
+    finally:
+        shutil.rmtree(fresh_dir, ignore_errors=True)
+    return snap
+
+
+def check_sandbox(mode: SandboxMode, limits: ReplLimits) -> None:
+    """Start one REPL in ``mode`` over a one-document snapshot, run a block, close it.
+
+    Raises :class:`SandboxUnavailable` naming the cause (and ``--sandbox audit``) when the bwrap
+    sandbox cannot start here, so that ``collect`` stops before any episode instead of ending
+    each one ``repl_crashed``. ``audit``/``none`` need no check.
+    """
+    if mode != "bwrap":
+        return
+    with tempfile.TemporaryDirectory(prefix="rlmdistill-sandbox-check-") as tmp:
+        snap = Path(tmp) / "check.snapshot.json"
+        doc = {"id": "check.txt", "folder": "", "text": "sandbox check"}
+        snap.write_text(json.dumps({"room_id": "check", "documents": [doc]}), encoding="utf-8")
+        try:
+            with ReplProcess(snap, Path(tmp) / "scratch", limits, sandbox=mode) as repl:
+                out = repl.execute("print(len(room))", lambda p, s: [], timeout_s=60)
+        except ReplDied as exc:
+            raise SandboxUnavailable(explain_failure(str(exc))) from exc
+        if out.stdout != "1\n":
+            raise SandboxUnavailable(explain_failure(f"check block printed {out.stdout!r}"))
 
 
 def compute_dtypes(root: ModelClient, sub: ModelClient) -> dict[str, str]:
@@ -185,7 +249,9 @@ def collect(
     ``root``/``sub`` are open clients for ``config.root``/``config.sub`` (the same object when
     the specs are equal). Episodes run ``config.concurrency`` at a time; each finished one is
     appended to ``episodes.jsonl`` at once. Raises :class:`RunConfigMismatch` when ``run_dir``
-    holds a different run, ``ValueError`` for a room without a task. ``rooms`` may pass the
+    holds a different run, ``ValueError`` for a room without a task and
+    :class:`~rlmdistill.collect.sandbox.SandboxUnavailable` (a ``ValueError``) when
+    ``config.sandbox`` is ``bwrap`` and bubblewrap cannot start. ``rooms`` may pass the
     rooms of ``config.rooms`` already loaded (same order).
     """
     if rooms is None:
@@ -203,6 +269,7 @@ def collect(
     summaries: list[EpisodeSummary] = []
     if not plan:
         return CollectResult(run_dir, summaries, skipped)
+    check_sandbox(config.sandbox, config.repl)
 
     def run_one(item: tuple[RoomHandle, int, str]) -> EpisodeSummary:
         handle, k, eid = item

@@ -38,6 +38,8 @@ EpisodeStatus = Literal[
     "context_exceeded",  # root history no longer fits the root's context window
     "budget_exceeded",  # token or sub-call budget of the episode spent
     "model_error",  # root request failed after bounded retries, or fatally
+    "memo_too_large",  # a FINAL value over ReplLimits.max_value_chars
+    "variable_too_large",  # a variable read back for FINAL_VAR over ReplLimits.max_value_chars
     "error",  # harness bug or unexpected exception (traceback in the trajectory)
 ]
 

@@ -1,0 +1,56 @@
+"""REPL start-up plus one block, per sandbox mode (``bwrap``, ``audit``, ``none``).
+
+Each repeat starts a fresh :class:`~rlmdistill.collect.repl.ReplProcess` over a small room
+snapshot, runs ``print(len(room))`` and closes it; the median over repeats is the figure the
+README quotes (section "Sandbox"). As root, ``bwrap`` includes creating and removing the pids
+cgroup of the process cap.
+
+    python benchmarks/bench_sandbox_startup.py [--repeats 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from rlmdistill.collect.repl import ReplLimits, ReplProcess
+from rlmdistill.collect.runner import ensure_snapshot
+from rlmdistill.rooms import DataRoom
+from rlmdistill.testing.rooms import write_clause_room
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=30)
+    args = ap.parse_args(argv)
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''} "
+        f"python {platform.python_version()} uid {os.geteuid()} cpus {os.cpu_count()}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        room = DataRoom.load(write_clause_room(Path(tmp) / "room"))
+        snap = ensure_snapshot(room, Path(tmp) / "cache" / f"{room.room_hash}.snapshot.json")
+        for mode in ("none", "audit", "bwrap"):
+            times = []
+            for k in range(args.repeats):
+                t0 = time.perf_counter()
+                with ReplProcess(
+                    snap, Path(tmp) / f"s-{mode}-{k}", ReplLimits(), sandbox=mode
+                ) as r:
+                    out = r.execute("print(len(room))", lambda p, s: [])
+                times.append(time.perf_counter() - t0)
+                assert out.stdout == "20\n", out
+            print(
+                f"{mode:6s} start + one block + close: median {statistics.median(times) * 1000:.1f} ms"
+                f"  best {min(times) * 1000:.1f} ms  worst {max(times) * 1000:.1f} ms"
+                f"  ({args.repeats} repeats)"
+            )
+
+
+if __name__ == "__main__":
+    main()
