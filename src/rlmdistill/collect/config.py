@@ -38,6 +38,13 @@ class EpisodeLimits(BaseModel):
     )
 
 
+OPERATIONAL_FIELDS = frozenset(
+    {"concurrency", "max_usd", "requests_per_minute", "prices", "max_attempts"}
+)
+"""Fields that change how a run goes, not what its episodes are: left out of the episode id,
+so a run resumes when they change (tests/test_crash_resume.py)."""
+
+
 class CollectConfig(BaseModel):
     """Everything that decides what a run's episodes are. Saved resolved in ``run.json``.
 
@@ -86,15 +93,20 @@ class CollectConfig(BaseModel):
         "default: the packaged example table (local models and loopback servers cost 0).",
     )
     repl: ReplLimits = Field(default_factory=ReplLimits)
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Attempts of an episode that the serving infrastructure cuts short (server "
+        "down, unknown model, retries spent) before it is recorded as finished with its status; "
+        "earlier ones go to attempts.jsonl and the next run retries them.",
+    )
 
     def fingerprint(self) -> str:
         """sha256 (16 hex) of what defines episodes: every field but the operational ones
-        (``concurrency``, spend cap, request rate, price table) and ``rooms`` (rooms enter ids
-        by content hash), plus the packaged prompt version(s)."""
-        data = self.model_dump(
-            mode="json",
-            exclude={"concurrency", "rooms", "max_usd", "requests_per_minute", "prices"},
-        )
+        (:data:`OPERATIONAL_FIELDS`: concurrency, spend cap, request rate, price table,
+        attempts) and ``rooms`` (rooms enter ids by content hash), plus the packaged prompt
+        version(s)."""
+        data = self.model_dump(mode="json", exclude={"rooms", *OPERATIONAL_FIELDS})
         data["prompt_version"] = PROMPT_VERSION
         if self.depth == 2:
             data["subagent_prompt_version"] = SUBAGENT_PROMPT_VERSION

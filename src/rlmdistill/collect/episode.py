@@ -43,6 +43,7 @@ from rlmdistill.collect.repl import (
 )
 from rlmdistill.models.base import (
     ContextExceededError,
+    InfrastructureError,
     Message,
     ModelClient,
     ModelError,
@@ -215,6 +216,16 @@ class Episode:
         self._n_turns = 0
         self.probe = CoverageProbe(room.coverage_index) if room.coverage_index is not None else None
         self._t_start = time.monotonic()
+        self.infrastructure_failure: tuple[str, str, InfrastructureError] | None = None
+        """First serving failure of this attempt: (``root``/``sub``, model id, error); the
+        runner then records a failed attempt instead of a finished episode (collect/attempts)."""
+
+    def _note_failure(self, who: str, model: ModelClient, exc: ModelError) -> None:
+        """Remember the first :class:`InfrastructureError` of the episode (thread-safe)."""
+        if isinstance(exc, InfrastructureError):
+            with self.state.lock:
+                if self.infrastructure_failure is None:
+                    self.infrastructure_failure = (who, model.model_id, exc)
 
     # -- trajectory -----------------------------------------------------------------------
     def _write(self, *records: Any) -> None:
@@ -312,6 +323,7 @@ class Episode:
                 rec.response, rec.usage = res.text, res.usage
                 rec.attempts, rec.latency_s = res.attempts, res.latency_s
             except ModelError as exc:
+                self._note_failure("sub", self.sub, exc)
                 rec.error, rec.error_kind = str(exc), exc.kind
                 rec.attempts, rec.latency_s = exc.attempts, time.monotonic() - t0
             return rec
@@ -472,6 +484,7 @@ class Episode:
                 messages, sampling.model_copy(update={"seed": rec.seed}), prefill=prefill
             )
         except ModelError as exc:
+            self._note_failure("root" if isinstance(rec, TurnRecord) else "sub", model, exc)
             rec.duration_s, rec.attempts = time.monotonic() - t0, exc.attempts
             if isinstance(rec, SubagentTurnRecord):
                 rec.error = f"{exc.kind}: {exc}"

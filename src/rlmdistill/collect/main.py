@@ -14,7 +14,14 @@ import yaml
 from rlmdistill.collect.config import CollectConfig, episode_id
 from rlmdistill.collect.runner import CollectResult, finished_ids
 
-__all__ = ["build_config", "limit_clients", "pending_episodes", "root_defaults", "run_collect"]
+__all__ = [
+    "build_config",
+    "check_finished",
+    "limit_clients",
+    "pending_episodes",
+    "root_defaults",
+    "run_collect",
+]
 
 
 def root_defaults(root_spec: str) -> dict[str, Any]:
@@ -92,21 +99,28 @@ def pending_episodes(config: CollectConfig, run_dir: Path) -> int:
 
 
 def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> CollectResult:
-    """Open the root/sub clients, collect every pending episode into ``out``, close.
+    """Check the servers, open the root/sub clients, collect every pending episode into
+    ``out``, close.
 
-    Raises ``ValueError`` for a room without a task (before any model loads) and whatever
+    Every ``openai:`` server is checked first (:func:`rlmdistill.models.preflight.preflight`),
+    so nothing, not even ``run.json``, is written when one is down or lacks the model. The
+    result says which episodes the infrastructure left unfinished (:func:`check_finished`).
+
+    Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``),
+    ``ValueError`` for a room without a task (before any model loads) and whatever
     :func:`rlmdistill.collect.runner.collect` raises (``RunConfigMismatch`` for a run folder
     made with another config).
     """
     from rlmdistill.collect.runner import collect
-    from rlmdistill.models.spec import close_all, get_client, parse_spec
+    from rlmdistill.models.preflight import preflight
+    from rlmdistill.models.spec import close_all, get_client
     from rlmdistill.rooms import DataRoom
 
     rooms = [DataRoom.load(p) for p in config.rooms]  # bad rooms fail before a model loads
     for r in rooms:
         if r.task is None:
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
-    parse_spec(config.sub)
+    preflight({"--root": config.root, "--sub": config.sub})
     root = get_client(config.root)
     sub = get_client(config.sub)
     if config.max_usd is not None or config.requests_per_minute is not None:
@@ -115,3 +129,12 @@ def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> Coll
         return collect(config, out, root, sub, progress=progress, rooms=rooms)
     finally:
         close_all()
+
+
+def check_finished(result: CollectResult) -> None:
+    """Raise :class:`~rlmdistill.collect.attempts.UnfinishedEpisodes` when the serving
+    infrastructure left episodes of ``result`` unfinished (cut short or not started)."""
+    from rlmdistill.collect.attempts import UnfinishedEpisodes
+
+    if result.unfinished or result.not_started:
+        raise UnfinishedEpisodes(result.run_dir, result.failed_attempts, result.not_started)
