@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 import struct
 import threading
@@ -269,6 +270,9 @@ FAULT_KINDS: dict[str, FakeReply] = {
 timeout below that)."""
 
 
+_LOOPBACK_PORT = re.compile(r"127\.0\.0\.1:\d+")
+
+
 @dataclass
 class InjectedFault:
     """One request seen by :class:`FaultInjector`: what it got."""
@@ -286,8 +290,8 @@ class InjectedFault:
 class FaultInjector:
     """Fail ``rate`` of the requests at random with the faults of :data:`FAULT_KINDS`.
 
-    The draw is a hash of (``seed``, request body, how often this body was seen), so it does
-    not depend on thread timing: a retried request gets a fresh draw, and a run repeated
+    The draw is a hash of (``seed``, request body with loopback ports masked, how often this
+    body was seen), so it depends neither on thread timing nor on the server's port: a retried request gets a fresh draw, and a run repeated
     against a new injector with the same seed sees the same faults. Every request is logged in
     :attr:`log` (cleared with :meth:`new_run`).
     """
@@ -315,7 +319,8 @@ class FaultInjector:
             self.log = []
 
     def __call__(self, request: dict[str, Any]) -> FakeReply | str:
-        body_sha = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:16]
+        text = _LOOPBACK_PORT.sub("127.0.0.1:PORT", json.dumps(request, sort_keys=True))
+        body_sha = hashlib.sha256(text.encode()).hexdigest()[:16]
         with self._lock:
             k = self._seen.get(body_sha, 0)
             self._seen[body_sha] = k + 1
