@@ -91,7 +91,7 @@ def test_docs_table_has_one_row_per_fault_and_says_what_the_client_does() -> Non
     rows = docs_table()
     assert set(FAULT_KINDS) <= set(rows)
     assert set(EXPECTED) == set(FAULT_KINDS)
-    for kind, (error, cause, retried) in EXPECTED.items():
+    for kind, (_, cause, retried) in EXPECTED.items():
         row = rows[kind]
         assert f"`{cause}`" in row[2], (kind, row)
         assert row[3].startswith("retried" if retried else "no"), (kind, row)
@@ -100,9 +100,12 @@ def test_docs_table_has_one_row_per_fault_and_says_what_the_client_does() -> Non
 @pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
 def test_each_fault_forever_is_classified_with_bounded_attempts_case_t4(kind: str) -> None:
     error, cause, retried = EXPECTED[kind]
-    with FakeOpenAIServer(lambda r: FAULT_KINDS[kind]) as server, client(server) as c:
-        with pytest.raises(error) as info:
-            c.chat(user("hello"), GREEDY)
+    with (
+        FakeOpenAIServer(lambda r: FAULT_KINDS[kind]) as server,
+        client(server) as c,
+        pytest.raises(error) as info,
+    ):
+        c.chat(user("hello"), GREEDY)
     n = MAX_RETRIES + 1 if retried else 1  # 1 + max_retries HTTP attempts when retried
     assert (info.value.cause, info.value.attempts, len(server.requests)) == (cause, n, n)
 
@@ -136,9 +139,12 @@ def test_the_three_context_length_texts_and_their_bare_fragments() -> None:
 def test_context_text_on_a_429_is_a_rate_limit_not_context() -> None:
     """A 429 that mentions input tokens per minute is retried, never context_exceeded."""
     reply = FakeReply.error(429, "Rate limit reached: 40000 input tokens per minute")
-    with FakeOpenAIServer(lambda r: reply) as server, client(server) as c:
-        with pytest.raises(RetryableModelError):
-            c.chat(user("hello"), GREEDY)
+    with (
+        FakeOpenAIServer(lambda r: reply) as server,
+        client(server) as c,
+        pytest.raises(RetryableModelError),
+    ):
+        c.chat(user("hello"), GREEDY)
     assert len(server.requests) == MAX_RETRIES + 1
 
 
@@ -152,9 +158,11 @@ def test_cached_tokens_unknown_when_not_reported_case_vllm16162() -> None:
     unknown part is unknown; cost prices every prompt token as uncached (an upper bound)."""
     with FakeOpenAIServer(lambda r: "abcdefgh") as server, client(server) as c:
         plain = c.chat(user("abcdefgh"), GREEDY).usage
-    with FakeOpenAIServer(lambda r: FakeReply(text="abcdefgh", cached_tokens=0)) as s2:
-        with client(s2) as c2:
-            zero = c2.chat(user("abcdefgh"), GREEDY).usage
+    with (
+        FakeOpenAIServer(lambda r: FakeReply(text="abcdefgh", cached_tokens=0)) as s2,
+        client(s2) as c2,
+    ):
+        zero = c2.chat(user("abcdefgh"), GREEDY).usage
     assert plain.cached_tokens is None and zero.cached_tokens == 0
     assert (Usage(cached_tokens=5) + plain).cached_tokens is None
     assert (Usage(cached_tokens=5) + zero).cached_tokens == 5
@@ -260,9 +268,7 @@ def test_100_episodes_with_20_percent_random_faults_end_as_the_table_says(
     room = write_clause_room(tmp_path / "room", n_documents=3, repeats=5)
     run = tmp_path / "run"
     max_retries = 1  # small, so retries run out now and then: the attempt path is exercised
-    injector = FaultInjector(
-        ScriptedHandler(ROOT_SCRIPT, lambda p: "sub answer"), rate=0.2, seed=7
-    )
+    injector = FaultInjector(ScriptedHandler(ROOT_SCRIPT, lambda p: "sub answer"), rate=0.2, seed=7)
     seen: Counter[str] = Counter()
     with FakeOpenAIServer(injector) as server:
         cfg = CollectConfig(

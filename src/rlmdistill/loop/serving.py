@@ -69,9 +69,13 @@ def _post(serving: ServingConfig, path: str, body: dict[str, str]) -> tuple[int,
     key = os.environ.get(serving.key_env or "RLMDISTILL_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        resp = urllib3.request("POST", url, json=body, headers=headers, timeout=120.0, retries=False)
+        resp = urllib3.request(
+            "POST", url, json=body, headers=headers, timeout=120.0, retries=False
+        )
     except urllib3.exceptions.HTTPError as exc:
-        raise ServingError(f"{url}: cannot reach the server for adapter {body['lora_name']} ({exc})")
+        raise ServingError(
+            f"{url}: cannot reach the server for adapter {body['lora_name']} ({exc})"
+        ) from exc
     return resp.status, resp.data.decode("utf-8", "replace")
 
 
