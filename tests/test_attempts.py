@@ -213,3 +213,29 @@ def test_llm_judge_preflight_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ServerUnavailableError, match=r"127\.0\.0\.1:9"):
         judge_main(run, f"openai:judge@{DEAD}")
     assert not (run / "verdicts").exists()
+
+
+def test_loop_stops_at_the_run_a_server_failure_left_unfinished(
+    tmp_path: Path, tiny_llama_dir: Path
+) -> None:
+    """The served root loses its model after the preflight: the loop stops in its first
+    collection (runs/eval-base), naming that run and the cause, before any later stage."""
+    import yaml
+    from test_loop import _experiment
+
+    from rlmdistill.loop.config import load_experiment
+    from rlmdistill.loop.run import run_loop
+
+    handler = Switch()
+    with FakeOpenAIServer(handler) as server:
+        path = _experiment(tmp_path, server.base_url, tiny_llama_dir)
+        data = yaml.safe_load(path.read_text())
+        data.pop("train_root")
+        data["serving"] = {"base_url": server.base_url, "model": "root"}
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        cfg = load_experiment(path)
+        handler.down = True
+        with pytest.raises(UnfinishedEpisodes) as info:
+            run_loop(cfg, progress=False)
+    assert "runs/eval-base" in str(info.value) and "root model_not_found" in str(info.value)
+    assert not (cfg.workspace / "runs" / "r1-train").exists()
