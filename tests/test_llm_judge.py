@@ -70,10 +70,9 @@ class JudgeScript:
     """Fake-server handler: ``policy(asked_ids, attempt, request)`` decides each reply;
     ``attempt`` is 1 + the assistant messages already in the conversation."""
 
-    models = ["judge"]  # what GET /v1/models lists (the judge's preflight checks it)
-
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self.models = ["judge"]  # what GET /v1/models lists (the judge's preflight checks it)
 
     def __call__(self, request: dict[str, Any]) -> str | FakeReply:
         attempt = 1 + sum(m["role"] == "assistant" for m in request["messages"])
