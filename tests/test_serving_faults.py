@@ -236,7 +236,7 @@ def check_run(
             n_requests += len(faults)
             got = outcome(faults, max_retries)
             seen[f"{model}:{got}"] += 1
-            if got == "exhausted" and infra_cause is None:
+            if got == "exhausted" and model == "root":  # ends the episode: an attempt
                 infra_cause = EXPECTED[str(faults[-1])][1]
             if model == "sub":
                 if got == "ok":

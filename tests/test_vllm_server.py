@@ -143,7 +143,7 @@ def train_adapter(base: Path, out: Path, reply: str, tokenizer: Any) -> Path:
         for i in range(4)
     ]
     data = write_dataset(out.parent / f"{out.name}-data", tokenizer, rows)
-    train(fast_config(data, base, out, max_steps=16, lora_r=8), progress=False)
+    train(fast_config(data, base, out, max_steps=6, lora_r=8), progress=False)
     return out
 
 

@@ -217,8 +217,9 @@ class Episode:
         self.probe = CoverageProbe(room.coverage_index) if room.coverage_index is not None else None
         self._t_start = time.monotonic()
         self.infrastructure_failure: tuple[str, str, InfrastructureError] | None = None
-        """First serving failure of this attempt: (``root``/``sub``, model id, error); the
-        runner then records a failed attempt instead of a finished episode (collect/attempts)."""
+        """The serving failure that ended this attempt at a root turn: (``root``, model id,
+        error); the runner then records a failed attempt instead of a finished episode
+        (collect/attempts). Sub-call failures stay that prompt's error (case T4)."""
 
     def _note_failure(self, who: str, model: ModelClient, exc: ModelError) -> None:
         """Remember the first :class:`InfrastructureError` of the episode (thread-safe)."""
@@ -323,7 +324,6 @@ class Episode:
                 rec.response, rec.usage = res.text, res.usage
                 rec.attempts, rec.latency_s = res.attempts, res.latency_s
             except ModelError as exc:
-                self._note_failure("sub", self.sub, exc)
                 rec.error, rec.error_kind = str(exc), exc.kind
                 rec.attempts, rec.latency_s = exc.attempts, time.monotonic() - t0
             return rec
@@ -484,7 +484,8 @@ class Episode:
                 messages, sampling.model_copy(update={"seed": rec.seed}), prefill=prefill
             )
         except ModelError as exc:
-            self._note_failure("root" if isinstance(rec, TurnRecord) else "sub", model, exc)
+            if isinstance(rec, TurnRecord):  # a sub-call's failure is only that prompt's (T4)
+                self._note_failure("root", model, exc)
             rec.duration_s, rec.attempts = time.monotonic() - t0, exc.attempts
             if isinstance(rec, SubagentTurnRecord):
                 rec.error = f"{exc.kind}: {exc}"
