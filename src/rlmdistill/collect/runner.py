@@ -171,11 +171,11 @@ def collect(
 
     ``root``/``sub`` are open clients for ``config.root``/``config.sub`` (the same object when
     the specs are equal). Episodes run ``config.concurrency`` at a time; each finished one is
-    appended to ``episodes.jsonl`` at once. An episode during which a server failed
+    appended to ``episodes.jsonl`` at once. An episode whose root turn a server failure ended
     (:class:`~rlmdistill.models.base.InfrastructureError`) is appended to ``attempts.jsonl``
     instead (both files on its ``max_attempts``-th attempt), and no further episode starts:
-    :attr:`CollectResult.unfinished` / ``not_started`` say what is left. Raises :class:`RunConfigMismatch` when ``run_dir``
-    holds a different run, ``ValueError`` for a room without a task. ``rooms`` may pass the
+    :attr:`CollectResult.unfinished` / ``not_started`` say what is left. Raises
+    :class:`RunConfigMismatch` when ``run_dir`` holds a different run, ``ValueError`` for a room without a task. ``rooms`` may pass the
     rooms of ``config.rooms`` already loaded (same order).
     """
     if rooms is None:
