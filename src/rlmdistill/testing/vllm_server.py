@@ -242,7 +242,8 @@ class VLLMServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``setup`` (make the venv) or ``serve MODEL --name N --port P`` (until Ctrl-C)."""
+    """``setup`` (make the venv) or ``serve MODEL --name N --port P`` (until Ctrl-C or
+    SIGTERM, which stop the server's whole process group)."""
     ap = argparse.ArgumentParser(prog="python -m rlmdistill.testing.vllm_server")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("setup", help="make the vLLM virtualenv once (cached)")
@@ -262,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
 
         model = resolve_local(args.model)
     server = VLLMServer(model, args.name, port=args.port, max_model_len=args.max_model_len)
+
+    def stop_on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM too stops the server's group (it has its own session)
+
+    signal.signal(signal.SIGTERM, stop_on_term)
     server.start()
     print(f"vLLM serving {args.name} at {server.base_url} (ready in {server.startup_s:.0f} s; "
           f"log {server.log_path}); Ctrl-C stops it", flush=True)  # fmt: skip
