@@ -109,6 +109,25 @@ def test_cached_tokens_are_priced_and_unpriced_models_give_none(collected_run, t
     assert row.root_cost_usd is not None and row.sub_cost_usd is None and row.cost_usd is None
 
 
+def test_unreported_cached_tokens_are_unknown_and_cost_an_upper_bound(collected_run, tmp_path):
+    """A server that does not report cached tokens (vllm#16162): unknown, never 0; every
+    prompt token is priced as uncached and the row says the cost is an upper bound."""
+    run = _copy(collected_run, tmp_path)
+    path = run / "episodes.jsonl"
+    lines = _lines(path)
+    for line in lines:
+        line["tokens"]["root"]["cached_tokens"] = 0
+        line["tokens"]["sub"]["cached_tokens"] = 0
+    lines[0]["tokens"]["root"]["cached_tokens"] = None
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    first, second = metrics_table(run, prices=PRICES, trajectories=False)[:2]
+    root = lines[0]["tokens"]["root"]
+    p, c = root["prompt_tokens"], root["completion_tokens"]
+    assert (first.root_cached_tokens, first.cost_is_upper_bound) == (None, True)
+    assert first.root_cost_usd == pytest.approx((p * 1.0 + c * 2.0) / 1e6)  # all uncached
+    assert (second.root_cached_tokens, second.cost_is_upper_bound) == (0, False)
+
+
 def test_no_memo_is_early_give_up_and_read_but_no_memo(collected_run, tmp_path):
     run = _copy(collected_run, tmp_path)
     path = run / "episodes.jsonl"

@@ -72,6 +72,7 @@ class JudgeScript:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self.models = ["judge"]  # what GET /v1/models lists (the judge's preflight checks it)
 
     def __call__(self, request: dict[str, Any]) -> str | FakeReply:
         attempt = 1 + sum(m["role"] == "assistant" for m in request["messages"])
@@ -490,7 +491,7 @@ def test_cli_judge_and_agreement_on_a_collected_run(cuad_room3, tmp_path, monkey
         return FakeReply.error(404, "no such model")
 
     run = tmp_path / "run"
-    with FakeOpenAIServer(handler) as server:
+    with FakeOpenAIServer(handler, models=["root", "sub", "judge"]) as server:
         mk = lambda m: OpenAIChatClient(m, server.base_url, api_key="x", max_retries=0)  # noqa: E731
         cfg = CollectConfig(
             rooms=[str(cuad_room3)],

@@ -48,7 +48,7 @@ def _experiment(tmp_path: Path, url: str, base: Path) -> Path:
 
 def test_loop_runs_every_stage_then_skips_them(tmp_path, tiny_llama_dir):
     logs: list[str] = []
-    with FakeOpenAIServer(_scripted) as server:
+    with FakeOpenAIServer(_scripted, models=["root", "sub"]) as server:  # as GET /v1/models
         cfg = load_experiment(_experiment(tmp_path, server.base_url, tiny_llama_dir))
         res = run_loop(cfg, log=logs.append, progress=False)
         ws = cfg.workspace
@@ -107,7 +107,7 @@ def test_experiment_errors_name_the_file_and_field(tmp_path):
 def test_loop_with_a_served_root_loads_each_adapter_into_the_server(tmp_path, tiny_llama_dir):
     """GLM-class set-up: SFT on local weights, collection and evaluation through a vLLM-style
     server whose runtime LoRA endpoint loads each tuned adapter as a model id."""
-    with FakeOpenAIServer(_scripted) as server:
+    with FakeOpenAIServer(_scripted, models=["root", "sub"]) as server:
         path = _experiment(tmp_path, server.base_url, tiny_llama_dir)
         data = yaml.safe_load(path.read_text())
         data.pop("train_root")

@@ -15,6 +15,7 @@ from rlmdistill.models.base import (
     Message,
     RetryableModelError,
     Sampling,
+    ServerRefusedError,
 )
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.testing.fake_openai import (
@@ -106,14 +107,11 @@ def test_5xx_forever_is_retryable_after_bounded_attempts_case_t4() -> None:
         FakeOpenAIServer(lambda r: FakeReply.error(503, "overloaded")) as server,
         fast_client(server, max_retries=2) as client,
     ):
-        t0 = time.perf_counter()
         with pytest.raises(RetryableModelError) as info:
             client.chat(user("hi"), GREEDY)
-        elapsed = time.perf_counter() - t0
         assert info.value.attempts == 3
         assert len(server.requests) == 3
-        assert elapsed < 2.0  # 2 backoffs of <= 0.05 s plus three loopback requests
-        assert "503" in str(info.value)
+        assert info.value.cause == "http_503"
 
 
 def test_retry_after_is_honoured_up_to_the_cap() -> None:
@@ -129,7 +127,7 @@ def test_retry_after_is_honoured_up_to_the_cap() -> None:
         t0 = time.perf_counter()
         result = c.chat(user("hello"), GREEDY)
     assert result.attempts == 2
-    assert 0.3 <= time.perf_counter() - t0 < 3.0
+    assert time.perf_counter() - t0 >= 0.3  # waited at least Retry-After
 
 
 def test_400_context_length_is_context_exceeded_without_retry_case_t4() -> None:
@@ -152,30 +150,45 @@ def test_server_side_context_window_emulation_case_t4() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "message"), [(400, "bad temperature"), (401, "invalid key"), (404, "no model")]
+    ("status", "message", "error", "cause"),
+    [
+        (400, "bad temperature", FatalModelError, "http_400"),
+        (401, "invalid key", ServerRefusedError, "auth"),
+        (403, "forbidden", ServerRefusedError, "auth"),
+        (404, "no model", ServerRefusedError, "model_not_found"),
+    ],
 )
-def test_other_4xx_are_fatal_without_retry(status: int, message: str) -> None:
+def test_other_4xx_are_not_retried(
+    status: int, message: str, error: type[Exception], cause: str
+) -> None:
+    """400 is the request's fault (fatal); 401/403/404 the server's set-up (an infrastructure
+    failure the collector retries on the next run); none is retried within the request."""
     with (
         FakeOpenAIServer(lambda r: FakeReply.error(status, message)) as server,
         fast_client(server) as client,
     ):
-        with pytest.raises(FatalModelError) as info:
+        with pytest.raises(error) as info:
             client.chat(user("x"), GREEDY)
         assert message in str(info.value)
+        assert info.value.cause == cause  # type: ignore[attr-defined]
         assert len(server.requests) == 1
 
 
 @pytest.mark.parametrize(
-    "body",
-    ["this is not json", '{"id": "x", "object": "chat.completion", "choices": [], "model": "m"}'],
+    ("body", "cause"),
+    [
+        ("this is not json", "non_json"),
+        ('{"id": "x", "object": "chat.completion", "choices": [], "model": "m"}', "no_choices"),
+    ],
 )
-def test_malformed_response_is_fatal(body: str) -> None:
+def test_malformed_response_is_retried_then_retryable(body: str, cause: str) -> None:
     with (
         FakeOpenAIServer(lambda r: FakeReply(raw_body=body)) as server,
-        fast_client(server) as client,
-        pytest.raises(FatalModelError),
+        fast_client(server, max_retries=2) as client,
+        pytest.raises(RetryableModelError) as info,
     ):
         client.chat(user("x"), GREEDY)
+    assert (info.value.attempts, info.value.cause, len(server.requests)) == (3, cause, 3)
 
 
 def test_request_that_never_answers_times_out_case_t4() -> None:
@@ -188,8 +201,9 @@ def test_request_that_never_answers_times_out_case_t4() -> None:
             client.chat(user("x"), GREEDY)
         elapsed = time.perf_counter() - t0
     assert info.value.attempts == 2
-    assert 0.6 <= elapsed < 2.5  # ~ timeout * attempts + backoff
+    assert elapsed >= 0.6  # at least timeout * attempts
     assert "Timeout" in str(info.value)
+    assert info.value.cause == "timeout"
 
 
 def test_connection_refused_is_retryable() -> None:
@@ -200,6 +214,7 @@ def test_connection_refused_is_retryable() -> None:
     with pytest.raises(RetryableModelError) as info:
         client.chat(user("x"), GREEDY)
     assert info.value.attempts == 2
+    assert info.value.cause == "connection_refused"
     client.close()
 
 

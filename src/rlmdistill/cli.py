@@ -124,8 +124,11 @@ def run_collect(
     """Collect (see :func:`rlmdistill.collect.main.run_collect`) and print what was done,
     with the rooms' notes (documents not UTF-8, with replacement characters, skipped).
 
-    Returns the number of episodes finished by this call.
+    Returns the number of episodes finished by this call. Raises
+    :class:`~rlmdistill.collect.attempts.UnfinishedEpisodes` (exit 3) when the serving
+    infrastructure left episodes unfinished.
     """
+    from rlmdistill.collect.main import check_finished
     from rlmdistill.collect.main import run_collect as collect_stage
 
     result = collect_stage(
@@ -138,6 +141,7 @@ def run_collect(
     err.print(
         f"collected {len(result.summaries)} episodes into {out} ({result.skipped} already done)"
     )
+    check_finished(result)
     return len(result.summaries)
 
 
@@ -176,6 +180,10 @@ def collect_cmd(
         str | None,
         typer.Option(help="Token ids + logprobs in the trace: root (default) | all | off."),
     ] = None,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option(help="Attempts of an episode a server failure cuts short before it counts."),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/JSON file of CollectConfig fields; flags override it.")
     ] = None,
@@ -192,7 +200,10 @@ def collect_cmd(
         ),
     ] = None,
 ) -> None:
-    """Run RLM episodes over data rooms into runs/NAME (resumable: re-run to finish)."""
+    """Run RLM episodes over data rooms into runs/NAME (resumable: re-run to finish).
+
+    Exits 2 before writing anything when a server is down or lacks a model id, and 3 when a
+    server failed mid-run (the same command then retries the episodes it cut short)."""
     overrides: dict[str, Any] = {
         "rooms": [str(p) for p in room or []],
         "root": root,
@@ -205,6 +216,7 @@ def collect_cmd(
         "max_usd": max_usd,
         "requests_per_minute": requests_per_minute,
         "token_ids": token_ids,
+        "max_attempts": max_attempts,
         "few_shot": few_shot,
         "prefill": prefill.encode().decode("unicode_escape") if prefill else prefill,
         "sandbox": sandbox,
@@ -334,10 +346,13 @@ def main() -> None:
 
     Errors in the user's input (a missing room or file, an invalid task or config, a run
     folder made with another config, a bad model spec) print one clear line and exit with
-    status 2 instead of a traceback; anything else is a bug and keeps its traceback.
+    status 2 instead of a traceback (an unreachable server or unknown model id found by the
+    preflight too); episodes left unfinished by a server failing mid-run exit with status 3
+    (run the same command again); anything else is a bug and keeps its traceback.
     """
     from pydantic import ValidationError
 
+    from rlmdistill.collect.attempts import EXIT_INFRASTRUCTURE, UnfinishedEpisodes
     from rlmdistill.collect.runner import RunConfigMismatch
     from rlmdistill.rooms.room import RoomError
     from rlmdistill.rooms.task import TaskError
@@ -345,6 +360,9 @@ def main() -> None:
 
     try:
         app(standalone_mode=True)
+    except UnfinishedEpisodes as exc:  # a server failed mid-run: re-run the same command
+        err.print(f"[red]unfinished:[/red] {exc}")
+        raise SystemExit(EXIT_INFRASTRUCTURE) from None
     except (RoomError, TaskError, RunConfigMismatch, TraceFileError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise SystemExit(2) from None

@@ -212,10 +212,11 @@ class TokenShares(BaseModel):
 
     arm: str
     root_prompt: int
-    root_cached: int
+    root_cached: int | None
+    """``None`` when any episode's server did not report cached tokens (unknown, not 0)."""
     root_completion: int
     sub_prompt: int
-    sub_cached: int
+    sub_cached: int | None
     sub_completion: int
     total: int
     shares: dict[str, float | None]
@@ -598,6 +599,11 @@ def _flips(
     )
 
 
+def _known_sum(values: Sequence[int | None]) -> int | None:
+    """Sum of ``values``; ``None`` (unknown) when any of them is unknown."""
+    return None if any(v is None for v in values) else sum(v or 0 for v in values)
+
+
 def _token_shares(label: str, rows: Sequence[EpisodeMetrics]) -> TokenShares:
     rp = sum(r.root_prompt_tokens for r in rows)
     rc = sum(r.root_completion_tokens for r in rows)
@@ -608,10 +614,10 @@ def _token_shares(label: str, rows: Sequence[EpisodeMetrics]) -> TokenShares:
     return TokenShares(
         arm=label,
         root_prompt=rp,
-        root_cached=sum(r.root_cached_tokens for r in rows),
+        root_cached=_known_sum([r.root_cached_tokens for r in rows]),
         root_completion=rc,
         sub_prompt=sp,
-        sub_cached=sum(r.sub_cached_tokens for r in rows),
+        sub_cached=_known_sum([r.sub_cached_tokens for r in rows]),
         sub_completion=sc,
         total=total,
         shares={k: (v / total if total else None) for k, v in parts.items()},

@@ -239,10 +239,10 @@ def _sizes_and_tokens(report: Report) -> list[str]:
             [
                 t.arm,
                 str(t.root_prompt),
-                str(t.root_cached),
+                "unknown" if t.root_cached is None else str(t.root_cached),
                 str(t.root_completion),
                 str(t.sub_prompt),
-                str(t.sub_cached),
+                "unknown" if t.sub_cached is None else str(t.sub_cached),
                 str(t.sub_completion),
                 *[
                     "n/a" if (v := t.shares[k]) is None else f"{v:.1%}"

@@ -158,10 +158,11 @@ class EpisodeMetrics(BaseModel):
     read_no_memo: bool | None
     # tokens and cost
     root_prompt_tokens: int
-    root_cached_tokens: int
+    root_cached_tokens: int | None
+    """``None``: the server did not report cached prompt tokens (unknown, not 0)."""
     root_completion_tokens: int
     sub_prompt_tokens: int
-    sub_cached_tokens: int
+    sub_cached_tokens: int | None
     sub_completion_tokens: int
     sub_token_share: float | None
     """Sub (prompt + completion) / all tokens; ``None`` with no tokens."""
@@ -170,6 +171,9 @@ class EpisodeMetrics(BaseModel):
     root_cost_usd: float | None
     sub_cost_usd: float | None
     cost_usd: float | None
+    cost_is_upper_bound: bool = False
+    """True when cached prompt tokens are unknown for root or sub: every prompt token was
+    priced as uncached, so the cost is an upper bound."""
     price_table: str
     wall_time_s: float
 
@@ -379,6 +383,7 @@ def _episode_row(
         root_cost_usd=root_cost,
         sub_cost_usd=sub_cost,
         cost_usd=None if root_cost is None or sub_cost is None else root_cost + sub_cost,
+        cost_is_upper_bound=t.root.cached_tokens is None or t.sub.cached_tokens is None,
         price_table=prices.version,
         wall_time_s=e.wall_time_s,
         **scores,  # type: ignore[arg-type]

@@ -31,6 +31,29 @@ def render_summary(s: RunSummary, console: Console, per_episode: bool = True) ->
     for k, v in sorted(s.status_counts.items(), key=lambda kv: -kv[1]):
         t.add_row(k, str(v))
     console.print(t)
+    if s.attempts is not None:
+        a = s.attempts
+        at = Table(
+            title=f"failed attempts (server failures): {a.n_attempts} over {a.n_episodes} "
+            f"episodes, {a.n_unfinished} unfinished (re-run to retry), {a.n_final} finished "
+            "after their last attempt"
+        )
+        at.add_column("who, cause (model)")
+        at.add_column("attempts", justify="right")
+        for cause, n in a.by_cause.items():
+            at.add_row(cause, str(n))
+        console.print(at)
+    if s.cache_hits is not None:
+        c = s.cache_hits
+
+        def hit(rate: float | None, unknown: int) -> str:
+            known = "n/a" if rate is None else f"{rate:.1%}"
+            return known + (f" ({unknown} episodes did not report it)" if unknown else "")
+
+        console.print(
+            "prefix-cache hit rate (cached / prompt tokens): root "
+            f"{hit(c.root_rate, c.n_unknown_root)}, sub {hit(c.sub_rate, c.n_unknown_sub)}"
+        )
     m = Table(title="per-episode metrics (mean ± sd [min..max])")
     m.add_column("metric")
     m.add_column("value")

@@ -1,7 +1,8 @@
 """Run summary behind ``rlmdistill show``: status counts, usage, coverage and pass rates.
 
-Reads ``run.json``, ``episodes.jsonl``, ``verdicts/*.jsonl`` and the rooms' ``task.json`` only
-(never a trajectory), so it stays fast for runs of many thousands of episodes.
+Reads ``run.json``, ``episodes.jsonl``, ``attempts.jsonl``, ``verdicts/*.jsonl`` and the rooms'
+``task.json`` only (never a trajectory), so it stays fast for runs of many thousands of
+episodes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, Field
 from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.traces.runs import (
     grader_ids,
+    load_attempts,
     load_manifest,
     load_room_tasks,
     load_summaries,
@@ -60,6 +62,35 @@ class GraderScores(BaseModel):
     per_episode: dict[str, float | None] = Field(default_factory=dict)
 
 
+class AttemptSummary(BaseModel):
+    """Episode attempts the serving infrastructure cut short (``attempts.jsonl``)."""
+
+    n_attempts: int
+    """Failed attempts recorded (one episode may have several)."""
+    n_episodes: int
+    """Episodes with at least one failed attempt."""
+    n_unfinished: int
+    """Of those, episodes still not in ``episodes.jsonl`` (a re-run retries them)."""
+    n_final: int
+    """Episodes finished by their last allowed attempt (``max_attempts``)."""
+    by_cause: dict[str, int]
+    """Failed attempts per ``"<root|sub> <cause> (<model id>)"``, most frequent first."""
+
+
+class CacheHits(BaseModel):
+    """Share of prompt tokens served from the server's prefix cache, root and sub.
+
+    Only requests whose server reported cached tokens count (vllm#16162: vLLM reports them
+    only with ``--enable-prompt-tokens-details``); ``n_unknown`` episodes did not say."""
+
+    root_rate: float | None
+    """Cached / prompt tokens of root requests over episodes that reported it."""
+    sub_rate: float | None
+    n_unknown_root: int
+    """Episodes whose root usage has unknown cached tokens."""
+    n_unknown_sub: int
+
+
 class RunSummary(BaseModel):
     """Everything ``rlmdistill show`` prints, as data."""
 
@@ -75,6 +106,9 @@ class RunSummary(BaseModel):
     metrics: dict[str, Stat]
     graders: list[GraderScores]
     episodes: list[EpisodeSummary]
+    attempts: AttemptSummary | None = None
+    """Failed attempts by cause; ``None`` when the run has none."""
+    cache_hits: CacheHits | None = None
     task_problems: list[str] = Field(default_factory=list)
     """Rooms without a usable ``task.json`` (not found, or another task than the episodes
     ran), one message naming the file each: their episodes have no pass rate."""
@@ -145,6 +179,8 @@ def summarize_run(run_dir: Path) -> RunSummary:
             )
         )
     return RunSummary(
+        attempts=_attempts(run_dir, {e.episode_id for e in episodes}),
+        cache_hits=_cache_hits(episodes),
         run_id=manifest.run_id,
         root=str(cfg.get("root")),
         sub=str(cfg.get("sub")),
@@ -157,4 +193,38 @@ def summarize_run(run_dir: Path) -> RunSummary:
         graders=graders,
         episodes=episodes,
         task_problems=[p.message for p in room_tasks.problems],
+    )
+
+
+def _attempts(run_dir: Path, finished: set[str]) -> AttemptSummary | None:
+    attempts = load_attempts(run_dir)
+    if not attempts:
+        return None
+    episodes = {a.episode_id for a in attempts}
+    counts = Counter(f"{a.who} {a.cause} ({a.model})" for a in attempts)
+    return AttemptSummary(
+        n_attempts=len(attempts),
+        n_episodes=len(episodes),
+        n_unfinished=len(episodes - finished),
+        n_final=len({a.episode_id for a in attempts if a.final}),
+        by_cause=dict(counts.most_common()),
+    )
+
+
+def _cache_hits(episodes: list[EpisodeSummary]) -> CacheHits:
+    def rate(side: str) -> tuple[float | None, int]:
+        cached = prompt = unknown = 0
+        for e in episodes:
+            usage = getattr(e.tokens, side)
+            if usage.cached_tokens is None:
+                unknown += 1
+            else:
+                cached += usage.cached_tokens
+                prompt += usage.prompt_tokens
+        return (cached / prompt if prompt else None), unknown
+
+    root_rate, n_root = rate("root")
+    sub_rate, n_sub = rate("sub")
+    return CacheHits(
+        root_rate=root_rate, sub_rate=sub_rate, n_unknown_root=n_root, n_unknown_sub=n_sub
     )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.collect.prompts import PROMPT_VERSION, SUBAGENT_PROMPT_VERSION
-from rlmdistill.collect.repl import OPERATIONAL_FIELDS, ReplLimits
+from rlmdistill.collect.repl import OPERATIONAL_FIELDS as REPL_OPERATIONAL_FIELDS
+from rlmdistill.collect.repl import ReplLimits
 from rlmdistill.collect.sandbox import DEFAULT_MODE, SandboxMode
 from rlmdistill.models.base import Sampling
 
@@ -37,6 +38,21 @@ class EpisodeLimits(BaseModel):
     observation_tail_chars: int = Field(
         1000, ge=0, description="Characters of each block's output the root sees from the end."
     )
+
+
+OPERATIONAL_FIELDS = frozenset(
+    {
+        "concurrency",
+        "max_usd",
+        "requests_per_minute",
+        "prices",
+        "max_attempts",
+        "token_ids",
+        "sandbox",
+    }
+)
+"""Fields that change how a run goes, not what its episodes are: left out of the episode id,
+so a run resumes when they change (tests/test_crash_resume.py)."""
 
 
 class CollectConfig(BaseModel):
@@ -99,25 +115,23 @@ class CollectConfig(BaseModel):
         "(audit hook only: stops mistakes, not deliberate escapes) or none. Operational: not "
         "part of the episode id.",
     )
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Attempts of an episode that the serving infrastructure cuts short (server "
+        "down, unknown model, retries spent) before it is recorded as finished with its status; "
+        "earlier ones go to attempts.jsonl and the next run retries them.",
+    )
 
     def fingerprint(self) -> str:
         """sha256 (16 hex) of what defines episodes: every field but the operational ones
-        (``concurrency``, spend cap, request rate, price table, ``sandbox`` and the REPL's
-        abuse caps :data:`~rlmdistill.collect.repl.OPERATIONAL_FIELDS`) and ``rooms`` (rooms
-        enter ids by content hash), plus the packaged prompt version(s)."""
-        data = self.model_dump(
-            mode="json",
-            exclude={
-                "concurrency": True,
-                "rooms": True,
-                "max_usd": True,
-                "requests_per_minute": True,
-                "prices": True,
-                "token_ids": True,
-                "sandbox": True,
-                "repl": dict.fromkeys(OPERATIONAL_FIELDS, True),
-            },
-        )
+        (:data:`OPERATIONAL_FIELDS`: concurrency, spend cap, request rate, price table,
+        attempts, token ids, sandbox; and the REPL's abuse caps
+        :data:`~rlmdistill.collect.repl.OPERATIONAL_FIELDS`) and ``rooms`` (rooms enter ids by
+        content hash), plus the packaged prompt version(s)."""
+        exclude: dict[str, Any] = dict.fromkeys(["rooms", *OPERATIONAL_FIELDS], True)
+        exclude["repl"] = dict.fromkeys(REPL_OPERATIONAL_FIELDS, True)
+        data = self.model_dump(mode="json", exclude=exclude)
         data["prompt_version"] = PROMPT_VERSION
         if self.depth == 2:
             data["subagent_prompt_version"] = SUBAGENT_PROMPT_VERSION

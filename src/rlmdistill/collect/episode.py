@@ -45,6 +45,7 @@ from rlmdistill.collect.repl import (
 from rlmdistill.collect.sandbox import SandboxUnavailable
 from rlmdistill.models.base import (
     ContextExceededError,
+    InfrastructureError,
     Message,
     ModelClient,
     ModelError,
@@ -194,6 +195,17 @@ class Episode:
         self._n_turns = 0
         self.probe = CoverageProbe(room.coverage_index)
         self._t_start = time.monotonic()
+        self.infrastructure_failure: tuple[str, str, InfrastructureError] | None = None
+        """The serving failure that ended this attempt at a root turn: (``root``, model id,
+        error); the runner then records a failed attempt instead of a finished episode
+        (collect/attempts). Sub-call failures stay that prompt's error (case T4)."""
+
+    def _note_failure(self, who: str, model: ModelClient, exc: ModelError) -> None:
+        """Remember the first :class:`InfrastructureError` of the episode (thread-safe)."""
+        if isinstance(exc, InfrastructureError):
+            with self.state.lock:
+                if self.infrastructure_failure is None:
+                    self.infrastructure_failure = (who, model.model_id, exc)
 
     # -- trajectory -----------------------------------------------------------------------
     def _write(self, *records: Any) -> None:
@@ -469,6 +481,8 @@ class Episode:
                 messages, sampling.model_copy(update={"seed": rec.seed}), prefill=prefill
             )
         except ModelError as exc:
+            if isinstance(rec, TurnRecord):  # a sub-call's failure is only that prompt's (T4)
+                self._note_failure("root", model, exc)
             rec.duration_s, rec.attempts = time.monotonic() - t0, exc.attempts
             if isinstance(rec, SubagentTurnRecord):
                 rec.error = f"{exc.kind}: {exc}"

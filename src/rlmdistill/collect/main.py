@@ -15,7 +15,14 @@ import yaml
 from rlmdistill.collect.config import CollectConfig, episode_id
 from rlmdistill.collect.runner import CollectResult, finished_ids
 
-__all__ = ["build_config", "limit_clients", "pending_episodes", "root_defaults", "run_collect"]
+__all__ = [
+    "build_config",
+    "check_finished",
+    "limit_clients",
+    "pending_episodes",
+    "root_defaults",
+    "run_collect",
+]
 
 
 def root_defaults(root_spec: str) -> dict[str, Any]:
@@ -101,7 +108,12 @@ def run_collect(
     strict: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> CollectResult:
-    """Open the root/sub clients, collect every pending episode into ``out``, close.
+    """Check the servers, open the root/sub clients, collect every pending episode into
+    ``out``, close.
+
+    Every ``openai:`` server is checked first (:func:`rlmdistill.models.preflight.preflight`),
+    so nothing, not even ``run.json``, is written when one is down or lacks the model. The
+    result says which episodes the infrastructure left unfinished (:func:`check_finished`).
 
     ``open_specs`` maps a spec as recorded in ``config`` to the spec to open, when the two
     differ (the loop records an adapter's path relative to its workspace and opens it by its
@@ -110,11 +122,13 @@ def run_collect(
     room's :meth:`~rlmdistill.rooms.DataRoom.notes` (documents not UTF-8, decoded with
     replacement characters, or skipped), prefixed with the room.
 
-    Raises ``ValueError`` for a room without a task (before any model loads) and whatever
+    Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``),
+    ``ValueError`` for a room without a task (before any model loads) and whatever
     :func:`rlmdistill.collect.runner.collect` raises (``RunConfigMismatch`` for a run folder
     made with another config).
     """
     from rlmdistill.collect.runner import collect
+    from rlmdistill.models.preflight import preflight
     from rlmdistill.models.reasoning import token_id_options
     from rlmdistill.models.spec import close_all, get_client, parse_spec
     from rlmdistill.rooms import DataRoom
@@ -128,6 +142,12 @@ def run_collect(
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
     parse_spec(config.sub)
     opened = dict(open_specs or {})
+    preflight(
+        {
+            "--root": opened.get(config.root, config.root),
+            "--sub": opened.get(config.sub, config.sub),
+        }
+    )
     root = get_client(
         opened.get(config.root, config.root),
         **token_id_options(config.root, config.token_ids != "off"),
@@ -142,3 +162,12 @@ def run_collect(
         return collect(config, out, root, sub, progress=progress, rooms=rooms)
     finally:
         close_all()
+
+
+def check_finished(result: CollectResult) -> None:
+    """Raise :class:`~rlmdistill.collect.attempts.UnfinishedEpisodes` when the serving
+    infrastructure left episodes of ``result`` unfinished (cut short or not started)."""
+    from rlmdistill.collect.attempts import UnfinishedEpisodes
+
+    if result.unfinished or result.not_started:
+        raise UnfinishedEpisodes(result.run_dir, result.failed_attempts, result.not_started)

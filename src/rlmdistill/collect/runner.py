@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from tqdm import tqdm
 
+from rlmdistill.collect.attempts import ATTEMPTS_FILE, attempt_record, prior_attempts
 from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
 from rlmdistill.collect.coverage import CoverageIndex
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
@@ -35,7 +36,7 @@ from rlmdistill.models.base import ModelClient
 from rlmdistill.paths import room_cache
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.rooms import DataRoom
-from rlmdistill.traces.schema import EpisodeSummary, RoomInfo, RunManifest
+from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary, RoomInfo, RunManifest
 from rlmdistill.traces.store import append_records, parse_records
 
 
@@ -51,6 +52,13 @@ class CollectResult(NamedTuple):
     """Episodes finished by this call (not those skipped as already done)."""
     skipped: int
     """Episodes already in ``episodes.jsonl`` before this call."""
+    unfinished: Sequence[AttemptRecord] = ()
+    """Failed attempts of this call that left their episode unfinished (not ``final``)."""
+    not_started: int = 0
+    """Episodes not started because the serving infrastructure had failed (see
+    :mod:`rlmdistill.collect.attempts`)."""
+    failed_attempts: Sequence[AttemptRecord] = ()
+    """Every failed attempt of this call, final ones included."""
 
 
 def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
@@ -248,10 +256,14 @@ def collect(
 
     ``root``/``sub`` are open clients for ``config.root``/``config.sub`` (the same object when
     the specs are equal). Episodes run ``config.concurrency`` at a time; each finished one is
-    appended to ``episodes.jsonl`` at once. Raises :class:`RunConfigMismatch` when ``run_dir``
-    holds a different run, ``ValueError`` for a room without a task and
-    :class:`~rlmdistill.collect.sandbox.SandboxUnavailable` (a ``ValueError``) when
-    ``config.sandbox`` is ``bwrap`` and bubblewrap cannot start. ``rooms`` may pass the
+    appended to ``episodes.jsonl`` at once. An episode whose root turn a server failure ended
+    (:class:`~rlmdistill.models.base.InfrastructureError`) is appended to ``attempts.jsonl``
+    instead (both files on its ``max_attempts``-th attempt), and no further episode starts:
+    :attr:`CollectResult.unfinished` / ``not_started`` say what is left. Raises
+    :class:`RunConfigMismatch` when ``run_dir`` holds a different run, ``ValueError`` for a
+    room without a task and :class:`~rlmdistill.collect.sandbox.SandboxUnavailable` (a
+    ``ValueError``) when ``config.sandbox`` is ``bwrap`` and bubblewrap cannot start. ``rooms``
+    may pass the
     rooms of ``config.rooms`` already loaded (same order).
     """
     if rooms is None:
@@ -270,9 +282,13 @@ def collect(
     if not plan:
         return CollectResult(run_dir, summaries, skipped)
     check_sandbox(config.sandbox, config.repl)
+    attempts_before = prior_attempts(run_dir)
+    infrastructure_down = threading.Event()  # after a server failure, start no new episode
 
-    def run_one(item: tuple[RoomHandle, int, str]) -> EpisodeSummary:
+    def run_one(item: tuple[RoomHandle, int, str]) -> EpisodeSummary | AttemptRecord | None:
         handle, k, eid = item
+        if infrastructure_down.is_set():
+            return None
         scratch = Path(tempfile.mkdtemp(prefix=f"rlmdistill-{eid}-"))
         pool = free_pools.get()
         try:
@@ -297,9 +313,20 @@ def collect(
         finally:
             free_pools.put(pool)
             shutil.rmtree(scratch, ignore_errors=True)
+        if ep.infrastructure_failure is not None:
+            infrastructure_down.set()
+            n = attempts_before.get(eid, 0) + 1
+            attempt = attempt_record(summary, ep.infrastructure_failure, n, config.max_attempts)
+            append_records(run_dir / ATTEMPTS_FILE, [attempt])
+            if not attempt.final:
+                return attempt
+            failed.append(attempt)
         append_records(run_dir / "episodes.jsonl", [summary])
         return summary
 
+    failed: list[AttemptRecord] = []  # final failed attempts (their episode is finished)
+    unfinished: list[AttemptRecord] = []
+    not_started = 0
     n_parallel = min(config.concurrency, len(plan))
     bar = tqdm(total=len(plan), desc=f"collect {run_dir.name}", unit="ep", disable=not progress)
     with (
@@ -309,8 +336,17 @@ def collect(
         futures = [ex.submit(run_one, item) for item in plan]
         for fut in as_completed(futures):
             s = fut.result()
-            summaries.append(s)
-            bar.set_postfix_str(f"last: {s.status}")
+            if s is None:
+                not_started += 1
+                continue
+            if isinstance(s, AttemptRecord):
+                unfinished.append(s)
+                bar.set_postfix_str(f"server failed: {s.cause}; starting no more episodes")
+            else:
+                summaries.append(s)
+                bar.set_postfix_str(f"last: {s.status}")
             bar.update(1)
     bar.close()
-    return CollectResult(run_dir, summaries, skipped)
+    return CollectResult(
+        run_dir, summaries, skipped, unfinished, not_started, [*unfinished, *failed]
+    )

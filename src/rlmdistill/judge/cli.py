@@ -114,7 +114,8 @@ def judge_main(
         timeout_s / max_retries: per HTTP attempt timeout and retries (openai specs only).
 
     Raises:
-        ValueError: bad spec or settings; room changed since collection.
+        ValueError: bad spec or settings; room changed since collection; an LLM judge's
+            server unreachable or not serving its model (``ServerUnavailableError``).
         FileNotFoundError: not a run directory; local model not pulled.
     """
     run_dir = Path(run_dir)
@@ -141,6 +142,9 @@ def judge_main(
     usage_file = run_dir / "verdicts" / f"{grader_id}.usage.jsonl"
     opts: dict[str, object] = {}
     if spec.kind == "openai":
+        from rlmdistill.models.preflight import preflight
+
+        preflight({"judge": spec})  # fail fast, before any verdict or cache file is written
         opts = {"timeout_s": timeout_s, "max_retries": max_retries}
     client = get_client(spec, **opts)
     grader = LLMGrader(

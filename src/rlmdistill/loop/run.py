@@ -147,7 +147,12 @@ class _Loop:
         self, out: Path, root: str, rooms: list[Path], settings: dict[str, Any], stage: str,
         rnd: int, inputs: list[Path],
     ) -> None:  # fmt: skip
-        from rlmdistill.collect.main import build_config, pending_episodes, run_collect
+        from rlmdistill.collect.main import (
+            build_config,
+            check_finished,
+            pending_episodes,
+            run_collect,
+        )
         from rlmdistill.compat import library_warning_filter
 
         root, open_specs = self.recorded_root(out, root)
@@ -171,6 +176,7 @@ class _Loop:
                 statuses[s.status] = statuses.get(s.status, 0) + 1
             self.note(out, "run", stage, rnd, inputs, fp, root=root, new_episodes=len(res.summaries),
                       **{f"status_{k}": v for k, v in statuses.items()})  # fmt: skip
+            check_finished(res)  # a server failed: stop here, naming the run and the cause
         self.judge(out, rnd)
 
     def judge(self, run: Path, rnd: int) -> None:
@@ -315,18 +321,31 @@ def run_loop(
 
     Rooms' notes (documents not UTF-8, with replacement characters, or skipped) are logged as
     ``[note]`` lines when a collection starts; ``strict`` makes a document whose text cannot be
-    extracted an error instead (:class:`~rlmdistill.rooms.RoomError`).
+    extracted an error instead (:class:`~rlmdistill.rooms.RoomError`). Every ``openai:`` server
+    of the experiment (base root, sub, ``train_root``, an LLM grader) is checked before
+    anything is written (:class:`~rlmdistill.models.preflight.ServerUnavailableError`).
 
-    Raises :class:`ExperimentError` (rooms share documents, no episode to check), and the
-    stage errors unchanged: ``RunConfigMismatch`` when a run folder holds episodes of other
+    Raises :class:`ExperimentError` (rooms share documents, no episode to check),
+    :class:`~rlmdistill.collect.attempts.UnfinishedEpisodes` when a server failed during a
+    collection (re-run to resume), and the stage errors unchanged: ``RunConfigMismatch`` when a
+    run folder holds episodes of other
     settings (never overwritten: use a new workspace), ``NothingKeptError`` when the filter
     keeps no episode, ``SFTError``/``DatasetError`` from SFT.
     """
     from rlmdistill.loop.rooms import prepare_rooms
+    from rlmdistill.models.preflight import preflight
 
     t0 = time.monotonic()
     n_rounds = rounds or cfg.rounds
     ws = cfg.workspace
+    preflight(
+        {
+            "base root": cfg.base_root(),
+            "sub": cfg.sub,
+            "train_root": cfg.train_root,
+            "grader": cfg.grader if cfg.grader != "reference" else None,
+        }
+    )
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "experiment.json").write_text(_experiment_record(cfg) + "\n", encoding="utf-8")
     loop = _Loop(cfg, log, progress)

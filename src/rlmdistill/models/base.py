@@ -1,10 +1,18 @@
 """The model-client seam: chat messages in, text + token usage + latency out.
 
 Every back end (OpenAI-compatible HTTP, in-process ``transformers``) implements
-:class:`ModelClient`. Errors are classified into three kinds so the harness can give an
-episode an explicit status (case T4 of ``shared/cases``): :class:`ContextExceededError`,
-:class:`RetryableModelError` (raised only after bounded retries are spent) and
-:class:`FatalModelError`.
+:class:`ModelClient`. Errors are classified so the harness can give an episode an explicit
+status (case T4 of ``shared/cases``; the full table is ``docs/serving.md``):
+
+- :class:`ContextExceededError`: the prompt does not fit; never retried, the episode ends
+  ``context_exceeded``;
+- :class:`InfrastructureError`: the serving infrastructure failed, not the model:
+  :class:`RetryableModelError` (raised only after bounded retries are spent) and
+  :class:`ServerRefusedError` (unknown model id, 401/403). The episode is not finished: the
+  collector records a failed attempt and the next run retries it;
+- :class:`FatalModelError`: the server answered and retrying will not help (bad request, a
+  ``null`` content: :class:`EmptyReplyError`, a reasoning-only reply:
+  :class:`ReasoningOnlyError`); the episode ends ``model_error``.
 """
 
 from __future__ import annotations
@@ -50,15 +58,23 @@ class Usage(BaseModel):
 
     prompt_tokens: int = 0
     """Input tokens, including any cached ones."""
-    cached_tokens: int = 0
-    """Input tokens served from a prefix cache (subset of ``prompt_tokens``); 0 when unknown."""
+    cached_tokens: int | None = 0
+    """Input tokens served from a prefix cache (subset of ``prompt_tokens``). ``None`` when the
+    server did not say (vLLM without ``--enable-prompt-tokens-details``, vllm#16162): unknown,
+    never 0. A sum with an unknown part is unknown. The in-process back end has no prefix
+    cache, so it reports 0."""
     completion_tokens: int = 0
     """Generated tokens."""
 
     def __add__(self, other: Usage) -> Usage:
+        cached = (
+            None
+            if self.cached_tokens is None or other.cached_tokens is None
+            else self.cached_tokens + other.cached_tokens
+        )
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cached_tokens=cached,
             completion_tokens=self.completion_tokens + other.completion_tokens,
         )
 
@@ -93,13 +109,19 @@ class ChatResult(BaseModel):
 
 
 class ModelError(Exception):
-    """Base class of classified model errors. ``kind`` is stored in traces."""
+    """Base class of classified model errors. ``kind`` is stored in traces.
+
+    ``cause`` names the fault more finely (``http_503``, ``timeout``, ``connection_reset``,
+    ``model_not_found``, ...; the rows of the table in ``docs/serving.md``); it defaults to
+    ``kind``. ``attempts`` is the number of HTTP attempts spent (0 = none was sent).
+    """
 
     kind: str = "fatal"
 
-    def __init__(self, message: str, *, attempts: int = 1) -> None:
+    def __init__(self, message: str, *, attempts: int = 1, cause: str | None = None) -> None:
         super().__init__(message)
         self.attempts = attempts
+        self.cause = cause or self.kind
 
 
 class ContextExceededError(ModelError):
@@ -108,16 +130,50 @@ class ContextExceededError(ModelError):
     kind = "context_exceeded"
 
 
-class RetryableModelError(ModelError):
-    """Rate limit, 5xx, timeout or connection error that outlived the bounded retries."""
+class InfrastructureError(ModelError):
+    """The serving infrastructure failed (not the model): the episode is not finished.
+
+    The collector records the episode as a failed attempt (``attempts.jsonl``) and a re-run
+    retries it, up to ``CollectConfig.max_attempts``.
+    """
+
+    kind = "infrastructure"
+
+
+class RetryableModelError(InfrastructureError):
+    """Rate limit, 5xx, timeout, connection or malformed-response error that outlived the
+    bounded retries (``cause`` names the last one)."""
 
     kind = "retryable"
 
 
+class ServerRefusedError(InfrastructureError):
+    """The server refused the request for a reason retrying now will not fix, but fixing the
+    server will: unknown model id (HTTP 404, ``cause="model_not_found"``) or a refused key
+    (HTTP 401/403, ``cause="auth"``)."""
+
+    kind = "server_refused"
+
+
 class FatalModelError(ModelError):
-    """Any other error (bad request, auth, malformed response): retrying will not help."""
+    """Any other error (bad request, refused prefill, closed client): retrying will not help."""
 
     kind = "fatal"
+
+
+class EmptyReplyError(FatalModelError):
+    """The server answered with ``"content": null`` and no reasoning: no reply at all
+    (an empty string ``""`` is a reply, and is returned as one)."""
+
+    kind = "empty_reply"
+
+
+class ReasoningOnlyError(FatalModelError):
+    """The reply has reasoning (``reasoning_content``/``reasoning``) but empty content: a
+    thinking model spent ``max_tokens`` thinking (``finish_reason`` says ``length``) or never
+    left its reasoning. Raise ``max_tokens`` or turn thinking off for the root."""
+
+    kind = "reasoning_only"
 
 
 @runtime_checkable

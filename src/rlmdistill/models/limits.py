@@ -88,13 +88,14 @@ class PriceTable(BaseModel):
 
         ``usage.cached_tokens`` are a subset of ``usage.prompt_tokens`` (clamped to it) and are
         priced at ``cached_input``; the rest of the prompt at ``input``; completion tokens at
-        ``output``.
+        ``output``. When ``cached_tokens`` is ``None`` (the server did not report it) every
+        prompt token is priced at ``input``: an upper bound, which callers report as such.
         """
         price = self.price_for(model_id)
         if price is None:
             return None
         prompt = max(0, usage.prompt_tokens)
-        cached = min(max(0, usage.cached_tokens), prompt)
+        cached = min(max(0, usage.cached_tokens or 0), prompt)
         cached_price = price.input if price.cached_input is None else price.cached_input
         micro_usd = (
             (prompt - cached) * price.input

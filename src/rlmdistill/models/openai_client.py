@@ -9,12 +9,18 @@ client's CPU per request is on the episode's critical path. Measured on the 2-co
 (``benchmarks/bench_harness_overhead.py``): the ``openai`` SDK cost ~0.5 ms more per request
 than ``httpx``, and ``httpx`` ~0.25 ms more than ``urllib3`` (64 fresh connections: send
 spread 46 ms -> 32 ms). The wire format is the public chat-completions JSON, parsed here with
-explicit checks. Errors are classified as in case T4 of ``shared/cases``:
+explicit checks. Every fault is classified (the table with its tests is ``docs/serving.md``;
+case T4 of ``shared/cases``):
 
-- HTTP 400/413/422 whose message speaks of the context length -> ``ContextExceededError``;
-- 408/409/429/5xx, timeouts and connection errors, once retries are spent ->
-  ``RetryableModelError(attempts=n)``;
-- anything else (other 4xx, malformed response, empty ``choices``) -> ``FatalModelError``.
+- a context-length message (any of the texts vLLM versions send, top-level or nested, at any
+  status but 408/409/429) -> ``ContextExceededError``, never retried;
+- 408/409/429/5xx, timeouts, refused or reset connections and malformed answers (a body that
+  is not JSON, empty ``choices``, a choice without a message) are retried here with backoff;
+  once retries are spent -> ``RetryableModelError(attempts=n, cause=...)``;
+- 404 (unknown model id) and 401/403 -> ``ServerRefusedError``, not retried here: the
+  collector records the episode as a failed attempt and the next run retries it;
+- ``"content": null`` -> ``EmptyReplyError``; empty content beside reasoning ->
+  ``ReasoningOnlyError``; any other 4xx -> ``FatalModelError``.
 
 Reply prefill uses the vLLM/SGLang ``continue_final_message`` extension: the prefill is sent as
 a final assistant message with ``extra_body={"continue_final_message": True,
@@ -42,12 +48,15 @@ from tenacity import (
 from rlmdistill.models.base import (
     ChatResult,
     ContextExceededError,
+    EmptyReplyError,
     FatalModelError,
     FinishReason,
     Message,
     ModelError,
+    ReasoningOnlyError,
     RetryableModelError,
     Sampling,
+    ServerRefusedError,
     Usage,
     chat_concurrently,
 )
@@ -67,10 +76,22 @@ CONTEXT_ERROR_MARKERS: tuple[str, ...] = (
     "prompt is too long",
     "exceeds the context",
     "input is too long",
+    "input tokens",
+    "prompt contains",
+    "too long to fit",
+    "maximum input length",
 )
-"""Lower-case substrings of a 4xx message that mean the prompt did not fit the context."""
+"""Lower-case substrings of an error message that mean the prompt did not fit the context.
+
+Texts seen from vLLM (tests in ``tests/test_serving_faults.py``): "This model's maximum context
+length is N tokens. However, you requested M tokens ..." (top-level ``{"object": "error"}``
+body of older versions), "... your request has M input tokens ..." (nested ``{"error": {}}``),
+and "... you requested N output tokens and your prompt contains C characters ..." (vllm#33418).
+"""
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+_REFUSED_STATUS = {401: "auth", 403: "auth", 404: "model_not_found"}
+"""HTTP statuses that mean the server refused this client or model: ``ServerRefusedError``."""
 
 
 def is_context_error_message(message: str) -> bool:
@@ -96,11 +117,43 @@ class _HTTPStatusError(Exception):
         self.message = message
         self.headers = headers
 
+    @property
+    def is_context_error(self) -> bool:
+        """A context-length message (at any status but the rate-limit/conflict ones)."""
+        return self.status not in _RETRYABLE_STATUS and is_context_error_message(self.message)
+
+
+class _MalformedResponse(Exception):
+    """A 2xx answer that is not a chat completion (``cause``: ``non_json`` or ``no_choices``)."""
+
+    def __init__(self, cause: str, what: str) -> None:
+        super().__init__(what)
+        self.cause = cause
+
 
 def _is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, _HTTPStatusError):
+        if exc.is_context_error:
+            return False
         return exc.status in _RETRYABLE_STATUS or exc.status >= 500
-    return isinstance(exc, _TRANSPORT_ERRORS)
+    return isinstance(exc, (*_TRANSPORT_ERRORS, _MalformedResponse))
+
+
+def fault_cause(exc: BaseException) -> str:
+    """The cause name of a transport/HTTP/shape fault, as in the ``docs/serving.md`` table:
+    ``http_<status>``, ``timeout``, ``connection_refused``, ``connection_reset``, ``non_json``,
+    ``no_choices``, else the exception's class name."""
+    if isinstance(exc, _HTTPStatusError):
+        return f"http_{exc.status}"
+    if isinstance(exc, _MalformedResponse):
+        return exc.cause
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):  # before TimeoutError: a
+        return "connection_refused"  # subclass of ConnectTimeoutError in urllib3 2
+    if isinstance(exc, urllib3.exceptions.TimeoutError):
+        return "timeout"
+    if isinstance(exc, urllib3.exceptions.ProtocolError):
+        return "connection_reset"
+    return type(exc).__name__
 
 
 def _error_text(response: urllib3.BaseHTTPResponse) -> str:
@@ -187,6 +240,7 @@ class OpenAIChatClient:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.model_id = f"openai:{model}@{self.base_url}"
+        self.key_env = key_env
         self.timeout_s = float(timeout_s)
         self.max_retries = max_retries
         self.backoff_initial_s = backoff_initial_s
@@ -267,19 +321,25 @@ class OpenAIChatClient:
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         """One HTTP attempt. Raises :class:`_HTTPStatusError` for a non-2xx answer,
-        ``urllib3`` errors for timeouts/transport, ``FatalModelError`` for a non-JSON body."""
+        ``urllib3`` errors for timeouts/transport, :class:`_MalformedResponse` for a body that
+        is not JSON or has no ``choices[0].message`` (all retried by :meth:`chat`)."""
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         response = self._http.request("POST", self._url, body=payload)
         if response.status >= 400:
             raise _HTTPStatusError(response.status, _error_text(response), response.headers)
         try:
             data = json.loads(response.data)
-        except ValueError as exc:
-            raise FatalModelError(
-                f"{self.model_id}: malformed response (not JSON): {response.data[:300]!r}"
-            ) from exc
+        except ValueError:
+            raise _MalformedResponse(
+                "non_json", f"body is not JSON: {response.data[:300]!r}"
+            ) from None
         if not isinstance(data, dict):
-            raise FatalModelError(f"{self.model_id}: malformed response: {data!r:.300}")
+            raise _MalformedResponse("non_json", f"body is not a JSON object: {data!r:.300}")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise _MalformedResponse("no_choices", f"no choices: {data!r:.300}")
+        if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+            raise _MalformedResponse("no_choices", f"choice without message: {data!r:.300}")
         return data
 
     # -- retry machinery --------------------------------------------------------------
@@ -299,13 +359,14 @@ class OpenAIChatClient:
         return wait
 
     def _classify(self, exc: BaseException, attempts: int) -> ModelError:
+        """The :class:`ModelError` of the last failed attempt (rows of ``docs/serving.md``)."""
         if isinstance(exc, ModelError):
             exc.attempts = attempts
             return exc
+        cause = fault_cause(exc)
         if isinstance(exc, _HTTPStatusError):
-            text = exc.message
-            status = exc.status
-            if status in (400, 413, 422) and is_context_error_message(text):
+            text, status = exc.message, exc.status
+            if exc.is_context_error:
                 return ContextExceededError(
                     f"{self.model_id}: HTTP {status}: {text}", attempts=attempts
                 )
@@ -313,13 +374,28 @@ class OpenAIChatClient:
                 return RetryableModelError(
                     f"{self.model_id}: HTTP {status} after {attempts} attempt(s): {text}",
                     attempts=attempts,
+                    cause=cause,
                 )
-            return FatalModelError(f"{self.model_id}: HTTP {status}: {text}", attempts=attempts)
+            if status in _REFUSED_STATUS:
+                hint = (
+                    "is the model id one the server lists at GET /v1/models?"
+                    if status == 404
+                    else f"is the API key in ${self.key_env} right?"
+                )
+                return ServerRefusedError(
+                    f"{self.model_id}: HTTP {status}: {text} ({hint})",
+                    attempts=attempts,
+                    cause=_REFUSED_STATUS[status],
+                )
+            return FatalModelError(
+                f"{self.model_id}: HTTP {status}: {text}", attempts=attempts, cause=cause
+            )
         if _is_retryable(exc):
             return RetryableModelError(
-                f"{self.model_id}: {type(exc).__name__} after {attempts} attempt(s) "
-                f"(timeout {self.timeout_s}s): {exc}",
+                f"{self.model_id}: {cause} after {attempts} attempt(s) "
+                f"(timeout {self.timeout_s}s): {type(exc).__name__}: {exc}",
                 attempts=attempts,
+                cause=cause,
             )
         return FatalModelError(f"{self.model_id}: {type(exc).__name__}: {exc}", attempts=attempts)
 
@@ -335,9 +411,12 @@ class OpenAIChatClient:
         Raises:
             ContextExceededError: server said the context is exceeded, or the locally
                 estimated prompt leaves no room (only with ``context_window``).
-            RetryableModelError: 408/409/429/5xx/timeout/connection error on every attempt.
-            FatalModelError: other HTTP errors, a malformed response, a prefill with
-                ``prefill_mode='none'``, or a closed client.
+            RetryableModelError: 408/409/429/5xx, timeout, connection or malformed-response
+                error on every attempt.
+            ServerRefusedError: HTTP 404 (unknown model id) or 401/403.
+            EmptyReplyError / ReasoningOnlyError: ``null`` content / reasoning only.
+            FatalModelError: other HTTP errors, a prefill with ``prefill_mode='none'``, or a
+                closed client.
         """
         if self._closed:
             raise FatalModelError(f"{self.model_id}: client is closed", attempts=0)
@@ -382,12 +461,30 @@ class OpenAIChatClient:
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
             raise malformed("choice without message")
-        text = message.get("content") or ""
-        if not isinstance(text, str):
-            raise malformed(f"content is {type(text).__name__}")
+        finish: FinishReason = "unknown"
+        if choice.get("finish_reason") in ("stop", "length"):
+            finish = choice["finish_reason"]
+        content = message.get("content")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if not content and isinstance(reasoning, str) and reasoning.strip():
+            raise ReasoningOnlyError(
+                f"{self.model_id}: the reply is reasoning only ({len(reasoning)} characters), "
+                f"content {content!r}, finish_reason {choice.get('finish_reason')!r}: raise "
+                "max_tokens or turn thinking off for this model",
+                attempts=attempts,
+            )
+        if content is None:
+            raise EmptyReplyError(
+                f"{self.model_id}: the reply's content is null (finish_reason "
+                f"{choice.get('finish_reason')!r}): no text was generated",
+                attempts=attempts,
+            )
+        if not isinstance(content, str):
+            raise malformed(f"content is {type(content).__name__}")
+        text = content
         if prefill and text.startswith(prefill):
             text = text[len(prefill) :]
-        usage = Usage()
+        usage = Usage(cached_tokens=None)
         raw_usage = response.get("usage")
         if isinstance(raw_usage, dict):
             details = raw_usage.get("prompt_tokens_details")
@@ -395,11 +492,9 @@ class OpenAIChatClient:
             usage = Usage(
                 prompt_tokens=int(raw_usage.get("prompt_tokens") or 0),
                 completion_tokens=int(raw_usage.get("completion_tokens") or 0),
-                cached_tokens=int(cached or 0),
+                # absent or null details: the server did not say (never 0, vllm#16162)
+                cached_tokens=int(cached) if isinstance(cached, int | float) else None,
             )
-        finish: FinishReason = "unknown"
-        if choice.get("finish_reason") in ("stop", "length"):
-            finish = choice["finish_reason"]
         extras = response_extras(response, choice)
         return ChatResult(
             text=text,

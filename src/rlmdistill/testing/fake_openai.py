@@ -8,7 +8,9 @@ a delay (to test timeouts), or a malformed body. Ready-made handlers:
 
 - :class:`ScriptedHandler`: the root model gets scripted replies in order per conversation,
   the sub model a function of its prompt;
-- :func:`fail_first`, :func:`fail_if`: wrap a handler to inject bursts of errors.
+- :func:`fail_first`, :func:`fail_if`: wrap a handler to inject bursts of errors;
+- :class:`FaultInjector`: wrap a handler to fail a share of requests at random (seeded,
+  reproducible per request) with every fault of the ``docs/serving.md`` table, logging each.
 
 The server honours ``continue_final_message`` (the reply is what follows the prefill; the
 prefill is not echoed unless ``echo_prefill``), ``stop`` strings and ``max_tokens``, and a fixed
@@ -24,7 +26,11 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -64,6 +70,10 @@ class FakeReply:
     """Message field the reasoning goes in: ``reasoning_content`` or ``reasoning``."""
     token_ids: list[int] | None = None
     """Completion ids to return instead of the tokenizer's encoding (non-canonical ids)."""
+    null_content: bool = False
+    """Send ``"content": null`` instead of the text."""
+    reset: bool = False
+    """Reset the TCP connection instead of answering (RST: ``SO_LINGER`` 0, then close)."""
 
     @classmethod
     def error(cls, status: int, message: str, *, retry_after: float | None = None) -> FakeReply:
@@ -78,6 +88,39 @@ class FakeReply:
             400,
             f"This model's maximum context length is {limit} tokens. However, you requested "
             f"{requested} tokens in the messages, Please reduce the length of the messages.",
+        )
+
+    @classmethod
+    def context_exceeded_top_level(cls, limit: int = 2048, requested: int = 2100) -> FakeReply:
+        """Older vLLM: HTTP 400 with a top-level ``{"object": "error", "message": ...}``."""
+        body = {
+            "object": "error",
+            "message": f"This model's maximum context length is {limit} tokens. However, you "
+            f"requested {requested} tokens ({requested - 200} in the messages, 200 in the "
+            "completion). Please reduce the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+        return cls(status=400, raw_body=json.dumps(body))
+
+    @classmethod
+    def context_exceeded_input_tokens(cls, requested: int = 2100) -> FakeReply:
+        """Nested ``{"error": {"message": "...your request has M input tokens..."}}``."""
+        return cls.error(
+            400,
+            f"Requested input length exceeds the context: your request has {requested} input "
+            "tokens. Please reduce the length of the input messages.",
+        )
+
+    @classmethod
+    def context_exceeded_characters(cls, chars: int = 9000, output: int = 200) -> FakeReply:
+        """vllm#33418: the check on characters before tokenising, blamed on output tokens."""
+        return cls.error(
+            400,
+            f"You requested {output} output tokens and your prompt contains {chars} characters "
+            f"(more than {4 * (2048 - output)} characters, the upper bound for {2048 - output} "
+            "input tokens). Please reduce the length of the input prompt.",
         )
 
     @classmethod
@@ -209,6 +252,101 @@ def fail_if(
     return wrapped
 
 
+FAULT_KINDS: dict[str, FakeReply] = {
+    "http_429_retry_after": FakeReply.error(429, "rate limited", retry_after=0.01),
+    "http_429": FakeReply.error(429, "rate limited"),
+    "http_500": FakeReply.error(500, "internal error"),
+    "http_502": FakeReply(status=502, raw_body="<html><h1>502 Bad Gateway</h1></html>"),
+    "http_503": FakeReply.error(503, "overloaded"),
+    "timeout": FakeReply.hang(2.0),
+    "connection_reset": FakeReply(reset=True),
+    "non_json": FakeReply(raw_body="<html>upstream glitch</html>"),
+    "no_choices": FakeReply(
+        raw_body='{"id": "x", "object": "chat.completion", "model": "m", "choices": []}'
+    ),
+    "empty_reply": FakeReply(text="", null_content=True),
+    "reasoning_only": FakeReply(text="", reasoning="Let me think about the contract..."),
+    "context_top_level": FakeReply.context_exceeded_top_level(),
+    "context_input_tokens": FakeReply.context_exceeded_input_tokens(),
+    "context_characters": FakeReply.context_exceeded_characters(),
+}
+"""One reply per fault of the ``docs/serving.md`` table (the timeout hangs 2 s: use a client
+timeout below that)."""
+
+
+_LOOPBACK_PORT = re.compile(r"127\.0\.0\.1:\d+")
+
+
+@dataclass
+class InjectedFault:
+    """One request seen by :class:`FaultInjector`: what it got."""
+
+    model: str
+    seed: int | None
+    body_sha: str
+    """sha256 (16 hex) of the request JSON (sorted keys): equal for a retried request."""
+    occurrence: int
+    """0 for the first request with this body, 1 for the next (a retry, or a later run's)."""
+    fault: str | None
+    """Key of :data:`FAULT_KINDS`, or ``None`` when the request was passed to the handler."""
+
+
+class FaultInjector:
+    """Fail ``rate`` of the requests at random with the faults of :data:`FAULT_KINDS`.
+
+    The draw is a hash of (``seed``, request body with loopback ports masked, how often this
+    body was seen), so it depends neither on thread timing nor on the server's port: a retried request gets a fresh draw, and a run repeated
+    against a new injector with the same seed sees the same faults. Every request is logged in
+    :attr:`log` (cleared with :meth:`new_run`).
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        rate: float = 0.2,
+        *,
+        seed: int = 0,
+        kinds: list[str] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.rate = rate
+        self.seed = seed
+        self.kinds = list(kinds or FAULT_KINDS)
+        self.models = list(getattr(handler, "models", None) or ["fake"])
+        self.log: list[InjectedFault] = []
+        self._seen: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def new_run(self) -> None:
+        """Forget the log (not the occurrence counts) before the next run."""
+        with self._lock:
+            self.log = []
+
+    def __call__(self, request: dict[str, Any]) -> FakeReply | str:
+        text = _LOOPBACK_PORT.sub("127.0.0.1:PORT", json.dumps(request, sort_keys=True))
+        body_sha = hashlib.sha256(text.encode()).hexdigest()[:16]
+        with self._lock:
+            k = self._seen.get(body_sha, 0)
+            self._seen[body_sha] = k + 1
+        draw = hashlib.sha256(f"{self.seed}:{body_sha}:{k}".encode()).digest()
+        u = int.from_bytes(draw[:8], "big") / 2**64
+        fault = self.kinds[int.from_bytes(draw[8:16], "big") % len(self.kinds)]
+        chosen = fault if u < self.rate else None
+        entry = InjectedFault(
+            model=str(request.get("model")),
+            seed=request.get("seed"),
+            body_sha=body_sha,
+            occurrence=k,
+            fault=chosen,
+        )
+        with self._lock:
+            self.log.append(entry)
+        if chosen is None:
+            return self.handler(request)
+        reply = FAULT_KINDS[chosen]
+        return FakeReply(**{**reply.__dict__, "headers": dict(reply.headers)})
+
+
 def echo_handler(request: dict[str, Any]) -> str:
     """Reply with the last user message (handy default)."""
     return last_user_message(request)
@@ -256,7 +394,11 @@ class FakeOpenAIServer:
         self.echo_prefill = echo_prefill
         self.models = models or list(getattr(handler, "models", None) or ["fake"])
         self.loaded_adapters: dict[str, str] = {}
-        """LoRA adapters loaded through ``POST /v1/load_lora_adapter`` (name -> path)."""
+        """LoRA adapters loaded through ``POST /v1/load_lora_adapter`` (name -> path); loading
+        a loaded name again answers vLLM's HTTP 400 "already been loaded" and changes nothing;
+        ``POST /v1/unload_lora_adapter`` removes one."""
+        self.adapter_loads: list[tuple[str, str]] = []
+        """Every successful load, in order (name, path)."""
         self._count = self._make_counter(tokenizer)
         self.tokenizer = tokenizer
         self._lock = threading.Lock()
@@ -341,9 +483,12 @@ class FakeOpenAIServer:
         }
         if reply.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if reply.null_content:
+            message["content"] = None
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text},
+            "message": message,
             "finish_reason": reply.finish_reason or finish,
             "logprobs": None,
         }
@@ -424,6 +569,8 @@ class FakeOpenAIServer:
         wait = arrived + self.latency_s + reply.delay_s - time.monotonic()
         if wait > 0 and self._stop.wait(wait):
             return _error(503, "server shutting down")
+        if reply.reset:
+            return 0, {}, ""  # do_POST resets the connection
         if reply.raw_body is not None:
             return reply.status, dict(reply.headers), reply.raw_body
         if reply.status >= 400:
@@ -477,14 +624,44 @@ class FakeOpenAIServer:
                     self._send(*_error(400, f"no adapter_config.json under {path}"))
                     return
                 with server._lock:
-                    server.loaded_adapters[name] = path
-                    if name not in server.models:
-                        server.models.append(name)
+                    if name in server.loaded_adapters:
+                        already = True
+                    else:
+                        already = False
+                        server.loaded_adapters[name] = path
+                        server.adapter_loads.append((name, path))
+                        if name not in server.models:
+                            server.models.append(name)
+                if already:  # vLLM's answer; it keeps serving the old weights (vllm#31326)
+                    self._send(
+                        *_error(
+                            400,
+                            f"The lora adapter '{name}' has already been loaded. If you want "
+                            "to load the adapter in place, set 'load_inplace' to True.",
+                        )
+                    )
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
+
+            def _unload_lora(self, raw: bytes) -> None:
+                """vLLM's ``POST /v1/unload_lora_adapter {"lora_name"}``; 404 if not loaded."""
+                try:
+                    name = json.loads(raw or b"{}")["lora_name"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    self._send(*_error(400, f"bad unload_lora_adapter body: {exc}"))
+                    return
+                with server._lock:
+                    found = server.loaded_adapters.pop(name, None) is not None
+                    if found and name in server.models:
+                        server.models.remove(name)
+                if not found:
+                    self._send(*_error(404, f"The lora adapter '{name}' cannot be found."))
+                    return
+                self._send(200, {}, json.dumps({"ok": True}))
 
             def do_POST(self) -> None:
                 arrived = time.monotonic()
@@ -492,6 +669,9 @@ class FakeOpenAIServer:
                 raw = self.rfile.read(length) if length else b""
                 if self.path.rstrip("/") == "/v1/load_lora_adapter":
                     self._load_lora(raw)
+                    return
+                if self.path.rstrip("/") == "/v1/unload_lora_adapter":
+                    self._unload_lora(raw)
                     return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send(*_error(404, f"no route {self.path}"))
@@ -512,6 +692,12 @@ class FakeOpenAIServer:
                 finally:
                     with server._lock:
                         server._in_flight -= 1
+                if status == 0:  # FakeReply.reset: RST instead of an answer
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    self.close_connection = True
+                    return
                 self._send(status, headers, body)
 
         return _RequestHandler

@@ -29,6 +29,7 @@ from pydantic import TypeAdapter
 
 from rlmdistill.rooms.task import Task, TaskError, load_task
 from rlmdistill.traces.schema import (
+    AttemptRecord,
     EpisodeEnd,
     EpisodeStart,
     EpisodeSummary,
@@ -116,6 +117,13 @@ def load_summaries(run_dir: Path) -> list[EpisodeSummary]:
     if not (run_dir / "run.json").exists():
         raise NotARunError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
     return list(parse_records(run_dir / "episodes.jsonl", EpisodeSummary))
+
+
+def load_attempts(run_dir: Path) -> list[AttemptRecord]:
+    """Every :class:`AttemptRecord` of ``attempts.jsonl`` in file order (episode attempts cut
+    short by the serving infrastructure); ``[]`` when the file is absent (runs without any, and
+    runs written before it existed)."""
+    return list(parse_records(Path(run_dir) / "attempts.jsonl", AttemptRecord))
 
 
 def load_summary(run_dir: Path, episode_id: str) -> EpisodeSummary:

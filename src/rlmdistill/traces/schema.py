@@ -4,6 +4,8 @@ Files and their records (all JSON Lines except ``run.json``):
 
 - ``run.json``: :class:`RunManifest` (resolved config, versions, seeds, git commit).
 - ``episodes.jsonl``: one :class:`EpisodeSummary` per finished episode; appended, never rewritten.
+- ``attempts.jsonl``: one :class:`AttemptRecord` per episode attempt cut short by the serving
+  infrastructure (server down, unknown model, refused key, retries spent); appended.
 - ``trajectories/<episode_id>.jsonl``: :class:`EpisodeStart`, then :class:`TurnRecord` and
   :class:`SubCallRecord` lines as the episode runs, then :class:`EpisodeEnd`.
 - ``verdicts/<grader>.jsonl``: one :class:`Verdict` per (episode, criterion) grading.
@@ -362,6 +364,41 @@ class Verdict(_Record):
     reason: str
     memo_sha256: str | None = None
     graded_at: dt.datetime = Field(default_factory=utcnow)
+
+
+class AttemptRecord(_Record):
+    """One line of ``attempts.jsonl``: an episode attempt that the serving infrastructure cut
+    short (see ``docs/serving.md``). Such an attempt is not a finished episode: the next run
+    of the same command retries it, until ``max_attempts``; the last allowed attempt is also
+    written to ``episodes.jsonl`` with its status (``final`` is then true)."""
+
+    record_type: Literal["attempt"] = "attempt"
+    episode_id: str
+    run_id: str
+    attempt: int = Field(ge=1)
+    """1 for the first attempt of the episode, 2.. for retries on later runs."""
+    max_attempts: int = Field(ge=1)
+    """``CollectConfig.max_attempts`` when this attempt ran."""
+    final: bool
+    """True when this was the last allowed attempt: the episode is finished with ``status``."""
+    status: EpisodeStatus
+    """The status the episode had when it stopped (``model_error`` when the root failed)."""
+    error_kind: str
+    """``ModelError.kind`` of the failure: ``retryable`` or ``server_refused``."""
+    cause: str
+    """Finer cause: ``connection_refused``, ``connection_reset``, ``timeout``, ``http_503``,
+    ``model_not_found``, ``auth``, ``non_json``, ... (rows of the ``docs/serving.md`` table)."""
+    who: Literal["root", "sub"]
+    """Which model's server failed (root turn, or a sub-call/subagent turn)."""
+    model: str
+    """The failing client's ``model_id`` (server URL included; no secret)."""
+    error: str
+    """The classified error message."""
+    http_attempts: int = 0
+    """HTTP attempts the failing request spent (1 + retries)."""
+    wall_time_s: float = 0.0
+    started_at: dt.datetime
+    ended_at: dt.datetime = Field(default_factory=utcnow)
 
 
 class RunManifest(_Record):
