@@ -198,3 +198,31 @@ def test_models_list_fits_80_columns_and_keeps_the_notes_whole(tmp_path, monkeyp
     short = CliRunner().invoke(app, ["models", "list", "--no-notes"], env={"COLUMNS": "80"})
     assert short.exit_code == 0 and smol.notes[:20] not in short.output
     assert short.output.splitlines() == lines[: len(short.output.splitlines())]
+
+
+def test_collect_lists_room_notes_and_strict_refuses_a_corrupt_pdf(cuad_room3, tmp_path):
+    """Issue #25 items 1-2 in the collect log: a Latin-1 document and a corrupt PDF in a room
+    are named (decoded as cp1252; skipped with the reason) and episodes run on the rest;
+    ``--strict`` stops before any episode, naming the PDF."""
+    import shutil
+
+    from rlmdistill.rooms import RoomError
+
+    room = tmp_path / "room"
+    shutil.copytree(cuad_room3, room)
+    (room / "documents" / "Misc").mkdir()
+    (room / "documents" / "Misc" / "cafe.txt").write_bytes("Le Café paie.\n".encode("latin-1"))
+    (room / "documents" / "Misc" / "broken.pdf").write_bytes(b"%PDF-1.4\ncut short")
+    runner = CliRunner()
+    with FakeOpenAIServer(ScriptedHandler([GOOD], quote_back)) as server:
+        args = ["collect", "--room", str(room), "--root", f"openai:root@{server.base_url}",
+                "--sub", f"openai:sub@{server.base_url}", "--episodes", "1", "--no-progress"]  # fmt: skip
+        res = runner.invoke(app, [*args, "--out", str(tmp_path / "runs" / "a")])
+        assert res.exit_code == 0, res.output
+        assert "room room: decoded as cp1252 (not UTF-8): Misc/cafe.txt" in res.output
+        assert "room room: skipped Misc/broken.pdf: cannot extract text" in res.output
+        strict = runner.invoke(app, [*args, "--out", str(tmp_path / "runs" / "b"), "--strict"])
+    assert isinstance(strict.exception, RoomError) and "broken.pdf" in str(strict.exception)
+    assert not (tmp_path / "runs" / "b" / "episodes.jsonl").exists()
+    (line,) = (tmp_path / "runs" / "a" / "episodes.jsonl").read_text().splitlines()
+    assert json.loads(line)["room"]["n_documents"] == 4  # 3 contracts + cafe.txt, not the PDF

@@ -342,7 +342,7 @@ def test_cli_register_runs_streamlit_on_the_app_with_the_workspace(
     from rlmdistill.dashboard import cli
 
     calls: list[tuple[list[str], dict[str, str]]] = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+    monkeypatch.setattr(cli, "run_child", lambda cmd, env: calls.append((cmd, env)) or 0)
     app = typer.Typer()
     cli.register(app)
     app.command("noop")(lambda: None)  # keep `dashboard` a named sub-command

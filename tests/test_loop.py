@@ -197,3 +197,66 @@ def test_lineage_prints_a_shared_ancestor_once_then_refers_back(tmp_path):
         "  <- b  [run, s]",
         "    <- a  (see above)",
     ]
+
+
+def test_moved_workspace_resumes_and_reports(tmp_path, tiny_llama_dir):
+    """Issue #25 item 5: a workspace moved to another folder resumes (every stage skipped,
+    no episode collected again, no adapter trained again) and reports; its loop records hold
+    paths relative to the workspace."""
+    import shutil
+
+    with FakeOpenAIServer(_scripted) as server:
+        exp = _experiment(tmp_path, server.base_url, tiny_llama_dir)
+        first = run_loop(load_experiment(exp), progress=False)
+        before = json.loads((first.rounds[0].report / "report.json").read_text())
+        moved = tmp_path / "elsewhere"
+        moved.mkdir()
+        shutil.move(tmp_path / "ws", moved / "ws")
+        shutil.move(exp, moved / "exp.yaml")
+        cfg = load_experiment(moved / "exp.yaml")
+        assert cfg.workspace == moved / "ws"
+        logs: list[str] = []
+        res = run_loop(cfg, log=logs.append, progress=False)
+    skipped = [line for line in logs if line.startswith("[skip]")]
+    assert len(skipped) == 5, logs  # eval-base, train, dataset, adapter, eval-tuned
+    assert not any(line.startswith("[run ] sft") or ("collect" in line and "[run ]" in line)
+                   for line in logs)  # fmt: skip
+    ws = moved / "ws"
+    after = json.loads((res.rounds[0].report / "report.json").read_text())
+    # same numbers from the moved rooms' tasks (found by content hash), nothing left unscored
+    assert after["per_arm"] == before["per_arm"] and after["notes"] == before["notes"] == []
+    assert [r["room_hash"] for r in after["rooms"]] == [r["room_hash"] for r in before["rooms"]]
+    split = json.loads((ws / "rooms" / "split.json").read_text())
+    assert split["train"] == ["rooms/train-0", "rooms/train-1"]
+    assert set(split["n_criteria"]) == {f"rooms/{n}-{k}" for n in ("train", "holdout")
+                                        for k in (0, 1)}  # fmt: skip
+    assert json.loads((ws / "experiment.json").read_text())["workspace"] == "."
+    tuned = latest_records(ws)["runs/r1-eval-tuned"].detail["root"]
+    assert tuned == f"local:{tiny_llama_dir}+adapter=adapters/r1"
+    assert {s.root_model for s in load_summaries(res.rounds[0].tuned_run)} == {tuned}
+
+
+def test_strict_loop_stops_on_a_corrupt_document_before_any_model_loads(tmp_path, cuad_room3):
+    """Issue #25 item 2 in the loop: ``strict`` turns the skipped corrupt PDF into an error
+    naming the file, raised when the held-out rooms are loaded for the base arm (the base
+    named here does not exist, so reaching a model would fail differently)."""
+    import shutil
+
+    from rlmdistill.rooms import RoomError
+
+    holdout = tmp_path / "holdout"
+    shutil.copytree(cuad_room3, holdout)
+    (holdout / "documents" / "broken.pdf").write_bytes(b"%PDF-1.4\ncut short")
+    train = tmp_path / "train"  # its own document; the task only has to have a criterion
+    (train / "documents").mkdir(parents=True)
+    (train / "documents" / "lease.txt").write_text("A lease of no other room.", "utf-8")
+    shutil.copy(cuad_room3 / "task.json", train / "task.json")
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "s", "workspace": "ws", "base": f"local:{tmp_path / 'no-such-model'}",
+        "sub": "openai:sub@http://127.0.0.1:9/v1", "train_rooms": [str(train)],
+        "holdout_rooms": [str(holdout)],
+    }), encoding="utf-8")  # fmt: skip
+    with pytest.raises(RoomError, match=r"broken\.pdf: cannot extract text"):
+        run_loop(load_experiment(exp), progress=False, strict=True)
+    assert not (tmp_path / "ws" / "runs" / "eval-base" / "episodes.jsonl").exists()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rlmdistill.loop.config import CuadRooms, ExperimentConfig, ExperimentError
-from rlmdistill.loop.rooms import build_cuad_rooms, prepare_rooms
+from rlmdistill.loop.rooms import build_cuad_rooms, prepare_rooms, read_split
 from rlmdistill.rooms.cuad import MA_CATEGORIES, SAMPLE_SOURCE, criteria_per_contract
 from rlmdistill.rooms.task import load_task
 
@@ -108,11 +108,18 @@ def test_quickstart_rooms_of_the_sample_all_have_criteria(tmp_path: Path) -> Non
     for d, room in zip(draws, [*rooms.train, *rooms.holdout], strict=True):
         n = len(load_task(room / "task.json").criteria)
         assert d["n_criteria"] == n == sum(SAMPLE_COUNTS[_prefix(c)] for c in d["contracts"])
-        assert split["n_criteria"][str(room)] == n and 8 <= n <= 15
+        assert split["n_criteria"][room.relative_to(tmp_path / "ws").as_posix()] == n
+        assert 8 <= n <= 15
         assert d["rejected"] == []
     assert sum(rooms.n_criteria.values()) == sum(SAMPLE_COUNTS.values()) == 94
     assert not rooms.check.shared
     assert rooms.cuad_source == split["cuad"]["source"] == str(SAMPLE_SOURCE)
+    # issue #25 item 5: rooms inside the workspace are recorded relative to it
+    assert split["train"] == [f"rooms/train-{k}" for k in range(4)]
+    assert split["holdout"] == [f"rooms/holdout-{k}" for k in range(4)]
+    train, holdout, n_criteria = read_split(tmp_path / "ws")
+    assert (train, holdout) == (rooms.train, rooms.holdout)
+    assert n_criteria == {Path(k): n for k, n in rooms.n_criteria.items()}
     reused = prepare_rooms(cfg)  # rooms already built: the source is read back from room.json
     assert reused.cuad_source == str(SAMPLE_SOURCE)
 

@@ -184,18 +184,154 @@ def test_errors_name_the_file(tmp_path: Path) -> None:
     (root / "documents").mkdir(parents=True)
     (root / "documents" / "broken.pdf").write_bytes(b"this is not a pdf")
     with pytest.raises(RoomError, match=r"broken\.pdf"):
-        DataRoom.load(root)
+        DataRoom.load(root, strict=True)
     (root / "documents" / "broken.pdf").unlink()
     (root / "task.json").write_text('{"title": 1}', encoding="utf-8")
     with pytest.raises(TaskError, match=r"task\.json"):
         DataRoom.load(root)
 
 
-def test_undecodable_text_is_replaced(tmp_path: Path) -> None:
+def test_latin1_room_round_trips_cafe(tmp_path: Path) -> None:
+    """Issue #25 item 1: a Latin-1 document is decoded with its encoding (not with U+FFFD),
+    the encoding is recorded per document (room, snapshot index) and listed by `rooms show`."""
+    from typer.testing import CliRunner
+
+    from rlmdistill.cli import app
+
+    root = tmp_path / "r"
+    (root / "documents" / "Leases").mkdir(parents=True)
+    (root / "documents" / "Leases" / "cafe.txt").write_bytes(
+        "Le Café paie 5 %.\n".encode("latin-1")
+    )
+    (root / "documents" / "Leases" / "plain.txt").write_text("Café, in UTF-8.\n", encoding="utf-8")
+    room = DataRoom.load(root)
+    cafe = room.get("Leases/cafe.txt")
+    assert cafe.text == "Le Café paie 5 %.\n" and "\ufffd" not in cafe.text
+    # bytes 0x20-0x7E and 0xE9 mean the same in Latin-1 and Windows-1252 (the codec chosen)
+    assert (cafe.encoding, cafe.replaced) == ("cp1252", 0)
+    assert room.get("Leases/plain.txt").encoding == "utf-8"
+    assert room.not_utf8 == [("Leases/cafe.txt", "cp1252")] and room.with_replacements == []
+    assert room.notes() == ["decoded as cp1252 (not UTF-8): Leases/cafe.txt"]
+    # the text is re-read lazily with the recorded encoding, and the snapshot keeps it
+    assert DataRoom.load(root).get("Leases/cafe.txt").text == "Le Café paie 5 %.\n"
+    index = json.loads(room.snapshot(tmp_path / "snap.json").read_text(encoding="utf-8"))
+    entry = next(d for d in index["documents"] if d["id"] == "Leases/cafe.txt")
+    blob = (tmp_path / index["blob"]).read_bytes()
+    assert blob[entry["byte_start"] : entry["byte_end"]].decode() == "Le Café paie 5 %.\n"
+    assert (entry["encoding"], entry["replaced"]) == ("cp1252", 0)
+    out = CliRunner().invoke(app, ["rooms", "show", str(root)])
+    assert out.exit_code == 0, out.output
+    assert "decoded as cp1252 (not UTF-8): Leases/cafe.txt" in out.output
+
+
+def test_html_in_latin1_is_decoded_and_old_html_caches_are_not_reused(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()
-    (root / "latin.txt").write_bytes(b"caf\xe9 au lait")
-    assert DataRoom.load(root).get("latin.txt").text == "caf\ufffd au lait"
+    page = root / "page.html"
+    page.write_bytes("<p>Le Café</p>".encode("latin-1"))
+    # a text cache written by an older version under the old key (replacement characters)
+    import hashlib
+
+    stat = page.stat()
+    old_key = hashlib.sha256(f"page.html\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    old = root / ".rlmdistill" / "text" / f"{old_key.hexdigest()[:24]}.txt"
+    old.parent.mkdir(parents=True)
+    old.write_text("Le Caf\ufffd", encoding="utf-8")
+    doc = DataRoom.load(root).get("page.html")
+    assert (doc.text, doc.encoding) == ("Le Café", "cp1252")
+    again = DataRoom.load(root).get("page.html")  # from the new cache, encoding kept
+    assert (again.text, again.encoding, again.replaced) == ("Le Café", "cp1252", 0)
+
+
+def test_replacement_characters_are_counted_and_listed(tmp_path: Path) -> None:
+    from rlmdistill.rooms.room import decode_text
+
+    # forced to UTF-8, the lone 0xE9 byte is one U+FFFD
+    assert decode_text(b"caf\xe9 au lait", "utf-8") == ("caf\ufffd au lait", "utf-8", 1)
+    # valid UTF-8 (a real U+FFFD in it included) is decoded as it always was: nothing replaced
+    assert decode_text("x\ufffd".encode()) == ("x\ufffd", "utf-8", 0)
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "a.txt").write_text("fine", encoding="utf-8")
+    room = DataRoom.load(root)
+    room.documents[0].replaced = 2  # as a document with two undecodable bytes records it
+    assert room.notes() == ["2 replacement character(s) (bytes no encoding decoded): a.txt"]
+
+
+def test_utf8_room_hash_is_unchanged_by_encoding_detection(tmp_path: Path) -> None:
+    """The room hash of a UTF-8 room is the documented formula over the text as older
+    versions decoded it (``bytes.decode("utf-8", errors="replace")``), so episode ids and
+    snapshot caches of existing rooms stay valid."""
+    import hashlib
+
+    root = tmp_path / "r"
+    root.mkdir()
+    files = {"a.txt": "\ufeffBOM kept, Café, ✓\n".encode(), "b/c.md": b"plain ascii"}
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    digest = hashlib.sha256()
+    for doc_id in sorted(files):
+        text = files[doc_id].decode("utf-8", errors="replace")
+        sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        digest.update(doc_id.encode() + b"\0" + sha.encode() + b"\0")
+    assert DataRoom.load(root).room_hash == digest.hexdigest()[:16]
+
+
+def test_corrupt_pdf_is_skipped_and_reported_unless_strict(tmp_path: Path) -> None:
+    """Issue #25 item 2: one corrupt PDF no longer aborts the room; it is skipped with the
+    reason (room, snapshot index, `rooms show`), and `--strict` makes it an error."""
+    from typer.testing import CliRunner
+
+    from rlmdistill.cli import app
+
+    root = tmp_path / "r"
+    (root / "documents" / "Board").mkdir(parents=True)
+    (root / "documents" / "Board" / "minutes.txt").write_text("Approved.", encoding="utf-8")
+    (root / "documents" / "Board" / "charter.pdf").write_bytes(minimal_pdf("Charter"))
+    truncated = minimal_pdf("Broken")[:120]  # a download cut short: no xref, no %%EOF
+    (root / "documents" / "Board" / "broken.pdf").write_bytes(truncated)
+    room = DataRoom.load(root)
+    assert [d.id for d in room.documents] == ["Board/charter.pdf", "Board/minutes.txt"]
+    ((doc_id, why),) = room.skipped
+    assert doc_id == "Board/broken.pdf" and why.startswith("cannot extract text (Pdf")
+    assert room.notes() == [f"skipped Board/broken.pdf: {why}"]
+    index = json.loads(room.snapshot(tmp_path / "snap.json").read_text(encoding="utf-8"))
+    assert index["skipped"] == [{"id": "Board/broken.pdf", "reason": why}]
+    runner = CliRunner()
+    out = runner.invoke(app, ["rooms", "show", str(root)])
+    assert out.exit_code == 0, out.output
+    assert "2 documents" in out.output and "skipped Board/broken.pdf: cannot extract" in out.output
+    with pytest.raises(RoomError, match=r"broken\.pdf: cannot extract text"):
+        DataRoom.load(root, strict=True)
+    out = runner.invoke(app, ["rooms", "show", str(root), "--strict"])
+    assert out.exit_code == 1 and "broken.pdf: cannot extract text" in out.output
+    # a dangling link fails before extraction (stat): skipped the same way
+    (root / "documents" / "Board" / "broken.pdf").unlink()
+    (root / "documents" / "Board" / "gone.docx").symlink_to(tmp_path / "nowhere.docx")
+    assert DataRoom.load(root).skipped == [
+        ("Board/gone.docx", "cannot read (No such file or directory)")
+    ]
+    with pytest.raises(RoomError, match=r"gone\.docx: cannot read"):
+        DataRoom.load(root, strict=True)
+
+
+def test_moved_room_is_found_by_content_hash(tmp_path: Path) -> None:
+    import shutil
+
+    from rlmdistill.rooms.room import locate_moved_room
+
+    old = make_room(tmp_path / "old" / "ws" / "rooms" / "r")
+    room_hash = DataRoom.load(old).room_hash
+    (tmp_path / "new").mkdir()
+    shutil.move(tmp_path / "old" / "ws", tmp_path / "new" / "ws")
+    run_dir = tmp_path / "new" / "ws" / "runs" / "x"
+    run_dir.mkdir(parents=True)
+    # tails tried shortest first: runs/x/r, runs/r, ws/r, ... then runs/x/rooms/r, runs/rooms/r,
+    # ws/rooms/r (found)
+    found = locate_moved_room(old, room_hash, run_dir)
+    assert found == tmp_path / "new" / "ws" / "rooms" / "r"
+    assert locate_moved_room(old, "0" * 16, run_dir) is None  # same place, other content
 
 
 def test_cited_documents_by_id_name_or_stem_with_separators_alike() -> None:

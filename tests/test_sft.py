@@ -619,3 +619,36 @@ def test_accelerate_two_processes_on_cpu(
     n_tokens = sum(len(render_row_ids(tiny_base, c)) for c in CONVERSATIONS)
     assert log[-1]["tokens_seen"] == 3 * n_tokens  # both ranks' tokens, one example each
     assert (out / "adapter_model.safetensors").is_file()
+
+
+def test_tokenizer_larger_than_embeddings_is_refused_before_training(
+    tmp_path: Path, smollm2_tokenizer: Any, tiny_dataset: Path
+) -> None:
+    """Issue #25 item 3: a base folder whose tokenizer has 10 more tokens than the model's
+    embedding matrix (len(tokenizer) = 49152, rows = 49152 - 10 = 49142) is refused before
+    training starts: both sizes named, nothing written to the output folder."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = smollm2_tokenizer
+    assert len(tok) == 49152  # SmolLM2's vocabulary, no added tokens
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tok) - 10,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
+    base = tmp_path / "short-vocab"
+    LlamaForCausalLM(cfg).save_pretrained(base)
+    tok.save_pretrained(base)
+    out = tmp_path / "adapter"
+    with pytest.raises(SFTError) as info:
+        train(fast_config(tiny_dataset, base, out), progress=False)
+    msg = str(info.value)
+    assert "49152 tokens" in msg and "49142 rows" in msg, msg
+    assert "resize the embeddings" in msg and "model's own tokenizer" in msg
+    assert not (out / "train_log.jsonl").exists() and not (out / "checkpoints").exists()

@@ -64,11 +64,22 @@ def rooms_build_cuad(
 
 
 @rooms_app.command("show")
-def rooms_show(room: Annotated[Path, typer.Argument(help="Room folder.")]) -> None:
-    """Print a room's documents per folder, size and task."""
-    from rlmdistill.rooms import DataRoom
+def rooms_show(
+    room: Annotated[Path, typer.Argument(help="Room folder.")],
+    strict: Annotated[
+        bool,
+        typer.Option(help="Fail on a document whose text cannot be extracted (default: skip it)."),
+    ] = False,
+) -> None:
+    """Print a room's documents per folder, size and task; then the documents not decoded as
+    UTF-8, decoded with replacement characters, or skipped (with the reason)."""
+    from rlmdistill.rooms import DataRoom, RoomError
 
-    r = DataRoom.load(room)
+    try:
+        r = DataRoom.load(room, strict=strict)
+    except RoomError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
     console.print(
         f"[bold]{r.room_id}[/bold] hash {r.room_hash}: {len(r.documents)} documents, {r.n_chars:,} chars"
     )
@@ -76,8 +87,8 @@ def rooms_show(room: Annotated[Path, typer.Argument(help="Room folder.")]) -> No
         console.print(f"  {folder or '(top level)'}: {n}")
     if r.task is not None:
         console.print(f"task {r.task.id}: {r.task.title} ({len(r.task.criteria)} criteria)")
-    for doc_id, why in r.skipped:
-        console.print(f"  skipped {doc_id}: {why}")
+    for line in r.notes():
+        console.print(f"  {line}", markup=False, highlight=False)
 
 
 # ---------------------------------------------------------------------------- models
@@ -107,14 +118,23 @@ def models_list(
 
 
 # --------------------------------------------------------------------------- collect
-def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> int:
-    """Collect (see :func:`rlmdistill.collect.main.run_collect`) and print what was done.
+def run_collect(
+    config: CollectConfig, out: Path, progress: bool = True, strict: bool = False
+) -> int:
+    """Collect (see :func:`rlmdistill.collect.main.run_collect`) and print what was done,
+    with the rooms' notes (documents not UTF-8, with replacement characters, skipped).
 
     Returns the number of episodes finished by this call.
     """
     from rlmdistill.collect.main import run_collect as collect_stage
 
-    result = collect_stage(config, out, progress)
+    result = collect_stage(
+        config,
+        out,
+        progress,
+        strict=strict,
+        log=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True),
+    )
     err.print(
         f"collected {len(result.summaries)} episodes into {out} ({result.skipped} already done)"
     )
@@ -156,6 +176,10 @@ def collect_cmd(
         Path | None, typer.Option(help="YAML/JSON file of CollectConfig fields; flags override it.")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    strict: Annotated[
+        bool,
+        typer.Option(help="Stop on a document whose text cannot be extracted (default: skip it)."),
+    ] = False,
 ) -> None:
     """Run RLM episodes over data rooms into runs/NAME (resumable: re-run to finish)."""
     overrides: dict[str, Any] = {
@@ -175,7 +199,7 @@ def collect_cmd(
     cfg = build_config(config, overrides)
     if max_turns is not None:
         cfg.limits.max_turns = max_turns
-    run_collect(cfg, out, progress)
+    run_collect(cfg, out, progress, strict)
 
 
 # ----------------------------------------------------------------------------- judge

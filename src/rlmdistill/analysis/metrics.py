@@ -426,7 +426,7 @@ def load_run_metrics(
     if grader is not None:
         for v in load_verdicts(run_dir, grader):
             by_episode.setdefault(v.episode_id, []).append(v)
-    room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid")
+    room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid", run_dir=run_dir)
     tasks = room_tasks.tasks
     problems = {p.room_hash: p for p in room_tasks.problems}
     rows = []

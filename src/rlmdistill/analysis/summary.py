@@ -110,7 +110,7 @@ def summarize_run(run_dir: Path) -> RunSummary:
         "cited_share": col(lambda e: len(e.cited_documents) / max(1, e.room.n_documents)),
         "coverage": Stat.of([e.coverage.overall for e in episodes if e.coverage is not None]),
     }
-    room_tasks = load_room_tasks(manifest, episodes, on_error="raise_invalid")
+    room_tasks = load_room_tasks(manifest, episodes, on_error="raise_invalid", run_dir=run_dir)
     tasks = room_tasks.tasks
     graders = []
     for grader in grader_ids(run_dir):

@@ -6,6 +6,7 @@ Used by ``rlmdistill collect``, ``rlmdistill quickstart`` and the self-distillat
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,23 @@ def pending_episodes(config: CollectConfig, run_dir: Path) -> int:
     return n
 
 
-def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> CollectResult:
+def run_collect(
+    config: CollectConfig,
+    out: Path,
+    progress: bool = True,
+    open_specs: Mapping[str, str] | None = None,
+    *,
+    strict: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> CollectResult:
     """Open the root/sub clients, collect every pending episode into ``out``, close.
+
+    ``open_specs`` maps a spec as recorded in ``config`` to the spec to open, when the two
+    differ (the loop records an adapter's path relative to its workspace and opens it by its
+    absolute path); other specs are opened as recorded. ``strict`` makes a document whose
+    text cannot be extracted an error instead of a skipped document; ``log`` receives each
+    room's :meth:`~rlmdistill.rooms.DataRoom.notes` (documents not UTF-8, decoded with
+    replacement characters, or skipped), prefixed with the room.
 
     Raises ``ValueError`` for a room without a task (before any model loads) and whatever
     :func:`rlmdistill.collect.runner.collect` raises (``RunConfigMismatch`` for a run folder
@@ -103,13 +119,23 @@ def run_collect(config: CollectConfig, out: Path, progress: bool = True) -> Coll
     from rlmdistill.models.spec import close_all, get_client, parse_spec
     from rlmdistill.rooms import DataRoom
 
-    rooms = [DataRoom.load(p) for p in config.rooms]  # bad rooms fail before a model loads
+    rooms = [DataRoom.load(p, strict=strict) for p in config.rooms]  # before a model loads
     for r in rooms:
+        for line in r.notes():
+            if log is not None:
+                log(f"room {r.room_id}: {line}")
         if r.task is None:
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
     parse_spec(config.sub)
-    root = get_client(config.root, **token_id_options(config.root, config.token_ids != "off"))
-    sub = get_client(config.sub, **token_id_options(config.sub, config.token_ids == "all"))
+    opened = dict(open_specs or {})
+    root = get_client(
+        opened.get(config.root, config.root),
+        **token_id_options(config.root, config.token_ids != "off"),
+    )
+    sub = get_client(
+        opened.get(config.sub, config.sub),
+        **token_id_options(config.sub, config.token_ids == "all"),
+    )
     if config.max_usd is not None or config.requests_per_minute is not None:
         root, sub = limit_clients(config, root, sub)
     try:

@@ -204,7 +204,7 @@ def _tasks(run_dir: str, stamp: str) -> dict[str, Task]:
     table = read_table(rd / "episodes.jsonl", _RAN_COLUMNS)
     if table is None:  # pyarrow could not read it: the validated loader names the problem
         summaries = _summaries(run_dir, file_stamp(rd / "episodes.jsonl")).values()
-        return load_room_tasks(run_manifest(rd), summaries, on_error="report").tasks
+        return load_room_tasks(run_manifest(rd), summaries, on_error="report", run_dir=rd).tasks
     hashes = [room["room_hash"] if room else None for room in table["room"].to_pylist()]
     return _tasks_ran(rd, hashes, table["task_id"].to_pylist())
 
@@ -217,7 +217,9 @@ def _tasks_ran(
     for room_hash, task_id in zip(room_hashes, task_ids, strict=True):
         if room_hash and task_id:
             ran.setdefault(room_hash, set()).add(task_id)
-    return load_room_tasks(run_manifest(run_dir), task_ids=ran, on_error="report").tasks
+    return load_room_tasks(
+        run_manifest(run_dir), task_ids=ran, on_error="report", run_dir=run_dir
+    ).tasks
 
 
 def room_tasks(run_dir: Path) -> dict[str, Task]:
@@ -462,7 +464,7 @@ def _episode_task(run_dir: Path, summary: EpisodeSummary) -> Task | None:
     one = manifest.model_copy(
         update={"rooms": [r for r in manifest.rooms if r.room_hash == room_hash]}
     )
-    return load_room_tasks(one, [summary], on_error="report").tasks.get(room_hash)
+    return load_room_tasks(one, [summary], on_error="report", run_dir=run_dir).tasks.get(room_hash)
 
 
 def episode_verdicts(run_dir: Path, episode_id: str) -> pd.DataFrame:

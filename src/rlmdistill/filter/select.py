@@ -321,7 +321,10 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
         if verdicts:
             try:
                 room_tasks = load_room_tasks(
-                    manifest, summaries, on_error="raise" if needs_pass else "report"
+                    manifest,
+                    summaries,
+                    on_error="raise" if needs_pass else "report",
+                    run_dir=run_dir,
                 )
             except RoomTaskError as exc:
                 raise FilterRuleError(

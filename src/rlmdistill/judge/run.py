@@ -97,7 +97,12 @@ def judge_run(
             continue
         room = rooms.get(s.room.path)
         if room is None:
-            room = rooms[s.room.path] = DataRoom.load(s.room.path)
+            where = Path(s.room.path)
+            if not where.is_dir():  # moved with its workspace: found by content hash
+                from rlmdistill.rooms.room import locate_moved_room
+
+                where = locate_moved_room(where, s.room.room_hash, run_dir) or where
+            room = rooms[s.room.path] = DataRoom.load(where)
         if room.room_hash != s.room.room_hash:
             raise ValueError(
                 f"episode {s.episode_id}: room {s.room.path} changed since collection "

@@ -13,14 +13,22 @@ __all__ = ["lineage_main", "loop_main", "register"]
 err = Console(stderr=True)
 
 
-def loop_main(experiment: Path, rounds: int | None = None, progress: bool = True) -> int:
-    """Run or resume the experiment; print each stage and the wall time. Returns 0."""
+def loop_main(
+    experiment: Path, rounds: int | None = None, progress: bool = True, strict: bool = False
+) -> int:
+    """Run or resume the experiment; print each stage and the wall time. Returns 0.
+    ``strict``: a room document whose text cannot be extracted is an error (default: skipped
+    and noted)."""
     from rlmdistill.loop.config import load_experiment
     from rlmdistill.loop.run import run_loop
 
     cfg = load_experiment(experiment)
     res = run_loop(
-        cfg, rounds=rounds, log=lambda s: err.print(s, highlight=False), progress=progress
+        cfg,
+        rounds=rounds,
+        log=lambda s: err.print(s, highlight=False, markup=False),
+        progress=progress,
+        strict=strict,
     )
     for r in res.rounds:
         err.print(f"round {r.round}: report {r.report / 'report.md'}")
@@ -46,10 +54,14 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(help="Rounds to run (default: the file's `rounds`).")
         ] = None,
         progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+        strict: Annotated[
+            bool,
+            typer.Option(help="Stop on a room document whose text cannot be extracted."),
+        ] = False,
     ) -> None:
         """Self-distillation: collect -> judge -> filter -> SFT -> evaluate base vs tuned -> report
         (each stage skipped when its output is up to date)."""
-        raise typer.Exit(loop_main(experiment, rounds, progress))
+        raise typer.Exit(loop_main(experiment, rounds, progress, strict))
 
     @app.command("lineage")
     def lineage_cmd(

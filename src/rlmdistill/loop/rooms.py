@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlmdistill.loop.config import CuadRooms, ExperimentConfig, ExperimentError
+from rlmdistill.loop.paths import from_record, to_record
 
 __all__ = [
     "MAX_DRAWS",
@@ -30,6 +31,7 @@ __all__ = [
     "check_split",
     "default_cuad_source",
     "prepare_rooms",
+    "read_split",
 ]
 
 MAX_DRAWS = 50
@@ -278,7 +280,9 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     """The experiment's training and held-out room folders, built if needed, checked.
 
     Writes ``<workspace>/rooms/split.json``: the rooms, their criteria counts, for CUAD rooms
-    how each was drawn (:class:`RoomDraw` under ``cuad``), and the split check. Raises
+    how each was drawn (:class:`RoomDraw` under ``cuad``), and the split check; room folders
+    inside the workspace are written relative to it (:func:`~rlmdistill.loop.paths.to_record`,
+    read back by :func:`read_split`). Raises
     :class:`ExperimentError` naming the shared documents when a training and a held-out room
     share one, and the errors of :func:`build_cuad_rooms` / :func:`check_criteria` naming a
     room with no rubric criterion.
@@ -308,9 +312,9 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
         json.dumps(
             {
                 "method": "sha256 of each document's bytes",
-                "train": [str(p) for p in train],
-                "holdout": [str(p) for p in holdout],
-                "n_criteria": criteria,
+                "train": [to_record(p, cfg.workspace) for p in train],
+                "holdout": [to_record(p, cfg.workspace) for p in holdout],
+                "n_criteria": {to_record(k, cfg.workspace): n for k, n in criteria.items()},
                 **({"cuad": cuad} if cuad is not None else {}),
                 "n_train_documents": check.n_train_documents,
                 "n_holdout_documents": check.n_holdout_documents,
@@ -328,3 +332,22 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
             f"training and held-out rooms share {len(check.shared)} document(s): {pairs}"
         )
     return PreparedRooms(train, holdout, check, criteria, draws, cuad_source)
+
+
+def read_split(workspace: Path) -> tuple[list[Path], list[Path], dict[Path, int]]:
+    """The training rooms, held-out rooms and criteria per room of ``<workspace>/rooms/
+    split.json`` as paths: relative entries are joined to ``workspace``; absolute ones (files
+    written before paths were stored relative, or rooms outside the workspace) are kept.
+
+    Raises ``FileNotFoundError`` when the workspace has no split file and ``ValueError``
+    (naming the file) when it is not a split record.
+    """
+    path = Path(workspace) / "rooms" / "split.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        train = [from_record(p, workspace) for p in data["train"]]
+        holdout = [from_record(p, workspace) for p in data["holdout"]]
+        n_criteria = {from_record(k, workspace): int(n) for k, n in data["n_criteria"].items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a rooms split record ({type(exc).__name__}: {exc})") from exc
+    return train, holdout, n_criteria

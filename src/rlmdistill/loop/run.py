@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 from rlmdistill.loop.config import ExperimentConfig, ExperimentError
 from rlmdistill.loop.lineage import LineageRecord, latest_records, record
+from rlmdistill.loop.paths import legacy_match, to_record
 
 __all__ = ["LoopResult", "RoundResult", "run_loop"]
 
@@ -68,6 +69,9 @@ def _sha_files(*paths: Path) -> str:
 
 
 class _Loop:
+    strict = False
+    """Collect with ``strict=True``: a document whose text cannot be extracted is an error."""
+
     def __init__(self, cfg: ExperimentConfig, log: Log, progress: bool) -> None:
         self.cfg = cfg
         self.ws = cfg.workspace
@@ -78,6 +82,27 @@ class _Loop:
     # -- helpers ---------------------------------------------------------------------
     def rel(self, path: Path) -> str:
         return str(Path(path).resolve().relative_to(self.ws))
+
+    def recorded_root(self, out: Path, root: str) -> tuple[str, dict[str, str]]:
+        """The root spec to record for run ``out`` and the spec to open for it.
+
+        A tuned root is recorded with its adapter relative to the workspace
+        (``local:BASE+adapter=adapters/r1``, see :meth:`tuned_root`) and opened with the
+        adapter's absolute path. A run started by an older version recorded the absolute
+        path; its recorded spec is kept (episode ids derive from it) when it names the same
+        adapter, even from where the workspace used to be, so the run resumes.
+        """
+        head = f"{self.cfg.base}+adapter="
+        if not root.startswith(head) or Path(root[len(head) :]).is_absolute():
+            return root, {}
+        rel = root[len(head) :]
+        recorded = root
+        manifest = out / "run.json"
+        if manifest.is_file():
+            old = str(json.loads(manifest.read_text(encoding="utf-8"))["config"]["root"])
+            if old.startswith(head) and legacy_match(old[len(head) :], rel):
+                recorded = old
+        return recorded, {recorded: head + str(self.ws / rel)}
 
     def timed(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         t0 = time.monotonic()
@@ -107,8 +132,8 @@ class _Loop:
 
     def tuned_root(self, adapter: Path, rnd: int) -> str:
         """Root spec of base + ``adapter``: in process, or loaded into the vLLM server."""
-        if self.cfg.serving is None:
-            return f"{self.cfg.base}+adapter={adapter}"
+        if self.cfg.serving is None:  # recorded relative to the workspace: see recorded_root
+            return f"{self.cfg.base}+adapter={self.rel(adapter)}"
         from rlmdistill.loop.serving import load_lora_adapter
 
         name = f"{self.cfg.name}-r{rnd}"
@@ -125,10 +150,11 @@ class _Loop:
         from rlmdistill.collect.main import build_config, pending_episodes, run_collect
         from rlmdistill.compat import library_warning_filter
 
+        root, open_specs = self.recorded_root(out, root)
         cfg = build_config(
             None, {**settings, "rooms": [str(p) for p in rooms], "root": root, "sub": self.cfg.sub}
         )
-        fp = self.cfg.fingerprint(cfg.fingerprint(), sorted(str(p) for p in rooms))
+        fp = self.cfg.fingerprint(cfg.fingerprint(), sorted(to_record(p, self.ws) for p in rooms))
         pending = pending_episodes(cfg, out)
         if pending == 0:
             self.log(f"[skip] {self.rel(out)}: all {cfg.episodes * len(rooms)} episodes done")
@@ -137,7 +163,9 @@ class _Loop:
         else:
             self.log(f"[run ] {stage} -> {self.rel(out)} ({pending} episodes to collect)")
             with library_warning_filter():  # peft's is_gradient_checkpointing (tuned roots)
-                res = run_collect(cfg, out, progress=self.progress)
+                res = run_collect(cfg, out, progress=self.progress, open_specs=open_specs,
+                                  strict=self.strict,
+                                  log=lambda line: self.log(f"[note] {line}"))  # fmt: skip
             statuses: dict[str, int] = {}
             for s in res.summaries:
                 statuses[s.status] = statuses.get(s.status, 0) + 1
@@ -184,9 +212,21 @@ class _Loop:
         cfg = sft_config(
             None, {**self.cfg.sft, "dataset": dataset, "base": self.cfg.base, "out": out}
         )
-        fp = self.cfg.fingerprint(
-            _sha_files(dataset / "export.json"), cfg.model_dump(mode="json", exclude={"out"})
-        )
+        settings = cfg.model_dump(mode="json", exclude={"out"})
+        export_sha = _sha_files(dataset / "export.json")
+        fp = self.cfg.fingerprint(export_sha, {**settings, "dataset": self.rel(dataset)})
+        legacy = None  # older versions fingerprinted the dataset's absolute path
+        if (out / "sft.json").is_file():
+            old = json.loads((out / "sft.json").read_text(encoding="utf-8"))
+            old_dataset = str((old.get("config") or {}).get("dataset", ""))
+            if legacy_match(old_dataset, self.rel(dataset)):
+                legacy = self.cfg.fingerprint(export_sha, {**settings, "dataset": old_dataset})
+        if legacy is not None and self.up_to_date(out / "sft.json", legacy):
+            self.log(f"[skip] {self.rel(out)}: adapter up to date")
+            old_rec = latest_records(self.ws)[self.rel(out / "sft.json")]
+            self.note(out / "sft.json", "adapter", "sft", rnd, [dataset / "export.json"], fp,
+                      **old_rec.detail)  # fmt: skip
+            return
         if self.up_to_date(out / "sft.json", fp):
             self.log(f"[skip] {self.rel(out)}: adapter up to date")
             return
@@ -252,14 +292,30 @@ class _Loop:
             )
 
 
+def _experiment_record(cfg: ExperimentConfig) -> str:
+    """``experiment.json``: the resolved experiment with paths inside the workspace relative to
+    it (the workspace itself is ``"."``), so :func:`~rlmdistill.loop.config.load_experiment`
+    on the file gives the same experiment wherever the workspace now is."""
+    data = cfg.model_dump(mode="json")
+    data["workspace"] = "."
+    data["train_rooms"] = [to_record(p, cfg.workspace) for p in cfg.train_rooms]
+    data["holdout_rooms"] = [to_record(p, cfg.workspace) for p in cfg.holdout_rooms]
+    return json.dumps(data, indent=2)
+
+
 def run_loop(
     cfg: ExperimentConfig,
     *,
     rounds: int | None = None,
     log: Log = lambda s: None,
     progress: bool = True,
+    strict: bool = False,
 ) -> LoopResult:
     """Run (or resume) every stage of every round; see the module docstring for the layout.
+
+    Rooms' notes (documents not UTF-8, with replacement characters, or skipped) are logged as
+    ``[note]`` lines when a collection starts; ``strict`` makes a document whose text cannot be
+    extracted an error instead (:class:`~rlmdistill.rooms.RoomError`).
 
     Raises :class:`ExperimentError` (rooms share documents, no episode to check), and the
     stage errors unchanged: ``RunConfigMismatch`` when a run folder holds episodes of other
@@ -272,8 +328,9 @@ def run_loop(
     n_rounds = rounds or cfg.rounds
     ws = cfg.workspace
     ws.mkdir(parents=True, exist_ok=True)
-    (ws / "experiment.json").write_text(cfg.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (ws / "experiment.json").write_text(_experiment_record(cfg) + "\n", encoding="utf-8")
     loop = _Loop(cfg, log, progress)
+    loop.strict = strict
     rooms = loop.timed("rooms", prepare_rooms, cfg)
     train, holdout, check = rooms.train, rooms.holdout, rooms.check
     for d in rooms.draws:

@@ -41,7 +41,7 @@ from rapidfuzz import fuzz, process
 
 from rlmdistill import __version__
 from rlmdistill.rooms.output import prepare_room_folder
-from rlmdistill.rooms.room import DataRoom
+from rlmdistill.rooms.room import DataRoom, decode_text
 from rlmdistill.rooms.task import Criterion, Evidence, Task, save_task
 from rlmdistill.rooms.text import ascii_fold, content_words, normalise_ws, slugify, words
 
@@ -156,6 +156,9 @@ class BuildReport:
     """``Filename`` values of label rows with no text file (skipped)."""
     contracts: list[str] = field(default_factory=list)
     """Source text file names of the chosen contracts (sorted), e.g. for ``exclude=``."""
+    notes: list[str] = field(default_factory=list)
+    """The built room's :meth:`~rlmdistill.rooms.room.DataRoom.notes` (documents not UTF-8,
+    with replacement characters, or skipped); printed by the build log."""
 
 
 @dataclass
@@ -416,7 +419,7 @@ def build_cuad_room(
         dest = out / "documents" / doc_id
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(contract.txt_path, dest)
-    texts = [c.txt_path.read_bytes().decode("utf-8", errors="replace") for c in chosen]
+    texts = [decode_text(c.txt_path.read_bytes()).text for c in chosen]  # as DataRoom reads them
 
     # Words that carry no signal for key terms: in every document (3+ docs), or in ids.
     doc_words = [set(content_words(t)) for t in texts]
@@ -555,6 +558,7 @@ def build_cuad_room(
         n_fuzzy_matches=sum(c.match.startswith("fuzzy") for c in candidates),
         unmatched=unmatched,
         contracts=sorted(c.txt_path.name for c in chosen),
+        notes=room.notes(),
     )
 
 
@@ -593,5 +597,7 @@ def build_cuad_main(
     if report.n_fuzzy_matches:
         table.add_row("fuzzy name matches", str(report.n_fuzzy_matches))
     console.print(table)
+    for line in report.notes:
+        console.print(f"note: {line}", markup=False, highlight=False)
     console.print("Attribution: " + CUAD_ATTRIBUTION)
     return 0

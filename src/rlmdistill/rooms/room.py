@@ -10,12 +10,21 @@ Layout rule, checked in this order:
 
 A document's id is its POSIX path relative to the documents root (``"Distribution/acme.txt"``);
 its folder is the first path component (``""`` for files at the root). Supported formats:
-``.txt``/``.md`` (UTF-8, undecodable bytes replaced), ``.pdf`` (pypdf), ``.docx``
-(python-docx, paragraphs then tables), ``.html``/``.htm`` (BeautifulSoup text, ``"\\n"``
-separator). Other files are skipped and listed in :attr:`DataRoom.skipped`.
+``.txt``/``.md`` (text, see :func:`decode_text`), ``.pdf`` (pypdf), ``.docx`` (python-docx,
+paragraphs then tables), ``.html``/``.htm`` (decoded like text, then BeautifulSoup text with a
+``"\\n"`` separator). Other files are skipped and listed in :attr:`DataRoom.skipped`, and so
+is a document whose text cannot be extracted (a corrupt PDF), with the reason, unless the room
+is loaded with ``strict=True`` (then :class:`RoomError` names the file).
+
+Text files are decoded as UTF-8 when they are valid UTF-8 (so a UTF-8 room's text, and its
+``room_hash``, is what it always was); otherwise the encoding is detected with
+charset-normalizer (:func:`decode_text`). Each document records the encoding it was decoded
+with and how many U+FFFD replacement characters decoding needed; :meth:`DataRoom.notes` lists
+the documents that were not UTF-8, needed replacements, or were skipped.
 
 Derived files live under ``<room>/.rlmdistill/`` when the room is writable: extracted text of
-non-text formats (``text/``) and token counts per tokenizer (``token_counts.json``).
+non-text formats (``text/``, with a ``.json`` beside HTML text holding its encoding) and token
+counts per tokenizer (``token_counts.json``).
 """
 
 from __future__ import annotations
@@ -27,38 +36,102 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlmdistill.rooms.task import Task, load_task
 
-__all__ = ["SUPPORTED_SUFFIXES", "DataRoom", "Document", "RoomError", "extract_text"]
+__all__ = [
+    "SUPPORTED_SUFFIXES",
+    "DataRoom",
+    "DecodedText",
+    "Document",
+    "RoomError",
+    "decode_text",
+    "extract",
+    "extract_text",
+    "locate_moved_room",
+]
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".pdf", ".docx", ".html", ".htm"})
 """File suffixes (lowercase) that become documents."""
 
 _PLAIN_SUFFIXES = frozenset({".txt", ".md"})
+_HTML_SUFFIXES = frozenset({".html", ".htm"})
 _CACHE_DIR = ".rlmdistill"
+_PREFERRED_LEGACY = "cp1252"
 
 
 class RoomError(ValueError):
     """A room folder is missing or a document's text could not be extracted (names the file)."""
 
 
-def extract_text(path: Path) -> str:
-    """Extract the plain text of one supported file.
+class DecodedText(NamedTuple):
+    """Text decoded from bytes (:func:`decode_text`), or extracted from a file (:func:`extract`)."""
 
-    Returns the text (``str``). Raises :class:`RoomError` naming ``path`` when the suffix is
-    not supported or extraction fails (corrupt PDF, unreadable file, ...).
+    text: str
+    encoding: str | None
+    """Codec the bytes were decoded with as Python names it (``"utf-8"``, ``"cp1252"``, ...);
+    ``None`` for formats whose parser decodes (PDF, DOCX)."""
+    replaced: int
+    """U+FFFD replacement characters decoding put in the text (0: every byte decoded)."""
+
+
+def decode_text(data: bytes, encoding: str | None = None) -> DecodedText:
+    """Decode the bytes of a text file.
+
+    With ``encoding`` given (known from an earlier load), decode with it. Otherwise: valid
+    UTF-8 is UTF-8 (a UTF-8 byte-order mark stays in the text, as it always did); else the
+    encoding is detected with charset-normalizer (``from_bytes(...).best()``), except that
+    Windows-1252 is taken when its decoding fits a language at least as well as the detected
+    one (charset-normalizer's ``coherence``): on short Western text the detector ranks look-alike
+    code pages first (measured: ``"Café"`` in Latin-1 came back as UTF-16-BE, French text as
+    cp1257, ``"crème"`` -> ``"crčme"``), and Windows-1252 is the default for legacy Western text
+    (WHATWG Encoding Standard). Bytes the chosen codec cannot decode become U+FFFD, counted in
+    :attr:`DecodedText.replaced`; when nothing fits, UTF-8 with replacement is used.
+    """
+    if encoding is None:
+        try:
+            return DecodedText(data.decode("utf-8"), "utf-8", 0)
+        except UnicodeDecodeError:
+            encoding = _detect_encoding(data)
+    try:
+        return DecodedText(data.decode(encoding), encoding, 0)
+    except UnicodeDecodeError:
+        text = data.decode(encoding, errors="replace")
+        return DecodedText(text, encoding, text.count("\ufffd"))
+
+
+def _detect_encoding(data: bytes) -> str:
+    """The codec :func:`decode_text` uses for bytes that are not UTF-8 (see there)."""
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    legacy = None
+    with contextlib.suppress(UnicodeDecodeError):
+        data.decode(_PREFERRED_LEGACY)
+        legacy = from_bytes(data, cp_isolation=[_PREFERRED_LEGACY], threshold=1.0).best()
+    if legacy is not None and (best is None or legacy.coherence >= best.coherence):
+        return _PREFERRED_LEGACY
+    return "utf-8" if best is None else str(best.encoding)
+
+
+def extract(path: Path, encoding: str | None = None) -> DecodedText:
+    """Extract the plain text of one supported file, with the encoding it was decoded with.
+
+    ``encoding`` (text and HTML files only) skips detection (see :func:`decode_text`).
+    Raises :class:`RoomError` naming ``path`` when the suffix is not supported or extraction
+    fails (corrupt PDF, unreadable file, ...).
     """
     suffix = path.suffix.lower()
     try:
         if suffix in _PLAIN_SUFFIXES:
-            return path.read_bytes().decode("utf-8", errors="replace")
+            return decode_text(path.read_bytes(), encoding)
         if suffix == ".pdf":
             from pypdf import PdfReader
 
             reader = PdfReader(str(path))
-            return "\n\n".join((page.extract_text() or "") for page in reader.pages)
+            text = "\n\n".join((page.extract_text() or "") for page in reader.pages)
+            return DecodedText(text, None, 0)
         if suffix == ".docx":
             import docx
 
@@ -67,15 +140,25 @@ def extract_text(path: Path) -> str:
             for table in doc.tables:
                 for row in table.rows:
                     parts.append("\t".join(cell.text for cell in row.cells))
-            return "\n".join(parts)
-        if suffix in {".html", ".htm"}:
+            return DecodedText("\n".join(parts), None, 0)
+        if suffix in _HTML_SUFFIXES:
             from bs4 import BeautifulSoup
 
-            raw = path.read_bytes().decode("utf-8", errors="replace")
-            return BeautifulSoup(raw, "html.parser").get_text("\n")
+            raw = decode_text(path.read_bytes(), encoding)
+            text = BeautifulSoup(raw.text, "html.parser").get_text("\n")
+            return raw._replace(text=text)
     except Exception as exc:  # any parser failure becomes a RoomError naming the file
         raise RoomError(f"{path}: cannot extract text ({type(exc).__name__}: {exc})") from exc
     raise RoomError(f"{path}: unsupported document type {suffix!r}")
+
+
+def extract_text(path: Path) -> str:
+    """Extract the plain text of one supported file (:func:`extract`'s text).
+
+    Raises :class:`RoomError` naming ``path`` when the suffix is not supported or extraction
+    fails (corrupt PDF, unreadable file, ...).
+    """
+    return extract(path).text
 
 
 class Document:
@@ -83,10 +166,22 @@ class Document:
 
     Attributes: ``id`` (POSIX path relative to the documents root), ``folder`` (top-level
     folder or ``""``), ``path`` (absolute file path), ``n_chars`` (characters of the extracted
-    text), ``sha256`` (hex digest of the UTF-8 extracted text).
+    text), ``sha256`` (hex digest of the UTF-8 extracted text), ``encoding`` (codec the file
+    was decoded with, ``None`` for PDF/DOCX or an HTML text cached by an older version) and
+    ``replaced`` (U+FFFD characters decoding put in).
     """
 
-    __slots__ = ("_cache_path", "_text", "folder", "id", "n_chars", "path", "sha256")
+    __slots__ = (
+        "_cache_path",
+        "_text",
+        "encoding",
+        "folder",
+        "id",
+        "n_chars",
+        "path",
+        "replaced",
+        "sha256",
+    )
 
     def __init__(
         self,
@@ -98,12 +193,16 @@ class Document:
         *,
         text: str | None = None,
         cache_path: Path | None = None,
+        encoding: str | None = None,
+        replaced: int = 0,
     ) -> None:
         self.id = id
         self.folder = folder
         self.path = path
         self.n_chars = n_chars
         self.sha256 = sha256
+        self.encoding = encoding
+        self.replaced = replaced
         self._text = text
         self._cache_path = cache_path
 
@@ -119,7 +218,7 @@ class Document:
             if self._cache_path is not None and self._cache_path.is_file():
                 self._text = self._cache_path.read_text(encoding="utf-8")
             else:
-                self._text = extract_text(self.path)
+                self._text = extract(self.path, self.encoding).text
         return self._text
 
     def __repr__(self) -> str:
@@ -155,7 +254,8 @@ class DataRoom:
         self.task = task
         """The room's task, or ``None`` when it has no ``task.json``."""
         self.skipped = skipped
-        """``(id, reason)`` for each file that is not a document (unsupported type)."""
+        """``(id, reason)`` for each file that is not a document: an unsupported type, or (not
+        strict) a document whose text could not be extracted, e.g. a corrupt PDF."""
         self.docs_root = docs_root
         """Folder that document ids are relative to."""
         self._by_id = {d.id: d for d in self.documents}
@@ -167,11 +267,15 @@ class DataRoom:
 
     # ----------------------------------------------------------------- loading
     @classmethod
-    def load(cls, path: str | Path) -> DataRoom:
+    def load(cls, path: str | Path, *, strict: bool = False) -> DataRoom:
         """Load the room at ``path`` (see the module docstring for the layout rule).
 
-        Raises :class:`RoomError` when ``path`` is not a directory or a document cannot be
-        extracted, and :class:`~rlmdistill.rooms.task.TaskError` for an invalid ``task.json``.
+        A document whose text cannot be extracted (corrupt PDF, unreadable file) is left out
+        and listed in :attr:`skipped` with the reason; with ``strict=True`` it is an error.
+
+        Raises :class:`RoomError` when ``path`` is not a directory or (``strict``) a document
+        cannot be extracted, and :class:`~rlmdistill.rooms.task.TaskError` for an invalid
+        ``task.json``.
         """
         root = Path(path).resolve()
         if not root.is_dir():
@@ -199,7 +303,16 @@ class DataRoom:
                 skipped.append((doc_id, f"unsupported file type {suffix or '(none)'}"))
                 continue
             folder = rel.parts[0] if len(rel.parts) > 1 else ""
-            documents.append(_load_document(file, doc_id, folder, cache_dir))
+            try:
+                documents.append(_load_document(file, doc_id, folder, cache_dir))
+            except OSError as exc:  # e.g. a dangling symlink: stat() fails before extraction
+                if strict:
+                    raise RoomError(f"{file}: cannot read ({exc.strerror or exc})") from exc
+                skipped.append((doc_id, f"cannot read ({exc.strerror or exc})"))
+            except RoomError as exc:
+                if strict:
+                    raise
+                skipped.append((doc_id, str(exc).removeprefix(f"{file}: ")))
         return cls(root, documents, task, skipped, docs_root)
 
     # ----------------------------------------------------------------- access
@@ -228,6 +341,28 @@ class DataRoom:
     def n_chars(self) -> int:
         """Total characters of extracted text over all documents."""
         return sum(d.n_chars for d in self.documents)
+
+    @property
+    def not_utf8(self) -> list[tuple[str, str]]:
+        """``(id, encoding)`` of each document decoded with another codec than UTF-8."""
+        return [(d.id, d.encoding) for d in self.documents if d.encoding not in (None, "utf-8")]
+
+    @property
+    def with_replacements(self) -> list[tuple[str, int]]:
+        """``(id, count)`` of each document whose decoding put in U+FFFD characters."""
+        return [(d.id, d.replaced) for d in self.documents if d.replaced]
+
+    def notes(self) -> list[str]:
+        """One line per document worth a look: decoded from another encoding than UTF-8,
+        decoded with replacement characters, or skipped (with the reason). Empty for a clean
+        UTF-8 room. ``rooms show``, ``collect`` and ``loop`` print these."""
+        lines = [f"decoded as {enc} (not UTF-8): {doc_id}" for doc_id, enc in self.not_utf8]
+        lines += [
+            f"{n} replacement character(s) (bytes no encoding decoded): {doc_id}"
+            for doc_id, n in self.with_replacements
+        ]
+        lines += [f"skipped {doc_id}: {why}" for doc_id, why in self.skipped]
+        return lines
 
     def texts(self) -> dict[str, str]:
         """``{doc_id: text}`` for every document, in id order."""
@@ -274,7 +409,9 @@ class DataRoom:
 
         Files: ``<dest>.bin`` holds every document's text as UTF-8, back to back, in id order;
         ``<dest>.json`` is the index ``{"room_id", "room_hash", "blob", "documents": [{"id",
-        "folder", "chars", "byte_start", "byte_end"}]}``. Concurrent episodes map the same
+        "folder", "chars", "byte_start", "byte_end", "encoding", "replaced"}], "skipped":
+        [{"id", "reason"}]}`` (``encoding``/``replaced`` as on :class:`Document`; indexes
+        written before they existed lack them and still load). Concurrent episodes map the same
         ``.bin`` read-only, so the OS page cache holds one copy of the room however many REPLs
         run. Both files are written under temporary names and renamed into place.
         """
@@ -296,6 +433,8 @@ class DataRoom:
                         "chars": len(d.text),
                         "byte_start": offset,
                         "byte_end": offset + len(data),
+                        "encoding": d.encoding,
+                        "replaced": d.replaced,
                     }
                 )
                 offset += len(data)
@@ -304,6 +443,7 @@ class DataRoom:
             "room_hash": self.room_hash,
             "blob": blob.name,
             "documents": docs,
+            "skipped": [{"id": doc_id, "reason": why} for doc_id, why in self.skipped],
         }
         tmp_index = index.with_name(f"{index.name}.{os.getpid()}.tmp")
         tmp_index.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
@@ -327,24 +467,75 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def _load_document(file: Path, doc_id: str, folder: str, cache_dir: Path) -> Document:
-    """Extract (or read from the text cache) one document and record its size and digest."""
+    """Extract (or read from the text cache) one document and record its size, digest and
+    encoding.
+
+    HTML text is cached under a key of its own version (``html-v2``) with a ``.json`` beside
+    it holding the encoding: older caches of HTML decoded non-UTF-8 bytes with replacement
+    characters, so they are not reused.
+    """
     suffix = file.suffix.lower()
     if suffix in _PLAIN_SUFFIXES:
-        text = extract_text(file)
-        return Document(doc_id, folder, file, len(text), _sha(text))
+        ex = extract(file)
+        return Document(
+            doc_id, folder, file, len(ex.text), _sha(ex.text),
+            encoding=ex.encoding, replaced=ex.replaced,
+        )  # fmt: skip
     stat = file.stat()
-    key = hashlib.sha256(f"{doc_id}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()
+    version = "\0html-v2" if suffix in _HTML_SUFFIXES else ""
+    key = hashlib.sha256(
+        f"{doc_id}\0{stat.st_size}\0{stat.st_mtime_ns}{version}".encode()
+    ).hexdigest()
     cache_path = cache_dir / f"{key[:24]}.txt"
-    if cache_path.is_file():
+    meta_path = cache_path.with_suffix(".json")
+    if cache_path.is_file() and (not version or meta_path.is_file()):
         text = cache_path.read_text(encoding="utf-8")
-        return Document(doc_id, folder, file, len(text), _sha(text), cache_path=cache_path)
-    text = extract_text(file)
+        meta: dict[str, Any] = {}
+        if version:
+            with contextlib.suppress(OSError, ValueError):
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        return Document(
+            doc_id, folder, file, len(text), _sha(text), cache_path=cache_path,
+            encoding=meta.get("encoding"), replaced=int(meta.get("replaced", 0)),
+        )  # fmt: skip
+    ex = extract(file)
+    text = ex.text
+    facts: dict[str, Any] = {"encoding": ex.encoding, "replaced": ex.replaced}
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
+        if version:
+            meta_path.write_text(json.dumps(facts), encoding="utf-8")
         cache_path.write_text(text, encoding="utf-8")
     except (OSError, UnicodeError):  # read-only room: keep the text in memory instead
-        return Document(doc_id, folder, file, len(text), _sha(text), text=text)
-    return Document(doc_id, folder, file, len(text), _sha(text), cache_path=cache_path)
+        return Document(doc_id, folder, file, len(text), _sha(text), text=text, **facts)
+    return Document(doc_id, folder, file, len(text), _sha(text), cache_path=cache_path, **facts)
+
+
+def locate_moved_room(recorded: str | Path, room_hash: str, near: Path) -> Path | None:
+    """Find a room recorded at ``recorded`` (a folder that no longer exists) after its
+    workspace moved: the folder ``A / tail`` for ``A`` the folders above ``near`` (nearest
+    first) and ``tail`` the last 1..4 components of ``recorded`` (shortest first), whose
+    content hash is ``room_hash``; ``None`` when none is.
+
+    ``near`` is something that moved with the room (a run folder of the same workspace). Only
+    folders holding a ``task.json`` are loaded, and a candidate counts only if it loads with
+    the recorded content hash, so a folder that merely has the same name is never taken for
+    the room.
+    """
+    parts = Path(recorded).parts
+    anchors = [Path(near).resolve(), *Path(near).resolve().parents][:6]
+    for k in range(1, min(4, len(parts) - 1) + 1):
+        tail = Path(*parts[-k:])
+        for anchor in anchors:
+            candidate = anchor / tail
+            if candidate == Path(recorded) or not (candidate / "task.json").is_file():
+                continue  # episodes ran on rooms with a task: nothing else is loaded
+            try:
+                if DataRoom.load(candidate).room_hash == room_hash:
+                    return candidate
+            except (RoomError, ValueError):
+                continue
+    return None
 
 
 def _sha(text: str) -> str:

@@ -238,6 +238,32 @@ def check_target_modules(model: Any, targets: list[str]) -> None:
         )
 
 
+def check_embedding_rows(model: Any, tokenizer: Any) -> None:
+    """Refuse a tokenizer with more tokens than the model's input embedding matrix has rows.
+
+    A token id ``>= rows`` makes the embedding lookup fail mid-training with ``IndexError:
+    index out of range in self`` (issue #25); a tokenizer *smaller* than the matrix is normal
+    (Qwen2.5 pads its 151,665 tokens to 151,936 rows) and passes.
+
+    Args:
+        model: a loaded ``transformers`` model (``get_input_embeddings()`` gives the matrix).
+        tokenizer: its tokenizer; ``len(tokenizer)`` counts added tokens too.
+
+    Raises:
+        SFTError: naming both sizes and the two fixes.
+    """
+    n_tokens = len(tokenizer)
+    n_rows = int(model.get_input_embeddings().weight.shape[0])
+    if n_tokens > n_rows:
+        raise SFTError(
+            f"the tokenizer has {n_tokens} tokens but the model's input embedding matrix has "
+            f"{n_rows} rows ({n_tokens - n_rows} token ids would index past it and training "
+            "would crash with 'IndexError: index out of range in self'); resize the "
+            "embeddings (model.resize_token_embeddings(len(tokenizer)), then save the base "
+            "and train on that folder) or use the model's own tokenizer"
+        )
+
+
 class Precision(NamedTuple):
     """Where and in what precision SFT runs, and why (printed, recorded in ``sft.json``)."""
 
@@ -406,7 +432,8 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
     Raises:
         SFTError: output folder already holds a run (without ``resume``), ``resume`` without a
             checkpoint or with another dataset, base given as an adapter/HTTP spec, bad
-            ``target_modules`` (lists valid names), ``bf16: on`` without support.
+            ``target_modules`` (lists valid names), ``bf16: on`` without support, a tokenizer with
+            more tokens than the model's embedding rows (:func:`check_embedding_rows`).
         DatasetError: the dataset fails a check (names the row and episode).
         FileNotFoundError: base model not pulled / not found.
     """
@@ -468,6 +495,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
     logger.info("sft: %s %s (%s)", device, "bf16" if bf16 else "float32", precision.reason)
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
     model.config.use_cache = False  # a KV cache would defeat the packed-sequence mask (S8)
+    check_embedding_rows(model, tokenizer)
     check_target_modules(model, config.target_modules)
     lora = LoraConfig(
         r=config.lora_r,
@@ -613,6 +641,7 @@ __all__ = [
     "SFTStatus",
     "TrainLogCallback",
     "TrainLogRecord",
+    "check_embedding_rows",
     "check_target_modules",
     "linear_module_names",
     "resolve_base",

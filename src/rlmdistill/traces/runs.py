@@ -204,6 +204,7 @@ def load_room_tasks(
     *,
     task_ids: Mapping[str, Iterable[str]] | None = None,
     on_error: TaskErrorPolicy = "raise",
+    run_dir: Path | None = None,
 ) -> RoomTasks:
     """The rubric task (``task.json``) of every room of a run, by room hash.
 
@@ -221,6 +222,10 @@ def load_room_tasks(
             summaries at hand (the dashboard reads these two columns only); merged with those
             of ``episodes``.
         on_error: what a problem does (:data:`TaskErrorPolicy`).
+        run_dir: where the run is now, when ``run`` is a loaded manifest (a run directory
+            given as ``run`` is its own). A room whose recorded folder no longer exists is
+            then looked for near it, as a moved workspace has it
+            (:func:`~rlmdistill.rooms.room.locate_moved_room`, checked by content hash).
 
     Returns:
         :class:`RoomTasks`: ``tasks`` by room hash and the ``problems`` of the other rooms.
@@ -232,6 +237,8 @@ def load_room_tasks(
         TraceFileError: ``run.json`` does not validate.
     """
     manifest = run if isinstance(run, RunManifest) else load_manifest(run)
+    if not isinstance(run, RunManifest):
+        run_dir = Path(run)
     rooms = {r.room_hash: (r.room_id, r.path) for r in manifest.rooms}
     ran: dict[str, set[str]] = {h: set(ids) for h, ids in (task_ids or {}).items()}
     for e in episodes:
@@ -240,6 +247,11 @@ def load_room_tasks(
     out = RoomTasks(tasks={}, problems=[])
     for room_hash, (room_id, room_path) in rooms.items():
         path = Path(room_path) / "task.json"
+        if not path.is_file() and run_dir is not None:
+            from rlmdistill.rooms.room import locate_moved_room
+
+            moved = locate_moved_room(room_path, room_hash, run_dir)
+            path = path if moved is None else moved / "task.json"
         problem = None
         if not path.is_file():
             problem = RoomTaskProblem(
