@@ -4,6 +4,7 @@ wrote, token-exact multi-turn prompts, config checks, and (slow) 3 GRPO steps on
 from __future__ import annotations
 
 import json
+from itertools import chain
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -107,10 +108,10 @@ def test_rollout_rows_match_the_episodes_it_wrote(
         assert len(comp) == len(mask) == len(lps)
         assert out["prompt_ids"][i] == prompts_i[0]
         generated = [t.tokens.completion_ids for t in turns]
-        assert [c for c, m in zip(comp, mask, strict=True) if m == 1] == sum(generated, [])
+        assert [c for c, m in zip(comp, mask, strict=True) if m == 1] == list(chain(*generated))
         assert all(lp == 0.0 for lp, m in zip(lps, mask, strict=True) if m == 0)
-        assert [lp for lp, m in zip(lps, mask, strict=True) if m == 1] == sum(
-            [t.tokens.logprobs for t in turns], []
+        assert [lp for lp, m in zip(lps, mask, strict=True) if m == 1] == list(
+            chain(*(t.tokens.logprobs for t in turns))
         )
         # the whole episode is the last prompt + its completion: token-exact across turns
         assert out["prompt_ids"][i] + comp == prompts_i[-1] + generated[-1]

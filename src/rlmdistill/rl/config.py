@@ -55,7 +55,9 @@ class RLConfig(BaseModel):
     seed: int = Field(0, description="Trainer seed; step s collects with collect seed seed + s.")
     save_steps: int = Field(1, ge=1, description="Checkpoint every N steps (resume point).")
     save_total_limit: int | None = Field(2, ge=1)
-    report_to: list[str] = Field(default_factory=list, description="TRL trackers (none by default).")
+    report_to: list[str] = Field(
+        default_factory=list, description="TRL trackers (none by default)."
+    )
     max_batch: int = Field(8, ge=1, description="In-process root: requests per generate call.")
 
     @field_validator("reward")

@@ -135,7 +135,10 @@ class HarnessRollout:
         if unknown:
             raise RolloutError(f"rollout prompts name no configured room: {unknown[:3]}")
         paths = list(counts)
-        run_dir = Path(self.config.out) / "rollouts" / f"step-{step:06d}"
+        name = f"step-{step:06d}"
+        if int(getattr(trainer.accelerator, "num_processes", 1)) > 1:  # one run folder each
+            name += f"-rank{int(trainer.accelerator.process_index)}"
+        run_dir = Path(self.config.out) / "rollouts" / name
         cc = self.collect_config(paths, max(counts.values()), step)
         model = trainer.accelerator.unwrap_model(trainer.model)
         was_training = model.training
@@ -147,7 +150,9 @@ class HarnessRollout:
             max_batch=self.config.max_batch,
         )
         try:
-            collect(cc, run_dir, client, self.sub, progress=False, rooms=[self.rooms[p] for p in paths])
+            collect(
+                cc, run_dir, client, self.sub, progress=False, rooms=[self.rooms[p] for p in paths]
+            )
         finally:
             client.close()
             model.train(was_training)

@@ -89,7 +89,9 @@ def _log_callback(path: Path, rollout: HarnessRollout, trainer_ref: list[Any]) -
             if logs is None or "loss" not in logs or not state.is_world_process_zero:
                 return
             step = state.global_step
-            roll = next((r for r in reversed(rollout.history) if r["step"] == step), {})
+            roll: dict[str, Any] = next(
+                (r for r in reversed(rollout.history) if r["step"] == step), {}
+            )
             trainer = trainer_ref[0] if trainer_ref else None
             record = {
                 **roll,
@@ -148,7 +150,9 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
         if manifest_path.is_file():
             previous = RLManifest.model_validate_json(manifest_path.read_text("utf-8"))
     elif manifest_path.exists() or (ckpt_dir.is_dir() and any(ckpt_dir.iterdir())):
-        raise RLError(f"{out} already holds an RL run; pass --resume to continue or use a new --out")
+        raise RLError(
+            f"{out} already holds an RL run; pass --resume to continue or use a new --out"
+        )
 
     rooms: dict[str, DataRoom] = {}
     for p in config.rooms:
@@ -177,7 +181,10 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
         base_path=str(base_dir),
         sub=config.sub_spec,
         global_step=previous.global_step if previous else 0,
-        resumed_from=[*(previous.resumed_from if previous else []), *([resume_ckpt] if resume_ckpt else [])],
+        resumed_from=[
+            *(previous.resumed_from if previous else []),
+            *([resume_ckpt] if resume_ckpt else []),
+        ],
         steps=previous.steps if previous else [],
         versions=package_versions(),
         git_commit=commit,
@@ -236,7 +243,7 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
         with library_warning_filter():
             trainer = _Trainer(
                 model=model,
-                reward_funcs=[harness_reward],
+                reward_funcs=[harness_reward],  # type: ignore[list-item]
                 args=args,
                 train_dataset=dataset,
                 processing_class=tokenizer,
@@ -255,8 +262,19 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
         for r in log_cb.records:
             steps = [s for s in steps if s.get("step") != r["step"]]
             steps.append(
-                {k: r.get(k) for k in ("step", "reward_mean", "reward_std", "zero_variance_groups",
-                                       "groups", "loss", "kl", "run_dir")}  # fmt: skip
+                {
+                    k: r.get(k)
+                    for k in (
+                        "step",
+                        "reward_mean",
+                        "reward_std",
+                        "zero_variance_groups",
+                        "groups",
+                        "loss",
+                        "kl",
+                        "run_dir",
+                    )
+                }
             )
         manifest.steps = sorted(steps, key=lambda s: int(s["step"]))
         manifest.status = status
