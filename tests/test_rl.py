@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rlmdistill.rl.config import RLConfig, build_config
-from rlmdistill.testing.rl_rewards import distinct_root_tokens
+from rlmdistill.testing.rl_rewards import distinct_root_tokens, mean_root_logprob
 from rlmdistill.traces.runs import load_summaries, load_trajectory
 from rlmdistill.traces.tokens import prompt_ids
 
@@ -55,11 +55,17 @@ def test_config_refuses_what_cannot_run(tmp_path: Path) -> None:
     assert cfg.sub_spec == "local:smollm2-135m" and cfg.reward == "pass_rate"
 
 
-def test_distinct_root_tokens_by_hand() -> None:
-    """Turns generating [5, 6, 5] and [7]: distinct {5, 6, 7} -> 3 / 10."""
-    turn = lambda ids: SimpleNamespace(tokens=SimpleNamespace(completion_ids=ids))  # noqa: E731
-    traj = SimpleNamespace(turns=[turn([5, 6, 5]), turn([7]), SimpleNamespace(tokens=None)])
+def test_test_rewards_by_hand() -> None:
+    """Turns generating [5, 6, 5] and [7]: distinct {5, 6, 7} -> 3 / 10; their logprobs
+    [-1, -3] and [-2] -> mean -2."""
+    turn = lambda ids, lps: SimpleNamespace(  # noqa: E731
+        tokens=SimpleNamespace(completion_ids=ids, logprobs=lps)
+    )
+    traj = SimpleNamespace(
+        turns=[turn([5, 6, 5], [-1.0, -3.0]), turn([7], [-2.0]), SimpleNamespace(tokens=None)]
+    )
     assert distinct_root_tokens(None, traj) == pytest.approx(0.3)  # type: ignore[arg-type]
+    assert mean_root_logprob(None, traj) == pytest.approx(-2.0)  # type: ignore[arg-type]
 
 
 def test_rollout_rows_match_the_episodes_it_wrote(
@@ -139,7 +145,14 @@ def test_three_grpo_steps_on_cpu(tmp_path: Path, cuad_room3: Path, tiny_llama_di
     from rlmdistill.rl.train import read_rl_manifest
 
     out = tmp_path / "adapter"
-    cfg = _config(cuad_room3, out, tiny_llama_dir, max_steps=3, learning_rate=1e-2)
+    cfg = _config(
+        cuad_room3,
+        out,
+        tiny_llama_dir,
+        max_steps=3,
+        learning_rate=1e-2,
+        reward="rlmdistill.testing.rl_rewards:mean_root_logprob",
+    )
     res = run(cfg, progress=False)
     assert res.global_step == 3
     lines = [json.loads(x) for x in (out / "rl_log.jsonl").read_text().splitlines()]

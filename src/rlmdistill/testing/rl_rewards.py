@@ -25,4 +25,18 @@ def distinct_root_tokens(summary: EpisodeSummary, trajectory: Any) -> float:
     return len(ids) / 10.0
 
 
-__all__ = ["distinct_root_tokens"]
+def mean_root_logprob(summary: EpisodeSummary, trajectory: Any) -> float:
+    """Mean recorded logprob of the ids the root generated (0.0 when none were recorded).
+
+    A random tiny model samples ids that are all distinct (so :func:`distinct_root_tokens`
+    is constant there) but never with equal logprobs, so this reward always varies within a
+    group. Example: logprobs ``[-1.0, -3.0]`` and ``[-2.0]`` -> -2.0.
+    """
+    values: list[float] = []
+    for turn in trajectory.turns:
+        if turn.tokens is not None and turn.tokens.logprobs is not None:
+            values.extend(turn.tokens.logprobs)
+    return sum(values) / len(values) if values else 0.0
+
+
+__all__ = ["distinct_root_tokens", "mean_root_logprob"]
