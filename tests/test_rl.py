@@ -187,3 +187,20 @@ def test_three_grpo_steps_on_cpu(tmp_path: Path, cuad_room3: Path, tiny_llama_di
     manifest = read_rl_manifest(out / "rl.json")
     assert [s["step"] for s in manifest.steps] == [1, 2, 3, 4]
     assert len(manifest.resumed_from) == 1
+
+
+def test_cli_bad_config_and_nothing_to_resume(
+    tmp_path: Path, cuad_room3: Path, capsys: Any
+) -> None:
+    """`rlmdistill rl` exits 2 with one line for a config that cannot run and for --resume
+    without a checkpoint (before any model loads)."""
+    from rlmdistill.rl.cli import rl_main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"rooms: [{cuad_room3}]\nout: {tmp_path / 'o'}\nrooms_per_step: 2\n")
+    assert rl_main(bad, progress=False) == 2
+    assert "rooms_per_step 2 > 1 room" in capsys.readouterr().err
+    good = tmp_path / "good.yaml"
+    good.write_text(f"rooms: [{cuad_room3}]\nout: {tmp_path / 'o'}\n")
+    assert rl_main(good, resume=True, progress=False) == 2
+    assert "no checkpoint in" in capsys.readouterr().err
