@@ -324,6 +324,7 @@ def _register_stages() -> None:
     from rlmdistill.filter.cli import register as register_filter
     from rlmdistill.judge.cli import register as register_judge
     from rlmdistill.loop.cli import register as register_loop
+    from rlmdistill.rl.cli import register as register_rl
     from rlmdistill.rooms.synth import register as register_rooms
     from rlmdistill.sft.cli import register as register_sft
 
@@ -335,6 +336,7 @@ def _register_stages() -> None:
     register_sft(app)
     register_report(app)
     register_loop(app)
+    register_rl(app)
     register_dashboard(app)
 
 

@@ -215,6 +215,23 @@ def _episode_row(turn_rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def episode_token_row(turns: Sequence[TurnRecord]) -> dict[str, Any]:
+    """One episode's root turns as one GRPO sequence (the ``unit="episode"`` row fragment).
+
+    Returns ``{"turn": -1, "prompt_ids", "completion_ids", "loss_mask", "logprobs",
+    "logprobs_source"}``: ``completion_ids`` interleave generated ids (mask 1) with the ids the
+    harness added between turns (mask 0, logprob 0.0); ``len(completion_ids) ==
+    len(loss_mask) == len(logprobs)``. Shared by ``export-grpo`` and online RL
+    (:mod:`rlmdistill.rl.rollout`).
+
+    Raises:
+        LookupError: a turn has no recorded token ids.
+        ValueError: lengths disagree, or a turn's prompt does not extend the previous prompt +
+            completion (a chat template that re-renders the history).
+    """
+    return _episode_row(_turn_rows(turns))
+
+
 def _resolve_grader(runs: Sequence[Path], grader: str | None) -> str:
     available = {str(r): grader_ids(r) for r in runs}
     union = sorted({g for ids in available.values() for g in ids})
@@ -489,6 +506,7 @@ __all__ = [
     "GrpoExportError",
     "GrpoManifest",
     "GrpoOptions",
+    "episode_token_row",
     "export_grpo",
     "group_id_of",
     "grpo_card",

@@ -196,6 +196,45 @@ class LocalChatClient:
         model.eval()
         self.model: Any = model
         self.load_s = time.perf_counter() - t0
+        self._start(context_window)
+
+    @classmethod
+    def from_model(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_id: str,
+        max_batch: int = 8,
+        batch_wait_s: float = 0.02,
+        context_window: int | None = None,
+    ) -> LocalChatClient:
+        """A client around a model already in memory (no second copy is loaded).
+
+        Used by online RL (:mod:`rlmdistill.rl`): the root of each rollout is the very model
+        being trained, so every episode samples from the current policy. The caller keeps
+        ownership of ``model`` (its train/eval mode, its device); :meth:`close` stops the
+        worker and drops this client's reference only. ``dtype`` is read from the model's
+        first parameter. Raises ``FatalModelError`` when ``tokenizer`` has no chat template.
+        """
+        self = cls.__new__(cls)
+        self.model_dir = Path(str(getattr(model, "name_or_path", "") or "."))
+        self.adapter = None
+        self.model_id = model_id
+        self.max_batch = max(1, max_batch)
+        self.batch_wait_s = batch_wait_s
+        param = next(iter(model.parameters()), None)
+        self.dtype = str(param.dtype).removeprefix("torch.") if param is not None else "float32"
+        self.dtype_reason = "the given model's dtype"
+        self.tokenizer = tokenizer
+        self.model = model
+        self.load_s = 0.0
+        self._start(context_window)
+        return self
+
+    def _start(self, context_window: int | None) -> None:
+        """Check the tokenizer, read limits off the model config, start the worker thread."""
+        model = self.model
         if getattr(self.tokenizer, "chat_template", None) is None:
             raise FatalModelError(f"{self.model_id}: tokenizer has no chat template", attempts=0)
         config = model.config
@@ -252,6 +291,10 @@ class LocalChatClient:
         with self._tok_lock:
             return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def _prompt_ids(self, text: str) -> list[int]:
+        """Ids of a rendered prompt (:meth:`encode`; a subclass may reuse earlier ids)."""
+        return self.encode(text)
+
     def chat(
         self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
     ) -> ChatResult:
@@ -274,7 +317,7 @@ class LocalChatClient:
     def _prepare(
         self, messages: list[Message], sampling: Sampling, prefill: str | None
     ) -> tuple[list[int], int]:
-        ids = self.encode(self.render(messages, prefill))
+        ids = self._prompt_ids(self.render(messages, prefill))
         room = self.context_window - len(ids)
         max_tokens = sampling.max_tokens
         if len(ids) + max_tokens > self.context_window:

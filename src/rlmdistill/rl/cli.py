@@ -1,0 +1,76 @@
+"""``rlmdistill rl CONFIG``: online GRPO on the root with harness rollouts (docs/rl.md).
+
+::
+
+    rlmdistill rl rl.yaml [--out adapters/NAME] [--max-steps N] [--resume]
+
+:func:`rl_main` is the plain function behind the command; :func:`register` adds it to a typer
+app.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def rl_main(
+    config: Path,
+    *,
+    out: Path | None = None,
+    max_steps: int | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> int:
+    """Train per ``config`` (YAML/JSON) with flags overriding it; returns the exit code.
+
+    0 on success; 2 with one clear line on stderr for a user error (bad config field, occupied
+    output folder, nothing to resume, missing base model, room without task).
+    """
+    from pydantic import ValidationError
+
+    from rlmdistill.rl.config import build_config
+    from rlmdistill.rl.rollout import RolloutError
+    from rlmdistill.rl.train import RLError, run
+
+    try:
+        cfg = build_config(config, {"out": out, "max_steps": max_steps})
+    except (ValidationError, ValueError, OSError) as exc:
+        err.print(f"rl: {config}: {exc}", markup=False)
+        return 2
+    try:
+        res = run(cfg, resume=resume, progress=progress)
+    except (RLError, RolloutError, FileNotFoundError) as exc:
+        err.print(f"rl: {exc}", markup=False)
+        return 2
+    for r in res.steps:
+        err.print(
+            f"step {r['step']}: reward {r.get('reward_mean', float('nan')):.4f} "
+            f"(std {r.get('reward_std', float('nan')):.4f}), zero-variance groups "
+            f"{r.get('zero_variance_groups')}/{r.get('groups')}, loss {r['loss']:.4f}, kl {r.get('kl')}",
+            markup=False,
+        )
+    err.print(f"adapter: {res.out} (step {res.global_step})", markup=False)
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``rl`` to ``app``."""
+
+    @app.command("rl")
+    def rl_cmd(
+        config: Annotated[Path, typer.Argument(help="RL config (YAML/JSON), see docs/rl.md.")],
+        out: Annotated[Path | None, typer.Option(help="Adapter folder (overrides config).")] = None,
+        max_steps: Annotated[int | None, typer.Option(help="Optimiser steps.")] = None,
+        resume: Annotated[bool, typer.Option(help="Continue from the newest checkpoint.")] = False,
+    ) -> None:
+        """Online GRPO on the root: LoRA, rollouts from the RLM harness, frozen sub model."""
+        raise typer.Exit(rl_main(config, out=out, max_steps=max_steps, resume=resume))
+
+
+__all__ = ["register", "rl_main"]

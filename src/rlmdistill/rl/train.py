@@ -1,0 +1,295 @@
+""":func:`run`: online GRPO on the root (TRL ``GRPOTrainer`` + LoRA, harness rollouts).
+
+Output folder (``config.out``), laid out like an SFT adapter so collect specs
+(``local:NAME+adapter=OUT``), ``rlmdistill sft merge`` and the loop's eval arm load it:
+
+- ``adapter_config.json``, ``adapter_model.safetensors``: the LoRA adapter (peft);
+- ``rl.json``: :class:`RLManifest` (resolved config, base path, status, per-step summary),
+  the counterpart of SFT's ``sft.json``;
+- ``rl_log.jsonl``: one line per optimiser step: TRL's logged metrics (``loss``, ``kl``,
+  ``reward``, ``reward_std``, ``frac_reward_zero_std``, ...) merged with the rollout record of
+  that step (``reward_mean``, ``reward_std``, ``zero_variance_groups``, ``group_rewards``,
+  ``advantages`` as TRL computed them, the step's run folder);
+- ``rollouts/step-NNNNNN/``: each step's episodes as a normal run folder;
+- ``checkpoints/checkpoint-N/``: TRL checkpoints; ``run(config, resume=True)`` continues
+  from the newest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlmdistill.rl.config import RLConfig
+from rlmdistill.rl.rollout import HarnessRollout, dump_record, harness_reward
+
+RL_SCHEMA_VERSION = 1
+RLStatus = Literal["running", "completed", "failed"]
+
+
+class RLError(RuntimeError):
+    """A user-fixable problem (occupied output folder, nothing to resume, room without task)."""
+
+
+class RLManifest(BaseModel):
+    """``OUT/rl.json``: what was trained, from what, how, and how it went."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = RL_SCHEMA_VERSION
+    method: Literal["grpo"] = "grpo"
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    status: RLStatus
+    config: RLConfig
+    base_path: str
+    """Absolute checkpoint directory of the root's base model (as ``sft.json``'s)."""
+    sub: str
+    """Spec of the frozen sub model."""
+    global_step: int = 0
+    resumed_from: list[str] = Field(default_factory=list)
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    """Per step: reward_mean, reward_std, zero_variance_groups, groups, loss, kl."""
+    versions: dict[str, str] = Field(default_factory=dict)
+    git_commit: str | None = None
+
+
+class RLResult(NamedTuple):
+    """What :func:`run` did."""
+
+    out: Path
+    global_step: int
+    steps: list[dict[str, Any]]
+    """One merged log record per step (the lines of ``rl_log.jsonl`` written by this call)."""
+    resumed_from: str | None
+
+
+def _write_manifest(path: Path, manifest: RLManifest) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _log_callback(path: Path, rollout: HarnessRollout, trainer_ref: list[Any]) -> Any:
+    from transformers import TrainerCallback
+
+    class _RLLog(TrainerCallback):  # type: ignore[misc]
+        """Writes one ``rl_log.jsonl`` line per logged training step (rank 0)."""
+
+        def __init__(self) -> None:
+            self.records: list[dict[str, Any]] = []
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+        ) -> None:
+            if logs is None or "loss" not in logs or not state.is_world_process_zero:
+                return
+            step = state.global_step
+            roll: dict[str, Any] = next(
+                (r for r in reversed(rollout.history) if r["step"] == step), {}
+            )
+            trainer = trainer_ref[0] if trainer_ref else None
+            record = {
+                **roll,
+                "step": step,
+                "loss": float(logs["loss"]),
+                "kl": logs.get("kl"),
+                "trl": {k: v for k, v in logs.items() if isinstance(v, int | float)},
+                "advantages": getattr(trainer, "last_advantages", None),
+                "time": dt.datetime.now(dt.UTC).isoformat(),
+            }
+            self.records.append(record)
+            with path.open("a", encoding="utf-8") as f:
+                f.write(dump_record(record) + "\n")
+
+    return _RLLog()
+
+
+def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLResult:
+    """Train a LoRA adapter on the root with GRPO on harness rollouts (module doc).
+
+    Args:
+        config: :class:`~rlmdistill.rl.config.RLConfig`.
+        resume: continue from the newest checkpoint in ``OUT/checkpoints`` (same config
+            required for the rooms and base).
+        progress: show TRL's progress bar.
+
+    Returns:
+        :class:`RLResult` (the adapter is in ``config.out``).
+
+    Raises:
+        RLError: ``out`` already holds a run (without ``resume``), ``resume`` without a
+            checkpoint, a room without ``task.json``.
+        FileNotFoundError: the base model is not pulled.
+    """
+    import torch
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rlmdistill.compat import library_warning_filter
+    from rlmdistill.models.spec import open_client
+    from rlmdistill.provenance import git_state, package_versions
+    from rlmdistill.rooms import DataRoom
+    from rlmdistill.sft.train import resolve_base
+
+    out = Path(config.out)
+    ckpt_dir = out / "checkpoints"
+    manifest_path = out / "rl.json"
+    resume_ckpt: str | None = None
+    previous: RLManifest | None = None
+    if resume:
+        resume_ckpt = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+        if resume_ckpt is None:
+            raise RLError(f"{out}: resume asked but there is no checkpoint in {ckpt_dir}")
+        if manifest_path.is_file():
+            previous = RLManifest.model_validate_json(manifest_path.read_text("utf-8"))
+    elif manifest_path.exists() or (ckpt_dir.is_dir() and any(ckpt_dir.iterdir())):
+        raise RLError(
+            f"{out} already holds an RL run; pass --resume to continue or use a new --out"
+        )
+
+    rooms: dict[str, DataRoom] = {}
+    for p in config.rooms:
+        room = DataRoom.load(p)
+        if room.task is None:
+            raise RLError(f"room {room.path} has no task.json; rollouts need a task")
+        rooms[str(room.path)] = room
+    base_dir = resolve_base(config.base)
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    sub = open_client(config.sub_spec)
+
+    from datasets import Dataset
+
+    dataset = Dataset.from_list([{"prompt": p} for p in rooms])
+    out.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    commit, _ = git_state()
+    manifest = RLManifest(
+        created_at=previous.created_at if previous else now,
+        updated_at=now,
+        status="running",
+        config=config,
+        base_path=str(base_dir),
+        sub=config.sub_spec,
+        global_step=previous.global_step if previous else 0,
+        resumed_from=[
+            *(previous.resumed_from if previous else []),
+            *([resume_ckpt] if resume_ckpt else []),
+        ],
+        steps=previous.steps if previous else [],
+        versions=package_versions(),
+        git_commit=commit,
+    )
+    _write_manifest(manifest_path, manifest)
+
+    rollout = HarnessRollout(config, rooms, sub, tokenizer)
+    sampling = rollout.collect_config([next(iter(rooms))], 1, 0).root_sampling
+    k = config.num_generations
+    args = GRPOConfig(
+        output_dir=str(ckpt_dir),
+        num_generations=k,
+        per_device_train_batch_size=k * config.rooms_per_step,
+        gradient_accumulation_steps=1,
+        max_steps=config.max_steps,
+        learning_rate=config.learning_rate,
+        beta=config.beta,
+        loss_type=config.loss_type,
+        scale_rewards=config.scale_rewards,
+        temperature=sampling.temperature if sampling.temperature > 0 else 1.0,
+        top_p=sampling.top_p,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=config.save_total_limit,
+        seed=config.seed,
+        report_to=config.report_to or "none",
+        disable_tqdm=not progress,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+    )
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=0.0,  # rollouts sample from the model in eval mode; keep train = eval
+        target_modules=config.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    trainer_ref: list[Any] = []
+    log_cb = _log_callback(out / "rl_log.jsonl", rollout, trainer_ref)
+
+    class _Trainer(GRPOTrainer):  # type: ignore[misc]
+        """Keeps the advantages TRL computed for the last generation batch (for the log)."""
+
+        last_advantages: list[float] | None = None
+
+        def _generate_and_score_completions(self, inputs: Any) -> Any:
+            output = super()._generate_and_score_completions(inputs)
+            self.last_advantages = [float(a) for a in output["advantages"].tolist()]
+            return output
+
+    harness_reward.__name__ = f"rlm_{config.reward.replace(':', '_').replace('.', '_')}"
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    status: RLStatus = "failed"
+    try:
+        with library_warning_filter():
+            trainer = _Trainer(
+                model=model,
+                reward_funcs=[harness_reward],  # type: ignore[list-item]
+                args=args,
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                peft_config=lora,
+                rollout_func=rollout,
+                callbacks=[log_cb],
+            )
+            trainer_ref.append(trainer)
+            output = trainer.train(resume_from_checkpoint=resume_ckpt)
+            trainer.save_model(str(out))
+        status = "completed"
+        global_step = int(output.global_step)
+    finally:
+        sub.close()
+        steps = [*manifest.steps]
+        for r in log_cb.records:
+            steps = [s for s in steps if s.get("step") != r["step"]]
+            steps.append(
+                {
+                    k: r.get(k)
+                    for k in (
+                        "step",
+                        "reward_mean",
+                        "reward_std",
+                        "zero_variance_groups",
+                        "groups",
+                        "loss",
+                        "kl",
+                        "run_dir",
+                    )
+                }
+            )
+        manifest.steps = sorted(steps, key=lambda s: int(s["step"]))
+        manifest.status = status
+        manifest.global_step = max([manifest.global_step, *(int(s["step"]) for s in steps)])
+        manifest.updated_at = dt.datetime.now(dt.UTC)
+        _write_manifest(manifest_path, manifest)
+    return RLResult(out, global_step, log_cb.records, resume_ckpt)
+
+
+def read_rl_manifest(path: Path) -> RLManifest:
+    """Load ``rl.json`` (``ValueError`` naming the file when it does not validate)."""
+    try:
+        return RLManifest.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not an rl.json manifest: {exc}") from exc
+
+
+__all__ = ["RLError", "RLManifest", "RLResult", "read_rl_manifest", "run"]
