@@ -205,7 +205,7 @@ def test_moved_workspace_resumes_and_reports(tmp_path, tiny_llama_dir):
     paths relative to the workspace."""
     import shutil
 
-    with FakeOpenAIServer(_scripted) as server:
+    with FakeOpenAIServer(_scripted, models=["root", "sub"]) as server:
         exp = _experiment(tmp_path, server.base_url, tiny_llama_dir)
         first = run_loop(load_experiment(exp), progress=False)
         before = json.loads((first.rounds[0].report / "report.json").read_text())
@@ -252,11 +252,14 @@ def test_strict_loop_stops_on_a_corrupt_document_before_any_model_loads(tmp_path
     (train / "documents" / "lease.txt").write_text("A lease of no other room.", "utf-8")
     shutil.copy(cuad_room3 / "task.json", train / "task.json")
     exp = tmp_path / "exp.yaml"
-    exp.write_text(yaml.safe_dump({
-        "name": "s", "workspace": "ws", "base": f"local:{tmp_path / 'no-such-model'}",
-        "sub": "openai:sub@http://127.0.0.1:9/v1", "train_rooms": [str(train)],
-        "holdout_rooms": [str(holdout)],
-    }), encoding="utf-8")  # fmt: skip
-    with pytest.raises(RoomError, match=r"broken\.pdf: cannot extract text"):
-        run_loop(load_experiment(exp), progress=False, strict=True)
+    # a live sub server (the loop's server preflight passes), a base that does not exist
+    with FakeOpenAIServer(models=["sub"]) as server:
+        exp.write_text(yaml.safe_dump({
+            "name": "s", "workspace": "ws", "base": f"local:{tmp_path / 'no-such-model'}",
+            "sub": f"openai:sub@{server.base_url}", "train_rooms": [str(train)],
+            "holdout_rooms": [str(holdout)],
+        }), encoding="utf-8")  # fmt: skip
+        with pytest.raises(RoomError, match=r"broken\.pdf: cannot extract text"):
+            run_loop(load_experiment(exp), progress=False, strict=True)
+        assert not [r for r in server.requests if r.get("messages")]  # no model request sent
     assert not (tmp_path / "ws" / "runs" / "eval-base" / "episodes.jsonl").exists()

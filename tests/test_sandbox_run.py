@@ -103,11 +103,23 @@ def test_collect_exits_non_zero_naming_the_cause_and_never_falls_back(
     monkeypatch.setenv(
         "RLMDISTILL_BWRAP", str(fake_bwrap(tmp_path, "setting up uid map: Permission denied"))
     )
-    url = "http://127.0.0.1:9/v1"
-    argv = ["collect", "--room", str(room), "--root", f"openai:r@{url}", "--sub", f"openai:s@{url}"]
-    monkeypatch.setattr("sys.argv", ["rlmdistill", *argv, "--out", str(tmp_path / "run")])
-    with pytest.raises(SystemExit) as info:
-        main()
+    # a live server listing both models, so the server preflight passes and the sandbox check
+    # is what stops the run
+    with FakeOpenAIServer(models=["r", "s"]) as server:
+        url = server.base_url
+        argv = [
+            "collect",
+            "--room",
+            str(room),
+            "--root",
+            f"openai:r@{url}",
+            "--sub",
+            f"openai:s@{url}",
+        ]
+        monkeypatch.setattr("sys.argv", ["rlmdistill", *argv, "--out", str(tmp_path / "run")])
+        with pytest.raises(SystemExit) as info:
+            main()
+        assert not [r for r in server.requests if r.get("messages")]  # no model request sent
     assert info.value.code == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "AppArmor" in err and "--sandbox audit" in err and "Traceback" not in err
