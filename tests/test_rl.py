@@ -162,7 +162,8 @@ def test_three_grpo_steps_on_cpu(tmp_path: Path, cuad_room3: Path, tiny_llama_di
         rewards = r["group_rewards"]
         assert len(rewards) == 1 and len(next(iter(rewards.values()))) == 3
         assert r["reward_mean"] == pytest.approx(sum(next(iter(rewards.values()))) / 3)
-        assert r["trl"]["reward"] == pytest.approx(r["reward_mean"], abs=1e-6)
+        # TRL averages rewards in float32: about 7 significant digits
+        assert r["trl"]["reward"] == pytest.approx(r["reward_mean"], rel=1e-5)
         assert r["kl"] is not None and "loss" in r
         assert len(r["advantages"]) == 3
     varied = [r for r in lines if r["zero_variance_groups"] == 0]
