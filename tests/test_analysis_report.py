@@ -492,4 +492,4 @@ def test_cli_report_with_prices_and_refusals(collected_run, lazy_run, tmp_path):
     res = CliRunner().invoke(app, [*args, "--overwrite", "--label", "only-one"])
     assert res.exit_code == 2 and "1 labels given for 2 runs" in res.output
     res = CliRunner().invoke(app, [*args, "--overwrite", "--grader", "llm"])
-    assert res.exit_code == 2 and "no verdicts from grader 'llm'" in res.output
+    assert res.exit_code == 2 and "grader 'llm' has no verdicts" in res.output

@@ -34,7 +34,6 @@ import pyarrow as pa
 import streamlit as st
 
 from rlmdistill.dashboard import ENV_WORKSPACE
-from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
 from rlmdistill.traces.runs import (
@@ -49,6 +48,7 @@ from rlmdistill.traces.runs import (
     trajectory_path,
 )
 from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
+from rlmdistill.traces.scores import EpisodeKey, score_episodes
 from rlmdistill.traces.store import read_jsonl
 
 __all__ = [
@@ -347,18 +347,15 @@ def _run_table(run_dir: str, stamp: str) -> pd.DataFrame:
     table = _summary_columns(rd)
     # the table already holds each episode's room and task: no second read of episodes.jsonl
     tasks = _tasks_ran(rd, list(table["room_hash"]), list(table["task_id"]))
-    for grader in grader_ids(rd):
-        by_ep = _verdict_rows(rd, grader)
-        rates: list[float | None] = []
+    keys = [
+        EpisodeKey(eid, room_hash, memo_sha)
         for eid, room_hash, memo_sha in zip(
             table["episode_id"], table["room_hash"], table["_memo_sha256"], strict=True
-        ):
-            task = tasks.get(room_hash)
-            if task is None or eid not in by_ep:
-                rates.append(None)
-                continue
-            mine = current_memo_verdicts(by_ep[eid], memo_sha)
-            rates.append(pass_rates(mine, task.criteria).pass_rate)
+        )
+    ]
+    for grader in grader_ids(rd):
+        scores = score_episodes(keys, _verdict_rows(rd, grader), tasks)
+        rates = [s.rates.pass_rate if (s := scores.get(k.episode_id)) else None for k in keys]
         table[f"pass_rate:{grader}"] = pd.array(rates, dtype="Float64")
     return table.drop(columns=["_memo_sha256"])
 

@@ -36,9 +36,11 @@ from rlmdistill.judge.llm import (
     llm_grader_id,
 )
 from rlmdistill.judge.reference import ReferenceGrader
-from rlmdistill.judge.run import JudgeResult, judge_run, load_verdicts, verdicts_path
+from rlmdistill.judge.run import JudgeResult, judge_run
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import get_client, parse_spec
+from rlmdistill.traces.layout import RUN_MANIFEST, verdicts_path
+from rlmdistill.traces.runs import grader_ids, load_verdicts
 
 __all__ = [
     "JudgeReport",
@@ -51,7 +53,8 @@ __all__ = [
     "render_agreement",
 ]
 
-_SIDE_SUFFIXES = (".cache", ".usage")
+list_graders = grader_ids
+"""Grader ids with a verdict file in a run (:func:`rlmdistill.traces.runs.grader_ids`)."""
 
 
 class TooFewGradersError(ValueError):
@@ -162,15 +165,6 @@ def judge_main(
     return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file)
 
 
-def list_graders(run_dir: Path) -> list[str]:
-    """Grader ids with a verdict file in ``run_dir/verdicts`` (side files excluded), sorted."""
-    return sorted(
-        p.stem
-        for p in (Path(run_dir) / "verdicts").glob("*.jsonl")
-        if not p.stem.endswith(_SIDE_SUFFIXES)
-    )
-
-
 def agreement_main(run_dir: Path, a: str = "reference", b: str | None = None) -> AgreementTable:
     """Agreement table of graders ``a`` and ``b`` on ``run_dir`` (method in
     :mod:`rlmdistill.judge.agreement`).
@@ -182,8 +176,10 @@ def agreement_main(run_dir: Path, a: str = "reference", b: str | None = None) ->
     lists them); ``FileNotFoundError`` too when ``run_dir`` is not a run directory.
     """
     run_dir = Path(run_dir)
-    if not (run_dir / "run.json").exists():
-        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
+    if not (run_dir / RUN_MANIFEST).exists():
+        raise FileNotFoundError(
+            f"{run_dir / RUN_MANIFEST} not found: is {run_dir} a run directory?"
+        )
     graders = list_graders(run_dir)
     if len(graders) < 2:
         raise TooFewGradersError(_too_few_graders(run_dir, graders))
