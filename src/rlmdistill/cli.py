@@ -27,6 +27,7 @@ from rich.console import Console
 
 from rlmdistill.collect.config import CollectConfig
 from rlmdistill.collect.main import build_config
+from rlmdistill.traces import layout
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -287,7 +288,7 @@ def quickstart_cmd(
             raise typer.Exit(1)
     t_pulled = time.monotonic()
     room = room_dir or Path("rooms") / f"cuad{contracts}-s{seed}"
-    if not (room / "task.json").exists():
+    if not (room / layout.TASK).exists():
         code = build_cuad_main(cuad or SAMPLE_SOURCE, contracts, seed, room)
         if code != 0:
             raise typer.Exit(code)
@@ -325,7 +326,7 @@ def _register_stages() -> None:
     from rlmdistill.judge.cli import register as register_judge
     from rlmdistill.loop.cli import register as register_loop
     from rlmdistill.rl.cli import register as register_rl
-    from rlmdistill.rooms.synth import register as register_rooms
+    from rlmdistill.rooms.cli import register as register_rooms
     from rlmdistill.sft.cli import register as register_sft
 
     register_rooms(rooms_app)

@@ -162,9 +162,9 @@ def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules) -> None:
         f"wrote {out.relative_to(ws.root)}: {outcome.report.n_kept} of {outcome.report.n_total} "
         f"episodes kept"
     )
-    manifest = data.load_json(out / "export.json")
+    manifest = data.export_manifest(out)
     if manifest is not None:
-        st.caption(f"{manifest.get('n_examples')} examples exported")
+        st.caption(f"{manifest.n_examples} examples exported")
 
 
 def render(ws: Workspace) -> None:

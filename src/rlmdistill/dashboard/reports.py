@@ -11,15 +11,16 @@ import streamlit as st
 
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
+from rlmdistill.traces import layout
 
 
 def report_files(report_dir: Path) -> tuple[Path | None, list[Path], Path | None]:
     """``(markdown, pngs, json)`` of a report folder: ``report.md`` (or the first ``*.md``),
     every ``*.png`` (sorted, sub-folders included) and ``report.json`` when present."""
-    md: Path | None = report_dir / "report.md"
+    md: Path | None = report_dir / layout.REPORT_MD
     if md is None or not md.exists():
         md = next(iter(sorted(report_dir.glob("*.md"))), None)
-    js = report_dir / "report.json"
+    js = report_dir / layout.REPORT_JSON
     return md, sorted(report_dir.rglob("*.png")), js if js.exists() else None
 
 
@@ -68,7 +69,7 @@ def load_report(report_dir: Path) -> Any | None:
     the file when it does not validate."""
     from rlmdistill.analysis.compare import Report
 
-    raw = data.load_json(report_dir / "report.json")
+    raw = data.load_json(report_dir / layout.REPORT_JSON)
     if raw is None:
         return None
     try:

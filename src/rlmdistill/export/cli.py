@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from rlmdistill.export.dataset import EpisodeScores, ExportReport, export_dataset
+from rlmdistill.export.dataset import ExportReport, FilterTimeScores, export_dataset
 from rlmdistill.export.options import ExportOptions
 from rlmdistill.traces.runs import EpisodeRef, load_summaries
 from rlmdistill.traces.store import read_jsonl
@@ -24,7 +24,7 @@ from rlmdistill.traces.store import read_jsonl
 __all__ = ["export_main", "read_decisions", "register"]
 
 
-def read_decisions(path: Path) -> tuple[list[EpisodeRef], dict[str, EpisodeScores]]:
+def read_decisions(path: Path) -> tuple[list[EpisodeRef], dict[str, FilterTimeScores]]:
     """Kept episodes and their scores from a filter's ``decisions.jsonl``.
 
     Each line is a JSON object with at least ``run_dir``, ``episode_id`` and ``kept``
@@ -32,7 +32,7 @@ def read_decisions(path: Path) -> tuple[list[EpisodeRef], dict[str, EpisodeScore
     ``ValueError`` naming the file and line when a field is missing.
     """
     refs: list[EpisodeRef] = []
-    scores: dict[str, EpisodeScores] = {}
+    scores: dict[str, FilterTimeScores] = {}
     for i, rec in enumerate(read_jsonl(path).records, start=1):
         try:
             kept, run_dir, episode_id = rec["kept"], rec["run_dir"], rec["episode_id"]
@@ -40,7 +40,7 @@ def read_decisions(path: Path) -> tuple[list[EpisodeRef], dict[str, EpisodeScore
             raise ValueError(f"{path}: line {i}: missing field {exc.args[0]!r}") from exc
         if kept:
             refs.append(EpisodeRef(Path(run_dir), episode_id))
-            scores[episode_id] = EpisodeScores(rec.get("pass_rate"), rec.get("coverage"))
+            scores[episode_id] = FilterTimeScores(rec.get("pass_rate"), rec.get("coverage"))
     return refs, scores
 
 
@@ -56,7 +56,7 @@ def export_main(
     """Export ``runs`` (every episode listed in their ``episodes.jsonl``) or, with
     ``episodes``, the kept episodes of that ``decisions.jsonl``. Raises ``ValueError`` when
     neither is given; see :func:`~rlmdistill.export.export_dataset` for the rest."""
-    scores: dict[str, EpisodeScores] | None = None
+    scores: dict[str, FilterTimeScores] | None = None
     if episodes is not None:
         refs, scores = read_decisions(episodes)
     elif runs:

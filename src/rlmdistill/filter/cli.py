@@ -24,6 +24,7 @@ from rlmdistill.filter.expr import ExpressionError
 from rlmdistill.filter.report import FilterReport, render_card_section, write_report
 from rlmdistill.filter.rules import FilterRuleError, FilterRules
 from rlmdistill.filter.select import Selection, select_episodes
+from rlmdistill.traces import layout
 from rlmdistill.traces.runs import NotARunError
 from rlmdistill.traces.store import TraceFileError
 
@@ -37,10 +38,10 @@ __all__ = [
 ]
 
 _OUR_FILES = (
-    "filter_report.json",
-    "filter_report.md",
-    "decisions.jsonl",
-    "export.json",
+    layout.FILTER_REPORT_JSON,
+    layout.FILTER_REPORT_MD,
+    layout.FILTER_DECISIONS,
+    layout.EXPORT_MANIFEST,
     "dataset_info.json",
 )
 """Files that mark a folder as written by this stage or the export stage (``--force`` only
@@ -81,7 +82,9 @@ def _prepare_out(out: Path, runs: Sequence[Path], force: bool) -> None:
         return
     if not force:
         raise OutputFolderError(f"--out {out} is not empty; pass --force to replace it")
-    if (out / "run.json").exists() or not any((out / name).exists() for name in _OUR_FILES):
+    if (out / layout.RUN_MANIFEST).exists() or not any(
+        (out / name).exists() for name in _OUR_FILES
+    ):
         raise OutputFolderError(
             f"--out {out} is not a dataset folder written by rlmdistill filter/export "
             f"(none of {', '.join(_OUR_FILES)}); not deleting it even with --force"
@@ -142,10 +145,10 @@ def filter_main(
         raise NothingKeptError(
             f"no episode kept out of {report.n_total}; see {out / 'filter_report.md'}"
         )
-    from rlmdistill.export import EpisodeScores, export_dataset
+    from rlmdistill.export import FilterTimeScores, export_dataset
 
     scores = {
-        d.episode_id: EpisodeScores(pass_rate=d.pass_rate, coverage=d.coverage)
+        d.episode_id: FilterTimeScores(pass_rate=d.pass_rate, coverage=d.coverage)
         for d in selection.decisions
         if d.kept
     }

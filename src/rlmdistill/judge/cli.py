@@ -39,6 +39,7 @@ from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.judge.run import JudgeResult, judge_run
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import get_client, parse_spec
+from rlmdistill.traces import layout
 from rlmdistill.traces.layout import RUN_MANIFEST, verdicts_path
 from rlmdistill.traces.runs import grader_ids, load_verdicts
 
@@ -131,7 +132,7 @@ def judge_main(
         # CPU-bound pure Python: threads would not help, so episodes are graded in turn.
         result = judge_run(run_dir, ReferenceGrader())
         return JudgeReport(result, "reference", None, None, None)
-    if not (run_dir / "run.json").exists():
+    if not (run_dir / layout.RUN_MANIFEST).exists():
         raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
     spec = parse_spec(judge)
     config = LLMJudgeConfig(
@@ -141,8 +142,8 @@ def judge_main(
         max_concurrency=request_concurrency,
     )
     grader_id = llm_grader_id(spec)
-    cache_file = cache_path or run_dir / "verdicts" / f"{grader_id}.cache.jsonl"
-    usage_file = run_dir / "verdicts" / f"{grader_id}.usage.jsonl"
+    cache_file = cache_path or layout.verdict_side_path(run_dir, grader_id, "cache")
+    usage_file = layout.verdict_side_path(run_dir, grader_id, "usage")
     opts: dict[str, object] = {}
     if spec.kind == "openai":
         from rlmdistill.models.preflight import preflight

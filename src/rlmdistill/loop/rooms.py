@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from rlmdistill.loop.config import CuadRooms, ExperimentConfig, ExperimentError
 from rlmdistill.loop.paths import from_record, to_record
+from rlmdistill.traces import layout
 
 __all__ = [
     "MAX_DRAWS",
@@ -135,7 +136,7 @@ def _reused_draws(spec: CuadRooms, paths: list[Path], previous: Path) -> list[Ro
                 seed=seed,
                 attempt=(seed - spec.seed - k) // n,
                 contracts=contracts,
-                n_criteria=len(load_task(path / "task.json").criteria),
+                n_criteria=len(load_task(path / layout.TASK).criteria),
                 rejected=prior.get("rejected") if same else None,
             )
         )
@@ -168,9 +169,9 @@ def build_cuad_rooms(spec: CuadRooms, out: Path) -> CuadBuild:
     names += [f"holdout-{k}" for k in range(spec.holdout_rooms)]
     paths = [out / n for n in names]
     n_rooms = len(paths)
-    reused = all((p / "task.json").exists() for p in paths)
+    reused = all((p / layout.TASK).exists() for p in paths)
     if reused:
-        draws = _reused_draws(spec, paths, out / "split.json")
+        draws = _reused_draws(spec, paths, out / layout.SPLIT)
         empty = [d.name for d in draws if d.n_criteria == 0]
         if empty:
             raise ExperimentError(
@@ -241,7 +242,7 @@ def check_criteria(rooms: list[Path]) -> dict[str, int]:
     problems: list[str] = []
     for room in rooms:
         try:
-            counts[str(room)] = n = len(load_task(Path(room) / "task.json").criteria)
+            counts[str(room)] = n = len(load_task(Path(room) / layout.TASK).criteria)
         except TaskError as exc:
             problems.append(str(exc))
             continue
@@ -287,7 +288,7 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     share one, and the errors of :func:`build_cuad_rooms` / :func:`check_criteria` naming a
     room with no rubric criterion.
     """
-    rooms_dir = cfg.workspace / "rooms"
+    rooms_dir = cfg.workspace / layout.ROOMS
     cuad: dict[str, Any] | None = None
     cuad_source: str | None = None
     draws: list[RoomDraw] = []
@@ -308,7 +309,7 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     criteria = check_criteria([*train, *holdout])
     check = check_split(train, holdout)
     rooms_dir.mkdir(parents=True, exist_ok=True)
-    (rooms_dir / "split.json").write_text(
+    (rooms_dir / layout.SPLIT).write_text(
         json.dumps(
             {
                 "method": "sha256 of each document's bytes",
@@ -342,7 +343,7 @@ def read_split(workspace: Path) -> tuple[list[Path], list[Path], dict[Path, int]
     Raises ``FileNotFoundError`` when the workspace has no split file and ``ValueError``
     (naming the file) when it is not a split record.
     """
-    path = Path(workspace) / "rooms" / "split.json"
+    path = Path(workspace) / layout.ROOMS / layout.SPLIT
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         train = [from_record(p, workspace) for p in data["train"]]

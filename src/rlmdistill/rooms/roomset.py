@@ -35,9 +35,8 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rlmdistill.rooms.cuad import SAMPLE_SOURCE
@@ -45,7 +44,6 @@ from rlmdistill.rooms.synth import (
     GENERATOR,
     MAX_DOCS,
     MIN_DOCS,
-    SynthError,
     build_synth_room,
     target_for_seed,
 )
@@ -63,8 +61,6 @@ __all__ = [
     "load_roomset",
     "log_spaced_sizes",
     "parse_sizes",
-    "register_set",
-    "roomset_main",
 ]
 
 ROOMSET_SCHEMA_VERSION = 1
@@ -416,96 +412,3 @@ def load_roomset(path: str | Path) -> RoomSet:
         if not (path.parent / entry.path / "task.json").is_file():
             raise RoomSetError(f"{path}: room {entry.name!r} not found at {entry.path}")
     return roomset
-
-
-def roomset_main(
-    spec: RoomSetSpec, out: str | Path, *, overwrite: bool = False, console: Any = None
-) -> int:
-    """CLI body of ``rlmdistill rooms set``: build, print a per-size table and the check;
-    return the exit code (0 built and separated, 1 otherwise)."""
-    import time
-
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    start = time.perf_counter()
-    try:
-        roomset = build_roomset(spec, out, overwrite=overwrite)
-    except (RoomSetError, SynthError, OSError) as exc:
-        console.print(f"[red]rooms set failed:[/red] {exc}")
-        return 1
-    table = Table(title=f"Room set {Path(out).name} ({len(roomset.rooms)} rooms)")
-    for col in ("size", "train", "holdout", "chars (mean)", "criteria (mean)"):
-        table.add_column(col, justify="right")
-    for size in roomset.spec.sizes:
-        rooms = [r for r in roomset.rooms if r.size == size]
-        table.add_row(
-            str(size),
-            str(sum(r.split == "train" for r in rooms)),
-            str(sum(r.split == "holdout" for r in rooms)),
-            f"{sum(r.n_chars for r in rooms) // len(rooms):,}",
-            f"{sum(r.n_criteria for r in rooms) / len(rooms):.0f}",
-        )
-    console.print(table)
-    if roomset.check is None:
-        console.print("split check: skipped (one split is empty)")
-    else:
-        c = roomset.check
-        console.print(
-            f"split check: passed ({c.n_holdout_paragraphs:,} holdout paragraphs, "
-            f"{c.shared_paragraphs} shared; {c.shared_documents} shared documents)"
-        )
-    console.print(f"built in {time.perf_counter() - start:.1f} s -> {Path(out) / 'roomset.json'}")
-    return 0
-
-
-def register_set(rooms_app: typer.Typer) -> None:
-    """Add the ``set`` command to the ``rooms`` typer sub-app (called by
-    :func:`rlmdistill.rooms.synth.register`)."""
-    import yaml
-
-    @rooms_app.command("set")
-    def rooms_set(
-        out: Annotated[Path, typer.Option(help="Room set folder to write.")],
-        sizes: Annotated[
-            str | None, typer.Option(help='Sizes: "20,50,100" or "log:LO:HI:N".')
-        ] = None,
-        per_size: Annotated[int, typer.Option(help="Rooms per size.")] = 1,
-        seed: Annotated[int, typer.Option(help="Seed of the set.")] = 0,
-        holdout_fraction: Annotated[float, typer.Option(help="Share of holdout rooms.")] = 0.25,
-        length_scale: Annotated[float, typer.Option(help="Document length multiplier.")] = 1.0,
-        cuad: Annotated[
-            Path | None, typer.Option(help="CUAD folder (default: packaged sample).")
-        ] = None,
-        no_cuad: Annotated[
-            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
-        ] = False,
-        spec: Annotated[
-            Path | None, typer.Option(help="YAML spec with the same fields (overrides flags).")
-        ] = None,
-        overwrite: Annotated[bool, typer.Option(help="Replace an existing set.")] = False,
-    ) -> None:
-        """Build a manifest of synthetic rooms (sizes x replicates, train/holdout split)."""
-        try:
-            if spec is not None:
-                data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
-                if isinstance(data.get("sizes"), str):
-                    data["sizes"] = parse_sizes(data["sizes"])
-                parsed = RoomSetSpec.model_validate(data)
-            else:
-                if sizes is None:
-                    raise RoomSetError("give --sizes or --spec")
-                source = None if no_cuad else str(cuad or SAMPLE_SOURCE)
-                parsed = RoomSetSpec(
-                    sizes=parse_sizes(sizes),
-                    per_size=per_size,
-                    seed=seed,
-                    holdout_fraction=holdout_fraction,
-                    length_scale=length_scale,
-                    cuad_source=source,
-                )
-        except (RoomSetError, ValidationError, OSError, yaml.YAMLError) as exc:
-            typer.echo(f"rooms set: invalid arguments: {exc}", err=True)
-            raise typer.Exit(2) from None
-        raise typer.Exit(roomset_main(parsed, out, overwrite=overwrite))
