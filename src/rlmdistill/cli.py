@@ -231,9 +231,9 @@ def collect_cmd(
 # ----------------------------------------------------------------------------- judge
 def run_judge(run_dir: Path, grader: str = "reference") -> None:
     """Grade a run with the reference grader or an LLM judge and print what was done."""
-    from rlmdistill.judge.cli import judge_main
+    from rlmdistill.judge.main import JudgeConfig, run
 
-    rep = judge_main(run_dir, grader)
+    rep = run(JudgeConfig(run_dir=run_dir, judge=grader))
     res = rep.result
     err.print(f"graded {res.graded} episodes ({res.skipped} already graded) -> {res.verdicts_path}")
 

@@ -11,15 +11,17 @@ Commands::
 ``judge-agreement`` on a run with fewer than two graders says so, names the ``judge`` command
 that adds the missing one, and exits 1 (nothing to compare; like ``filter`` with nothing kept).
 
-The plain functions :func:`judge_main` and :func:`agreement_main` do the work (tests call them);
-:func:`register` adds both typer commands to an app.
+The ``judge`` stage is :func:`rlmdistill.judge.main.run` (a :class:`~rlmdistill.judge.main.
+JudgeConfig` in, a :class:`~rlmdistill.judge.main.JudgeReport` out); :func:`agreement_main`
+computes the agreement table. :func:`register` adds the typer commands, which map results to
+output and exit codes.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated
 
 import typer
 import yaml
@@ -27,27 +29,14 @@ from rich.console import Console
 from rich.table import Table
 
 from rlmdistill.judge.agreement import AgreementTable, agreement_table
-from rlmdistill.judge.cache import VerdictCache
-from rlmdistill.judge.llm import (
-    JudgeStats,
-    LLMGrader,
-    LLMJudgeConfig,
-    judge_model_key,
-    llm_grader_id,
-)
-from rlmdistill.judge.reference import ReferenceGrader
-from rlmdistill.judge.run import JudgeResult, judge_run
-from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
-from rlmdistill.models.spec import get_client, parse_spec
-from rlmdistill.traces import layout
+from rlmdistill.judge.main import JudgeConfig, run
+from rlmdistill.models.limits import PriceTable
 from rlmdistill.traces.layout import RUN_MANIFEST, verdicts_path
 from rlmdistill.traces.runs import grader_ids, load_verdicts
 
 __all__ = [
-    "JudgeReport",
     "TooFewGradersError",
     "agreement_main",
-    "judge_main",
     "list_graders",
     "load_prices",
     "register",
@@ -63,107 +52,12 @@ class TooFewGradersError(ValueError):
     the message names the ``rlmdistill judge`` command that adds the missing grader."""
 
 
-class JudgeReport(NamedTuple):
-    """What :func:`judge_main` did."""
-
-    result: JudgeResult
-    grader_id: str
-    stats: JudgeStats | None
-    """LLM judge counters (requests, tokens, cost, cache hits); ``None`` for the reference."""
-    cache_path: Path | None
-    usage_path: Path | None
-
-
 def load_prices(path: Path) -> PriceTable:
     """Read a :class:`PriceTable` from a YAML or JSON file; ``ValueError`` names the file."""
     try:
         return PriceTable.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError, ValueError) as exc:
         raise ValueError(f"{path}: not a valid price table: {exc}") from exc
-
-
-def judge_main(
-    run_dir: Path,
-    judge: str = "reference",
-    *,
-    criteria_per_request: int = 20,
-    max_attempts: int = 3,
-    max_tokens_per_criterion: int = 96,
-    concurrency: int = 4,
-    request_concurrency: int = 4,
-    cache_path: Path | None = None,
-    regrade_ungradable: bool = False,
-    prices: PriceTable | None = None,
-    timeout_s: float = 300.0,
-    max_retries: int = 4,
-) -> JudgeReport:
-    """Grade every episode of ``run_dir`` with the reference grader or an LLM judge.
-
-    Args:
-        run_dir: the run directory.
-        judge: ``"reference"`` or a model spec (``openai:MODEL@URL``, ``local:NAME``); the LLM
-            grader id is :func:`~rlmdistill.judge.llm.llm_grader_id` of the spec.
-        criteria_per_request: criteria per judge request (LLM only).
-        max_attempts: judge requests per batch at most, retries after malformed or partial
-            replies included (LLM only).
-        max_tokens_per_criterion: new tokens allowed per criterion asked, on top of a base of
-            64 per request (LLM only).
-        concurrency: episodes graded at once (LLM only; the reference grades in turn).
-        request_concurrency: batches of one episode in flight at once (LLM only); at most
-            ``concurrency * request_concurrency`` requests are in flight.
-        cache_path: verdict cache file (default ``verdicts/<grader>.cache.jsonl`` of the run).
-        regrade_ungradable: grade again episodes whose latest verdicts hold an UNGRADABLE one
-            (LLM only; ``ValueError`` with the reference grader).
-        prices: price table for judge cost (default :data:`DEFAULT_PRICES`).
-        timeout_s / max_retries: per HTTP attempt timeout and retries (openai specs only).
-
-    Raises:
-        ValueError: bad spec or settings; room changed since collection; an LLM judge's
-            server unreachable or not serving its model (``ServerUnavailableError``).
-        FileNotFoundError: not a run directory; local model not pulled.
-    """
-    run_dir = Path(run_dir)
-    if judge == "reference":
-        if regrade_ungradable:
-            raise ValueError(
-                "--regrade-ungradable applies to LLM judges: the reference grader's UNGRADABLE "
-                "verdicts are deterministic (criteria without evidence)"
-            )
-        # CPU-bound pure Python: threads would not help, so episodes are graded in turn.
-        result = judge_run(run_dir, ReferenceGrader())
-        return JudgeReport(result, "reference", None, None, None)
-    if not (run_dir / layout.RUN_MANIFEST).exists():
-        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
-    spec = parse_spec(judge)
-    config = LLMJudgeConfig(
-        criteria_per_request=criteria_per_request,
-        max_attempts=max_attempts,
-        max_tokens_per_criterion=max_tokens_per_criterion,
-        max_concurrency=request_concurrency,
-    )
-    grader_id = llm_grader_id(spec)
-    cache_file = cache_path or layout.verdict_side_path(run_dir, grader_id, "cache")
-    usage_file = layout.verdict_side_path(run_dir, grader_id, "usage")
-    opts: dict[str, object] = {}
-    if spec.kind == "openai":
-        from rlmdistill.models.preflight import preflight
-
-        preflight({"judge": spec})  # fail fast, before any verdict or cache file is written
-        opts = {"timeout_s": timeout_s, "max_retries": max_retries}
-    client = get_client(spec, **opts)
-    grader = LLMGrader(
-        client,
-        judge_model=judge_model_key(spec),
-        grader_id=grader_id,
-        config=config,
-        cache=VerdictCache(cache_file),
-        usage_path=usage_file,
-        prices=prices if prices is not None else DEFAULT_PRICES,
-    )
-    result = judge_run(
-        run_dir, grader, concurrency=concurrency, regrade_ungradable=regrade_ungradable
-    )
-    return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file)
 
 
 def agreement_main(run_dir: Path, a: str = "reference", b: str | None = None) -> AgreementTable:
@@ -304,18 +198,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Grade every episode's memo against its room's rubric criteria."""
         try:
-            report = judge_main(
-                run_dir,
-                judge,
-                criteria_per_request=criteria_per_request,
-                max_attempts=max_attempts,
-                max_tokens_per_criterion=max_tokens_per_criterion,
-                concurrency=concurrency,
-                request_concurrency=request_concurrency,
-                cache_path=cache,
-                regrade_ungradable=regrade_ungradable,
-                prices=load_prices(prices) if prices is not None else None,
-                timeout_s=timeout_s,
+            report = run(
+                JudgeConfig(
+                    run_dir=run_dir,
+                    judge=judge,
+                    criteria_per_request=criteria_per_request,
+                    max_attempts=max_attempts,
+                    max_tokens_per_criterion=max_tokens_per_criterion,
+                    concurrency=concurrency,
+                    request_concurrency=request_concurrency,
+                    cache_path=cache,
+                    regrade_ungradable=regrade_ungradable,
+                    prices=load_prices(prices) if prices is not None else None,
+                    timeout_s=timeout_s,
+                )
             )
         except (ValueError, FileNotFoundError) as exc:  # one clear line, exit 2 (like main())
             err.print(f"[red]error:[/red] {exc}", highlight=False)

@@ -182,9 +182,10 @@ class _Loop:
         self.judge(out, rnd)
 
     def judge(self, run: Path, rnd: int) -> None:
-        from rlmdistill.judge.cli import judge_main
+        from rlmdistill.judge.main import JudgeConfig
+        from rlmdistill.judge.main import run as judge
 
-        rep = judge_main(run, self.cfg.grader)
+        rep = judge(JudgeConfig(run_dir=run, judge=self.cfg.grader))
         if rep.result.graded:
             self.log(f"[run ] judge {self.rel(run)}: {rep.result.graded} episodes graded")
             verdicts = layout.verdicts_path(run, rep.grader_id)
