@@ -311,8 +311,7 @@ def test_filter_export_writes_the_same_dataset_as_the_cli_function(
 ) -> None:
     import datasets
 
-    from rlmdistill.filter import FilterRules
-    from rlmdistill.filter.cli import build_export_options, filter_main
+    from rlmdistill.filter.main import FilterConfig, build_export_options, run
 
     at = _open("filter")
     at.text_input(key="f_name").set_value("ds1")
@@ -325,7 +324,7 @@ def test_filter_export_writes_the_same_dataset_as_the_cli_function(
     got = datasets.load_from_disk(str(workspace / "datasets" / "ds1"))
     ref_dir = tmp_path_factory.mktemp("ref") / "ds"
     options = build_export_options(tokenizer=str(smollm2_dir), max_length=4096)
-    filter_main([workspace / "runs" / "base"], ref_dir, FilterRules(), options)
+    run(FilterConfig(runs=[workspace / "runs" / "base"], out=ref_dir, export=options))
     ref = datasets.load_from_disk(str(ref_dir))
     assert len(got) == len(ref) == 1
     assert got["input_ids"] == ref["input_ids"]

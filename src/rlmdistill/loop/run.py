@@ -193,7 +193,8 @@ class _Loop:
                       graded=rep.result.graded)  # fmt: skip
 
     def dataset(self, train_run: Path, out: Path, rnd: int) -> None:
-        from rlmdistill.filter.cli import build_export_options, filter_main
+        from rlmdistill.filter.main import FilterConfig, build_export_options
+        from rlmdistill.filter.main import run as filter_stage
         from rlmdistill.sft.train import resolve_base
 
         export = {"tokenizer": str(resolve_base(self.cfg.base)), **self.cfg.export}
@@ -208,7 +209,10 @@ class _Loop:
             self.log(f"[skip] {self.rel(out)}: dataset up to date")
             return
         self.log(f"[run ] filter + export {self.rel(train_run)} -> {self.rel(out)}")
-        outcome = filter_main([train_run], out, rules, options, force=True, progress=self.progress)
+        outcome = filter_stage(
+            FilterConfig(runs=[train_run], out=out, rules=rules, export=options, force=True),
+            progress=self.progress,
+        )
         exported = outcome.exported
         self.note(out / layout.EXPORT_MANIFEST, "dataset", "filter", rnd, [train_run], fp,
                   kept=outcome.report.n_kept, total=outcome.report.n_total,
