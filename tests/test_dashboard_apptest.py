@@ -367,7 +367,7 @@ def test_workspace_from_script_args_beats_env(
 
 
 def test_compare_builds_analysis_report_and_shows_its_shift_table(workspace2: Path) -> None:
-    """The Build button writes the report with the analysis stage's ``report_main``; the
+    """The Build button writes the report with the analysis stage's ``run``; the
     table shown is that report's comparison rows (means with intervals, paired differences)."""
     from rlmdistill.analysis.compare import Report
 
@@ -388,10 +388,13 @@ def test_compare_builds_analysis_report_and_shows_its_shift_table(workspace2: Pa
 
 
 def test_ablations_page_shows_depth_ablation_of_a_report(workspace2: Path) -> None:
-    from rlmdistill.analysis.cli import report_main
+    from rlmdistill.analysis.main import ReportConfig, run
 
-    report = report_main(
-        [workspace2 / "runs" / "base", workspace2 / "runs" / "deep"], workspace2 / "reports" / "r2"
+    report = run(
+        ReportConfig(
+            runs=[workspace2 / "runs" / "base", workspace2 / "runs" / "deep"],
+            out=workspace2 / "reports" / "r2",
+        )
     )
     assert report.depth_ablations, "the analysis stage pairs a depth-1 and a depth-2 arm"
     at = _open("ablations")

@@ -134,16 +134,18 @@ def ws(tmp_path: Path) -> Path:
 
 
 def test_golden_report(ws: Path, tmp_path: Path) -> None:
-    from rlmdistill.analysis.compare import build_report
+    from rlmdistill.analysis.main import ReportConfig, run
 
-    build_report(
-        [ws / "runs" / "base", ws / "runs" / "deep"],
-        tmp_path / "report",
-        sft_dirs=[ws / "adapters" / "r1"],
-        n_resamples=200,
-        seed=0,
-        trajectories=False,
-        draw=False,
+    run(
+        ReportConfig(
+            runs=[ws / "runs" / "base", ws / "runs" / "deep"],
+            out=tmp_path / "report",
+            sft=[ws / "adapters" / "r1"],
+            resamples=200,
+            seed=0,
+            trajectories=False,
+            draw=False,
+        )
     )
     report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
     report.pop("figures", None)

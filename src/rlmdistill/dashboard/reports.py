@@ -141,10 +141,9 @@ def grid_frame(report: Any) -> pd.DataFrame:
 
 
 def build_analysis_report(run_dirs: list[Path], out: Path, overwrite: bool) -> Any:
-    """Write a report with the analysis stage's
-    :func:`rlmdistill.analysis.cli.report_main` (the function behind ``rlmdistill report``;
-    first run = baseline) and return it. Raises what it raises (``ValueError``,
-    ``FileExistsError``, ...)."""
-    from rlmdistill.analysis.cli import report_main
+    """Write a report with the analysis stage :func:`rlmdistill.analysis.main.run` (the
+    function behind ``rlmdistill report``; first run = baseline) and return it. Raises what
+    it raises (``ValueError``, ``FileExistsError``, ...)."""
+    from rlmdistill.analysis.main import ReportConfig, run
 
-    return report_main(run_dirs, out, overwrite=overwrite)
+    return run(ReportConfig(runs=run_dirs, out=out, overwrite=overwrite))

@@ -254,16 +254,19 @@ class _Loop:
                   examples=res.n_examples, eval_losses=evals)  # fmt: skip
 
     def report(self, base_run: Path, tuned_run: Path, adapter: Path, out: Path, rnd: int) -> None:
-        from rlmdistill.analysis.compare import build_report
+        from rlmdistill.analysis.main import ReportConfig
+        from rlmdistill.analysis.main import run as analysis_stage
 
         self.log(f"[run ] report {self.rel(base_run)} vs {self.rel(tuned_run)} -> {self.rel(out)}")
-        build_report(
-            [base_run, tuned_run],
-            out,
-            grader=self.cfg.grader,
-            sft_dirs=[adapter],
-            labels=["base", f"tuned-r{rnd}"],
-            overwrite=True,
+        analysis_stage(
+            ReportConfig(
+                runs=[base_run, tuned_run],
+                out=out,
+                grader=self.cfg.grader,
+                sft=[adapter],
+                labels=["base", f"tuned-r{rnd}"],
+                overwrite=True,
+            )
         )
         check = None
         if self.cfg.check_greedy_change:
