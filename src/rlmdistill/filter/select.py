@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlmdistill.filter.fields import episode_fields
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
 from rlmdistill.rooms.task import Task
+from rlmdistill.traces.artefacts import FilterDecision
 from rlmdistill.traces.layout import EPISODES
 from rlmdistill.traces.runs import (
     EpisodeRef,
@@ -41,7 +42,7 @@ from rlmdistill.traces.runs import (
     load_trajectory,
     load_verdicts,
 )
-from rlmdistill.traces.schema import SCHEMA_VERSION, EpisodeSummary
+from rlmdistill.traces.schema import EpisodeSummary
 from rlmdistill.traces.scores import (
     GraderChoiceError,
     PassRates,
@@ -75,45 +76,6 @@ class RunInfo(BaseModel):
     """Graders with a verdict file in the run."""
     warnings: list[str] = Field(default_factory=list)
     """Things that limited scoring (e.g. a room's task.json not found, so no pass rates)."""
-
-
-class FilterDecision(BaseModel):
-    """One line of ``decisions.jsonl``: what the filter decided about one episode, and why."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = SCHEMA_VERSION
-    record_type: Literal["filter_decision"] = "filter_decision"
-    run_id: str
-    run_dir: str
-    episode_id: str
-    room_id: str
-    room_hash: str
-    task_id: str
-    room_docs: int
-    """Documents in the room (for size buckets)."""
-    status: str
-    kept: bool
-    primary_reason: DropReason | None = None
-    """First rule failed (``None`` when kept)."""
-    reasons: list[DropReason] = Field(default_factory=list)
-    """Every rule failed, in rule order."""
-    details: dict[str, str] = Field(default_factory=dict)
-    """Per reason: the value and the threshold, e.g. ``pass_rate 0.40 < 0.50``."""
-    pass_rate: float | None = None
-    graded_pass_rate: float | None = None
-    weighted_pass_rate: float | None = None
-    coverage: float | None = None
-    n_ungradable: int | None = None
-    rank_in_room: int | None = None
-    """1-based rank among the room's episodes that reached the top-k rule (``None`` otherwise)."""
-    duplicate_of: str | None = None
-    """``episode_id`` of the better-ranked episode this one duplicates."""
-
-    @property
-    def ref(self) -> EpisodeRef:
-        """The :class:`EpisodeRef` the export stage takes."""
-        return EpisodeRef(Path(self.run_dir), self.episode_id)
 
 
 class RoomThresholds(BaseModel):

@@ -1,6 +1,7 @@
 """Typed, versioned schemas of the artefact files written after collect, and their one reader.
 
-``export.json`` (:class:`ExportManifest`, written by ``rlmdistill export``), ``sft.json``
+``decisions.jsonl`` (:class:`FilterDecision`, written by ``rlmdistill filter``, read by
+export), ``export.json`` (:class:`ExportManifest`, written by ``rlmdistill export``), ``sft.json``
 (:class:`SFTManifest`) and ``train_log.jsonl`` (:class:`TrainLogRecord`, one per logging step),
 written by ``rlmdistill sft``. Writers build these models; every reader (SFT, the loop, the
 analysis report, the dashboard) reads them with :func:`load_export_manifest`,
@@ -22,15 +23,20 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlmdistill.traces.layout import EXPORT_MANIFEST, SFT_MANIFEST, TRAIN_LOG
+from rlmdistill.traces.runs import EpisodeRef
+from rlmdistill.traces.schema import SCHEMA_VERSION
 from rlmdistill.traces.store import read_jsonl
 
 __all__ = [
+    "DECISION_SCHEMA_VERSION",
     "EXPORT_SCHEMA_VERSION",
     "SFT_SCHEMA_VERSION",
     "ArtefactError",
+    "DropReason",
     "DroppedItem",
     "EvalLossRecord",
     "ExportManifest",
+    "FilterDecision",
     "LengthStats",
     "SFTManifest",
     "SFTStatus",
@@ -40,6 +46,7 @@ __all__ = [
     "TrainLogRecord",
     "load_export_manifest",
     "load_sft_manifest",
+    "read_decisions",
     "read_train_log",
 ]
 
@@ -349,3 +356,78 @@ def read_train_log(adapter_dir: Path) -> TrainLog:
         rows=list(read.records),
         torn_tail=read.torn_tail is not None,
     )
+
+
+# ------------------------------------------------------------------------- decisions.jsonl
+DECISION_SCHEMA_VERSION = SCHEMA_VERSION
+"""Version of ``decisions.jsonl`` records: the trace schema version (:data:`SCHEMA_VERSION`)."""
+
+DropReason = Literal[
+    "status",
+    "no_memo",
+    "turns",
+    "sub_calls",
+    "ungraded",
+    "pass_rate",
+    "no_coverage",
+    "coverage",
+    "where",
+    "duplicate",
+    "top_k",
+]
+"""Why the filter dropped an episode, in rule order (``rlmdistill.filter.rules``)."""
+
+
+class FilterDecision(BaseModel):
+    """One line of ``decisions.jsonl``: what the filter decided about one episode, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = DECISION_SCHEMA_VERSION
+    record_type: Literal["filter_decision"] = "filter_decision"
+    run_id: str
+    run_dir: str
+    episode_id: str
+    room_id: str
+    room_hash: str
+    task_id: str
+    room_docs: int
+    """Documents in the room (for size buckets)."""
+    status: str
+    kept: bool
+    primary_reason: DropReason | None = None
+    """First rule failed (``None`` when kept)."""
+    reasons: list[DropReason] = Field(default_factory=list)
+    """Every rule failed, in rule order."""
+    details: dict[str, str] = Field(default_factory=dict)
+    """Per reason: the value and the threshold, e.g. ``pass_rate 0.40 < 0.50``."""
+    pass_rate: float | None = None
+    graded_pass_rate: float | None = None
+    weighted_pass_rate: float | None = None
+    coverage: float | None = None
+    n_ungradable: int | None = None
+    rank_in_room: int | None = None
+    """1-based rank among the room's episodes that reached the top-k rule (``None`` otherwise)."""
+    duplicate_of: str | None = None
+    """``episode_id`` of the better-ranked episode this one duplicates."""
+
+    @property
+    def ref(self) -> EpisodeRef:
+        """The :class:`EpisodeRef` the export stage takes."""
+        return EpisodeRef(Path(self.run_dir), self.episode_id)
+
+
+def read_decisions(path: Path) -> list[FilterDecision]:
+    """Every :class:`FilterDecision` of a filter's ``decisions.jsonl`` in file order (a torn
+    last line is ignored).
+
+    Raises:
+        ArtefactError: a line that is not a decision (names the file and line).
+    """
+    out = []
+    for i, raw in enumerate(read_jsonl(Path(path)).records, start=1):
+        try:
+            out.append(FilterDecision.model_validate(raw))
+        except ValidationError as exc:
+            raise ArtefactError(f"{path}: line {i}: not a filter decision: {exc}") from exc
+    return out
