@@ -122,7 +122,7 @@ def models_list(
 def run_collect(
     config: CollectConfig, out: Path, progress: bool = True, strict: bool = False
 ) -> int:
-    """Collect (see :func:`rlmdistill.collect.main.run_collect`) and print what was done,
+    """Collect (see :func:`rlmdistill.collect.main.run`) and print what was done,
     with the rooms' notes (documents not UTF-8, with replacement characters, skipped).
 
     Returns the number of episodes finished by this call. Raises
@@ -130,7 +130,7 @@ def run_collect(
     infrastructure left episodes unfinished.
     """
     from rlmdistill.collect.main import check_finished
-    from rlmdistill.collect.main import run_collect as collect_stage
+    from rlmdistill.collect.main import run as collect_stage
 
     result = collect_stage(
         config,

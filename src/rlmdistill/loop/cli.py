@@ -20,10 +20,10 @@ def loop_main(
     ``strict``: a room document whose text cannot be extracted is an error (default: skipped
     and noted)."""
     from rlmdistill.loop.config import load_experiment
-    from rlmdistill.loop.run import run_loop
+    from rlmdistill.loop.main import run
 
     cfg = load_experiment(experiment)
-    res = run_loop(
+    res = run(
         cfg,
         rounds=rounds,
         log=lambda s: err.print(s, highlight=False, markup=False),

@@ -153,8 +153,8 @@ class _Loop:
             build_config,
             check_finished,
             pending_episodes,
-            run_collect,
         )
+        from rlmdistill.collect.main import run as collect_stage
         from rlmdistill.compat import library_warning_filter
 
         root, open_specs = self.recorded_root(out, root)
@@ -170,7 +170,7 @@ class _Loop:
         else:
             self.log(f"[run ] {stage} -> {self.rel(out)} ({pending} episodes to collect)")
             with library_warning_filter():  # peft's is_gradient_checkpointing (tuned roots)
-                res = run_collect(cfg, out, progress=self.progress, open_specs=open_specs,
+                res = collect_stage(cfg, out, progress=self.progress, open_specs=open_specs,
                                   strict=self.strict,
                                   log=lambda line: self.log(f"[note] {line}"))  # fmt: skip
             statuses: dict[str, int] = {}
@@ -220,7 +220,7 @@ class _Loop:
 
     def adapter(self, dataset: Path, out: Path, rnd: int) -> None:
         from rlmdistill.sft.config import build_config as sft_config
-        from rlmdistill.sft.train import train
+        from rlmdistill.sft.main import run as sft_stage
 
         cfg = sft_config(
             None, {**self.cfg.sft, "dataset": dataset, "base": self.cfg.base, "out": out}
@@ -245,7 +245,7 @@ class _Loop:
         if out.exists():  # stale: a new dataset or new settings; the old adapter is replaced
             shutil.rmtree(out)
         self.log(f"[run ] sft {self.rel(dataset)} -> {self.rel(out)}")
-        res = train(cfg, progress=self.progress)
+        res = sft_stage(cfg, progress=self.progress)
         evals = [r.loss for r in res.eval_losses]
         self.log(f"[ok  ] sft {self.rel(out)}: {res.eval_note}"
                  + (f"; eval loss {' -> '.join(f'{x:.4f}' for x in evals)}" if evals else ""))  # fmt: skip
