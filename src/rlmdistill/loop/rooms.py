@@ -2,8 +2,9 @@
 
 Rooms are built once into ``<workspace>/rooms/{train,holdout}-<k>`` (contracts sampled
 without replacement across all rooms, via ``build_cuad_room(exclude=...)``), and the split is
-checked on content: no document's bytes (sha256) may appear in both a training and a held-out
-room, whatever the rooms' origin. Every room must have at least one rubric criterion (a room
+checked on content with the room-set check (:func:`rlmdistill.rooms.roomset.split_overlap`): no
+document's bytes (sha256) may appear in both a training and a held-out room, whatever the
+rooms' origin; paragraphs shared across the splits are counted in ``split.json``. Every room must have at least one rubric criterion (a room
 without one gives episodes with no pass rate): a CUAD draw with none is drawn again with the
 next seed of its own sequence, and given room folders are checked. What happened (seeds,
 contracts, criteria, rejected draws) and the split check are written to
@@ -12,13 +13,13 @@ contracts, criteria, rejected draws) and the split check are written to
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlmdistill.loop.config import CuadRooms, ExperimentConfig, ExperimentError
 from rlmdistill.loop.paths import from_record, to_record
+from rlmdistill.rooms.roomset import split_overlap
 from rlmdistill.traces import layout
 
 __all__ = [
@@ -46,6 +47,8 @@ class SplitCheck(NamedTuple):
     n_holdout_documents: int
     shared: list[tuple[str, str]]
     """(training document, held-out document) pairs with identical bytes."""
+    shared_paragraphs: int = 0
+    """Distinct paragraphs (80+ characters) found in both (reported, not a failure)."""
 
 
 class RoomDraw(NamedTuple):
@@ -256,25 +259,15 @@ def check_criteria(rooms: list[Path]) -> dict[str, int]:
     return counts
 
 
-def _doc_hashes(room: Path) -> dict[str, str]:
-    docs = Path(room) / "documents"
-    return {
-        hashlib.sha256(p.read_bytes()).hexdigest(): str(p.relative_to(docs))
-        for p in sorted(docs.rglob("*"))
-        if p.is_file()
-    }
-
-
 def check_split(train: list[Path], holdout: list[Path]) -> SplitCheck:
-    """Compare every document's bytes (sha256) across the training and held-out rooms."""
-    tr: dict[str, str] = {}
-    for room in train:
-        tr.update({h: f"{room.name}/{d}" for h, d in _doc_hashes(room).items()})
-    ho: dict[str, str] = {}
-    for room in holdout:
-        ho.update({h: f"{room.name}/{d}" for h, d in _doc_hashes(room).items()})
-    shared = sorted((tr[h], ho[h]) for h in tr.keys() & ho.keys())
-    return SplitCheck(len(tr), len(ho), shared)
+    """The room-set leak check (:func:`rlmdistill.rooms.roomset.split_overlap`: identical
+    document bytes and shared paragraphs) over the training and held-out rooms; the loop
+    fails on shared documents only (distinct contracts may share a boilerplate paragraph,
+    which is counted in ``shared_paragraphs``)."""
+    o = split_overlap(train, holdout)
+    return SplitCheck(
+        o.n_train_documents, o.n_holdout_documents, o.shared_documents, o.shared_paragraphs
+    )
 
 
 def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
@@ -320,6 +313,7 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
                 "n_train_documents": check.n_train_documents,
                 "n_holdout_documents": check.n_holdout_documents,
                 "shared": check.shared,
+                "shared_paragraphs": check.shared_paragraphs,
                 "passed": not check.shared,
             },
             indent=2,

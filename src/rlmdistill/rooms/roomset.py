@@ -1,7 +1,7 @@
 """Room sets: many synthetic rooms of a spread of sizes, split into train and holdout.
 
 Command: ``rlmdistill rooms set --sizes 20,50,100 --per-size K --seed S --holdout-fraction F
---out DIR`` (or ``--spec spec.yaml`` holding the same fields; :func:`roomset_main`; the engine
+--out DIR`` (or ``--spec spec.yaml`` holding the same fields; ``rooms/cli.py``; the engine
 is :func:`build_roomset`). Later stages read the manifest with :func:`load_roomset` to study
 behaviour against room size (collect on ``train`` rooms, evaluate on ``holdout`` rooms).
 
@@ -20,7 +20,7 @@ replaced by the next one (``:<attempt>`` appended).
 Separation of train and holdout (recorded in ``roomset.json`` as :class:`SplitCheck`, and an
 error when it fails): CUAD contracts come from disjoint halves of the source (even-indexed
 files for train, odd for holdout); target companies differ; no document text is identical
-across the splits; and no paragraph of 80+ characters (blank-line separated, whitespace
+across the splits (:func:`split_overlap`, the check the loop uses too); and no paragraph of 80+ characters (blank-line separated, whitespace
 normalised) occurs in both splits. Template boilerplate shorter than a paragraph (section
 headings, signature lines) may recur; every filler paragraph names its room's target.
 """
@@ -33,9 +33,9 @@ import math
 import random
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -56,11 +56,13 @@ __all__ = [
     "RoomSetSpec",
     "Split",
     "SplitCheck",
+    "SplitOverlap",
     "build_roomset",
     "check_split",
     "load_roomset",
     "log_spaced_sizes",
     "parse_sizes",
+    "split_overlap",
 ]
 
 ROOMSET_SCHEMA_VERSION = 1
@@ -137,7 +139,7 @@ class SplitCheck(BaseModel):
     """Result of the train/holdout separation check (see the module docstring)."""
 
     method: str = (
-        f"documents: sha256 of text; paragraphs: blank-line separated, whitespace-normalised, "
+        f"documents: sha256 of bytes; paragraphs: blank-line separated, whitespace-normalised, "
         f">= {MIN_PARAGRAPH_CHARS} chars, sha256; CUAD: source file names; targets: names"
     )
     shared_documents: int
@@ -225,60 +227,93 @@ def _assign_splits(spec: RoomSetSpec) -> dict[tuple[int, int], Split]:
     return {(s, i): ("holdout" if i < floors[s] else "train") for s in spec.sizes for i in range(k)}
 
 
-def _paragraphs(room: Path) -> Iterator[tuple[str, str]]:
-    """``(document sha256, paragraph sha256)`` pairs; paragraph digest ``""`` marks the whole
-    document (so callers get both from one read)."""
-    for file in sorted((room / "documents").rglob("*")):
-        if not file.is_file():
-            continue
-        text = file.read_bytes().decode("utf-8", errors="replace")
-        doc = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        yield doc, ""
-        for para in _PARA.split(text):
-            norm = _WS.sub(" ", para).strip()
-            if len(norm) >= MIN_PARAGRAPH_CHARS:
-                yield doc, hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest()
+def _documents(room: Path) -> Iterator[tuple[str, str, str]]:
+    """``(document path under documents/, sha256 of its bytes, its text)`` of every file of a
+    room, in path order (text decoded as UTF-8 with replacement, for paragraphs)."""
+    docs = Path(room) / "documents"
+    for file in sorted(docs.rglob("*")):
+        if file.is_file():
+            raw = file.read_bytes()
+            yield (
+                file.relative_to(docs).as_posix(),
+                hashlib.sha256(raw).hexdigest(),
+                raw.decode("utf-8", errors="replace"),
+            )
 
 
-def _paragraph_text(room: Path, digests: set[str], limit: int) -> list[str]:
-    out: list[str] = []
-    for file in sorted((room / "documents").rglob("*")):
-        if not file.is_file() or len(out) >= limit:
-            continue
-        for para in _PARA.split(file.read_bytes().decode("utf-8", errors="replace")):
-            norm = _WS.sub(" ", para).strip()
-            if hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest() in digests:
-                out.append(norm[:120])
-                if len(out) >= limit:
-                    break
-    return out
+def _paragraph_digests(text: str) -> Iterator[tuple[str, str]]:
+    """``(sha256, normalised text)`` of every paragraph of ``text`` of
+    :data:`MIN_PARAGRAPH_CHARS`+ characters (blank-line separated, whitespace collapsed)."""
+    for para in _PARA.split(text):
+        norm = _WS.sub(" ", para).strip()
+        if len(norm) >= MIN_PARAGRAPH_CHARS:
+            yield hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest(), norm
+
+
+class SplitOverlap(NamedTuple):
+    """What a training and a held-out set of rooms share (:func:`split_overlap`)."""
+
+    n_train_documents: int
+    """Distinct document contents (sha256 of bytes) in the training rooms."""
+    n_holdout_documents: int
+    shared_documents: list[tuple[str, str]]
+    """``(training room/document, held-out room/document)`` per content found in both, sorted."""
+    n_train_paragraphs: int
+    """Distinct paragraphs (80+ characters, normalised) in the training rooms."""
+    n_holdout_paragraphs: int
+    shared_paragraphs: int
+    """Distinct paragraphs found in both."""
+    examples: list[str]
+    """Up to 3 shared paragraphs (first 120 characters), for diagnosis."""
+
+
+def split_overlap(train: Sequence[Path], holdout: Sequence[Path]) -> SplitOverlap:
+    """The one train/holdout leak check of room folders, whatever built them (synthetic room
+    sets here, the loop's CUAD or given rooms in :mod:`rlmdistill.loop.rooms`): identical
+    document bytes (sha256) and shared paragraphs. Reads every document once; memory is one
+    digest per distinct document and paragraph. Callers decide what fails (a room set fails
+    on any overlap; the loop on shared documents, since distinct contracts may share a
+    boilerplate paragraph)."""
+    train_docs: dict[str, str] = {}
+    train_paras: set[str] = set()
+    for room in train:
+        for name, digest, text in _documents(room):
+            train_docs.setdefault(digest, f"{Path(room).name}/{name}")
+            train_paras.update(d for d, _ in _paragraph_digests(text))
+    holdout_docs: dict[str, str] = {}
+    holdout_paras: set[str] = set()
+    shared_paras: set[str] = set()
+    examples: list[str] = []
+    for room in holdout:
+        for name, digest, text in _documents(room):
+            holdout_docs.setdefault(digest, f"{Path(room).name}/{name}")
+            for d, norm in _paragraph_digests(text):
+                holdout_paras.add(d)
+                if d in train_paras and d not in shared_paras:
+                    shared_paras.add(d)
+                    if len(examples) < 3:
+                        examples.append(norm[:120])
+    shared = sorted((train_docs[h], holdout_docs[h]) for h in train_docs.keys() & holdout_docs)
+    return SplitOverlap(
+        n_train_documents=len(train_docs),
+        n_holdout_documents=len(holdout_docs),
+        shared_documents=shared,
+        n_train_paragraphs=len(train_paras),
+        n_holdout_paragraphs=len(holdout_paras),
+        shared_paragraphs=len(shared_paras),
+        examples=examples,
+    )
 
 
 def check_split(base: str | Path, rooms: list[RoomSetEntry]) -> SplitCheck:
-    """Compare train and holdout rooms under ``base`` (documents, paragraphs, CUAD files,
-    targets; see the module docstring). Reads every document once; memory is one digest per
-    distinct train paragraph (about 32 bytes of digest + set overhead each)."""
+    """Compare the train and holdout rooms of a set under ``base``: the documents and
+    paragraphs of :func:`split_overlap`, plus CUAD source files and target names (see the
+    module docstring); any overlap fails."""
     base = Path(base)
-    train_docs: set[str] = set()
-    train_paras: set[str] = set()
-    for entry in rooms:
-        if entry.split == "train":
-            for doc, para in _paragraphs(base / entry.path):
-                (train_paras.add(para) if para else train_docs.add(doc))
-    shared_docs = 0
-    shared_paras: set[str] = set()
-    holdout_paras: set[str] = set()
-    first_room_with_shared: Path | None = None
-    for entry in rooms:
-        if entry.split == "holdout":
-            for doc, para in _paragraphs(base / entry.path):
-                if not para:
-                    shared_docs += doc in train_docs
-                    continue
-                holdout_paras.add(para)
-                if para in train_paras:
-                    shared_paras.add(para)
-                    first_room_with_shared = first_room_with_shared or base / entry.path
+    overlap = split_overlap(
+        [base / r.path for r in rooms if r.split == "train"],
+        [base / r.path for r in rooms if r.split == "holdout"],
+    )
 
     def cuad_files(split: Split) -> set[str]:
         names: set[str] = set()
@@ -291,18 +326,16 @@ def check_split(base: str | Path, rooms: list[RoomSetEntry]) -> SplitCheck:
     shared_cuad = sorted(cuad_files("train") & cuad_files("holdout"))
     targets = {r.target for r in rooms if r.split == "train"}
     shared_targets = sorted({r.target for r in rooms if r.split == "holdout"} & targets)
-    examples = (
-        _paragraph_text(first_room_with_shared, shared_paras, 3) if first_room_with_shared else []
-    )
+    shared_docs = len(overlap.shared_documents)
     return SplitCheck(
         shared_documents=shared_docs,
-        shared_paragraphs=len(shared_paras),
+        shared_paragraphs=overlap.shared_paragraphs,
         shared_cuad_files=shared_cuad,
         shared_targets=shared_targets,
-        n_train_paragraphs=len(train_paras),
-        n_holdout_paragraphs=len(holdout_paras),
-        examples=examples,
-        passed=not (shared_docs or shared_paras or shared_cuad or shared_targets),
+        n_train_paragraphs=overlap.n_train_paragraphs,
+        n_holdout_paragraphs=overlap.n_holdout_paragraphs,
+        examples=overlap.examples,
+        passed=not (shared_docs or overlap.shared_paragraphs or shared_cuad or shared_targets),
     )
 
 
