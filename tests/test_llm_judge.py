@@ -18,9 +18,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from rlmdistill.judge.agreement import run_agreement
 from rlmdistill.judge.base import pass_rates
 from rlmdistill.judge.cache import VerdictCache, criterion_hash, memo_sha256
-from rlmdistill.judge.cli import agreement_main, register
+from rlmdistill.judge.cli import register
 from rlmdistill.judge.llm import (
     JUDGE_PROMPT_VERSION,
     LLMGrader,
@@ -546,7 +547,7 @@ def test_cli_judge_and_agreement_on_a_collected_run(cuad_room3, tmp_path, monkey
     all_row = table["rows"][-1]
     assert all_row["criterion_type"] == "all"
     assert all_row["n"] + all_row["n_ungradable"] == 2 * n_criteria
-    assert table == agreement_main(run).model_dump(mode="json")
+    assert table == run_agreement(run).model_dump(mode="json")
     res = CliRunner().invoke(app, ["judge-agreement", str(run)])
     assert res.exit_code == 0 and "judge agreement: reference (a) vs llm-judge (b)" in res.output
 

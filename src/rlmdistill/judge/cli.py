@@ -12,7 +12,7 @@ Commands::
 that adds the missing one, and exits 1 (nothing to compare; like ``filter`` with nothing kept).
 
 The ``judge`` stage is :func:`rlmdistill.judge.main.run` (a :class:`~rlmdistill.judge.main.
-JudgeConfig` in, a :class:`~rlmdistill.judge.main.JudgeReport` out); :func:`agreement_main`
+JudgeConfig` in, a :class:`~rlmdistill.judge.main.JudgeReport` out); :func:`rlmdistill.judge.agreement.run_agreement`
 computes the agreement table. :func:`register` adds the typer commands, which map results to
 output and exit codes.
 """
@@ -28,15 +28,12 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from rlmdistill.judge.agreement import AgreementTable, agreement_table
+from rlmdistill.judge.agreement import AgreementTable, TooFewGradersError, run_agreement
 from rlmdistill.judge.main import JudgeConfig, run
 from rlmdistill.models.limits import PriceTable
-from rlmdistill.traces.layout import RUN_MANIFEST, verdicts_path
-from rlmdistill.traces.runs import grader_ids, load_verdicts
+from rlmdistill.traces.runs import grader_ids
 
 __all__ = [
-    "TooFewGradersError",
-    "agreement_main",
     "list_graders",
     "load_prices",
     "register",
@@ -47,73 +44,12 @@ list_graders = grader_ids
 """Grader ids with a verdict file in a run (:func:`rlmdistill.traces.runs.grader_ids`)."""
 
 
-class TooFewGradersError(ValueError):
-    """The run has verdicts from fewer than two graders, so there is no agreement to compute;
-    the message names the ``rlmdistill judge`` command that adds the missing grader."""
-
-
 def load_prices(path: Path) -> PriceTable:
     """Read a :class:`PriceTable` from a YAML or JSON file; ``ValueError`` names the file."""
     try:
         return PriceTable.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError, ValueError) as exc:
         raise ValueError(f"{path}: not a valid price table: {exc}") from exc
-
-
-def agreement_main(run_dir: Path, a: str = "reference", b: str | None = None) -> AgreementTable:
-    """Agreement table of graders ``a`` and ``b`` on ``run_dir`` (method in
-    :mod:`rlmdistill.judge.agreement`).
-
-    ``b`` defaults to the one grader other than ``a`` that judged the run. Raises
-    :class:`TooFewGradersError` (a ``ValueError``) when the run has verdicts from fewer than
-    two graders, ``FileNotFoundError`` when a grader's verdict file is missing and
-    ``ValueError`` when ``b`` is not given and there is not exactly one candidate (the message
-    lists them); ``FileNotFoundError`` too when ``run_dir`` is not a run directory.
-    """
-    run_dir = Path(run_dir)
-    if not (run_dir / RUN_MANIFEST).exists():
-        raise FileNotFoundError(
-            f"{run_dir / RUN_MANIFEST} not found: is {run_dir} a run directory?"
-        )
-    graders = list_graders(run_dir)
-    if len(graders) < 2:
-        raise TooFewGradersError(_too_few_graders(run_dir, graders))
-    if b is None:
-        others = [g for g in graders if g != a]
-        if len(others) != 1:
-            raise ValueError(
-                f"{run_dir}: pick the second grader with --b; graders with verdicts: "
-                + (", ".join(graders) or "none")
-            )
-        b = others[0]
-    for g in (a, b):
-        if g not in graders:
-            raise FileNotFoundError(
-                f"{verdicts_path(run_dir, g)} not found; graders with verdicts: "
-                + (", ".join(graders) or "none")
-            )
-    return agreement_table(
-        load_verdicts(run_dir, a), load_verdicts(run_dir, b), grader_a=a, grader_b=b
-    )
-
-
-def _too_few_graders(run_dir: Path, graders: list[str]) -> str:
-    reference = f"  rlmdistill judge {run_dir}"
-    llm = (
-        f"  rlmdistill judge {run_dir} --judge openai:MODEL@URL"
-        "   (or --judge local:qwen2.5-coder-1.5b)"
-    )
-    if not graders:
-        return (
-            f"{run_dir}: judge agreement needs verdicts from two graders; this run has none "
-            f"yet. Grade it with the reference grader and an LLM judge:\n{reference}\n{llm}"
-        )
-    (only,) = graders
-    add = llm if only == "reference" else reference
-    return (
-        f"{run_dir}: judge agreement needs verdicts from two graders; this run has one "
-        f"({only}). Add a second, then run judge-agreement again:\n{add}"
-    )
 
 
 def render_agreement(table: AgreementTable, console: Console) -> None:
@@ -252,7 +188,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Agreement of two graders per criterion type: n, agreement share, Cohen's kappa."""
         try:
-            table = agreement_main(run_dir, a, b)
+            table = run_agreement(run_dir, a, b)
         except TooFewGradersError as exc:  # nothing to compare: exit 1 (as filter, nothing kept)
             err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
             raise typer.Exit(1) from exc

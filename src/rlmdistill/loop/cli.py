@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["lineage_main", "loop_main", "register"]
+__all__ = ["loop_main", "register"]
 
 err = Console(stderr=True)
 
@@ -37,13 +37,6 @@ def loop_main(
     return 0
 
 
-def lineage_main(workspace: Path) -> str:
-    """The lineage tree of a workspace as text (see :mod:`rlmdistill.loop.lineage`)."""
-    from rlmdistill.loop.lineage import render_tree
-
-    return render_tree(workspace)
-
-
 def register(app: typer.Typer) -> None:
     """Add ``loop`` and ``lineage`` to ``app``."""
 
@@ -68,4 +61,6 @@ def register(app: typer.Typer) -> None:
         workspace: Annotated[Path, typer.Argument(help="Experiment workspace folder.")],
     ) -> None:
         """Which runs made which dataset made which adapter made which run and report."""
-        typer.echo(lineage_main(workspace))
+        from rlmdistill.loop.lineage import render_tree
+
+        typer.echo(render_tree(workspace))

@@ -49,9 +49,10 @@ from rlmdistill.traces.artefacts import (
     SFTStatus,
     TrainLogRecord,
     load_sft_manifest,
+    read_train_log,
 )
 from rlmdistill.traces.layout import SFT_MANIFEST, TRAIN_LOG
-from rlmdistill.traces.store import append_records, read_jsonl
+from rlmdistill.traces.store import append_records
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +205,8 @@ def resolve_precision(option: str, probe: CpuProbe | None = None) -> Precision:
 
 
 class TrainLogCallback(TrainerCallback):
-    """Appends a :class:`TrainLogRecord` to ``path`` at every logging step (rank 0 only).
+    """Appends a :class:`TrainLogRecord` to ``<adapter_dir>/train_log.jsonl`` at every logging
+    step (rank 0 only).
 
     ``tokens_seen`` continues across ``--resume``: TRL's ``num_tokens`` restarts at 0 in a new
     process, so the count of the last line at or before the resumed step is added. Lines of an
@@ -212,8 +214,9 @@ class TrainLogCallback(TrainerCallback):
     per step.
     """
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, adapter_dir: Path):
+        self.adapter_dir = Path(adapter_dir)
+        self.path = self.adapter_dir / TRAIN_LOG
         self.losses: list[float] = []
         self.eval_losses: list[EvalLossRecord] = []
         self.tokens_seen = 0
@@ -224,10 +227,9 @@ class TrainLogCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Set the clock and, on resume, the token offset from earlier lines."""
         self._last_t = time.perf_counter()
-        earlier = [
-            r for r in read_jsonl(self.path).records if r.get("step", 0) <= state.global_step
-        ]
-        self._offset = int(earlier[-1]["tokens_seen"]) if earlier and state.global_step else 0
+        log = read_train_log(self.adapter_dir) if self.path.exists() else None
+        earlier = [r for r in (log.records if log else []) if r.step <= state.global_step]
+        self._offset = int(earlier[-1].tokens_seen or 0) if earlier and state.global_step else 0
         self._last_tokens = self.tokens_seen = self._offset
 
     def on_log(
@@ -435,7 +437,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         dataloader_num_workers=config.dataloader_num_workers,
         ddp_find_unused_parameters=False,
     )
-    log_cb = TrainLogCallback(out / TRAIN_LOG)
+    log_cb = TrainLogCallback(out)
     with library_warning_filter():
         trainer = SFTTrainer(
             model=model,
