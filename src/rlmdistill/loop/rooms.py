@@ -25,6 +25,7 @@ from rlmdistill.rooms.roomset import (
     CuadBuild,
     RoomDraw,
     RoomSetError,
+    SplitOverlap,
     build_cuad_set,
     default_cuad_source,
     split_overlap,
@@ -36,25 +37,12 @@ __all__ = [
     "CuadBuild",
     "PreparedRooms",
     "RoomDraw",
-    "SplitCheck",
     "build_cuad_rooms",
     "check_criteria",
-    "check_split",
     "default_cuad_source",
     "prepare_rooms",
     "read_split",
 ]
-
-
-class SplitCheck(NamedTuple):
-    """Result of :func:`check_split`."""
-
-    n_train_documents: int
-    n_holdout_documents: int
-    shared: list[tuple[str, str]]
-    """(training document, held-out document) pairs with identical bytes."""
-    shared_paragraphs: int = 0
-    """Distinct paragraphs (80+ characters) found in both (reported, not a failure)."""
 
 
 class PreparedRooms(NamedTuple):
@@ -62,7 +50,9 @@ class PreparedRooms(NamedTuple):
 
     train: list[Path]
     holdout: list[Path]
-    check: SplitCheck
+    check: SplitOverlap
+    """The leak check (:func:`~rlmdistill.rooms.roomset.split_overlap`); the loop fails on
+    ``shared_documents`` only (distinct contracts may share a boilerplate paragraph)."""
     n_criteria: dict[str, int]
     """Rubric criteria per room folder (all >= 1)."""
     draws: list[RoomDraw]
@@ -109,17 +99,6 @@ def check_criteria(rooms: list[Path]) -> dict[str, int]:
     return counts
 
 
-def check_split(train: list[Path], holdout: list[Path]) -> SplitCheck:
-    """The room-set leak check (:func:`rlmdistill.rooms.roomset.split_overlap`: identical
-    document bytes and shared paragraphs) over the training and held-out rooms; the loop
-    fails on shared documents only (distinct contracts may share a boilerplate paragraph,
-    which is counted in ``shared_paragraphs``)."""
-    o = split_overlap(train, holdout)
-    return SplitCheck(
-        o.n_train_documents, o.n_holdout_documents, o.shared_documents, o.shared_paragraphs
-    )
-
-
 def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     """The experiment's training and held-out room folders, built if needed, checked.
 
@@ -150,7 +129,7 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     else:
         train, holdout = list(cfg.train_rooms), list(cfg.holdout_rooms)
     criteria = check_criteria([*train, *holdout])
-    check = check_split(train, holdout)
+    check = split_overlap(train, holdout)
     rooms_dir.mkdir(parents=True, exist_ok=True)
     (rooms_dir / layout.SPLIT).write_text(
         json.dumps(
@@ -162,19 +141,19 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
                 **({"cuad": cuad} if cuad is not None else {}),
                 "n_train_documents": check.n_train_documents,
                 "n_holdout_documents": check.n_holdout_documents,
-                "shared": check.shared,
+                "shared": check.shared_documents,
                 "shared_paragraphs": check.shared_paragraphs,
-                "passed": not check.shared,
+                "passed": not check.shared_documents,
             },
             indent=2,
         )
         + "\n",
         encoding="utf-8",
     )
-    if check.shared:
-        pairs = "; ".join(f"{a} == {b}" for a, b in check.shared[:5])
+    if check.shared_documents:
+        pairs = "; ".join(f"{a} == {b}" for a, b in check.shared_documents[:5])
         raise ExperimentError(
-            f"training and held-out rooms share {len(check.shared)} document(s): {pairs}"
+            f"training and held-out rooms share {len(check.shared_documents)} document(s): {pairs}"
         )
     return PreparedRooms(train, holdout, check, criteria, draws, cuad_source)
 

@@ -369,7 +369,7 @@ def run_loop(
     loop.note(split, "check", "rooms", 0, [], _sha_files(split),
               train_rooms=len(train), holdout_rooms=len(holdout),
               train_documents=check.n_train_documents, holdout_documents=check.n_holdout_documents,
-              shared_documents=len(check.shared), min_criteria=min(rooms.n_criteria.values()),
+              shared_documents=len(check.shared_documents), min_criteria=min(rooms.n_criteria.values()),
               redrawn_rooms=sum(1 for d in rooms.draws if d.attempt))  # fmt: skip
     n_crit = [sum(rooms.n_criteria[str(p)] for p in side) for side in (train, holdout)]
     log(
