@@ -67,7 +67,7 @@ def build_cuad_rooms(spec: CuadRooms, out: Path) -> CuadBuild:
     ``rooms:`` section, its :class:`~rlmdistill.rooms.roomset.RoomSetError` raised as
     :class:`ExperimentError` (same message, naming the room and the fields to change)."""
     try:
-        return build_cuad_set(spec, out)
+        return build_cuad_set(spec, out, previous_record=out / layout.SPLIT)
     except RoomSetError as exc:
         raise ExperimentError(str(exc)) from exc
 

@@ -536,12 +536,12 @@ def _fix_hint(spec: CuadSetSpec) -> str:
     )
 
 
-def _reused_draws(spec: CuadSetSpec, paths: list[Path], previous: Path) -> list[RoomDraw]:
+def _reused_draws(spec: CuadSetSpec, paths: list[Path], previous: Path | None) -> list[RoomDraw]:
     """Draws of rooms built earlier: from their room.json and task.json, with the rejected
     draws carried over from the previous ``split.json`` when it describes the same rooms."""
     n = len(paths)
     old: dict[str, Any] = {}
-    if previous.is_file():
+    if previous is not None and previous.is_file():
         try:
             rooms = json.loads(previous.read_text(encoding="utf-8"))["cuad"]["rooms"]
             old = {r["name"]: r for r in rooms}
@@ -567,7 +567,9 @@ def _reused_draws(spec: CuadSetSpec, paths: list[Path], previous: Path) -> list[
     return draws
 
 
-def build_cuad_set(spec: CuadSetSpec, out: Path) -> CuadBuild:
+def build_cuad_set(
+    spec: CuadSetSpec, out: Path, *, previous_record: Path | None = None
+) -> CuadBuild:
     """Build ``spec.train_rooms`` + ``spec.holdout_rooms`` disjoint CUAD rooms under ``out``,
     each with at least one rubric criterion.
 
@@ -579,7 +581,9 @@ def build_cuad_set(spec: CuadSetSpec, out: Path) -> CuadBuild:
     whose first draw has a criterion are the same as before this rule existed.
 
     Rooms already built (``task.json`` present, all of them) are reused; otherwise every room
-    is rebuilt, so the exclusion chain stays whole.
+    is rebuilt, so the exclusion chain stays whole. ``previous_record``: the record of an
+    earlier call (the loop's ``rooms/split.json``), whose rejected draws are carried over
+    for reused rooms.
 
     The CUAD counterpart of :func:`build_roomset` (the loop's rooms); check its split with
     :func:`split_overlap`.
@@ -596,7 +600,7 @@ def build_cuad_set(spec: CuadSetSpec, out: Path) -> CuadBuild:
     n_rooms = len(paths)
     reused = all((p / "task.json").exists() for p in paths)
     if reused:
-        draws = _reused_draws(spec, paths, out / "split.json")
+        draws = _reused_draws(spec, paths, previous_record)
         empty = [d.name for d in draws if d.n_criteria == 0]
         if empty:
             raise RoomSetError(
