@@ -3,13 +3,16 @@
 ``decisions.jsonl`` (:class:`FilterDecision`, written by ``rlmdistill filter``, read by
 export), ``export.json`` (:class:`ExportManifest`, written by ``rlmdistill export``), ``sft.json``
 (:class:`SFTManifest`) and ``train_log.jsonl`` (:class:`TrainLogRecord`, one per logging step),
-written by ``rlmdistill sft``. Writers build these models; every reader (SFT, the loop, the
-analysis report, the dashboard) reads them with :func:`load_export_manifest`,
-:func:`load_sft_manifest` and :func:`read_train_log`, so no stage parses them its own way.
+written by ``rlmdistill sft``. Writers build these models; every reader (export, SFT, the
+loop, the analysis report, the dashboard) reads them with :func:`read_decisions`,
+:func:`load_export_manifest`, :func:`load_sft_manifest` and :func:`read_train_log`, so no
+stage parses them its own way.
 
-Versions: ``schema_version`` 1 for all three; a field added later has a default, so files
-written by earlier versions keep loading. ``train_log.jsonl`` lines carry no version (every
-line so far is version 1); lines of other writers may carry extra keys, which are kept.
+Versions: ``export.json`` and ``sft.json`` carry ``schema_version`` 1, decisions the trace
+schema version; a field added later has a default, so files written by earlier versions keep
+loading (``tests/test_artefacts.py`` loads files in the format before these models moved
+here). ``train_log.jsonl`` lines carry no version (every line so far is version 1,
+:data:`SFT_SCHEMA_VERSION`); extra keys of other writers are kept.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class ArtefactError(ValueError):
 
 
 EXPORT_SCHEMA_VERSION = 1
+"""Version of ``export.json``."""
 
 
 class LengthStats(BaseModel):
