@@ -209,15 +209,28 @@ def test_ablations_page_depth_table(workspace2: Path) -> None:
     }
 
 
+def _sft_json(status: str = "completed", **fields: object) -> str:
+    """A complete ``sft.json`` (every field of rlmdistill.traces.artefacts.SFTManifest)."""
+    import json
+
+    data: dict[str, object] = {
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:01:00Z",
+        "status": status, "config": {"base": "smollm2-135m"}, "base_path": "/models/x",
+        "dataset_path": "d", "export_sha256": "0" * 64, "tokenizer_check": {}, "n_rows": 3,
+        "n_examples": 3, "dropped": {}, "n_tokens": 30, "n_supervised": 10, "device": "cpu",
+        "precision": "float32", "world_size": 1, "seed": 0, "versions": {},
+        "git_commit": None, "git_dirty": None,
+    }  # fmt: skip
+    return json.dumps({**data, **fields})
+
+
 def _write_adapter(ws: Path, name: str, losses: list[float], status: str = "completed") -> Path:
     """An adapter folder shaped as the SFT contract says: ``sft.json`` + ``train_log.jsonl``."""
     import json
 
     folder = ws / "adapters" / name
     folder.mkdir(parents=True)
-    (folder / "sft.json").write_text(
-        json.dumps({"status": status, "config": {"base": "smollm2-135m"}, "dataset_path": "d"})
-    )
+    (folder / "sft.json").write_text(_sft_json(status))
     lines = [
         {
             "step": i + 1,
