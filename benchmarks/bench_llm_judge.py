@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rlmdistill.judge.cache import memo_sha256
-from rlmdistill.judge.cli import judge_main
+from rlmdistill.judge.main import JudgeConfig
+from rlmdistill.judge.main import run as judge_stage
 from rlmdistill.judge.run import load_verdicts
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, last_user_message
@@ -129,12 +130,14 @@ def bench_fake(args: argparse.Namespace) -> None:
         run = make_run(Path(tmp), memos, args.criteria)
         spec = f"openai:judge@{srv.base_url}"
         t0 = time.perf_counter()
-        report = judge_main(
-            run,
-            spec,
-            criteria_per_request=args.per_request,
-            concurrency=args.concurrency,
-            request_concurrency=args.request_concurrency,
+        report = judge_stage(
+            JudgeConfig(
+                run_dir=run,
+                judge=spec,
+                criteria_per_request=args.per_request,
+                concurrency=args.concurrency,
+                request_concurrency=args.request_concurrency,
+            )
         )
         wall = time.perf_counter() - t0
         n_verdicts = args.episodes * args.criteria
@@ -155,7 +158,9 @@ def bench_fake(args: argparse.Namespace) -> None:
         report.result.verdicts_path.unlink()
         n_before = len(srv.requests)
         t0 = time.perf_counter()
-        again = judge_main(run, spec, criteria_per_request=args.per_request)
+        again = judge_stage(
+            JudgeConfig(run_dir=run, judge=spec, criteria_per_request=args.per_request)
+        )
         wall2 = time.perf_counter() - t0
         assert again.stats is not None
         print(
@@ -173,11 +178,13 @@ def bench_local(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = make_run(Path(tmp), [memo], args.local_criteria)
         t0 = time.perf_counter()
-        report = judge_main(
-            run,
-            f"local:{args.local}",
-            criteria_per_request=args.local_criteria,
-            max_attempts=args.local_attempts,
+        report = judge_stage(
+            JudgeConfig(
+                run_dir=run,
+                judge=f"local:{args.local}",
+                criteria_per_request=args.local_criteria,
+                max_attempts=args.local_attempts,
+            )
         )
         wall = time.perf_counter() - t0
         assert report.usage_path is not None

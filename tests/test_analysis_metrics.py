@@ -13,7 +13,6 @@ from rlmdistill.analysis.metrics import (
     answer_reaches_memo,
     load_run_metrics,
     metrics_table,
-    resolve_grader,
     word_tokens,
 )
 from rlmdistill.models.limits import ModelPrice, PriceTable
@@ -162,9 +161,9 @@ def test_missing_task_and_grader_choice(collected_run, tmp_path):
     # graders: side files are not graders; two graders need a choice
     shutil.copy(run / "verdicts" / "reference.jsonl", run / "verdicts" / "other.jsonl")
     (run / "verdicts" / "other.cache.jsonl").write_text("", "utf-8")
-    with pytest.raises(ValueError, match=r"several graders \(other, reference\)"):
-        resolve_grader(run, None)
-    with pytest.raises(ValueError, match=r"no verdicts from grader 'llm'"):
+    with pytest.raises(ValueError, match=r"several graders have verdicts \(other, reference\)"):
+        load_run_metrics(run, None, trajectories=False)
+    with pytest.raises(ValueError, match=r"grader 'llm' has no verdicts"):
         load_run_metrics(run, "llm")
     assert load_run_metrics(run, "other", trajectories=False).grader == "other"
     with pytest.raises(NotARunError):

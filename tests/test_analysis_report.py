@@ -19,7 +19,9 @@ import typer
 from conftest import CUAD_SOURCE, ROOT_SCRIPT
 from typer.testing import CliRunner
 
-from rlmdistill.analysis.cli import register, report_main
+from rlmdistill.analysis.cli import register
+from rlmdistill.analysis.main import ReportConfig
+from rlmdistill.analysis.main import run as report_stage
 from rlmdistill.analysis.stats import ema
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
 from rlmdistill.collect.prompts import SUBAGENT_SYSTEM_PROMPT
@@ -192,7 +194,7 @@ def lazy_run(tmp_path_factory: pytest.TempPathFactory, cuad_room3: Path) -> Path
 
 def test_report_over_two_real_runs(collected_run, lazy_run, tmp_path):
     out = tmp_path / "rep"
-    report_main([collected_run, lazy_run], out, labels=["base", "lazy"])
+    report_stage(ReportConfig(runs=[collected_run, lazy_run], out=out, labels=["base", "lazy"]))
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert [a["label"] for a in report["arms"]] == ["base", "lazy"]
     assert [a["root_name"] for a in report["arms"]] == ["root", "lazy"]
@@ -320,7 +322,7 @@ def adapter_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def four_report(four_runs, adapter_dir, tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("reports") / "four"
     runs = [four_runs[k] for k in ("base", "tuned", "tuned-d2", "base-sub2")]
-    report_main(runs, out, sft=[adapter_dir])
+    report_stage(ReportConfig(runs=runs, out=out, sft=[adapter_dir]))
     return out, json.loads((out / "report.json").read_text(encoding="utf-8"))
 
 
@@ -492,4 +494,4 @@ def test_cli_report_with_prices_and_refusals(collected_run, lazy_run, tmp_path):
     res = CliRunner().invoke(app, [*args, "--overwrite", "--label", "only-one"])
     assert res.exit_code == 2 and "1 labels given for 2 runs" in res.output
     res = CliRunner().invoke(app, [*args, "--overwrite", "--grader", "llm"])
-    assert res.exit_code == 2 and "no verdicts from grader 'llm'" in res.output
+    assert res.exit_code == 2 and "grader 'llm' has no verdicts" in res.output

@@ -206,12 +206,13 @@ def test_preflight_skips_local_specs_and_names_the_judge(tmp_path: Path) -> None
 
 
 def test_llm_judge_preflight_writes_nothing(tmp_path: Path) -> None:
-    from rlmdistill.judge.cli import judge_main
+    from rlmdistill.judge.main import JudgeConfig
+    from rlmdistill.judge.main import run as judge_stage
 
     run = tmp_path / "run"
     shutil.copytree(OLD_RUN, run)
     with pytest.raises(ServerUnavailableError, match=r"127\.0\.0\.1:9"):
-        judge_main(run, f"openai:judge@{DEAD}")
+        judge_stage(JudgeConfig(run_dir=run, judge=f"openai:judge@{DEAD}"))
     assert not (run / "verdicts").exists()
 
 

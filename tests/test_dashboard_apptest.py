@@ -209,15 +209,28 @@ def test_ablations_page_depth_table(workspace2: Path) -> None:
     }
 
 
+def _sft_json(status: str = "completed", **fields: object) -> str:
+    """A complete ``sft.json`` (every field of rlmdistill.traces.artefacts.SFTManifest)."""
+    import json
+
+    data: dict[str, object] = {
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:01:00Z",
+        "status": status, "config": {"base": "smollm2-135m"}, "base_path": "/models/x",
+        "dataset_path": "d", "export_sha256": "0" * 64, "tokenizer_check": {}, "n_rows": 3,
+        "n_examples": 3, "dropped": {}, "n_tokens": 30, "n_supervised": 10, "device": "cpu",
+        "precision": "float32", "world_size": 1, "seed": 0, "versions": {},
+        "git_commit": None, "git_dirty": None,
+    }  # fmt: skip
+    return json.dumps({**data, **fields})
+
+
 def _write_adapter(ws: Path, name: str, losses: list[float], status: str = "completed") -> Path:
     """An adapter folder shaped as the SFT contract says: ``sft.json`` + ``train_log.jsonl``."""
     import json
 
     folder = ws / "adapters" / name
     folder.mkdir(parents=True)
-    (folder / "sft.json").write_text(
-        json.dumps({"status": status, "config": {"base": "smollm2-135m"}, "dataset_path": "d"})
-    )
+    (folder / "sft.json").write_text(_sft_json(status))
     lines = [
         {
             "step": i + 1,
@@ -311,8 +324,7 @@ def test_filter_export_writes_the_same_dataset_as_the_cli_function(
 ) -> None:
     import datasets
 
-    from rlmdistill.filter import FilterRules
-    from rlmdistill.filter.cli import build_export_options, filter_main
+    from rlmdistill.filter.main import FilterConfig, build_export_options, run
 
     at = _open("filter")
     at.text_input(key="f_name").set_value("ds1")
@@ -325,7 +337,7 @@ def test_filter_export_writes_the_same_dataset_as_the_cli_function(
     got = datasets.load_from_disk(str(workspace / "datasets" / "ds1"))
     ref_dir = tmp_path_factory.mktemp("ref") / "ds"
     options = build_export_options(tokenizer=str(smollm2_dir), max_length=4096)
-    filter_main([workspace / "runs" / "base"], ref_dir, FilterRules(), options)
+    run(FilterConfig(runs=[workspace / "runs" / "base"], out=ref_dir, export=options))
     ref = datasets.load_from_disk(str(ref_dir))
     assert len(got) == len(ref) == 1
     assert got["input_ids"] == ref["input_ids"]
@@ -368,7 +380,7 @@ def test_workspace_from_script_args_beats_env(
 
 
 def test_compare_builds_analysis_report_and_shows_its_shift_table(workspace2: Path) -> None:
-    """The Build button writes the report with the analysis stage's ``report_main``; the
+    """The Build button writes the report with the analysis stage's ``run``; the
     table shown is that report's comparison rows (means with intervals, paired differences)."""
     from rlmdistill.analysis.compare import Report
 
@@ -389,10 +401,13 @@ def test_compare_builds_analysis_report_and_shows_its_shift_table(workspace2: Pa
 
 
 def test_ablations_page_shows_depth_ablation_of_a_report(workspace2: Path) -> None:
-    from rlmdistill.analysis.cli import report_main
+    from rlmdistill.analysis.main import ReportConfig, run
 
-    report = report_main(
-        [workspace2 / "runs" / "base", workspace2 / "runs" / "deep"], workspace2 / "reports" / "r2"
+    report = run(
+        ReportConfig(
+            runs=[workspace2 / "runs" / "base", workspace2 / "runs" / "deep"],
+            out=workspace2 / "reports" / "r2",
+        )
     )
     assert report.depth_ablations, "the analysis stage pairs a depth-1 and a depth-2 arm"
     at = _open("ablations")

@@ -68,13 +68,28 @@ def _chromium(*args: str) -> str:
     return out.stdout
 
 
+def _sft_json(status: str = "completed", **fields: object) -> str:
+    """A complete ``sft.json`` (every field of rlmdistill.traces.artefacts.SFTManifest)."""
+    import json
+
+    data: dict[str, object] = {
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:01:00Z",
+        "status": status, "config": {"base": "smollm2-135m"}, "base_path": "/models/x",
+        "dataset_path": "d", "export_sha256": "0" * 64, "tokenizer_check": {}, "n_rows": 3,
+        "n_examples": 3, "dropped": {}, "n_tokens": 30, "n_supervised": 10, "device": "cpu",
+        "precision": "float32", "world_size": 1, "seed": 0, "versions": {},
+        "git_commit": None, "git_dirty": None,
+    }  # fmt: skip
+    return json.dumps({**data, **fields})
+
+
 @pytest.fixture
 def server(tmp_path: Path, collected_run: Path):  # type: ignore[no-untyped-def]
     """The dashboard served over a workspace with the collected run and one adapter."""
     shutil.copytree(collected_run, tmp_path / "runs" / "base")
     adapter = tmp_path / "adapters" / "a1"
     adapter.mkdir(parents=True)
-    (adapter / "sft.json").write_text(json.dumps({"status": "completed"}))
+    (adapter / "sft.json").write_text(_sft_json())
     (adapter / "train_log.jsonl").write_text(
         "".join(
             json.dumps(

@@ -11,9 +11,9 @@ import pytest
 
 from rlmdistill.export import (
     EmptyExportError,
-    EpisodeScores,
     ExportManifest,
     ExportOptions,
+    FilterTimeScores,
     export_dataset,
     load_messages,
 )
@@ -34,7 +34,7 @@ def test_export_collected_run_reopens_with_card(
         out,
         ExportOptions(tokenizer=str(smollm2_dir)),
         card_extra="Rule: pass_rate >= 0.5",
-        scores={refs[0].episode_id: EpisodeScores(0.75, 0.5)},
+        scores={refs[0].episode_id: FilterTimeScores(0.75, 0.5)},
     )
     ds = datasets.load_from_disk(str(out))
     assert report.n_examples == len(ds) == 2

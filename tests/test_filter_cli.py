@@ -1,4 +1,4 @@
-"""The ``filter`` command: filter_main, output-folder safety, and the typer command."""
+"""The ``filter`` stage (filter.main.run), output-folder safety, and the typer command."""
 
 from __future__ import annotations
 
@@ -10,13 +10,24 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rlmdistill.filter.cli import NothingKeptError, OutputFolderError, filter_main, register
+from rlmdistill.filter.cli import register
+from rlmdistill.filter.main import (
+    FilterConfig,
+    NothingKeptError,
+    OutputFolderError,
+    build_export_options,
+    run,
+)
 from rlmdistill.filter.rules import FilterRuleError, FilterRules
 from rlmdistill.filter.select import FilterDecision
 from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
 from rlmdistill.traces.store import parse_records
 
 E = SyntheticEpisode
+
+
+def _filter(runs, out, rules, export=None, *, force=False):  # type: ignore[no-untyped-def]
+    return run(FilterConfig(runs=runs, out=out, rules=rules, export=export, force=force))
 
 
 def _run(tmp_path: Path) -> Path:
@@ -46,7 +57,7 @@ def _app() -> typer.Typer:
 def test_filter_main_writes_reports_and_decisions(tmp_path):
     run = _run(tmp_path)
     out = tmp_path / "datasets" / "d"
-    outcome = filter_main([run], out, FilterRules(min_pass_rate=0.5))
+    outcome = _filter([run], out, FilterRules(min_pass_rate=0.5))
     assert sorted(p.name for p in out.iterdir()) == [
         "decisions.jsonl",
         "filter_report.json",
@@ -71,22 +82,22 @@ def test_filter_main_writes_reports_and_decisions(tmp_path):
 def test_output_folder_safety(tmp_path):
     run = _run(tmp_path)
     out = tmp_path / "out"
-    filter_main([run], out, FilterRules())
+    _filter([run], out, FilterRules())
     with pytest.raises(OutputFolderError, match="not empty; pass --force"):
-        filter_main([run], out, FilterRules())
-    filter_main([run], out, FilterRules(min_sub_calls=1), force=True)
+        _filter([run], out, FilterRules())
+    _filter([run], out, FilterRules(min_sub_calls=1), force=True)
     report = json.loads((out / "filter_report.json").read_text(encoding="utf-8"))
     assert report["n_kept"] == 2  # replaced by the second selection
     foreign = tmp_path / "notes"
     foreign.mkdir()
     (foreign / "todo.txt").write_text("keep me", encoding="utf-8")
     with pytest.raises(OutputFolderError, match=r"not a dataset folder.*not deleting"):
-        filter_main([run], foreign, FilterRules(), force=True)
+        _filter([run], foreign, FilterRules(), force=True)
     assert (foreign / "todo.txt").read_text(encoding="utf-8") == "keep me"
     with pytest.raises(OutputFolderError, match="runs are read-only"):
-        filter_main([run], run / "filtered", FilterRules(), force=True)
+        _filter([run], run / "filtered", FilterRules(), force=True)
     with pytest.raises(OutputFolderError, match="runs are read-only"):
-        filter_main([run], run.parent, FilterRules(), force=True)
+        _filter([run], run.parent, FilterRules(), force=True)
     assert (run / "run.json").exists()
 
 
@@ -94,7 +105,7 @@ def test_bad_rules_leave_out_untouched(tmp_path):
     run = _run(tmp_path)
     out = tmp_path / "out"
     with pytest.raises(FilterRuleError, match=r"no verdicts/gpt\.jsonl"):
-        filter_main([run], out, FilterRules(grader="gpt"))
+        _filter([run], out, FilterRules(grader="gpt"))
     assert not out.exists()
 
 
@@ -102,7 +113,12 @@ def test_nothing_kept_writes_reports_then_refuses_export(tmp_path):
     run = _run(tmp_path)
     out = tmp_path / "out"
     with pytest.raises(NothingKeptError, match="no episode kept out of 4"):
-        filter_main([run], out, FilterRules(min_pass_rate=1.0, min_sub_calls=5), object())
+        _filter(
+            [run],
+            out,
+            FilterRules(min_pass_rate=1.0, min_sub_calls=5),
+            build_export_options(tokenizer="never-loaded"),
+        )
     assert (out / "filter_report.md").exists()
 
 
@@ -157,13 +173,11 @@ def test_end_to_end_dataset_from_collected_run(collected_run, tmp_path, smollm2_
     ``datasets.load_from_disk`` opens, with a card and a filter report."""
     import datasets
 
-    from rlmdistill.filter.cli import build_export_options
-
     run = tmp_path / "run"
     shutil.copytree(collected_run, run)
     out = tmp_path / "datasets" / "d"
     options = build_export_options(tokenizer=str(smollm2_dir), max_length=4096)
-    outcome = filter_main([run], out, FilterRules(dedup=[], min_pass_rate=0.0), options)
+    outcome = _filter([run], out, FilterRules(dedup=[], min_pass_rate=0.0), options)
     assert outcome.selection.n_kept == 2
     ds = datasets.load_from_disk(str(out))
     assert len(ds) == 2

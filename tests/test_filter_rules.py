@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from rlmdistill.filter.expr import ExpressionError, compile_expression
-from rlmdistill.filter.fields import EPISODE_FIELDS, EpisodeScores, episode_fields
+from rlmdistill.filter.fields import EPISODE_FIELDS, episode_fields
 from rlmdistill.filter.rules import REASON_ORDER, FilterRuleError, FilterRules
 from rlmdistill.models.base import Usage
 from rlmdistill.traces.schema import Coverage, EpisodeSummary, RoomInfo, TokenUsage
+from rlmdistill.traces.scores import PassRates
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "filter.md"
 
@@ -55,7 +56,7 @@ def _summary(**overrides: object) -> EpisodeSummary:
     return EpisodeSummary.model_validate(data)
 
 
-SCORES = EpisodeScores(
+SCORES = PassRates(
     pass_rate=0.5,
     graded_pass_rate=0.6,
     weighted_pass_rate=0.55,
@@ -144,7 +145,7 @@ def test_episode_fields_flatten_summary_and_match_catalogue():
     assert values["cited_share"] == pytest.approx(0.2)
     assert values["has_memo"] is True and values["graded"] is True
     assert values["pass_rate"] == 0.5 and values["n_ungradable"] == 1
-    ungraded = episode_fields(_summary(coverage=None, memo=None, memo_chars=0), EpisodeScores())
+    ungraded = episode_fields(_summary(coverage=None, memo=None, memo_chars=0), None)
     assert ungraded["coverage"] is None and ungraded["graded"] is False
     assert ungraded["has_memo"] is False and ungraded["pass_rate"] is None
 
@@ -176,7 +177,7 @@ def test_expressions_evaluate(expr, expected):
 
 
 def test_none_field_is_not_met_but_other_errors_raise():
-    values = episode_fields(_summary(coverage=None), EpisodeScores())
+    values = episode_fields(_summary(coverage=None), None)
     assert compile_expression("coverage > 0.3", EPISODE_FIELDS).evaluate(values) is None
     assert compile_expression("pass_rate is None", EPISODE_FIELDS).evaluate(values) is True
     with pytest.raises(ExpressionError, match=r"'status > 1' failed on episode ep9"):

@@ -11,14 +11,13 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from rlmdistill.judge.agreement import agreement_table, cohen_kappa
-from rlmdistill.judge.cli import (
+from rlmdistill.judge.agreement import (
     TooFewGradersError,
-    agreement_main,
-    list_graders,
-    register,
-    render_agreement,
+    agreement_table,
+    cohen_kappa,
+    run_agreement,
 )
+from rlmdistill.judge.cli import list_graders, register, render_agreement
 from rlmdistill.traces.schema import Verdict
 from rlmdistill.traces.store import append_records
 
@@ -146,7 +145,7 @@ def write_run(tmp_path, graders: dict[str, list[Verdict]]):
     return run
 
 
-def test_agreement_main_picks_the_other_grader_and_ignores_side_files(tmp_path):
+def test_run_agreement_picks_the_other_grader_and_ignores_side_files(tmp_path):
     run = write_run(
         tmp_path,
         {
@@ -155,15 +154,15 @@ def test_agreement_main_picks_the_other_grader_and_ignores_side_files(tmp_path):
         },
     )
     assert list_graders(run) == ["llm-x", "reference"]
-    table = agreement_main(run)
+    table = run_agreement(run)
     assert (table.grader_a, table.grader_b) == ("reference", "llm-x")
     assert table.rows[-1].agreement == 0.5
-    assert agreement_main(run, "llm-x").grader_b == "reference"
+    assert run_agreement(run, "llm-x").grader_b == "reference"
     with pytest.raises(FileNotFoundError, match="graders with verdicts: llm-x, reference"):
-        agreement_main(run, "reference", "llm-y")
+        run_agreement(run, "reference", "llm-y")
     append_records(run / "verdicts" / "llm-y.jsonl", [v("llm-y", "e", "c1", "FAIL")])
     with pytest.raises(ValueError, match="pick the second grader with --b"):
-        agreement_main(run)
+        run_agreement(run)
 
 
 def test_agreement_command_prints_table_and_undefined_kappa(tmp_path):
@@ -185,7 +184,7 @@ def test_agreement_command_prints_table_and_undefined_kappa(tmp_path):
     res = CliRunner().invoke(app, ["judge-agreement", str(run), "--b", "nope"])
     assert res.exit_code != 0 and "nope" in res.output
     console = Console(record=True, width=140)
-    render_agreement(agreement_main(run), console)
+    render_agreement(run_agreement(run), console)
     assert "1.000" in console.export_text()
 
 
@@ -207,6 +206,6 @@ def test_agreement_with_fewer_than_two_graders_names_the_judge_command(tmp_path)
     assert res.output.splitlines()[-1] == f"  rlmdistill judge {run}"
     (run / "verdicts" / "llm-x.jsonl").unlink()
     with pytest.raises(TooFewGradersError, match=r"has none yet\. Grade it with the reference"):
-        agreement_main(run)
+        run_agreement(run)
     res = CliRunner().invoke(app, ["judge-agreement", str(tmp_path)])
     assert res.exit_code == 2 and "a run directory?" in " ".join(res.output.split())

@@ -1,4 +1,4 @@
-"""judge.scores.run_scores: the per-episode reading from verdicts to pass rates."""
+"""traces.scores.run_scores: the per-episode reading from verdicts to pass rates."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 from rlmdistill.filter.rules import FilterRules
 from rlmdistill.filter.select import select_episodes
-from rlmdistill.judge.scores import run_scores
 from rlmdistill.traces.runs import load_verdicts
+from rlmdistill.traces.scores import run_scores
 
 
 def test_run_scores_agree_with_filter_and_verdict_file(collected_run: Path) -> None:

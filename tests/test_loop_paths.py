@@ -107,6 +107,20 @@ def test_experiment_record_loads_back_wherever_the_workspace_is(tmp_path: Path) 
     assert again.holdout_rooms == [tmp_path / "given"]
 
 
+def _older_sft_json(dataset: str) -> dict[str, object]:
+    """An ``sft.json`` as an older version wrote it (every field it then had), trained on
+    ``dataset``."""
+    return {
+        "schema_version": 1, "created_at": "2026-11-29T00:00:00Z",
+        "updated_at": "2026-11-29T00:10:00Z", "status": "completed",
+        "config": {"dataset": dataset, "base": "smollm2-135m", "out": "/old/place/ws/adapters/r1"},
+        "base_path": "/models/smollm2-135m", "dataset_path": dataset, "export_sha256": "0" * 64,
+        "sources": [], "tokenizer_check": {}, "n_rows": 2, "n_examples": 2, "dropped": {},
+        "n_tokens": 100, "n_supervised": 40, "device": "cpu", "precision": "float32",
+        "world_size": 1, "seed": 0, "versions": {}, "git_commit": None, "git_dirty": None,
+    }  # fmt: skip
+
+
 def test_adapter_of_an_older_version_is_up_to_date_after_a_move(tmp_path: Path) -> None:
     """Older versions fingerprinted the adapter's settings with the dataset's absolute path
     (``sft.json`` keeps it under ``config.dataset``). Moved, such an adapter is still up to
@@ -123,7 +137,7 @@ def test_adapter_of_an_older_version_is_up_to_date_after_a_move(tmp_path: Path) 
     out.mkdir(parents=True)
     (dataset / "export.json").write_text('{"n_examples": 2}', encoding="utf-8")
     old_dataset = "/old/place/ws/datasets/r1"
-    (out / "sft.json").write_text(json.dumps({"config": {"dataset": old_dataset}}), "utf-8")
+    (out / "sft.json").write_text(json.dumps(_older_sft_json(old_dataset)), "utf-8")
     # the fingerprint exactly as the older version computed it, where the workspace was then
     old_cfg = sft_config(None, {"dataset": old_dataset, "base": loop.cfg.base, "out": "x"})
     old_fp = loop.cfg.fingerprint(

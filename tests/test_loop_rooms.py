@@ -112,7 +112,7 @@ def test_quickstart_rooms_of_the_sample_all_have_criteria(tmp_path: Path) -> Non
         assert 8 <= n <= 15
         assert d["rejected"] == []
     assert sum(rooms.n_criteria.values()) == sum(SAMPLE_COUNTS.values()) == 94
-    assert not rooms.check.shared
+    assert not rooms.check.shared_documents
     assert rooms.cuad_source == split["cuad"]["source"] == str(SAMPLE_SOURCE)
     # issue #25 item 5: rooms inside the workspace are recorded relative to it
     assert split["train"] == [f"rooms/train-{k}" for k in range(4)]
@@ -143,7 +143,7 @@ def test_draws_without_criteria_are_drawn_again_deterministically(
         assert all(_prefix(r["contracts"][0]) not in KEEP_LABELLED for r in d.rejected)
     split = json.loads((tmp_path / "a" / "rooms" / "split.json").read_text())
     assert [r["rejected"] for r in split["cuad"]["rooms"]] == [d.rejected for d in draws]
-    assert split["passed"] and not rooms.check.shared
+    assert split["passed"] and not rooms.check.shared_documents
     # Deterministic: another workspace draws the same rooms.
     again = prepare_rooms(_experiment(tmp_path / "b", holdout_rooms=2, **spec))
     assert [(d.seed, d.contracts) for d in again.draws] == [(d.seed, d.contracts) for d in draws]

@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from rlmdistill.rooms import DataRoom
+from rlmdistill.rooms.cli import register
 from rlmdistill.rooms.roomset import (
     RoomSet,
     RoomSetError,
@@ -22,7 +23,6 @@ from rlmdistill.rooms.roomset import (
     log_spaced_sizes,
     parse_sizes,
 )
-from rlmdistill.rooms.synth import register
 
 
 @pytest.fixture(scope="module")

@@ -84,18 +84,48 @@ def write_dataset(
 
     datasets.Dataset.from_list(rows).save_to_disk(str(path))
     info = {
+        "spec": "smollm2-135m",
+        "path": "smollm2-135m",
         "name_or_path": "smollm2-135m",
+        "chat_template_source": "tokenizer",
         "chat_template_sha256": chat_template_sha256(tokenizer),
+        "assistant_header": "<|im_start|>assistant\n",
+        "closer": "<|im_end|>",
+        "tool_closer": None,
+        "end_of_turn": ["<|im_end|>"],
+        "default_system": None,
+        "generation_markers": False,
         "vocab_size": len(tokenizer),
         "vocab_sha256": vocab_sha256(tokenizer),
         **tokenizer_info,
     }
-    manifest = {
+    stats = {"n": 0, "total": 0, "min": None, "mean": None, "p50": None, "p95": None, "max": None}
+    manifest = {  # every field export.json has (rlmdistill.traces.artefacts.ExportManifest)
         "created_at": "2025-01-01T00:00:00+00:00",
         "tokenizer": info,
         "mode": "whole",
+        "style": "repl",
+        "system_prompt_source": "collected",
+        "system_prompt_sha256": None,
+        "few_shot_kept": True,
+        "max_length": 4096,
+        "truncation": "drop",
+        "prefill_supervised": False,
+        "min_supervised_tokens": 1,
+        "default_system": "",
         "n_examples": len(rows),
+        "n_episodes": 2,
+        "dropped": {},
+        "dropped_items": [],
+        "n_truncated": 0,
+        "n_appended_closers": 0,
+        "tokens": stats,
+        "supervised": stats,
         "sources": [{"run_dir": "runs/x", "run_id": "run0", "episode_ids": ["ep0", "ep1"]}],
+        "options": {},
+        "versions": {},
+        "git_commit": None,
+        "git_dirty": None,
     }
     (path / "export.json").write_text(json.dumps(manifest), encoding="utf-8")
     return path
@@ -571,8 +601,8 @@ def test_cli_trains_and_merges(tmp_path: Path, tiny_base: Path, tiny_dataset: Pa
     res = runner.invoke(app, [*args, "--config", str(cfg), "--max-steps", "1", "--lr", "0.01"])
     assert res.exit_code == 0, res.output
     manifest = SFTManifest.model_validate_json((out / "sft.json").read_text())
-    assert (manifest.config.max_steps, manifest.config.learning_rate) == (1, 0.01)
-    assert manifest.config.lora_r == 4 and manifest.global_step == 1
+    assert (manifest.config["max_steps"], manifest.config["learning_rate"]) == (1, 0.01)
+    assert manifest.config["lora_r"] == 4 and manifest.global_step == 1
     assert json.loads((out / "adapter_config.json").read_text())["r"] == 4
     res = runner.invoke(app, args)  # same --out again without --resume
     assert res.exit_code == 2 and "already holds an SFT run" in res.output

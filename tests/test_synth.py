@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.rooms import DataRoom, load_task
+from rlmdistill.rooms.cli import register
 from rlmdistill.rooms.cuad import SAMPLE_SOURCE
 from rlmdistill.rooms.synth import (
     CHARS_PER_TOKEN,
@@ -25,7 +26,6 @@ from rlmdistill.rooms.synth import (
     build_synth_room,
     n_issues_for,
     n_leaf_folders_for,
-    register,
 )
 from rlmdistill.rooms.synth_catalog import CATEGORIES
 from rlmdistill.rooms.synth_text import format_usd

@@ -27,6 +27,7 @@ from rich.console import Console
 
 from rlmdistill.collect.config import CollectConfig
 from rlmdistill.collect.main import build_config
+from rlmdistill.traces import layout
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -121,7 +122,7 @@ def models_list(
 def run_collect(
     config: CollectConfig, out: Path, progress: bool = True, strict: bool = False
 ) -> int:
-    """Collect (see :func:`rlmdistill.collect.main.run_collect`) and print what was done,
+    """Collect (see :func:`rlmdistill.collect.main.run`) and print what was done,
     with the rooms' notes (documents not UTF-8, with replacement characters, skipped).
 
     Returns the number of episodes finished by this call. Raises
@@ -129,7 +130,7 @@ def run_collect(
     infrastructure left episodes unfinished.
     """
     from rlmdistill.collect.main import check_finished
-    from rlmdistill.collect.main import run_collect as collect_stage
+    from rlmdistill.collect.main import run as collect_stage
 
     result = collect_stage(
         config,
@@ -230,9 +231,9 @@ def collect_cmd(
 # ----------------------------------------------------------------------------- judge
 def run_judge(run_dir: Path, grader: str = "reference") -> None:
     """Grade a run with the reference grader or an LLM judge and print what was done."""
-    from rlmdistill.judge.cli import judge_main
+    from rlmdistill.judge.main import JudgeConfig, run
 
-    rep = judge_main(run_dir, grader)
+    rep = run(JudgeConfig(run_dir=run_dir, judge=grader))
     res = rep.result
     err.print(f"graded {res.graded} episodes ({res.skipped} already graded) -> {res.verdicts_path}")
 
@@ -287,7 +288,7 @@ def quickstart_cmd(
             raise typer.Exit(1)
     t_pulled = time.monotonic()
     room = room_dir or Path("rooms") / f"cuad{contracts}-s{seed}"
-    if not (room / "task.json").exists():
+    if not (room / layout.TASK).exists():
         code = build_cuad_main(cuad or SAMPLE_SOURCE, contracts, seed, room)
         if code != 0:
             raise typer.Exit(code)
@@ -325,7 +326,7 @@ def _register_stages() -> None:
     from rlmdistill.judge.cli import register as register_judge
     from rlmdistill.loop.cli import register as register_loop
     from rlmdistill.rl.cli import register as register_rl
-    from rlmdistill.rooms.synth import register as register_rooms
+    from rlmdistill.rooms.cli import register as register_rooms
     from rlmdistill.sft.cli import register as register_sft
 
     register_rooms(rooms_app)

@@ -3,26 +3,24 @@
     rlmdistill report runs/base runs/tuned --out reports/tuned-vs-base
     rlmdistill report runs/d1 runs/d2 --out reports/depth --sft adapters/tuned --prices prices.yaml
 
-:func:`report_main` is the command as a plain function (tests call it); :func:`register` adds
-the typer command to an app (``rlmdistill.cli`` wires it).
+The stage is :func:`rlmdistill.analysis.main.run` (a :class:`~rlmdistill.analysis.main.
+ReportConfig` in, the report out); :func:`register` adds the typer command to an app
+(``rlmdistill.cli`` wires it), which maps the report to output and an exit code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 import yaml
 
 from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from rlmdistill.analysis.main import ReportConfig, run
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 
-if TYPE_CHECKING:
-    from rlmdistill.analysis.compare import Report
-
-__all__ = ["load_prices", "register", "report_main"]
+__all__ = ["load_prices", "register"]
 
 
 def load_prices(path: Path | None) -> PriceTable:
@@ -38,39 +36,6 @@ def load_prices(path: Path | None) -> PriceTable:
         raise FileNotFoundError(f"{path}: price table not found") from exc
     except (yaml.YAMLError, ValueError) as exc:
         raise ValueError(f"{path}: not a valid price table: {exc}") from exc
-
-
-def report_main(
-    runs: Sequence[Path],
-    out: Path,
-    *,
-    grader: str | None = None,
-    sft: Sequence[Path] = (),
-    prices: Path | None = None,
-    labels: Sequence[str] | None = None,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = DEFAULT_CONFIDENCE,
-    trajectories: bool = True,
-    overwrite: bool = False,
-) -> Report:
-    """Build the report of ``runs`` (first = baseline) into ``out``; see
-    :func:`rlmdistill.analysis.compare.build_report` for the arguments and errors."""
-    from rlmdistill.analysis.compare import build_report  # scipy/matplotlib: import on use
-
-    return build_report(
-        list(runs),
-        out,
-        grader=grader,
-        sft_dirs=list(sft),
-        prices=load_prices(prices),
-        labels=list(labels) if labels else None,
-        n_resamples=resamples,
-        seed=seed,
-        confidence=confidence,
-        trajectories=trajectories,
-        overwrite=overwrite,
-    )
 
 
 def register(app: typer.Typer) -> None:
@@ -108,18 +73,20 @@ def register(app: typer.Typer) -> None:
         """Compare runs: before/after table with bootstrap CIs over rooms, flipped criteria,
         correlations, ablations, grids and training curves (report.md + report.json + PNGs)."""
         try:
-            report = report_main(
-                runs,
-                out,
-                grader=grader,
-                sft=sft or (),
-                prices=prices,
-                labels=label,
-                resamples=resamples,
-                seed=seed,
-                confidence=confidence,
-                trajectories=trajectories,
-                overwrite=overwrite,
+            report = run(
+                ReportConfig(
+                    runs=runs,
+                    out=out,
+                    grader=grader,
+                    sft=sft or [],
+                    prices=load_prices(prices),
+                    labels=label,
+                    resamples=resamples,
+                    seed=seed,
+                    confidence=confidence,
+                    trajectories=trajectories,
+                    overwrite=overwrite,
+                )
             )
         except (ValueError, FileNotFoundError, FileExistsError) as exc:
             typer.echo(f"error: {exc}", err=True)

@@ -53,7 +53,8 @@ from rlmdistill.analysis.summary import Stat
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
 from rlmdistill.provenance import git_state, package_versions
-from rlmdistill.traces.store import read_jsonl
+from rlmdistill.traces import layout
+from rlmdistill.traces.artefacts import read_train_log
 
 __all__ = [
     "EMA_BETA",
@@ -72,7 +73,6 @@ __all__ = [
     "RoomInfoRow",
     "SizeCorrelation",
     "TokenShares",
-    "TrainLogEntry",
     "TrainingCurve",
     "build_report",
     "read_training_curve",
@@ -282,21 +282,6 @@ class Grid(BaseModel):
     """For each sub: gap between the best and the worst root."""
     sub_gaps: list[ModelGap]
     """For each root: gap between the best and the worst sub."""
-
-
-class TrainLogEntry(BaseModel):
-    """One line of ``adapters/NAME/train_log.jsonl`` (the SFT contract); extra keys kept."""
-
-    model_config = ConfigDict(extra="allow")
-
-    step: int
-    epoch: float | None = None
-    loss: float
-    learning_rate: float | None = None
-    grad_norm: float | None = None
-    tokens_seen: int | None = None
-    tokens_per_s: float | None = None
-    time: dt.datetime | None = None
 
 
 class TrainingCurve(BaseModel):
@@ -784,21 +769,10 @@ def read_training_curve(adapter_dir: Path, beta: float = EMA_BETA) -> TrainingCu
     flagged. Raises ``FileNotFoundError`` when the log is missing and ``ValueError`` naming
     the file and line when a line is not a valid log entry.
     """
-    path = Path(adapter_dir) / "train_log.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no training log (is {adapter_dir} an SFT adapter?)")
-    read = read_jsonl(path)
-    entries: list[TrainLogEntry] = []
-    nonfinite = 0
-    for i, raw in enumerate(read.records):
-        try:
-            entry = TrainLogEntry.model_validate(raw)
-        except ValueError as exc:
-            raise ValueError(f"{path}: record {i + 1} is not a training log entry: {exc}") from exc
-        if not math.isfinite(entry.loss):
-            nonfinite += 1
-            continue
-        entries.append(entry)
+    log = read_train_log(Path(adapter_dir))
+    path = log.path
+    entries = [e for e in log.records if math.isfinite(e.loss)]
+    nonfinite = log.n_nonfinite
     losses = [e.loss for e in entries]
     smooth = ema(losses, beta) if losses else []
     return TrainingCurve(
@@ -811,7 +785,7 @@ def read_training_curve(adapter_dir: Path, beta: float = EMA_BETA) -> TrainingCu
         learning_rate=[e.learning_rate for e in entries],
         tokens_seen=[e.tokens_seen for e in entries],
         n_nonfinite=nonfinite,
-        torn_tail=read.torn_tail is not None,
+        torn_tail=log.torn_tail,
         final_loss=losses[-1] if losses else None,
         final_ema_loss=smooth[-1] if smooth else None,
     )
@@ -1032,7 +1006,7 @@ def build_report(
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
     out = Path(out)
-    if (out / "report.json").exists() and not overwrite:
+    if (out / layout.REPORT_JSON).exists() and not overwrite:
         raise FileExistsError(f"{out} already holds a report; use --overwrite to replace it")
     arm_labels = _labels(run_dirs, labels)
     ctx = _Ctx(n_resamples, seed, confidence)
@@ -1181,5 +1155,5 @@ def _write(
             render_figure(fig, out)
     text = report.model_dump_json(indent=1)
     json.loads(text)  # fails loudly rather than write an unreadable file
-    (out / "report.json").write_text(text + "\n", encoding="utf-8")
-    (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
+    (out / layout.REPORT_JSON).write_text(text + "\n", encoding="utf-8")
+    (out / layout.REPORT_MD).write_text(render_markdown(report), encoding="utf-8")

@@ -12,7 +12,8 @@ written, whether sub-call answers reach the memo) and are read only when asked f
 - **early give-up**: no memo, or a memo written after reading fewer than
   ``give_up_read_share`` (default :data:`GIVE_UP_READ_SHARE` = 0.5) of the room's documents.
   ``None`` when the episode has a memo but no coverage was measured.
-- **read but wrote no memo**: at least one document read and no memo.
+- **read but wrote no memo**: coverage > 0 and no memo, the one definition
+  (:func:`rlmdistill.traces.scores.read_no_memo`; ``None`` without coverage).
 - **answer reach**: share of the root's answered sub-calls (depth 1, no error, at least one
   word) whose response shares a run of :data:`REACH_NGRAM` (8) consecutive words with the
   memo, or, for responses shorter than 8 words, appears whole in the memo (words: NFKC,
@@ -36,7 +37,6 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.models.base import Usage
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
@@ -51,7 +51,8 @@ from rlmdistill.traces.runs import (
     load_trajectory,
     load_verdicts,
 )
-from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
+from rlmdistill.traces.schema import EpisodeSummary, RunManifest
+from rlmdistill.traces.scores import EpisodeScore, read_no_memo, resolve_grader, score_episodes
 
 __all__ = [
     "GIVE_UP_READ_SHARE",
@@ -63,7 +64,6 @@ __all__ = [
     "load_run_metrics",
     "memo_first_turn",
     "metrics_table",
-    "resolve_grader",
     "word_tokens",
 ]
 
@@ -232,26 +232,6 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole > 0 else None
 
 
-def resolve_grader(run_dir: Path, grader: str | None) -> str | None:
-    """The grader whose verdicts score ``run_dir``.
-
-    ``None`` picks the run's only grader (``None`` when it has none). Raises ``ValueError``
-    when ``grader`` is not among the run's graders, or when ``None`` is given and the run has
-    several (the message lists them).
-    """
-    have = grader_ids(run_dir)
-    if grader is not None:
-        if grader not in have:
-            raise ValueError(
-                f"{run_dir}: no verdicts from grader {grader!r} "
-                f"(graders with verdicts: {', '.join(have) or 'none'})"
-            )
-        return grader
-    if len(have) > 1:
-        raise ValueError(f"{run_dir}: several graders ({', '.join(have)}); choose one with grader=")
-    return have[0] if have else None
-
-
 def _trajectory_fields(
     traj: Trajectory, memo: str | None, n_turns: int, reach_ngram: int
 ) -> dict[str, object]:
@@ -286,7 +266,8 @@ def _trajectory_fields(
 def _episode_row(
     e: EpisodeSummary,
     grader: str | None,
-    verdicts: list[Verdict] | None,
+    has_verdicts: bool,
+    score: EpisodeScore | None,
     task: Task | None,
     task_problem: RoomTaskProblem | None,
     prices: PriceTable,
@@ -298,31 +279,22 @@ def _episode_row(
         note = "run has no verdicts"
     elif task is None:
         note = task_problem.message if task_problem else f"no task for room {e.room.room_hash}"
-    elif verdicts is None:
+    elif not has_verdicts:
         note = f"not graded by {grader}"
+    elif score is None:
+        note = f"{grader} verdicts are for another memo (memo_sha256 differs)"
     else:
-        mine = current_memo_verdicts(verdicts, e.memo_sha256)
-        if not mine:
-            note = f"{grader} verdicts are for another memo (memo_sha256 differs)"
-        else:
-            pr = pass_rates(mine, task.criteria)
-            by_id = {v.criterion_id: v.verdict for v in mine}
-            types = sorted({c.type for c in task.criteria})
-            scores = {
-                "pass_rate": pr.pass_rate,
-                "graded_pass_rate": pr.graded_pass_rate,
-                "weighted_pass_rate": pr.weighted_pass_rate,
-                "n_criteria": pr.n_criteria,
-                "n_pass": pr.n_pass,
-                "pass_rate_by_type": {
-                    t: r
-                    for t in types
-                    if (r := pass_rates(mine, [c for c in task.criteria if c.type == t]).pass_rate)
-                    is not None
-                },
-                "criteria": {c.id: by_id.get(c.id, "MISSING") for c in task.criteria},
-                "criterion_types": {c.id: c.type for c in task.criteria},
-            }
+        pr = score.rates
+        scores = {
+            "pass_rate": pr.pass_rate,
+            "graded_pass_rate": pr.graded_pass_rate,
+            "weighted_pass_rate": pr.weighted_pass_rate,
+            "n_criteria": pr.n_criteria,
+            "n_pass": pr.n_pass,
+            "pass_rate_by_type": score.pass_rate_by_type(),
+            "criteria": dict(zip(score.criterion_ids, score.labels, strict=True)),
+            "criterion_types": dict(zip(score.criterion_ids, score.types, strict=True)),
+        }
     cov = e.coverage
     docs_read = None if cov is None else sum(1 for v in cov.per_document.values() if v > 0)
     read_share = (
@@ -368,7 +340,7 @@ def _episode_row(
         memo_chars=e.memo_chars if has_memo else 0,
         memo_words=len(word_tokens(e.memo or "")),
         early_give_up=give_up,
-        read_no_memo=None if docs_read is None else (docs_read > 0 and not has_memo),
+        read_no_memo=read_no_memo(None if cov is None else cov.overall, has_memo),
         root_prompt_tokens=t.root.prompt_tokens,
         root_cached_tokens=t.root.cached_tokens,
         root_completion_tokens=t.root.completion_tokens,
@@ -402,7 +374,8 @@ def load_run_metrics(
     """Metrics of every finished episode of ``run_dir`` plus what was read to compute them.
 
     Args:
-        grader: verdict file to score with (see :func:`resolve_grader`).
+        grader: verdict file to score with (``None``: the run's only grader, see
+            :func:`rlmdistill.traces.scores.resolve_grader`).
         prices: price table for cost (default: the packaged example table).
         trajectories: also compute the trajectory metrics (reads one trajectory file per
             episode); ``False`` leaves them ``None``.
@@ -426,20 +399,20 @@ def load_run_metrics(
         raise ValueError(f"reach_ngram must be >= 1, got {reach_ngram}")
     manifest = load_manifest(run_dir)
     summaries = load_summaries(run_dir)
-    grader = resolve_grader(run_dir, grader)
-    by_episode: dict[str, list[Verdict]] = {}
-    if grader is not None:
-        for v in load_verdicts(run_dir, grader):
-            by_episode.setdefault(v.episode_id, []).append(v)
+    grader = resolve_grader({str(run_dir): grader_ids(run_dir)}, grader, hint="grader=")
+    verdicts = load_verdicts(run_dir, grader) if grader is not None else []
+    graded = {v.episode_id for v in verdicts}
     room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid", run_dir=run_dir)
     tasks = room_tasks.tasks
     problems = {p.room_hash: p for p in room_tasks.problems}
+    scores = score_episodes(summaries, verdicts, tasks)
     rows = []
     for e in summaries:
         row = _episode_row(
             e,
             grader,
-            by_episode.get(e.episode_id),
+            e.episode_id in graded,
+            scores.get(e.episode_id),
             tasks.get(e.room.room_hash),
             problems.get(e.room.room_hash),
             prices,

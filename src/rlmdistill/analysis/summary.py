@@ -13,7 +13,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.traces.runs import (
     grader_ids,
     load_attempts,
@@ -22,7 +21,8 @@ from rlmdistill.traces.runs import (
     load_summaries,
     load_verdicts,
 )
-from rlmdistill.traces.schema import EpisodeSummary, Verdict
+from rlmdistill.traces.schema import EpisodeSummary
+from rlmdistill.traces.scores import score_episodes
 
 
 class Stat(BaseModel):
@@ -49,7 +49,9 @@ class Stat(BaseModel):
 
 
 class GraderScores(BaseModel):
-    """Pass rates of one grader over a run's episodes (one value per graded episode)."""
+    """Pass rates of one grader over a run's episodes (one value per graded episode: an
+    episode with a verdict of its current memo, :func:`rlmdistill.traces.scores.score_episodes`;
+    verdicts of an older memo only do not make it graded)."""
 
     grader: str
     n_episodes: int
@@ -148,17 +150,14 @@ def summarize_run(run_dir: Path) -> RunSummary:
     tasks = room_tasks.tasks
     graders = []
     for grader in grader_ids(run_dir):
-        by_ep: dict[str, list[Verdict]] = {}
-        for v in load_verdicts(run_dir, grader):
-            by_ep.setdefault(v.episode_id, []).append(v)
+        scores = score_episodes(episodes, load_verdicts(run_dir, grader), tasks)
         rates, graded, weighted, per_ep = [], [], [], {}
         n_ungradable = 0
         for e in episodes:
-            task = tasks.get(e.room.room_hash)
-            if task is None or e.episode_id not in by_ep:
+            score = scores.get(e.episode_id)
+            if score is None:
                 continue
-            mine = current_memo_verdicts(by_ep[e.episode_id], e.memo_sha256)
-            pr = pass_rates(mine, task.criteria)
+            pr = score.rates
             n_ungradable += pr.n_ungradable
             per_ep[e.episode_id] = pr.pass_rate
             if pr.pass_rate is not None:

@@ -17,7 +17,6 @@ block and parent sub-call that made them (case R4).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -70,6 +69,7 @@ from rlmdistill.traces.schema import (
     TurnRecord,
     utcnow,
 )
+from rlmdistill.traces.scores import memo_sha256
 from rlmdistill.traces.store import append_records, sync_file
 from rlmdistill.traces.tokens import TokenTrail, note_turn, token_trace
 
@@ -691,9 +691,7 @@ class Episode:
             wall_time_s=time.monotonic() - self._t_start,
             memo=memo,
             memo_chars=len(memo or ""),
-            memo_sha256=hashlib.sha256(memo.encode("utf-8", "surrogatepass")).hexdigest()
-            if memo
-            else None,
+            memo_sha256=memo_sha256(memo) if memo else None,
             cited_documents=cited_documents(memo, doc_ids),
             coverage=self._coverage(),
             started_at=started_at,

@@ -171,3 +171,7 @@ def check_finished(result: CollectResult) -> None:
 
     if result.unfinished or result.not_started:
         raise UnfinishedEpisodes(result.run_dir, result.failed_attempts, result.not_started)
+
+
+run = run_collect
+"""The collect stage under the name every stage's function has (``<stage>.main.run``)."""

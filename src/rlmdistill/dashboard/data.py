@@ -34,9 +34,18 @@ import pyarrow as pa
 import streamlit as st
 
 from rlmdistill.dashboard import ENV_WORKSPACE
-from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.rooms.task import Task
+from rlmdistill.traces import layout
+from rlmdistill.traces.artefacts import (
+    ArtefactError,
+    ExportManifest,
+    SFTManifest,
+    load_export_manifest,
+    load_sft_manifest,
+    read_train_log,
+)
 from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
+from rlmdistill.traces.layout import EXPORT_MANIFEST, SFT_MANIFEST, TRAIN_LOG
 from rlmdistill.traces.runs import (
     Trajectory,
     grader_ids,
@@ -49,7 +58,7 @@ from rlmdistill.traces.runs import (
     trajectory_path,
 )
 from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
-from rlmdistill.traces.store import read_jsonl
+from rlmdistill.traces.scores import EpisodeKey, score_episodes
 
 __all__ = [
     "ENV_WORKSPACE",
@@ -58,6 +67,7 @@ __all__ = [
     "adapter_info",
     "episode_summary",
     "episode_verdicts",
+    "export_manifest",
     "file_stamp",
     "list_adapters",
     "list_datasets",
@@ -71,6 +81,7 @@ __all__ = [
     "run_summary",
     "run_table",
     "search_run",
+    "sft_manifest",
     "train_log",
     "trajectory",
     "workspace_from_env",
@@ -91,7 +102,14 @@ class Workspace(NamedTuple):
     def at(cls, root: str | Path) -> Workspace:
         """Workspace rooted at ``root`` (folders need not exist yet)."""
         r = Path(root).expanduser().resolve()
-        return cls(r, r / "runs", r / "datasets", r / "adapters", r / "reports", r / "rooms")
+        return cls(
+            r,
+            r / layout.RUNS,
+            r / layout.DATASETS,
+            r / layout.ADAPTERS,
+            r / layout.REPORTS,
+            r / layout.ROOMS,
+        )
 
 
 def workspace_from_env(argv: list[str] | None = None) -> Workspace:
@@ -121,8 +139,8 @@ def run_stamp(run_dir: Path) -> str:
     ``verdicts/*.jsonl`` (names, modification times, sizes) and the ``task.json`` of each room
     of the manifest (pass rates are counted against it). Never raises: a missing or invalid
     ``run.json`` only leaves the rooms out (the loaders then name the problem)."""
-    parts = [file_stamp(run_dir / "run.json"), file_stamp(run_dir / "episodes.jsonl")]
-    vdir = run_dir / "verdicts"
+    parts = [file_stamp(run_dir / layout.RUN_MANIFEST), file_stamp(run_dir / layout.EPISODES)]
+    vdir = run_dir / layout.VERDICTS
     if vdir.is_dir():
         parts += [f"{p.name}={file_stamp(p)}" for p in sorted(vdir.glob("*.jsonl"))]
     try:
@@ -144,7 +162,7 @@ def _subdirs(folder: Path, marker: str | None) -> list[Path]:
 
 def list_runs(ws: Workspace) -> list[Path]:
     """Run directories of the workspace (``runs/*`` holding a ``run.json``), by name."""
-    return _subdirs(ws.runs, "run.json")
+    return _subdirs(ws.runs, layout.RUN_MANIFEST)
 
 
 def list_datasets(ws: Workspace) -> list[Path]:
@@ -189,7 +207,7 @@ def _manifest(run_dir: str, stamp: str) -> RunManifest:
 
 def run_manifest(run_dir: Path) -> RunManifest:
     """The run's manifest (``run.json``), cached by path + mtime."""
-    return _manifest(str(run_dir), file_stamp(run_dir / "run.json"))
+    return _manifest(str(run_dir), file_stamp(run_dir / layout.RUN_MANIFEST))
 
 
 _RAN_COLUMNS = pa.schema(
@@ -201,9 +219,9 @@ _RAN_COLUMNS = pa.schema(
 @st.cache_data(max_entries=16, show_spinner=False)
 def _tasks(run_dir: str, stamp: str) -> dict[str, Task]:
     rd = Path(run_dir)
-    table = read_table(rd / "episodes.jsonl", _RAN_COLUMNS)
+    table = read_table(rd / layout.EPISODES, _RAN_COLUMNS)
     if table is None:  # pyarrow could not read it: the validated loader names the problem
-        summaries = _summaries(run_dir, file_stamp(rd / "episodes.jsonl")).values()
+        summaries = _summaries(run_dir, file_stamp(rd / layout.EPISODES)).values()
         return load_room_tasks(run_manifest(rd), summaries, on_error="report", run_dir=rd).tasks
     hashes = [room["room_hash"] if room else None for room in table["room"].to_pylist()]
     return _tasks_ran(rd, hashes, table["task_id"].to_pylist())
@@ -245,7 +263,7 @@ def _summary(run_dir: str, episode_id: str, stamp: str) -> EpisodeSummary:
 def episode_summary(run_dir: Path, episode_id: str) -> EpisodeSummary:
     """The :class:`EpisodeSummary` of one episode (only its line is parsed). Raises
     ``KeyError`` naming the run when the episode has no summary line (not finished)."""
-    return _summary(str(run_dir), episode_id, file_stamp(run_dir / "episodes.jsonl"))
+    return _summary(str(run_dir), episode_id, file_stamp(run_dir / layout.EPISODES))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -259,7 +277,7 @@ def _verdicts_by_episode(run_dir: str, grader: str, stamp: str) -> dict[str, lis
 
 def _verdicts(run_dir: Path, grader: str) -> dict[str, list[Verdict]]:
     return _verdicts_by_episode(
-        str(run_dir), grader, file_stamp(run_dir / "verdicts" / f"{grader}.jsonl")
+        str(run_dir), grader, file_stamp(layout.verdicts_path(run_dir, grader))
     )
 
 
@@ -282,9 +300,9 @@ class _VerdictRow(NamedTuple):
 
 def _summary_columns(run_dir: Path) -> pd.DataFrame:
     """RUN_COLUMNS of every summary: columnar fast path, validated loader as fallback."""
-    table = read_table(run_dir / "episodes.jsonl", EPISODE_COLUMNS)
+    table = read_table(run_dir / layout.EPISODES, EPISODE_COLUMNS)
     if table is None:  # pyarrow could not read it: the validated loader names the problem
-        summaries = _summaries(str(run_dir), file_stamp(run_dir / "episodes.jsonl")).values()
+        summaries = _summaries(str(run_dir), file_stamp(run_dir / layout.EPISODES)).values()
         rows = [s.model_dump(mode="json", exclude={"memo"}) for s in summaries]
     else:
         rows = table.to_pylist()
@@ -327,7 +345,7 @@ def _summary_columns(run_dir: Path) -> pd.DataFrame:
 
 def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
     """Verdict rows by episode: columnar fast path, validated loader as fallback."""
-    table = read_table(run_dir / "verdicts" / f"{grader}.jsonl", VERDICT_COLUMNS)
+    table = read_table(layout.verdicts_path(run_dir, grader), VERDICT_COLUMNS)
     out: dict[str, list[_VerdictRow]] = {}
     if table is None:
         for eid, vs in _verdicts(run_dir, grader).items():
@@ -347,18 +365,15 @@ def _run_table(run_dir: str, stamp: str) -> pd.DataFrame:
     table = _summary_columns(rd)
     # the table already holds each episode's room and task: no second read of episodes.jsonl
     tasks = _tasks_ran(rd, list(table["room_hash"]), list(table["task_id"]))
-    for grader in grader_ids(rd):
-        by_ep = _verdict_rows(rd, grader)
-        rates: list[float | None] = []
+    keys = [
+        EpisodeKey(eid, room_hash, memo_sha)
         for eid, room_hash, memo_sha in zip(
             table["episode_id"], table["room_hash"], table["_memo_sha256"], strict=True
-        ):
-            task = tasks.get(room_hash)
-            if task is None or eid not in by_ep:
-                rates.append(None)
-                continue
-            mine = current_memo_verdicts(by_ep[eid], memo_sha)
-            rates.append(pass_rates(mine, task.criteria).pass_rate)
+        )
+    ]
+    for grader in grader_ids(rd):
+        scores = score_episodes(keys, _verdict_rows(rd, grader), tasks)
+        rates = [s.rates.pass_rate if (s := scores.get(k.episode_id)) else None for k in keys]
         table[f"pass_rate:{grader}"] = pd.array(rates, dtype="Float64")
     return table.drop(columns=["_memo_sha256"])
 
@@ -538,7 +553,7 @@ def _search(run_dir: str, query: str, limit: int, stamp: str) -> list[SearchHit]
     # A raw-text prefilter: the query, JSON-escaped as it is stored, must occur in the file.
     needle = json.dumps(query, ensure_ascii=False)[1:-1].lower()
     hits: list[SearchHit] = []
-    for episode_id in _summaries(run_dir, file_stamp(rd / "episodes.jsonl")):
+    for episode_id in _summaries(run_dir, file_stamp(rd / layout.EPISODES)):
         path = trajectory_path(rd, episode_id)
         try:
             raw = path.read_text(encoding="utf-8").lower()
@@ -580,10 +595,10 @@ def search_run(run_dir: Path, query: str, limit: int = 200) -> list[SearchHit]:
 
 # -------------------------------------------------------------------------------- adapters
 @st.cache_data(max_entries=32, show_spinner=False)
-def _train_log(path: str, stamp: str) -> pd.DataFrame:
-    read = read_jsonl(Path(path))
+def _train_log(adapter_dir: str, stamp: str) -> pd.DataFrame:
+    log = read_train_log(Path(adapter_dir))
     cols = ["step", "epoch", "loss", "learning_rate", "grad_norm", "tokens_seen", "tokens_per_s"]
-    df = pd.DataFrame(read.records)
+    df = pd.DataFrame(log.rows)
     for c in cols:
         if c not in df:
             df[c] = pd.NA
@@ -591,13 +606,38 @@ def _train_log(path: str, stamp: str) -> pd.DataFrame:
 
 
 def train_log(adapter_dir: Path) -> pd.DataFrame:
-    """``train_log.jsonl`` of an adapter folder as a table (one row per logging step; a torn
-    last line of a job still writing is skipped). Columns at least ``step, epoch, loss,
-    learning_rate, grad_norm, tokens_seen, tokens_per_s``; empty when there is no log yet."""
-    path = adapter_dir / "train_log.jsonl"
+    """``train_log.jsonl`` of an adapter folder as a table (one row per logging step, each
+    line checked against :class:`~rlmdistill.traces.artefacts.TrainLogRecord`; a torn last
+    line of a job still writing is skipped). Columns at least ``step, epoch, loss,
+    learning_rate, grad_norm, tokens_seen, tokens_per_s``; empty when there is no log yet.
+
+    Raises :class:`~rlmdistill.traces.artefacts.ArtefactError` naming the line that is not a
+    log record."""
+    path = adapter_dir / TRAIN_LOG
     if not path.exists():
         return pd.DataFrame(columns=["step", "loss", "learning_rate", "tokens_seen"])
-    return _train_log(str(path), file_stamp(path))
+    return _train_log(str(adapter_dir), file_stamp(path))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _sft_manifest(adapter_dir: str, stamp: str) -> SFTManifest:
+    return load_sft_manifest(Path(adapter_dir))
+
+
+def sft_manifest(adapter_dir: Path) -> SFTManifest | None:
+    """``sft.json`` of an adapter folder (cached by path + mtime); ``None`` when absent.
+
+    Raises :class:`~rlmdistill.traces.artefacts.ArtefactError` naming the file when invalid."""
+    stamp = file_stamp(adapter_dir / SFT_MANIFEST)
+    return None if stamp == "-" else _sft_manifest(str(adapter_dir), stamp)
+
+
+def export_manifest(dataset_dir: Path) -> ExportManifest | None:
+    """``export.json`` of a dataset folder; ``None`` when absent. Raises
+    :class:`~rlmdistill.traces.artefacts.ArtefactError` naming the file when invalid."""
+    if not (dataset_dir / EXPORT_MANIFEST).exists():
+        return None
+    return load_export_manifest(dataset_dir)
 
 
 class AdapterInfo(NamedTuple):
@@ -606,20 +646,29 @@ class AdapterInfo(NamedTuple):
     name: str
     path: Path
     status: str
-    """``sft.json``'s ``status``; ``running`` when only a log exists; ``unknown`` otherwise."""
-    manifest: dict[str, Any] | None
+    """``sft.json``'s ``status``; ``running`` when only a log exists; ``invalid`` when
+    ``sft.json`` does not match its schema (``error`` says why); ``unknown`` otherwise."""
+    manifest: SFTManifest | None
     n_log_steps: int
     last_loss: float | None
     has_weights: bool
+    error: str | None = None
+    """Why ``sft.json`` could not be read (names the file), else ``None``."""
 
 
 def adapter_info(adapter_dir: Path) -> AdapterInfo:
     """Status and last logged loss of an adapter folder (``sft.json`` + ``train_log.jsonl``)."""
-    manifest = load_json(adapter_dir / "sft.json")
+    error: str | None = None
+    try:
+        manifest = sft_manifest(adapter_dir)
+    except ArtefactError as exc:  # one broken adapter must not hide the others
+        manifest, error = None, str(exc)
     log = train_log(adapter_dir)
     loss = pd.to_numeric(log["loss"], errors="coerce").dropna() if len(log) else pd.Series()
-    if isinstance(manifest, dict) and manifest.get("status"):
-        status = str(manifest["status"])
+    if manifest is not None:
+        status = str(manifest.status)
+    elif error is not None:
+        status = "invalid"
     elif len(log):
         status = "running"
     else:
@@ -628,8 +677,9 @@ def adapter_info(adapter_dir: Path) -> AdapterInfo:
         name=adapter_dir.name,
         path=adapter_dir,
         status=status,
-        manifest=manifest if isinstance(manifest, dict) else None,
+        manifest=manifest,
         n_log_steps=len(log),
         last_loss=float(loss.iloc[-1]) if len(loss) else None,
         has_weights=(adapter_dir / "adapter_model.safetensors").exists(),
+        error=error,
     )

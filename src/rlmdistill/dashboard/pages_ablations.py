@@ -17,11 +17,13 @@ from rlmdistill.dashboard.reports import (
     show_report,
 )
 from rlmdistill.dashboard.widgets import pick_runs
+from rlmdistill.traces.scores import read_no_memo
 
 
 def depth_table(episodes: pd.DataFrame) -> pd.DataFrame:
     """Per room: mean pass rate at depth 1 and depth 2, their difference, and the episodes at
-    each depth that read the room (any sub-call) but wrote no memo. Rooms seen at one depth
+    each depth that read the room but wrote no memo (coverage > 0, no memo:
+    :func:`rlmdistill.traces.scores.read_no_memo`, as in the report). Rooms seen at one depth
     only have ``NA`` for the other and the difference."""
     rows = []
     for room, g in episodes.groupby("room_id", sort=True):
@@ -33,8 +35,9 @@ def depth_table(episodes: pd.DataFrame) -> pd.DataFrame:
             means[d] = float(v.mean()) if len(v) else None
             row[f"depth {d} pass rate"] = means[d]
             row[f"depth {d} n"] = len(gd)
-            row[f"depth {d} read, no memo"] = int(
-                ((gd["n_sub_calls"] > 0) & (gd["memo"] == 0)).sum()
+            row[f"depth {d} read, no memo"] = sum(
+                read_no_memo(None if pd.isna(cov) else float(cov), bool(memo)) is True
+                for cov, memo in zip(gd["coverage"], gd["memo"], strict=True)
             )
         a, b = means[1], means[2]
         row["change"] = None if a is None or b is None else b - a

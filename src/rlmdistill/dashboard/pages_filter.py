@@ -1,7 +1,7 @@
 """Filter preview page: the rejection-sampling rules as widgets, live counts of kept and
 dropped episodes by reason (the filter stage's own :func:`~rlmdistill.filter.select_episodes`
 and :func:`~rlmdistill.filter.build_report`), and an export button that writes the dataset
-with :func:`rlmdistill.filter.cli.filter_main` -- the function behind ``rlmdistill filter``.
+with :func:`rlmdistill.filter.main.run` -- the filter stage behind ``rlmdistill filter``.
 
 The preview reads summaries and verdicts only (never trajectories: ``dedup: completions`` is
 left to the CLI) and is cached by the runs' paths and stamps plus the rules as JSON (case A3).
@@ -124,7 +124,8 @@ def rules_from_widgets(graders: list[str]) -> dict[str, Any]:
 
 
 def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules) -> None:
-    from rlmdistill.filter.cli import build_export_options, filter_main
+    from rlmdistill.filter.main import FilterConfig, build_export_options
+    from rlmdistill.filter.main import run as filter_stage
 
     with st.form("f_export"):
         st.markdown("**Export the dataset** (same as `rlmdistill filter ... --out datasets/NAME`)")
@@ -154,7 +155,9 @@ def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules) -> None:
             max_length=int(max_length),
         )
         with st.spinner("exporting..."):
-            outcome = filter_main(run_dirs, out, rules, options, force=force)
+            outcome = filter_stage(
+                FilterConfig(runs=run_dirs, out=out, rules=rules, export=options, force=force)
+            )
     except (FilterRuleError, ExpressionError, FileExistsError, ValueError, OSError) as exc:
         st.error(f"export failed: {exc}")
         return
@@ -162,9 +165,9 @@ def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules) -> None:
         f"wrote {out.relative_to(ws.root)}: {outcome.report.n_kept} of {outcome.report.n_total} "
         f"episodes kept"
     )
-    manifest = data.load_json(out / "export.json")
+    manifest = data.export_manifest(out)
     if manifest is not None:
-        st.caption(f"{manifest.get('n_examples')} examples exported")
+        st.caption(f"{manifest.n_examples} examples exported")
 
 
 def render(ws: Workspace) -> None:

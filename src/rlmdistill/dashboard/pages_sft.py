@@ -49,9 +49,8 @@ def adapters_frame(ws: Workspace) -> pd.DataFrame:
     rows = []
     for a in data.list_adapters(ws):
         info = data.adapter_info(a)
-        m = info.manifest or {}
-        raw_cfg = m.get("config")
-        cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
+        m = info.manifest
+        cfg: dict[str, Any] = m.config if m is not None else {}
         rows.append(
             {
                 "adapter": info.name,
@@ -59,8 +58,8 @@ def adapters_frame(ws: Workspace) -> pd.DataFrame:
                 "log steps": info.n_log_steps,
                 "last loss": info.last_loss,
                 "weights": info.has_weights,
-                "base": cfg.get("base") or m.get("base_path"),
-                "dataset": m.get("dataset_path") or cfg.get("dataset"),
+                "base": cfg.get("base") or (m.base_path if m else None),
+                "dataset": (m.dataset_path if m else None) or cfg.get("dataset"),
             }
         )
     return pd.DataFrame(
@@ -188,7 +187,9 @@ def render(ws: Workspace) -> None:
     chosen = st.selectbox("Adapter", list(table["adapter"]), key="sft_adapter")
     adapter_dir = ws.adapters / str(chosen)
     _curves(adapter_dir)
-    manifest = data.load_json(adapter_dir / "sft.json")
-    if manifest is not None:
+    info = data.adapter_info(adapter_dir)
+    if info.error is not None:
+        st.error(info.error)
+    if info.manifest is not None:
         with st.expander("sft.json"):
-            st.json(manifest)
+            st.json(info.manifest.model_dump(mode="json"))

@@ -11,15 +11,16 @@ import streamlit as st
 
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
+from rlmdistill.traces import layout
 
 
 def report_files(report_dir: Path) -> tuple[Path | None, list[Path], Path | None]:
     """``(markdown, pngs, json)`` of a report folder: ``report.md`` (or the first ``*.md``),
     every ``*.png`` (sorted, sub-folders included) and ``report.json`` when present."""
-    md: Path | None = report_dir / "report.md"
+    md: Path | None = report_dir / layout.REPORT_MD
     if md is None or not md.exists():
         md = next(iter(sorted(report_dir.glob("*.md"))), None)
-    js = report_dir / "report.json"
+    js = report_dir / layout.REPORT_JSON
     return md, sorted(report_dir.rglob("*.png")), js if js.exists() else None
 
 
@@ -68,7 +69,7 @@ def load_report(report_dir: Path) -> Any | None:
     the file when it does not validate."""
     from rlmdistill.analysis.compare import Report
 
-    raw = data.load_json(report_dir / "report.json")
+    raw = data.load_json(report_dir / layout.REPORT_JSON)
     if raw is None:
         return None
     try:
@@ -140,10 +141,9 @@ def grid_frame(report: Any) -> pd.DataFrame:
 
 
 def build_analysis_report(run_dirs: list[Path], out: Path, overwrite: bool) -> Any:
-    """Write a report with the analysis stage's
-    :func:`rlmdistill.analysis.cli.report_main` (the function behind ``rlmdistill report``;
-    first run = baseline) and return it. Raises what it raises (``ValueError``,
-    ``FileExistsError``, ...)."""
-    from rlmdistill.analysis.cli import report_main
+    """Write a report with the analysis stage :func:`rlmdistill.analysis.main.run` (the
+    function behind ``rlmdistill report``; first run = baseline) and return it. Raises what
+    it raises (``ValueError``, ``FileExistsError``, ...)."""
+    from rlmdistill.analysis.main import ReportConfig, run
 
-    return report_main(run_dirs, out, overwrite=overwrite)
+    return run(ReportConfig(runs=run_dirs, out=out, overwrite=overwrite))

@@ -11,9 +11,9 @@ and writes a ``datasets`` dataset with a card and ``export.json``
 from rlmdistill.export.dataset import (
     DroppedItem,
     EmptyExportError,
-    EpisodeScores,
     ExportManifest,
     ExportReport,
+    FilterTimeScores,
     LengthStats,
     export_dataset,
 )
@@ -38,10 +38,10 @@ __all__ = [
     "DroppedItem",
     "EmptyExportError",
     "Encoded",
-    "EpisodeScores",
     "ExportManifest",
     "ExportOptions",
     "ExportReport",
+    "FilterTimeScores",
     "LengthStats",
     "ReasoningPolicy",
     "ReasoningTemplateError",

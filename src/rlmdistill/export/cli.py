@@ -2,7 +2,8 @@
 
 The main entry is ``rlmdistill filter`` (which selects episodes and calls
 :func:`rlmdistill.export.export_dataset`); this command exports every finished episode of the
-given runs, or the kept episodes of a filter's ``decisions.jsonl``::
+given runs, or the kept episodes of a filter's ``decisions.jsonl`` (the stage is
+:func:`rlmdistill.export.main.run`; this module maps its report to output and an exit code)::
 
     rlmdistill export runs/demo --out datasets/demo --tokenizer qwen2.5-coder-0.5b
     rlmdistill export --episodes datasets/demo/decisions.jsonl --out datasets/demo-turns \\
@@ -16,63 +17,10 @@ from typing import Annotated
 
 import typer
 
-from rlmdistill.export.dataset import EpisodeScores, ExportReport, export_dataset
+from rlmdistill.export.main import ExportConfig, run
 from rlmdistill.export.options import ExportOptions
-from rlmdistill.traces.runs import EpisodeRef, load_summaries
-from rlmdistill.traces.store import read_jsonl
 
-__all__ = ["export_main", "read_decisions", "register"]
-
-
-def read_decisions(path: Path) -> tuple[list[EpisodeRef], dict[str, EpisodeScores]]:
-    """Kept episodes and their scores from a filter's ``decisions.jsonl``.
-
-    Each line is a JSON object with at least ``run_dir``, ``episode_id`` and ``kept``
-    (``pass_rate`` / ``coverage`` optional); a torn last line is ignored. Raises
-    ``ValueError`` naming the file and line when a field is missing.
-    """
-    refs: list[EpisodeRef] = []
-    scores: dict[str, EpisodeScores] = {}
-    for i, rec in enumerate(read_jsonl(path).records, start=1):
-        try:
-            kept, run_dir, episode_id = rec["kept"], rec["run_dir"], rec["episode_id"]
-        except KeyError as exc:
-            raise ValueError(f"{path}: line {i}: missing field {exc.args[0]!r}") from exc
-        if kept:
-            refs.append(EpisodeRef(Path(run_dir), episode_id))
-            scores[episode_id] = EpisodeScores(rec.get("pass_rate"), rec.get("coverage"))
-    return refs, scores
-
-
-def export_main(
-    runs: list[Path],
-    out: Path,
-    options: ExportOptions,
-    *,
-    episodes: Path | None = None,
-    overwrite: bool = False,
-    progress: bool = True,
-) -> ExportReport:
-    """Export ``runs`` (every episode listed in their ``episodes.jsonl``) or, with
-    ``episodes``, the kept episodes of that ``decisions.jsonl``. Raises ``ValueError`` when
-    neither is given; see :func:`~rlmdistill.export.export_dataset` for the rest."""
-    scores: dict[str, EpisodeScores] | None = None
-    if episodes is not None:
-        refs, scores = read_decisions(episodes)
-    elif runs:
-        refs = [EpisodeRef(r, s.episode_id) for r in runs for s in load_summaries(r)]
-    else:
-        raise ValueError("give run directories or --episodes decisions.jsonl")
-    source = f"--episodes {episodes}" if episodes else "runs " + ", ".join(map(str, runs))
-    return export_dataset(
-        refs,
-        out,
-        options,
-        scores=scores,
-        overwrite=overwrite,
-        progress=progress,
-        card_extra=f"Exported by `rlmdistill export` from {source} (no selection rules here).",
-    )
+__all__ = ["register"]
 
 
 def register(app: typer.Typer) -> None:
@@ -129,8 +77,14 @@ def register(app: typer.Typer) -> None:
                     "from_ids": from_ids,
                 }
             )
-            report = export_main(
-                list(runs or []), out, options, episodes=episodes, overwrite=overwrite
+            report = run(
+                ExportConfig(
+                    runs=list(runs or []),
+                    out=out,
+                    options=options,
+                    episodes=episodes,
+                    overwrite=overwrite,
+                )
             )
         except (ValueError, FileNotFoundError, FileExistsError) as exc:
             typer.echo(f"error: {exc}", err=True)

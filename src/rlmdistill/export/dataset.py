@@ -31,7 +31,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
@@ -57,6 +56,14 @@ from rlmdistill.export.render import (
 )
 from rlmdistill.export.tools import ToolCallError, normalize_tool_calls
 from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.traces.artefacts import (
+    DroppedItem,
+    ExportManifest,
+    LengthStats,
+    SourceRun,
+    TokenizerInfo,
+)
+from rlmdistill.traces.layout import EXPORT_MANIFEST
 from rlmdistill.traces.runs import EpisodeRef, load_manifest, load_summaries, load_trajectory
 from rlmdistill.traces.store import TraceFileError
 from rlmdistill.traces.tokens import prompt_ids
@@ -64,9 +71,9 @@ from rlmdistill.traces.tokens import prompt_ids
 __all__ = [
     "DroppedItem",
     "EmptyExportError",
-    "EpisodeScores",
     "ExportManifest",
     "ExportReport",
+    "FilterTimeScores",
     "LengthStats",
     "SourceRun",
     "TokenizerInfo",
@@ -75,85 +82,18 @@ __all__ = [
     "rows_to_dataset",
 ]
 
-EXPORT_SCHEMA_VERSION = 1
-_DATASET_FILES = ("dataset_info.json", "state.json", "export.json", "README.md")
+_DATASET_FILES = ("dataset_info.json", "state.json", EXPORT_MANIFEST, "README.md")
 
 
 class EmptyExportError(ValueError):
     """No example survived the export (the message gives the drop counts by reason)."""
 
 
-class EpisodeScores(NamedTuple):
+class FilterTimeScores(NamedTuple):
     """Scores of one episode at filter time (stored in the ``pass_rate``/``coverage`` columns)."""
 
     pass_rate: float | None
     coverage: float | None
-
-
-class LengthStats(BaseModel):
-    """Distribution of a per-example token count (tokens)."""
-
-    n: int
-    total: int
-    min: int | None
-    mean: float | None
-    p50: float | None
-    p95: float | None
-    max: int | None
-
-    @classmethod
-    def of(cls, values: list[int]) -> LengthStats:
-        """Stats of ``values`` (percentiles by numpy's linear interpolation)."""
-        if not values:
-            return cls(n=0, total=0, min=None, mean=None, p50=None, p95=None, max=None)
-        a = np.asarray(values)
-        return cls(
-            n=len(values),
-            total=int(a.sum()),
-            min=int(a.min()),
-            mean=float(a.mean()),
-            p50=float(np.percentile(a, 50)),
-            p95=float(np.percentile(a, 95)),
-            max=int(a.max()),
-        )
-
-
-class DroppedItem(BaseModel):
-    """An episode (``turn is None``) or one example of it that did not become a row."""
-
-    run_id: str | None
-    episode_id: str
-    turn: int | None
-    """Root turn of a turn-mode example; -1 a whole trajectory; ``None`` the whole episode."""
-    reason: str
-    detail: str = ""
-
-
-class SourceRun(BaseModel):
-    """One run the dataset came from and the episodes asked for."""
-
-    run_dir: str
-    run_id: str
-    episode_ids: list[str]
-
-
-class TokenizerInfo(BaseModel):
-    """The tokenizer and chat template the ids and masks were made with."""
-
-    spec: str
-    """As given in the options (directory or embedded model name)."""
-    path: str
-    name_or_path: str
-    chat_template_source: str
-    """``tokenizer`` or the ``.jinja`` file given."""
-    chat_template_sha256: str
-    assistant_header: str
-    closer: str
-    tool_closer: str | None
-    end_of_turn: list[str]
-    default_system: str | None
-    """Default system prompt the template injects when none is given (None: none)."""
-    generation_markers: bool
 
 
 class ExportReport(BaseModel):
@@ -195,44 +135,6 @@ class ExportReport(BaseModel):
     duration_s: float
     examples_per_s: float
     tokens_per_s: float
-
-
-class ExportManifest(BaseModel):
-    """``export.json``: how the dataset was made and from what (read by SFT)."""
-
-    schema_version: int = EXPORT_SCHEMA_VERSION
-    created_at: dt.datetime
-    tokenizer: TokenizerInfo
-    mode: str
-    style: str
-    system_prompt_source: str
-    system_prompt_sha256: str | None
-    """sha256 of the replacement system prompt (None: each episode's collected one)."""
-    few_shot_kept: bool
-    max_length: int
-    truncation: str
-    prefill_supervised: bool
-    min_supervised_tokens: int
-    default_system: str
-    n_examples: int
-    n_episodes: int
-    dropped: dict[str, int]
-    dropped_items: list[DroppedItem]
-    n_truncated: int
-    n_appended_closers: int
-    reasoning_policy: str = "last"
-    n_reasoning_turns: int = 0
-    n_reasoning_kept: int = 0
-    from_ids: bool = False
-    n_ids_matched: int = 0
-    ids_mismatches: dict[str, int] = Field(default_factory=dict)
-    tokens: LengthStats
-    supervised: LengthStats
-    sources: list[SourceRun]
-    options: dict[str, Any]
-    versions: dict[str, str]
-    git_commit: str | None
-    git_dirty: bool | None
 
 
 def _features() -> Any:
@@ -388,7 +290,7 @@ def export_dataset(
     options: ExportOptions,
     *,
     card_extra: str = "",
-    scores: Mapping[str, EpisodeScores] | None = None,
+    scores: Mapping[str, FilterTimeScores] | None = None,
     overwrite: bool = False,
     progress: bool = False,
 ) -> ExportReport:
@@ -642,7 +544,7 @@ def export_dataset(
         git_commit=commit,
         git_dirty=dirty,
     )
-    (out_dir / "export.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    (out_dir / EXPORT_MANIFEST).write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     (out_dir / "README.md").write_text(_card(manifest, report, card_extra), encoding="utf-8")
     return report
 

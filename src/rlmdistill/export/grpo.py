@@ -25,7 +25,7 @@ completion (mask all 1), every turn of an episode carrying the episode's reward 
 
 Rewards. ``pass_rate`` (default; PASS / all criteria of the room's rubric) or
 ``weighted_pass_rate``, from the chosen grader's verdicts of the episode's current memo
-(:func:`rlmdistill.judge.scores.run_scores`); the per-criterion labels are kept in
+(:func:`rlmdistill.traces.scores.run_scores`); the per-criterion labels are kept in
 ``criterion_labels``. An episode that ended without a memo gets reward 0 (its rollout is a
 failure of the policy, not missing data); an episode with a memo but no verdicts is dropped as
 ``unjudged``; episodes that ended for infrastructure reasons (``model_error``, ``error``) are
@@ -50,10 +50,15 @@ from rlmdistill.export.advantages import (
     GroupAdvantages,
     group_advantages,
 )
-from rlmdistill.judge.scores import EpisodeScore, run_scores
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.traces.runs import grader_ids, load_manifest, load_trajectory
 from rlmdistill.traces.schema import EpisodeSummary, TurnRecord
+from rlmdistill.traces.scores import (
+    EpisodeScore,
+    GraderChoiceError,
+    resolve_grader,
+    run_scores,
+)
 from rlmdistill.traces.store import TraceFileError
 from rlmdistill.traces.tokens import prompt_ids
 
@@ -233,22 +238,14 @@ def episode_token_row(turns: Sequence[TurnRecord]) -> dict[str, Any]:
 
 
 def _resolve_grader(runs: Sequence[Path], grader: str | None) -> str:
-    available = {str(r): grader_ids(r) for r in runs}
-    union = sorted({g for ids in available.values() for g in ids})
-    if grader is not None:
-        missing = [r for r, ids in available.items() if grader not in ids]
-        if missing:
-            raise GrpoExportError(
-                f"grader {grader!r} has no verdicts in {', '.join(missing)}; graders per run: "
-                f"{available}"
-            )
-        return grader
-    if len(union) != 1:
-        raise GrpoExportError(
-            f"{'several graders' if union else 'no grader'} found ({available}); "
-            + ("choose one with --grader" if union else "run `rlmdistill judge RUN` first")
+    try:
+        chosen = resolve_grader(
+            {str(r): grader_ids(r) for r in runs}, grader, required=True, all_runs=True
         )
-    return union[0]
+    except GraderChoiceError as exc:
+        raise GrpoExportError(str(exc)) from exc
+    assert chosen is not None  # required=True
+    return chosen
 
 
 def export_grpo(

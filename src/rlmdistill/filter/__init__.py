@@ -7,7 +7,7 @@ kept episodes to the export stage. See ``docs/filter.md``.
 """
 
 from rlmdistill.filter.expr import FUNCTIONS, ExpressionError, compile_expression
-from rlmdistill.filter.fields import EPISODE_FIELDS, EpisodeScores, episode_fields
+from rlmdistill.filter.fields import EPISODE_FIELDS, episode_fields
 from rlmdistill.filter.report import FilterReport, build_report, render_markdown, write_report
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
 from rlmdistill.filter.select import FilterDecision, RoomThresholds, Selection, select_episodes
@@ -17,7 +17,6 @@ __all__ = [
     "FUNCTIONS",
     "REASON_ORDER",
     "DropReason",
-    "EpisodeScores",
     "ExpressionError",
     "FilterDecision",
     "FilterReport",

@@ -1,7 +1,8 @@
 """Episode fields: the flat view of one episode that filter rules and ``where`` expressions see.
 
-One :class:`~rlmdistill.traces.schema.EpisodeSummary` plus its scores (pass rates from one
-grader's verdicts) flattened into ``{name: value}``. Only summaries and verdicts are read,
+One :class:`~rlmdistill.traces.schema.EpisodeSummary` plus its scores (the
+:class:`~rlmdistill.traces.scores.PassRates` of one grader's verdicts of its current memo, from
+:func:`rlmdistill.traces.scores.score_episodes`) flattened into ``{name: value}``. Only summaries and verdicts are read,
 never trajectories, so building the fields of 10,000 episodes takes well under a second.
 :data:`EPISODE_FIELDS` is the catalogue (name -> meaning) shown in error messages and in
 ``docs/filter.md``.
@@ -9,28 +10,12 @@ never trajectories, so building the fields of 10,000 episodes takes well under a
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from rlmdistill.traces.schema import EpisodeSummary
+from rlmdistill.traces.scores import PassRates
 
-__all__ = ["EPISODE_FIELDS", "SCORE_FIELDS", "EpisodeScores", "episode_fields"]
-
-
-class EpisodeScores(NamedTuple):
-    """One episode's scores under the chosen grader (rates in [0, 1]; ``None`` = not graded).
-
-    Computed by :func:`rlmdistill.judge.base.pass_rates` over the grader's verdicts whose
-    ``memo_sha256`` equals the episode's (a verdict of another memo never counts).
-    """
-
-    pass_rate: float | None = None
-    graded_pass_rate: float | None = None
-    weighted_pass_rate: float | None = None
-    n_criteria: int | None = None
-    n_pass: int | None = None
-    n_fail: int | None = None
-    n_ungradable: int | None = None
-    n_missing: int | None = None
+__all__ = ["EPISODE_FIELDS", "SCORE_FIELDS", "episode_fields"]
 
 
 EPISODE_FIELDS: dict[str, str] = {
@@ -94,9 +79,12 @@ SCORE_FIELDS = (
 """Fields that need a grader's verdicts (naming one in a rule requires a grader)."""
 
 
-def episode_fields(summary: EpisodeSummary, scores: EpisodeScores) -> dict[str, Any]:
+def episode_fields(summary: EpisodeSummary, scores: PassRates | None) -> dict[str, Any]:
     """Flatten one episode into ``{field: value}`` with exactly the keys of
-    :data:`EPISODE_FIELDS` (values are ``str``, ``int``, ``float``, ``bool`` or ``None``)."""
+    :data:`EPISODE_FIELDS` (values are ``str``, ``int``, ``float``, ``bool`` or ``None``).
+
+    ``scores`` is ``None`` when the chosen grader has no verdict of the episode's memo (or
+    no grader is chosen): every score field is then ``None`` and ``graded`` is false."""
     room = summary.room
     root = summary.tokens.root
     sub = summary.tokens.sub
@@ -135,13 +123,18 @@ def episode_fields(summary: EpisodeSummary, scores: EpisodeScores) -> dict[str, 
         "cited_share": n_cited / max(1, room.n_documents),
         "coverage": cov.overall if cov is not None else None,
         "coverage_method": cov.method if cov is not None else None,
-        "graded": scores.n_criteria is not None,
-        "pass_rate": scores.pass_rate,
-        "graded_pass_rate": scores.graded_pass_rate,
-        "weighted_pass_rate": scores.weighted_pass_rate,
-        "n_criteria": scores.n_criteria,
-        "n_pass": scores.n_pass,
-        "n_fail": scores.n_fail,
-        "n_ungradable": scores.n_ungradable,
-        "n_missing": scores.n_missing,
+        "graded": scores is not None,
+        **{name: getattr(scores, name, None) for name in _RATE_FIELDS},
     }
+
+
+_RATE_FIELDS = (
+    "pass_rate",
+    "graded_pass_rate",
+    "weighted_pass_rate",
+    "n_criteria",
+    "n_pass",
+    "n_fail",
+    "n_ungradable",
+    "n_missing",
+)

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlmdistill import __version__
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRules
 from rlmdistill.filter.select import FilterDecision, RoomThresholds, RunInfo, Selection
+from rlmdistill.traces import layout
 from rlmdistill.traces.schema import SCHEMA_VERSION, utcnow
 from rlmdistill.traces.store import append_records
 
@@ -388,15 +389,17 @@ def write_report(selection: Selection, out_dir: Path) -> FilterReport:
     ``out_dir`` (created if needed). Refuses (``FileExistsError``) to replace any of the
     three files: the caller decides about overwriting a folder."""
     out_dir = Path(out_dir)
-    names = ("filter_report.json", "filter_report.md", "decisions.jsonl")
+    names = (layout.FILTER_REPORT_JSON, layout.FILTER_REPORT_MD, layout.FILTER_DECISIONS)
     existing = [n for n in names if (out_dir / n).exists()]
     if existing:
         raise FileExistsError(f"{out_dir}: {', '.join(existing)} already exist")
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build_report(selection)
-    append_records(out_dir / "decisions.jsonl", selection.decisions)
-    (out_dir / "filter_report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    (out_dir / "filter_report.md").write_text(render_markdown(report), encoding="utf-8")
+    append_records(out_dir / layout.FILTER_DECISIONS, selection.decisions)
+    (out_dir / layout.FILTER_REPORT_JSON).write_text(
+        report.model_dump_json(indent=2), encoding="utf-8"
+    )
+    (out_dir / layout.FILTER_REPORT_MD).write_text(render_markdown(report), encoding="utf-8")
     return report
 
 

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rlmdistill.filter.expr import ExpressionError, WhereExpression, compile_expression
 from rlmdistill.filter.fields import EPISODE_FIELDS, SCORE_FIELDS
+from rlmdistill.traces.artefacts import DropReason
 from rlmdistill.traces.schema import EpisodeStatus
 
 __all__ = [
@@ -44,19 +45,6 @@ __all__ = [
     "ScoreName",
 ]
 
-DropReason = Literal[
-    "status",
-    "no_memo",
-    "turns",
-    "sub_calls",
-    "ungraded",
-    "pass_rate",
-    "no_coverage",
-    "coverage",
-    "where",
-    "duplicate",
-    "top_k",
-]
 REASON_ORDER: tuple[DropReason, ...] = get_args(DropReason)
 """Rule order: an episode's primary drop reason is the first of these it fails."""
 

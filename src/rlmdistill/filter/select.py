@@ -22,15 +22,16 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.filter.fields import EpisodeScores, episode_fields
+from rlmdistill.filter.fields import episode_fields
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
-from rlmdistill.judge.base import current_memo_verdicts, pass_rates
 from rlmdistill.rooms.task import Task
+from rlmdistill.traces.artefacts import FilterDecision
+from rlmdistill.traces.layout import EPISODES
 from rlmdistill.traces.runs import (
     EpisodeRef,
     RoomTaskError,
@@ -41,7 +42,13 @@ from rlmdistill.traces.runs import (
     load_trajectory,
     load_verdicts,
 )
-from rlmdistill.traces.schema import SCHEMA_VERSION, EpisodeSummary, Verdict
+from rlmdistill.traces.schema import EpisodeSummary
+from rlmdistill.traces.scores import (
+    GraderChoiceError,
+    PassRates,
+    resolve_grader,
+    score_episodes,
+)
 
 __all__ = [
     "FilterDecision",
@@ -69,45 +76,6 @@ class RunInfo(BaseModel):
     """Graders with a verdict file in the run."""
     warnings: list[str] = Field(default_factory=list)
     """Things that limited scoring (e.g. a room's task.json not found, so no pass rates)."""
-
-
-class FilterDecision(BaseModel):
-    """One line of ``decisions.jsonl``: what the filter decided about one episode, and why."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = SCHEMA_VERSION
-    record_type: Literal["filter_decision"] = "filter_decision"
-    run_id: str
-    run_dir: str
-    episode_id: str
-    room_id: str
-    room_hash: str
-    task_id: str
-    room_docs: int
-    """Documents in the room (for size buckets)."""
-    status: str
-    kept: bool
-    primary_reason: DropReason | None = None
-    """First rule failed (``None`` when kept)."""
-    reasons: list[DropReason] = Field(default_factory=list)
-    """Every rule failed, in rule order."""
-    details: dict[str, str] = Field(default_factory=dict)
-    """Per reason: the value and the threshold, e.g. ``pass_rate 0.40 < 0.50``."""
-    pass_rate: float | None = None
-    graded_pass_rate: float | None = None
-    weighted_pass_rate: float | None = None
-    coverage: float | None = None
-    n_ungradable: int | None = None
-    rank_in_room: int | None = None
-    """1-based rank among the room's episodes that reached the top-k rule (``None`` otherwise)."""
-    duplicate_of: str | None = None
-    """``episode_id`` of the better-ranked episode this one duplicates."""
-
-    @property
-    def ref(self) -> EpisodeRef:
-        """The :class:`EpisodeRef` the export stage takes."""
-        return EpisodeRef(Path(self.run_dir), self.episode_id)
 
 
 class RoomThresholds(BaseModel):
@@ -189,7 +157,8 @@ class _Ep:
     run_dir: Path
     run_index: int
     summary: EpisodeSummary
-    scores: EpisodeScores
+    scores: PassRates | None
+    """``None``: not graded (no verdict of the current memo, or no usable task)."""
     reasons: list[DropReason] = field(default_factory=list)
     details: dict[str, str] = field(default_factory=dict)
     rank: int | None = None
@@ -203,61 +172,20 @@ class _Ep:
         if name == "coverage":
             cov = self.summary.coverage
             return cov.overall if cov is not None else None
-        value = getattr(self.scores, name)
+        value = getattr(self.scores, name, None)
         return None if value is None else float(value)
 
 
 def _resolve_grader(rules: FilterRules, available: dict[Path, list[str]]) -> str | None:
-    union = sorted({g for ids in available.values() for g in ids})
-    listing = "; ".join(f"{run}: {ids or 'none'}" for run, ids in available.items())
-    if rules.grader is not None:
-        missing = [str(run) for run, ids in available.items() if rules.grader not in ids]
-        if len(missing) == len(available) or (missing and rules.needs_pass_rate()):
-            raise FilterRuleError(
-                f"grader {rules.grader!r} has no verdicts in {', '.join(missing)} "
-                f"(no verdicts/{rules.grader}.jsonl); graders available: {listing}"
-            )
-        return rules.grader
-    if len(union) > 1:
-        raise FilterRuleError(
-            f"several graders have verdicts ({', '.join(union)}); choose one with "
-            f"grader: NAME (--grader NAME); graders per run: {listing}"
+    try:
+        return resolve_grader(
+            {str(run): ids for run, ids in available.items()},
+            rules.grader,
+            required=rules.needs_pass_rate(),
+            hint="grader: NAME (--grader NAME)",
         )
-    if not union:
-        if rules.needs_pass_rate():
-            raise FilterRuleError(
-                "the rules use pass rates but no run has verdicts "
-                f"(graders per run: {listing}); run `rlmdistill judge RUN` first"
-            )
-        return None
-    return union[0]
-
-
-def _scores_of(
-    summaries: list[EpisodeSummary], verdicts: list[Verdict], tasks: dict[str, Task]
-) -> dict[str, EpisodeScores]:
-    by_ep: dict[str, list[Verdict]] = {}
-    for v in verdicts:
-        by_ep.setdefault(v.episode_id, []).append(v)
-    out: dict[str, EpisodeScores] = {}
-    for s in summaries:
-        task = tasks.get(s.room.room_hash)
-        mine = current_memo_verdicts(by_ep.get(s.episode_id, []), s.memo_sha256)
-        if task is None or not mine:
-            out[s.episode_id] = EpisodeScores()
-            continue
-        pr = pass_rates(mine, task.criteria)
-        out[s.episode_id] = EpisodeScores(
-            pass_rate=pr.pass_rate,
-            graded_pass_rate=pr.graded_pass_rate,
-            weighted_pass_rate=pr.weighted_pass_rate,
-            n_criteria=pr.n_criteria,
-            n_pass=pr.n_pass,
-            n_fail=pr.n_fail,
-            n_ungradable=pr.n_ungradable,
-            n_missing=pr.n_missing,
-        )
-    return out
+    except GraderChoiceError as exc:
+        raise FilterRuleError(str(exc)) from exc
 
 
 def _quantile(values: list[float], q: float | None, method: str) -> float | None:
@@ -308,7 +236,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
         for s in summaries:
             if s.episode_id in seen:
                 raise FilterRuleError(
-                    f"{run_dir / 'episodes.jsonl'}: episode {s.episode_id} has two summary lines"
+                    f"{run_dir / EPISODES}: episode {s.episode_id} has two summary lines"
                 )
             seen.add(s.episode_id)
         warnings: list[str] = []
@@ -336,8 +264,11 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
                 f"room {p.room_id}: {p.message}; its episodes have no pass rate"
                 for p in room_tasks.problems
             ]
-        scores = _scores_of(summaries, verdicts, tasks)
-        eps.extend(_Ep(run_dir, index, s, scores[s.episode_id]) for s in summaries)
+        scores = score_episodes(summaries, verdicts, tasks)
+        eps.extend(
+            _Ep(run_dir, index, s, scores[s.episode_id].rates if s.episode_id in scores else None)
+            for s in summaries
+        )
         infos.append(
             RunInfo(
                 run_dir=str(run_dir),
@@ -397,7 +328,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
         name = rules.pass_rate_field
         value = ep.score(name)
         if pass_rule:
-            if ep.scores.n_criteria is None:
+            if ep.scores is None:
                 ep.fail("ungraded", f"no {grader} verdicts for this memo")
             elif value is None:
                 ep.fail("pass_rate", f"{name} undefined")
@@ -507,11 +438,11 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
                 primary_reason=reasons[0] if reasons else None,
                 reasons=reasons,
                 details=ep.details,
-                pass_rate=ep.scores.pass_rate,
-                graded_pass_rate=ep.scores.graded_pass_rate,
-                weighted_pass_rate=ep.scores.weighted_pass_rate,
+                pass_rate=None if ep.scores is None else ep.scores.pass_rate,
+                graded_pass_rate=None if ep.scores is None else ep.scores.graded_pass_rate,
+                weighted_pass_rate=None if ep.scores is None else ep.scores.weighted_pass_rate,
                 coverage=ep.score("coverage"),
-                n_ungradable=ep.scores.n_ungradable,
+                n_ungradable=None if ep.scores is None else ep.scores.n_ungradable,
                 rank_in_room=ep.rank,
                 duplicate_of=ep.duplicate_of,
             )

@@ -19,14 +19,25 @@ The criterion type of a pair is the first grader's ``criterion_type`` (else the 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from rlmdistill.traces.layout import RUN_MANIFEST, verdicts_path
+from rlmdistill.traces.runs import grader_ids, load_verdicts
 from rlmdistill.traces.schema import Verdict
 
-__all__ = ["AgreementRow", "AgreementTable", "Kappa", "agreement_table", "cohen_kappa"]
+__all__ = [
+    "AgreementRow",
+    "AgreementTable",
+    "Kappa",
+    "TooFewGradersError",
+    "agreement_table",
+    "cohen_kappa",
+    "run_agreement",
+]
 
 _LABELS = ("PASS", "FAIL")
 
@@ -162,4 +173,65 @@ def agreement_table(
         rows=rows,
         n_only_a=len(a) - len(matched),
         n_only_b=len(b) - len(matched),
+    )
+
+
+class TooFewGradersError(ValueError):
+    """The run has verdicts from fewer than two graders, so there is no agreement to compute;
+    the message names the ``rlmdistill judge`` command that adds the missing grader."""
+
+
+def run_agreement(run_dir: Path, a: str = "reference", b: str | None = None) -> AgreementTable:
+    """Agreement table of graders ``a`` and ``b`` on ``run_dir`` (method in
+    :mod:`rlmdistill.judge.agreement`).
+
+    ``b`` defaults to the one grader other than ``a`` that judged the run. Raises
+    :class:`TooFewGradersError` (a ``ValueError``) when the run has verdicts from fewer than
+    two graders, ``FileNotFoundError`` when a grader's verdict file is missing and
+    ``ValueError`` when ``b`` is not given and there is not exactly one candidate (the message
+    lists them); ``FileNotFoundError`` too when ``run_dir`` is not a run directory.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / RUN_MANIFEST).exists():
+        raise FileNotFoundError(
+            f"{run_dir / RUN_MANIFEST} not found: is {run_dir} a run directory?"
+        )
+    graders = grader_ids(run_dir)
+    if len(graders) < 2:
+        raise TooFewGradersError(_too_few_graders(run_dir, graders))
+    if b is None:
+        others = [g for g in graders if g != a]
+        if len(others) != 1:
+            raise ValueError(
+                f"{run_dir}: pick the second grader with --b; graders with verdicts: "
+                + (", ".join(graders) or "none")
+            )
+        b = others[0]
+    for g in (a, b):
+        if g not in graders:
+            raise FileNotFoundError(
+                f"{verdicts_path(run_dir, g)} not found; graders with verdicts: "
+                + (", ".join(graders) or "none")
+            )
+    return agreement_table(
+        load_verdicts(run_dir, a), load_verdicts(run_dir, b), grader_a=a, grader_b=b
+    )
+
+
+def _too_few_graders(run_dir: Path, graders: list[str]) -> str:
+    reference = f"  rlmdistill judge {run_dir}"
+    llm = (
+        f"  rlmdistill judge {run_dir} --judge openai:MODEL@URL"
+        "   (or --judge local:qwen2.5-coder-1.5b)"
+    )
+    if not graders:
+        return (
+            f"{run_dir}: judge agreement needs verdicts from two graders; this run has none "
+            f"yet. Grade it with the reference grader and an LLM judge:\n{reference}\n{llm}"
+        )
+    (only,) = graders
+    add = llm if only == "reference" else reference
+    return (
+        f"{run_dir}: judge agreement needs verdicts from two graders; this run has one "
+        f"({only}). Add a second, then run judge-agreement again:\n{add}"
     )

@@ -6,7 +6,8 @@ default ``runs/<run>/verdicts/<grader>.cache.jsonl`` (one per run and grader; pa
 to share one cache between runs). It is append-only, read once when opened (torn last line
 tolerated, case T3), and keyed by :class:`CacheKey`:
 
-- ``memo_sha256``: sha256 of the memo's UTF-8 text;
+- ``memo_sha256``: sha256 of the memo's UTF-8 text (:func:`rlmdistill.traces.scores.memo_sha256`,
+  the same hash the collector writes);
 - ``criterion_id`` and ``criterion_hash``: the criterion's id and a hash of its full content
   (:func:`criterion_hash`), so an edited criterion is judged afresh;
 - ``judge_model``: the judge's model identity (:func:`rlmdistill.judge.llm.judge_model_key`);
@@ -28,14 +29,10 @@ from typing import NamedTuple
 
 from rlmdistill.rooms.task import Criterion
 from rlmdistill.traces.schema import JudgeCacheEntry
+from rlmdistill.traces.scores import memo_sha256
 from rlmdistill.traces.store import append_records, parse_records
 
 __all__ = ["CacheKey", "VerdictCache", "criterion_hash", "memo_sha256"]
-
-
-def memo_sha256(memo: str) -> str:
-    """sha256 hex digest of a memo's UTF-8 bytes (lone surrogates kept, as the collector does)."""
-    return hashlib.sha256(memo.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def criterion_hash(criterion: Criterion) -> str:

@@ -11,63 +11,37 @@ Commands::
 ``judge-agreement`` on a run with fewer than two graders says so, names the ``judge`` command
 that adds the missing one, and exits 1 (nothing to compare; like ``filter`` with nothing kept).
 
-The plain functions :func:`judge_main` and :func:`agreement_main` do the work (tests call them);
-:func:`register` adds both typer commands to an app.
+The ``judge`` stage is :func:`rlmdistill.judge.main.run` (a :class:`~rlmdistill.judge.main.
+JudgeConfig` in, a :class:`~rlmdistill.judge.main.JudgeReport` out); :func:`rlmdistill.judge.agreement.run_agreement`
+computes the agreement table. :func:`register` adds the typer commands, which map results to
+output and exit codes.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated
 
 import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
 
-from rlmdistill.judge.agreement import AgreementTable, agreement_table
-from rlmdistill.judge.cache import VerdictCache
-from rlmdistill.judge.llm import (
-    JudgeStats,
-    LLMGrader,
-    LLMJudgeConfig,
-    judge_model_key,
-    llm_grader_id,
-)
-from rlmdistill.judge.reference import ReferenceGrader
-from rlmdistill.judge.run import JudgeResult, judge_run, load_verdicts, verdicts_path
-from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
-from rlmdistill.models.spec import get_client, parse_spec
+from rlmdistill.judge.agreement import AgreementTable, TooFewGradersError, run_agreement
+from rlmdistill.judge.main import JudgeConfig, run
+from rlmdistill.models.limits import PriceTable
+from rlmdistill.traces.runs import grader_ids
 
 __all__ = [
-    "JudgeReport",
-    "TooFewGradersError",
-    "agreement_main",
-    "judge_main",
     "list_graders",
     "load_prices",
     "register",
     "render_agreement",
 ]
 
-_SIDE_SUFFIXES = (".cache", ".usage")
-
-
-class TooFewGradersError(ValueError):
-    """The run has verdicts from fewer than two graders, so there is no agreement to compute;
-    the message names the ``rlmdistill judge`` command that adds the missing grader."""
-
-
-class JudgeReport(NamedTuple):
-    """What :func:`judge_main` did."""
-
-    result: JudgeResult
-    grader_id: str
-    stats: JudgeStats | None
-    """LLM judge counters (requests, tokens, cost, cache hits); ``None`` for the reference."""
-    cache_path: Path | None
-    usage_path: Path | None
+list_graders = grader_ids
+"""Grader ids with a verdict file in a run (:func:`rlmdistill.traces.runs.grader_ids`)."""
 
 
 def load_prices(path: Path) -> PriceTable:
@@ -76,153 +50,6 @@ def load_prices(path: Path) -> PriceTable:
         return PriceTable.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError, ValueError) as exc:
         raise ValueError(f"{path}: not a valid price table: {exc}") from exc
-
-
-def judge_main(
-    run_dir: Path,
-    judge: str = "reference",
-    *,
-    criteria_per_request: int = 20,
-    max_attempts: int = 3,
-    max_tokens_per_criterion: int = 96,
-    concurrency: int = 4,
-    request_concurrency: int = 4,
-    cache_path: Path | None = None,
-    regrade_ungradable: bool = False,
-    prices: PriceTable | None = None,
-    timeout_s: float = 300.0,
-    max_retries: int = 4,
-) -> JudgeReport:
-    """Grade every episode of ``run_dir`` with the reference grader or an LLM judge.
-
-    Args:
-        run_dir: the run directory.
-        judge: ``"reference"`` or a model spec (``openai:MODEL@URL``, ``local:NAME``); the LLM
-            grader id is :func:`~rlmdistill.judge.llm.llm_grader_id` of the spec.
-        criteria_per_request: criteria per judge request (LLM only).
-        max_attempts: judge requests per batch at most, retries after malformed or partial
-            replies included (LLM only).
-        max_tokens_per_criterion: new tokens allowed per criterion asked, on top of a base of
-            64 per request (LLM only).
-        concurrency: episodes graded at once (LLM only; the reference grades in turn).
-        request_concurrency: batches of one episode in flight at once (LLM only); at most
-            ``concurrency * request_concurrency`` requests are in flight.
-        cache_path: verdict cache file (default ``verdicts/<grader>.cache.jsonl`` of the run).
-        regrade_ungradable: grade again episodes whose latest verdicts hold an UNGRADABLE one
-            (LLM only; ``ValueError`` with the reference grader).
-        prices: price table for judge cost (default :data:`DEFAULT_PRICES`).
-        timeout_s / max_retries: per HTTP attempt timeout and retries (openai specs only).
-
-    Raises:
-        ValueError: bad spec or settings; room changed since collection; an LLM judge's
-            server unreachable or not serving its model (``ServerUnavailableError``).
-        FileNotFoundError: not a run directory; local model not pulled.
-    """
-    run_dir = Path(run_dir)
-    if judge == "reference":
-        if regrade_ungradable:
-            raise ValueError(
-                "--regrade-ungradable applies to LLM judges: the reference grader's UNGRADABLE "
-                "verdicts are deterministic (criteria without evidence)"
-            )
-        # CPU-bound pure Python: threads would not help, so episodes are graded in turn.
-        result = judge_run(run_dir, ReferenceGrader())
-        return JudgeReport(result, "reference", None, None, None)
-    if not (run_dir / "run.json").exists():
-        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
-    spec = parse_spec(judge)
-    config = LLMJudgeConfig(
-        criteria_per_request=criteria_per_request,
-        max_attempts=max_attempts,
-        max_tokens_per_criterion=max_tokens_per_criterion,
-        max_concurrency=request_concurrency,
-    )
-    grader_id = llm_grader_id(spec)
-    cache_file = cache_path or run_dir / "verdicts" / f"{grader_id}.cache.jsonl"
-    usage_file = run_dir / "verdicts" / f"{grader_id}.usage.jsonl"
-    opts: dict[str, object] = {}
-    if spec.kind == "openai":
-        from rlmdistill.models.preflight import preflight
-
-        preflight({"judge": spec})  # fail fast, before any verdict or cache file is written
-        opts = {"timeout_s": timeout_s, "max_retries": max_retries}
-    client = get_client(spec, **opts)
-    grader = LLMGrader(
-        client,
-        judge_model=judge_model_key(spec),
-        grader_id=grader_id,
-        config=config,
-        cache=VerdictCache(cache_file),
-        usage_path=usage_file,
-        prices=prices if prices is not None else DEFAULT_PRICES,
-    )
-    result = judge_run(
-        run_dir, grader, concurrency=concurrency, regrade_ungradable=regrade_ungradable
-    )
-    return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file)
-
-
-def list_graders(run_dir: Path) -> list[str]:
-    """Grader ids with a verdict file in ``run_dir/verdicts`` (side files excluded), sorted."""
-    return sorted(
-        p.stem
-        for p in (Path(run_dir) / "verdicts").glob("*.jsonl")
-        if not p.stem.endswith(_SIDE_SUFFIXES)
-    )
-
-
-def agreement_main(run_dir: Path, a: str = "reference", b: str | None = None) -> AgreementTable:
-    """Agreement table of graders ``a`` and ``b`` on ``run_dir`` (method in
-    :mod:`rlmdistill.judge.agreement`).
-
-    ``b`` defaults to the one grader other than ``a`` that judged the run. Raises
-    :class:`TooFewGradersError` (a ``ValueError``) when the run has verdicts from fewer than
-    two graders, ``FileNotFoundError`` when a grader's verdict file is missing and
-    ``ValueError`` when ``b`` is not given and there is not exactly one candidate (the message
-    lists them); ``FileNotFoundError`` too when ``run_dir`` is not a run directory.
-    """
-    run_dir = Path(run_dir)
-    if not (run_dir / "run.json").exists():
-        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
-    graders = list_graders(run_dir)
-    if len(graders) < 2:
-        raise TooFewGradersError(_too_few_graders(run_dir, graders))
-    if b is None:
-        others = [g for g in graders if g != a]
-        if len(others) != 1:
-            raise ValueError(
-                f"{run_dir}: pick the second grader with --b; graders with verdicts: "
-                + (", ".join(graders) or "none")
-            )
-        b = others[0]
-    for g in (a, b):
-        if g not in graders:
-            raise FileNotFoundError(
-                f"{verdicts_path(run_dir, g)} not found; graders with verdicts: "
-                + (", ".join(graders) or "none")
-            )
-    return agreement_table(
-        load_verdicts(run_dir, a), load_verdicts(run_dir, b), grader_a=a, grader_b=b
-    )
-
-
-def _too_few_graders(run_dir: Path, graders: list[str]) -> str:
-    reference = f"  rlmdistill judge {run_dir}"
-    llm = (
-        f"  rlmdistill judge {run_dir} --judge openai:MODEL@URL"
-        "   (or --judge local:qwen2.5-coder-1.5b)"
-    )
-    if not graders:
-        return (
-            f"{run_dir}: judge agreement needs verdicts from two graders; this run has none "
-            f"yet. Grade it with the reference grader and an LLM judge:\n{reference}\n{llm}"
-        )
-    (only,) = graders
-    add = llm if only == "reference" else reference
-    return (
-        f"{run_dir}: judge agreement needs verdicts from two graders; this run has one "
-        f"({only}). Add a second, then run judge-agreement again:\n{add}"
-    )
 
 
 def render_agreement(table: AgreementTable, console: Console) -> None:
@@ -307,18 +134,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Grade every episode's memo against its room's rubric criteria."""
         try:
-            report = judge_main(
-                run_dir,
-                judge,
-                criteria_per_request=criteria_per_request,
-                max_attempts=max_attempts,
-                max_tokens_per_criterion=max_tokens_per_criterion,
-                concurrency=concurrency,
-                request_concurrency=request_concurrency,
-                cache_path=cache,
-                regrade_ungradable=regrade_ungradable,
-                prices=load_prices(prices) if prices is not None else None,
-                timeout_s=timeout_s,
+            report = run(
+                JudgeConfig(
+                    run_dir=run_dir,
+                    judge=judge,
+                    criteria_per_request=criteria_per_request,
+                    max_attempts=max_attempts,
+                    max_tokens_per_criterion=max_tokens_per_criterion,
+                    concurrency=concurrency,
+                    request_concurrency=request_concurrency,
+                    cache_path=cache,
+                    regrade_ungradable=regrade_ungradable,
+                    prices=load_prices(prices) if prices is not None else None,
+                    timeout_s=timeout_s,
+                )
             )
         except (ValueError, FileNotFoundError) as exc:  # one clear line, exit 2 (like main())
             err.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -359,7 +188,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Agreement of two graders per criterion type: n, agreement share, Cohen's kappa."""
         try:
-            table = agreement_main(run_dir, a, b)
+            table = run_agreement(run_dir, a, b)
         except TooFewGradersError as exc:  # nothing to compare: exit 1 (as filter, nothing kept)
             err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
             raise typer.Exit(1) from exc

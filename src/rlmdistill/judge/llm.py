@@ -49,7 +49,6 @@ from pydantic import (
 )
 
 from rlmdistill.judge.cache import CacheKey, VerdictCache, criterion_hash
-from rlmdistill.judge.cache import memo_sha256 as sha256_of_memo
 from rlmdistill.models.base import (
     ChatResult,
     ContextExceededError,
@@ -64,6 +63,7 @@ from rlmdistill.models.spec import ModelSpec, parse_spec
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.rooms.task import Criterion, Task
 from rlmdistill.traces.schema import JudgeCacheEntry, JudgeRequestRecord, Verdict
+from rlmdistill.traces.scores import memo_sha256 as sha256_of_memo
 from rlmdistill.traces.store import append_records
 
 __all__ = [

@@ -20,10 +20,13 @@ from typing import NamedTuple
 
 from rlmdistill.judge.base import Grader
 from rlmdistill.rooms.room import DataRoom
+from rlmdistill.traces.layout import RUN_MANIFEST, verdicts_path
+from rlmdistill.traces.runs import load_summaries, load_verdicts
 from rlmdistill.traces.schema import EpisodeSummary, Verdict
 from rlmdistill.traces.store import append_records, parse_records
 
 __all__ = ["JudgeResult", "judge_run", "load_verdicts", "verdicts_path"]
+"""``load_verdicts`` and ``verdicts_path`` are :mod:`rlmdistill.traces`' (re-exported)."""
 
 
 class JudgeResult(NamedTuple):
@@ -36,16 +39,6 @@ class JudgeResult(NamedTuple):
     verdicts_path: Path
     counts: dict[str, int]
     """Verdicts written by this call per label (PASS, FAIL, UNGRADABLE)."""
-
-
-def verdicts_path(run_dir: Path, grader_id: str) -> Path:
-    """Path of one grader's verdict file in a run."""
-    return run_dir / "verdicts" / f"{grader_id}.jsonl"
-
-
-def load_verdicts(run_dir: Path, grader_id: str) -> list[Verdict]:
-    """Every verdict a grader wrote for a run (torn last line tolerated)."""
-    return list(parse_records(verdicts_path(run_dir, grader_id), Verdict))
 
 
 def _graded_keys(path: Path, version: str, regrade_ungradable: bool) -> set[tuple[str, str | None]]:
@@ -83,9 +76,11 @@ def judge_run(
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if not (run_dir / "run.json").exists():
-        raise FileNotFoundError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
-    summaries = list(parse_records(run_dir / "episodes.jsonl", EpisodeSummary))
+    if not (run_dir / RUN_MANIFEST).exists():
+        raise FileNotFoundError(
+            f"{run_dir / RUN_MANIFEST} not found: is {run_dir} a run directory?"
+        )
+    summaries = load_summaries(run_dir)
     path = verdicts_path(run_dir, grader.grader_id)
     done = _graded_keys(path, grader.version, regrade_ungradable)
     rooms: dict[str, DataRoom] = {}

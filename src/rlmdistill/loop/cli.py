@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["lineage_main", "loop_main", "register"]
+__all__ = ["loop_main", "register"]
 
 err = Console(stderr=True)
 
@@ -20,10 +20,10 @@ def loop_main(
     ``strict``: a room document whose text cannot be extracted is an error (default: skipped
     and noted)."""
     from rlmdistill.loop.config import load_experiment
-    from rlmdistill.loop.run import run_loop
+    from rlmdistill.loop.main import run
 
     cfg = load_experiment(experiment)
-    res = run_loop(
+    res = run(
         cfg,
         rounds=rounds,
         log=lambda s: err.print(s, highlight=False, markup=False),
@@ -35,13 +35,6 @@ def loop_main(
     stages = ", ".join(f"{name} {sec:.0f}s" for name, sec in res.stage_s.items())
     err.print(f"loop wall time: {res.wall_s:.0f}s ({stages})")
     return 0
-
-
-def lineage_main(workspace: Path) -> str:
-    """The lineage tree of a workspace as text (see :mod:`rlmdistill.loop.lineage`)."""
-    from rlmdistill.loop.lineage import render_tree
-
-    return render_tree(workspace)
 
 
 def register(app: typer.Typer) -> None:
@@ -68,4 +61,6 @@ def register(app: typer.Typer) -> None:
         workspace: Annotated[Path, typer.Argument(help="Experiment workspace folder.")],
     ) -> None:
         """Which runs made which dataset made which adapter made which run and report."""
-        typer.echo(lineage_main(workspace))
+        from rlmdistill.loop.lineage import render_tree
+
+        typer.echo(render_tree(workspace))

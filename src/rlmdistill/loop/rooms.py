@@ -1,9 +1,11 @@
 """Rooms of an experiment: CUAD training and held-out rooms with no document in common.
 
-Rooms are built once into ``<workspace>/rooms/{train,holdout}-<k>`` (contracts sampled
-without replacement across all rooms, via ``build_cuad_room(exclude=...)``), and the split is
-checked on content: no document's bytes (sha256) may appear in both a training and a held-out
-room, whatever the rooms' origin. Every room must have at least one rubric criterion (a room
+Rooms are built once into ``<workspace>/rooms/{train,holdout}-<k>`` by the room-set builder
+(:func:`rlmdistill.rooms.roomset.build_cuad_set`: contracts sampled without replacement across
+all rooms, via ``build_cuad_room(exclude=...)``), and the split is
+checked on content with the room-set check (:func:`rlmdistill.rooms.roomset.split_overlap`): no
+document's bytes (sha256) may appear in both a training and a held-out room, whatever the
+rooms' origin; paragraphs shared across the splits are counted in ``split.json``. Every room must have at least one rubric criterion (a room
 without one gives episodes with no pass rate): a CUAD draw with none is drawn again with the
 next seed of its own sequence, and given room folders are checked. What happened (seeds,
 contracts, criteria, rejected draws) and the split check are written to
@@ -12,68 +14,35 @@ contracts, criteria, rejected draws) and the split check are written to
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlmdistill.loop.config import CuadRooms, ExperimentConfig, ExperimentError
 from rlmdistill.loop.paths import from_record, to_record
+from rlmdistill.rooms.roomset import (
+    MAX_DRAWS,
+    CuadBuild,
+    RoomDraw,
+    RoomSetError,
+    SplitOverlap,
+    build_cuad_set,
+    default_cuad_source,
+    split_overlap,
+)
+from rlmdistill.traces import layout
 
 __all__ = [
     "MAX_DRAWS",
     "CuadBuild",
     "PreparedRooms",
     "RoomDraw",
-    "SplitCheck",
     "build_cuad_rooms",
     "check_criteria",
-    "check_split",
     "default_cuad_source",
     "prepare_rooms",
     "read_split",
 ]
-
-MAX_DRAWS = 50
-"""Draws tried per CUAD room before giving up on finding one with a rubric criterion."""
-
-
-class SplitCheck(NamedTuple):
-    """Result of :func:`check_split`."""
-
-    n_train_documents: int
-    n_holdout_documents: int
-    shared: list[tuple[str, str]]
-    """(training document, held-out document) pairs with identical bytes."""
-
-
-class RoomDraw(NamedTuple):
-    """How one CUAD room of the loop was drawn (one entry of ``split.json``'s ``cuad.rooms``)."""
-
-    name: str
-    """Room folder name (``train-0``, ``holdout-1``, ...)."""
-    seed: int
-    """Seed of the kept draw: ``spec.seed + k + attempt * n_rooms`` for room index ``k``."""
-    attempt: int
-    """0 when the first draw had a criterion; else the number of draws rejected before it."""
-    contracts: list[str]
-    """Source text file names of the room's contracts."""
-    n_criteria: int
-    """Rubric criteria of the room's task (>= 1)."""
-    rejected: list[dict[str, Any]] | None
-    """Draws with no criterion (``{"seed", "contracts"}``), in order; ``None`` when the rooms
-    were reused from an earlier call and no record of their draws was found."""
-
-
-class CuadBuild(NamedTuple):
-    """What :func:`build_cuad_rooms` returns."""
-
-    train: list[Path]
-    holdout: list[Path]
-    draws: list[RoomDraw]
-    """One per room, training rooms first."""
-    reused: bool
-    """True when every room was already built (nothing drawn this call)."""
 
 
 class PreparedRooms(NamedTuple):
@@ -81,7 +50,9 @@ class PreparedRooms(NamedTuple):
 
     train: list[Path]
     holdout: list[Path]
-    check: SplitCheck
+    check: SplitOverlap
+    """The leak check (:func:`~rlmdistill.rooms.roomset.split_overlap`); the loop fails on
+    ``shared_documents`` only (distinct contracts may share a boilerplate paragraph)."""
     n_criteria: dict[str, int]
     """Rubric criteria per room folder (all >= 1)."""
     draws: list[RoomDraw]
@@ -91,141 +62,14 @@ class PreparedRooms(NamedTuple):
     for given room folders)."""
 
 
-def default_cuad_source() -> Path:
-    """``../shared/data/cuad`` beside the checkout when present, else the packaged sample."""
-    from rlmdistill.rooms.cuad import SAMPLE_SOURCE
-
-    shared = Path(__file__).resolve().parents[4] / "shared" / "data" / "cuad"
-    return shared if (shared / "master_clauses.csv").exists() else SAMPLE_SOURCE
-
-
-def _fix_hint(spec: CuadRooms) -> str:
-    n = spec.train_rooms + spec.holdout_rooms
-    return (
-        f"ask for fewer rooms (rooms.train_rooms + rooms.holdout_rooms = {n}) or fewer "
-        f"contracts per room (rooms.contracts_per_room = {spec.contracts_per_room}), or give "
-        "a larger CUAD source (rooms.source, e.g. ../shared/data/cuad or the full CUAD v1 "
-        "release)"
-    )
-
-
-def _reused_draws(spec: CuadRooms, paths: list[Path], previous: Path) -> list[RoomDraw]:
-    """Draws of rooms built earlier: from their room.json and task.json, with the rejected
-    draws carried over from the previous ``split.json`` when it describes the same rooms."""
-    from rlmdistill.rooms.task import load_task
-
-    n = len(paths)
-    old: dict[str, Any] = {}
-    if previous.is_file():
-        try:
-            rooms = json.loads(previous.read_text(encoding="utf-8"))["cuad"]["rooms"]
-            old = {r["name"]: r for r in rooms}
-        except (ValueError, KeyError, TypeError):
-            old = {}
-    draws = []
-    for k, path in enumerate(paths):
-        meta = json.loads((path / "room.json").read_text(encoding="utf-8"))
-        contracts = sorted(c["source_file"] for c in meta.get("contracts", []))
-        seed = int(meta["seed"])
-        prior = old.get(path.name) or {}
-        same = prior.get("contracts") == contracts and prior.get("seed") == seed
-        draws.append(
-            RoomDraw(
-                name=path.name,
-                seed=seed,
-                attempt=(seed - spec.seed - k) // n,
-                contracts=contracts,
-                n_criteria=len(load_task(path / "task.json").criteria),
-                rejected=prior.get("rejected") if same else None,
-            )
-        )
-    return draws
-
-
 def build_cuad_rooms(spec: CuadRooms, out: Path) -> CuadBuild:
-    """Build ``spec.train_rooms`` + ``spec.holdout_rooms`` disjoint CUAD rooms under ``out``,
-    each with at least one rubric criterion.
-
-    Room ``k`` (training rooms first, then held-out) draws ``spec.contracts_per_room``
-    contracts not used by rooms ``0..k-1`` with seed ``spec.seed + k``; when the draw has no
-    criterion (no contract in it carries a positive M&A label) it is drawn again with seed
-    ``spec.seed + k + a * n_rooms`` for attempt ``a = 1, 2, ...`` (so no two draws share a
-    seed), up to :data:`MAX_DRAWS` draws. Deterministic for a given source and spec; rooms
-    whose first draw has a criterion are the same as before this rule existed.
-
-    Rooms already built (``task.json`` present, all of them) are reused; otherwise every room
-    is rebuilt, so the exclusion chain stays whole.
-
-    Raises:
-        ExperimentError: naming the room and how to change the config, when the source has
-            too few contracts left for a room, when no contract left carries an M&A label, or
-            when :data:`MAX_DRAWS` draws all had no criterion; also when a reused room has no
-            criterion (built before this rule: remove the workspace's ``rooms/`` and ``runs/``).
-    """
-    from rlmdistill.rooms.cuad import CuadError, build_cuad_room, criteria_per_contract
-
-    names = [f"train-{k}" for k in range(spec.train_rooms)]
-    names += [f"holdout-{k}" for k in range(spec.holdout_rooms)]
-    paths = [out / n for n in names]
-    n_rooms = len(paths)
-    reused = all((p / "task.json").exists() for p in paths)
-    if reused:
-        draws = _reused_draws(spec, paths, out / "split.json")
-        empty = [d.name for d in draws if d.n_criteria == 0]
-        if empty:
-            raise ExperimentError(
-                f"rooms: {', '.join(empty)} under {out} have no rubric criterion (built before "
-                "rooms were required to have one); their episodes would have no pass rate. "
-                f"Remove {out} and the runs made on it ({out.parent / 'runs'}), or use a new "
-                "workspace, to rebuild them"
-            )
-        return CuadBuild(paths[: spec.train_rooms], paths[spec.train_rooms :], draws, True)
-
-    source = Path(spec.source) if spec.source else default_cuad_source()
-    per_contract = criteria_per_contract(source)
-    n_labelled = sum(1 for v in per_contract.values() if v)
-    used: list[str] = []
-    draws = []
-    for k, path in enumerate(paths):
-        left = [c for c in per_contract if c not in used]
-        labelled_left = sum(1 for c in left if per_contract[c])
-        where = f"rooms: room {path.name} (room {k + 1} of {n_rooms}, source {source})"
-        if len(left) < spec.contracts_per_room:
-            raise ExperimentError(
-                f"{where}: needs {spec.contracts_per_room} contracts but only {len(left)} of "
-                f"the source's {len(per_contract)} are left after the rooms before it; "
-                + _fix_hint(spec)
-            )
-        if labelled_left == 0:
-            raise ExperimentError(
-                f"{where}: none of the {len(left)} contracts left carries an M&A label, so the "
-                f"room would have no rubric criterion ({n_labelled} of the source's "
-                f"{len(per_contract)} contracts carry one, all used by earlier rooms); "
-                + _fix_hint(spec)
-            )
-        rejected: list[dict[str, Any]] = []
-        for attempt in range(MAX_DRAWS):
-            seed = spec.seed + k + attempt * n_rooms
-            try:
-                report = build_cuad_room(
-                    source, path, spec.contracts_per_room, seed, overwrite=True, exclude=used
-                )
-            except CuadError as exc:
-                raise ExperimentError(f"{where}: {exc}; " + _fix_hint(spec)) from exc
-            if report.n_criteria:
-                break
-            rejected.append({"seed": seed, "contracts": report.contracts})
-        else:
-            raise ExperimentError(
-                f"{where}: {MAX_DRAWS} draws of {spec.contracts_per_room} from the "
-                f"{len(left)} contracts left all had no rubric criterion (only {labelled_left} "
-                "of them carry an M&A label); " + _fix_hint(spec)
-            )
-        used += report.contracts
-        draws.append(
-            RoomDraw(path.name, seed, attempt, report.contracts, report.n_criteria, rejected)
-        )
-    return CuadBuild(paths[: spec.train_rooms], paths[spec.train_rooms :], draws, False)
+    """The loop's CUAD rooms: :func:`rlmdistill.rooms.roomset.build_cuad_set` of the
+    ``rooms:`` section, its :class:`~rlmdistill.rooms.roomset.RoomSetError` raised as
+    :class:`ExperimentError` (same message, naming the room and the fields to change)."""
+    try:
+        return build_cuad_set(spec, out, previous_record=out / layout.SPLIT)
+    except RoomSetError as exc:
+        raise ExperimentError(str(exc)) from exc
 
 
 def check_criteria(rooms: list[Path]) -> dict[str, int]:
@@ -241,7 +85,7 @@ def check_criteria(rooms: list[Path]) -> dict[str, int]:
     problems: list[str] = []
     for room in rooms:
         try:
-            counts[str(room)] = n = len(load_task(Path(room) / "task.json").criteria)
+            counts[str(room)] = n = len(load_task(Path(room) / layout.TASK).criteria)
         except TaskError as exc:
             problems.append(str(exc))
             continue
@@ -255,27 +99,6 @@ def check_criteria(rooms: list[Path]) -> dict[str, int]:
     return counts
 
 
-def _doc_hashes(room: Path) -> dict[str, str]:
-    docs = Path(room) / "documents"
-    return {
-        hashlib.sha256(p.read_bytes()).hexdigest(): str(p.relative_to(docs))
-        for p in sorted(docs.rglob("*"))
-        if p.is_file()
-    }
-
-
-def check_split(train: list[Path], holdout: list[Path]) -> SplitCheck:
-    """Compare every document's bytes (sha256) across the training and held-out rooms."""
-    tr: dict[str, str] = {}
-    for room in train:
-        tr.update({h: f"{room.name}/{d}" for h, d in _doc_hashes(room).items()})
-    ho: dict[str, str] = {}
-    for room in holdout:
-        ho.update({h: f"{room.name}/{d}" for h, d in _doc_hashes(room).items()})
-    shared = sorted((tr[h], ho[h]) for h in tr.keys() & ho.keys())
-    return SplitCheck(len(tr), len(ho), shared)
-
-
 def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     """The experiment's training and held-out room folders, built if needed, checked.
 
@@ -287,7 +110,7 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     share one, and the errors of :func:`build_cuad_rooms` / :func:`check_criteria` naming a
     room with no rubric criterion.
     """
-    rooms_dir = cfg.workspace / "rooms"
+    rooms_dir = cfg.workspace / layout.ROOMS
     cuad: dict[str, Any] | None = None
     cuad_source: str | None = None
     draws: list[RoomDraw] = []
@@ -306,9 +129,9 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     else:
         train, holdout = list(cfg.train_rooms), list(cfg.holdout_rooms)
     criteria = check_criteria([*train, *holdout])
-    check = check_split(train, holdout)
+    check = split_overlap(train, holdout)
     rooms_dir.mkdir(parents=True, exist_ok=True)
-    (rooms_dir / "split.json").write_text(
+    (rooms_dir / layout.SPLIT).write_text(
         json.dumps(
             {
                 "method": "sha256 of each document's bytes",
@@ -318,18 +141,19 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
                 **({"cuad": cuad} if cuad is not None else {}),
                 "n_train_documents": check.n_train_documents,
                 "n_holdout_documents": check.n_holdout_documents,
-                "shared": check.shared,
-                "passed": not check.shared,
+                "shared": check.shared_documents,
+                "shared_paragraphs": check.shared_paragraphs,
+                "passed": not check.shared_documents,
             },
             indent=2,
         )
         + "\n",
         encoding="utf-8",
     )
-    if check.shared:
-        pairs = "; ".join(f"{a} == {b}" for a, b in check.shared[:5])
+    if check.shared_documents:
+        pairs = "; ".join(f"{a} == {b}" for a, b in check.shared_documents[:5])
         raise ExperimentError(
-            f"training and held-out rooms share {len(check.shared)} document(s): {pairs}"
+            f"training and held-out rooms share {len(check.shared_documents)} document(s): {pairs}"
         )
     return PreparedRooms(train, holdout, check, criteria, draws, cuad_source)
 
@@ -342,7 +166,7 @@ def read_split(workspace: Path) -> tuple[list[Path], list[Path], dict[Path, int]
     Raises ``FileNotFoundError`` when the workspace has no split file and ``ValueError``
     (naming the file) when it is not a split record.
     """
-    path = Path(workspace) / "rooms" / "split.json"
+    path = Path(workspace) / layout.ROOMS / layout.SPLIT
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         train = [from_record(p, workspace) for p in data["train"]]

@@ -32,6 +32,8 @@ from typing import Any, NamedTuple
 from rlmdistill.loop.config import ExperimentConfig, ExperimentError
 from rlmdistill.loop.lineage import LineageRecord, latest_records, record
 from rlmdistill.loop.paths import legacy_match, to_record
+from rlmdistill.traces import layout
+from rlmdistill.traces.artefacts import load_sft_manifest
 
 __all__ = ["LoopResult", "RoundResult", "run_loop"]
 
@@ -97,9 +99,9 @@ class _Loop:
             return root, {}
         rel = root[len(head) :]
         recorded = root
-        manifest = out / "run.json"
-        if manifest.is_file():
-            old = str(json.loads(manifest.read_text(encoding="utf-8"))["config"]["root"])
+        if (out / layout.RUN_MANIFEST).is_file():
+            raw = json.loads((out / layout.RUN_MANIFEST).read_text(encoding="utf-8"))
+            old = str(raw["config"]["root"])
             if old.startswith(head) and legacy_match(old[len(head) :], rel):
                 recorded = old
         return recorded, {recorded: head + str(self.ws / rel)}
@@ -151,8 +153,8 @@ class _Loop:
             build_config,
             check_finished,
             pending_episodes,
-            run_collect,
         )
+        from rlmdistill.collect.main import run as collect_stage
         from rlmdistill.compat import library_warning_filter
 
         root, open_specs = self.recorded_root(out, root)
@@ -168,7 +170,7 @@ class _Loop:
         else:
             self.log(f"[run ] {stage} -> {self.rel(out)} ({pending} episodes to collect)")
             with library_warning_filter():  # peft's is_gradient_checkpointing (tuned roots)
-                res = run_collect(cfg, out, progress=self.progress, open_specs=open_specs,
+                res = collect_stage(cfg, out, progress=self.progress, open_specs=open_specs,
                                   strict=self.strict,
                                   log=lambda line: self.log(f"[note] {line}"))  # fmt: skip
             statuses: dict[str, int] = {}
@@ -180,90 +182,97 @@ class _Loop:
         self.judge(out, rnd)
 
     def judge(self, run: Path, rnd: int) -> None:
-        from rlmdistill.judge.cli import judge_main
+        from rlmdistill.judge.main import JudgeConfig
+        from rlmdistill.judge.main import run as judge
 
-        rep = judge_main(run, self.cfg.grader)
+        rep = judge(JudgeConfig(run_dir=run, judge=self.cfg.grader))
         if rep.result.graded:
             self.log(f"[run ] judge {self.rel(run)}: {rep.result.graded} episodes graded")
-            verdicts = run / "verdicts" / f"{rep.grader_id}.jsonl"
+            verdicts = layout.verdicts_path(run, rep.grader_id)
             self.note(verdicts, "verdicts", "judge", rnd, [run], _sha_files(verdicts),
                       graded=rep.result.graded)  # fmt: skip
 
     def dataset(self, train_run: Path, out: Path, rnd: int) -> None:
-        from rlmdistill.filter.cli import build_export_options, filter_main
+        from rlmdistill.filter.main import FilterConfig, build_export_options
+        from rlmdistill.filter.main import run as filter_stage
         from rlmdistill.sft.train import resolve_base
 
         export = {"tokenizer": str(resolve_base(self.cfg.base)), **self.cfg.export}
         options = build_export_options(**export)
         rules = self.cfg.filter.model_copy(update={"grader": self.cfg.grader})
         fp = self.cfg.fingerprint(
-            _sha_files(train_run / "episodes.jsonl", *sorted((train_run / "verdicts").glob("*.jsonl"))),
+            _sha_files(train_run / layout.EPISODES, *sorted((train_run / layout.VERDICTS).glob("*.jsonl"))),
             rules.model_dump(mode="json"),
             options.model_dump(mode="json"),
         )  # fmt: skip
-        if self.up_to_date(out / "export.json", fp):
+        if self.up_to_date(out / layout.EXPORT_MANIFEST, fp):
             self.log(f"[skip] {self.rel(out)}: dataset up to date")
             return
         self.log(f"[run ] filter + export {self.rel(train_run)} -> {self.rel(out)}")
-        outcome = filter_main([train_run], out, rules, options, force=True, progress=self.progress)
+        outcome = filter_stage(
+            FilterConfig(runs=[train_run], out=out, rules=rules, export=options, force=True),
+            progress=self.progress,
+        )
         exported = outcome.exported
-        self.note(out / "export.json", "dataset", "filter", rnd, [train_run], fp,
+        self.note(out / layout.EXPORT_MANIFEST, "dataset", "filter", rnd, [train_run], fp,
                   kept=outcome.report.n_kept, total=outcome.report.n_total,
                   examples=getattr(exported, "n_examples", None))  # fmt: skip
 
     def adapter(self, dataset: Path, out: Path, rnd: int) -> None:
         from rlmdistill.sft.config import build_config as sft_config
-        from rlmdistill.sft.train import train
+        from rlmdistill.sft.main import run as sft_stage
 
         cfg = sft_config(
             None, {**self.cfg.sft, "dataset": dataset, "base": self.cfg.base, "out": out}
         )
         settings = cfg.model_dump(mode="json", exclude={"out"})
-        export_sha = _sha_files(dataset / "export.json")
+        export_sha = _sha_files(dataset / layout.EXPORT_MANIFEST)
         fp = self.cfg.fingerprint(export_sha, {**settings, "dataset": self.rel(dataset)})
         legacy = None  # older versions fingerprinted the dataset's absolute path
-        if (out / "sft.json").is_file():
-            old = json.loads((out / "sft.json").read_text(encoding="utf-8"))
-            old_dataset = str((old.get("config") or {}).get("dataset", ""))
+        if (out / layout.SFT_MANIFEST).is_file():
+            old_dataset = str(load_sft_manifest(out).config.get("dataset", ""))
             if legacy_match(old_dataset, self.rel(dataset)):
                 legacy = self.cfg.fingerprint(export_sha, {**settings, "dataset": old_dataset})
-        if legacy is not None and self.up_to_date(out / "sft.json", legacy):
+        if legacy is not None and self.up_to_date(out / layout.SFT_MANIFEST, legacy):
             self.log(f"[skip] {self.rel(out)}: adapter up to date")
-            old_rec = latest_records(self.ws)[self.rel(out / "sft.json")]
-            self.note(out / "sft.json", "adapter", "sft", rnd, [dataset / "export.json"], fp,
+            old_rec = latest_records(self.ws)[self.rel(out / layout.SFT_MANIFEST)]
+            self.note(out / layout.SFT_MANIFEST, "adapter", "sft", rnd, [dataset / layout.EXPORT_MANIFEST], fp,
                       **old_rec.detail)  # fmt: skip
             return
-        if self.up_to_date(out / "sft.json", fp):
+        if self.up_to_date(out / layout.SFT_MANIFEST, fp):
             self.log(f"[skip] {self.rel(out)}: adapter up to date")
             return
         if out.exists():  # stale: a new dataset or new settings; the old adapter is replaced
             shutil.rmtree(out)
         self.log(f"[run ] sft {self.rel(dataset)} -> {self.rel(out)}")
-        res = train(cfg, progress=self.progress)
+        res = sft_stage(cfg, progress=self.progress)
         evals = [r.loss for r in res.eval_losses]
         self.log(f"[ok  ] sft {self.rel(out)}: {res.eval_note}"
                  + (f"; eval loss {' -> '.join(f'{x:.4f}' for x in evals)}" if evals else ""))  # fmt: skip
-        self.note(out / "sft.json", "adapter", "sft", rnd, [dataset / "export.json"], fp,
+        self.note(out / layout.SFT_MANIFEST, "adapter", "sft", rnd, [dataset / layout.EXPORT_MANIFEST], fp,
                   steps=res.global_step, first_loss=res.first_loss, final_loss=res.final_loss,
                   examples=res.n_examples, eval_losses=evals)  # fmt: skip
 
     def report(self, base_run: Path, tuned_run: Path, adapter: Path, out: Path, rnd: int) -> None:
-        from rlmdistill.analysis.compare import build_report
+        from rlmdistill.analysis.main import ReportConfig
+        from rlmdistill.analysis.main import run as analysis_stage
 
         self.log(f"[run ] report {self.rel(base_run)} vs {self.rel(tuned_run)} -> {self.rel(out)}")
-        build_report(
-            [base_run, tuned_run],
-            out,
-            grader=self.cfg.grader,
-            sft_dirs=[adapter],
-            labels=["base", f"tuned-r{rnd}"],
-            overwrite=True,
+        analysis_stage(
+            ReportConfig(
+                runs=[base_run, tuned_run],
+                out=out,
+                grader=self.cfg.grader,
+                sft=[adapter],
+                labels=["base", f"tuned-r{rnd}"],
+                overwrite=True,
+            )
         )
         check = None
         if self.cfg.check_greedy_change:
             check = self.greedy_check(base_run, adapter)
             (out / "adapter_check.json").write_text(check.model_dump_json(indent=2) + "\n")
-            with (out / "report.md").open("a", encoding="utf-8") as f:
+            with (out / layout.REPORT_MD).open("a", encoding="utf-8") as f:
                 f.write(
                     "\n## Does the adapter change the root?\n\n"
                     f"Greedy decoding of {check.max_new_tokens} tokens on {check.prompt_source}: "
@@ -272,7 +281,7 @@ class _Loop:
                     + f"; max |logit difference| at the first position {check.max_abs_logit_diff:.4f}.\n\n"
                     f"- base: `{check.base_text[:300]!r}`\n- tuned: `{check.tuned_text[:300]!r}`\n"
                 )  # fmt: skip
-        self.note(out, "report", "report", rnd, [base_run, tuned_run, adapter / "sft.json"],
+        self.note(out, "report", "report", rnd, [base_run, tuned_run, adapter / layout.SFT_MANIFEST],
                   self.cfg.fingerprint(time.time()),
                   adapter_changed_greedy=None if check is None else check.changed)  # fmt: skip
 
@@ -347,7 +356,7 @@ def run_loop(
         }
     )
     ws.mkdir(parents=True, exist_ok=True)
-    (ws / "experiment.json").write_text(_experiment_record(cfg) + "\n", encoding="utf-8")
+    (ws / layout.EXPERIMENT).write_text(_experiment_record(cfg) + "\n", encoding="utf-8")
     loop = _Loop(cfg, log, progress)
     loop.strict = strict
     rooms = loop.timed("rooms", prepare_rooms, cfg)
@@ -356,11 +365,11 @@ def run_loop(
         if d.attempt:
             log(f"[note] rooms: {d.name} drawn again {d.attempt} time(s) until it had a rubric "
                 f"criterion (kept seed {d.seed}; see rooms/split.json)")  # fmt: skip
-    split = ws / "rooms" / "split.json"
+    split = ws / layout.ROOMS / layout.SPLIT
     loop.note(split, "check", "rooms", 0, [], _sha_files(split),
               train_rooms=len(train), holdout_rooms=len(holdout),
               train_documents=check.n_train_documents, holdout_documents=check.n_holdout_documents,
-              shared_documents=len(check.shared), min_criteria=min(rooms.n_criteria.values()),
+              shared_documents=len(check.shared_documents), min_criteria=min(rooms.n_criteria.values()),
               redrawn_rooms=sum(1 for d in rooms.draws if d.attempt))  # fmt: skip
     n_crit = [sum(rooms.n_criteria[str(p)] for p in side) for side in (train, holdout)]
     log(
@@ -375,25 +384,25 @@ def run_loop(
         log(f"[ok  ] rooms: CUAD contracts from {rooms.cuad_source}"
             + (" (the packaged 16-contract sample; rooms.source names a larger CUAD folder)"
                if sample else ""))  # fmt: skip
-    base_run = ws / "runs" / "eval-base"
+    base_run = ws / layout.RUNS / "eval-base"
     loop.timed("collect-eval-base", loop.collect, base_run, cfg.base_root(), holdout,
                cfg.collect_eval, "collect-eval", 0, [split])  # fmt: skip
     results: list[RoundResult] = []
     for r in range(1, n_rounds + 1):
-        prev = ws / "adapters" / f"r{r - 1}"
+        prev = ws / layout.ADAPTERS / f"r{r - 1}"
         root = (cfg.train_root or cfg.base_root()) if r == 1 else loop.tuned_root(prev, r - 1)
-        train_run = ws / "runs" / f"r{r}-train"
-        inputs = [split] if r == 1 else [split, prev / "sft.json"]
+        train_run = ws / layout.RUNS / f"r{r}-train"
+        inputs = [split] if r == 1 else [split, prev / layout.SFT_MANIFEST]
         loop.timed(f"collect-train-r{r}", loop.collect, train_run, root, train, cfg.collect_train,
                    "collect-train", r, inputs)  # fmt: skip
-        dataset = ws / "datasets" / f"r{r}"
+        dataset = ws / layout.DATASETS / f"r{r}"
         loop.timed(f"filter-r{r}", loop.dataset, train_run, dataset, r)
-        adapter = ws / "adapters" / f"r{r}"
+        adapter = ws / layout.ADAPTERS / f"r{r}"
         loop.timed(f"sft-r{r}", loop.adapter, dataset, adapter, r)
-        tuned_run = ws / "runs" / f"r{r}-eval-tuned"
+        tuned_run = ws / layout.RUNS / f"r{r}-eval-tuned"
         loop.timed(f"collect-eval-tuned-r{r}", loop.collect, tuned_run, loop.tuned_root(adapter, r),
-                   holdout, cfg.collect_eval, "collect-eval", r, [split, adapter / "sft.json"])  # fmt: skip
-        report = ws / "reports" / f"r{r}"
+                   holdout, cfg.collect_eval, "collect-eval", r, [split, adapter / layout.SFT_MANIFEST])  # fmt: skip
+        report = ws / layout.REPORTS / f"r{r}"
         loop.timed(f"report-r{r}", loop.report, base_run, tuned_run, adapter, report, r)
         results.append(RoundResult(r, train_run, dataset, adapter, tuned_run, report))
     wall = time.monotonic() - t0

@@ -5,7 +5,7 @@ Built in:
 - ``pass_rate`` / ``weighted_pass_rate``: the reference grader
   (:class:`~rlmdistill.judge.reference.ReferenceGrader`) grades the step's run folder
   (``verdicts/reference.jsonl``), and the rate comes from
-  :func:`~rlmdistill.judge.scores.run_scores`, the same reading ``export-grpo`` uses. An
+  :func:`~rlmdistill.traces.scores.run_scores`, the same reading ``export-grpo`` uses. An
   episode without a memo gets 0 (every criterion fails).
 - ``cited_documents``: how many room documents the memo cites (``EpisodeSummary.cited_documents``).
 - ``coverage``: share of the room's characters that reached any model input (``coverage.overall``).
@@ -49,7 +49,7 @@ def episode_rewards(
     if kind in ("pass_rate", "weighted_pass_rate"):
         from rlmdistill.judge.reference import ReferenceGrader
         from rlmdistill.judge.run import judge_run
-        from rlmdistill.judge.scores import run_scores
+        from rlmdistill.traces.scores import run_scores
 
         grader = ReferenceGrader()
         judge_run(run_dir, grader)

@@ -1,7 +1,9 @@
-"""Room sets: many synthetic rooms of a spread of sizes, split into train and holdout.
+"""Room sets: many synthetic rooms of a spread of sizes, split into train and holdout, and
+CUAD room sets (:func:`build_cuad_set`, the loop's rooms); one leak check for both
+(:func:`split_overlap`).
 
 Command: ``rlmdistill rooms set --sizes 20,50,100 --per-size K --seed S --holdout-fraction F
---out DIR`` (or ``--spec spec.yaml`` holding the same fields; :func:`roomset_main`; the engine
+--out DIR`` (or ``--spec spec.yaml`` holding the same fields; ``rooms/cli.py``; the engine
 is :func:`build_roomset`). Later stages read the manifest with :func:`load_roomset` to study
 behaviour against room size (collect on ``train`` rooms, evaluate on ``holdout`` rooms).
 
@@ -20,7 +22,7 @@ replaced by the next one (``:<attempt>`` appended).
 Separation of train and holdout (recorded in ``roomset.json`` as :class:`SplitCheck`, and an
 error when it fails): CUAD contracts come from disjoint halves of the source (even-indexed
 files for train, odd for holdout); target companies differ; no document text is identical
-across the splits; and no paragraph of 80+ characters (blank-line separated, whitespace
+across the splits (:func:`split_overlap`, the check the loop uses too); and no paragraph of 80+ characters (blank-line separated, whitespace
 normalised) occurs in both splits. Template boilerplate shorter than a paragraph (section
 headings, signature lines) may recur; every filler paragraph names its room's target.
 """
@@ -33,38 +35,43 @@ import math
 import random
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal, NamedTuple, Protocol
 
-import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rlmdistill.rooms.cuad import SAMPLE_SOURCE
+from rlmdistill.rooms.cuad import SAMPLE_SOURCE, CuadError, build_cuad_room, criteria_per_contract
 from rlmdistill.rooms.synth import (
     GENERATOR,
     MAX_DOCS,
     MIN_DOCS,
-    SynthError,
     build_synth_room,
     target_for_seed,
 )
+from rlmdistill.rooms.task import load_task
 
 __all__ = [
+    "MAX_DRAWS",
     "ROOMSET_SCHEMA_VERSION",
+    "CuadBuild",
+    "CuadSetSpec",
+    "RoomDraw",
     "RoomSet",
     "RoomSetEntry",
     "RoomSetError",
     "RoomSetSpec",
     "Split",
     "SplitCheck",
+    "SplitOverlap",
+    "build_cuad_set",
     "build_roomset",
     "check_split",
+    "default_cuad_source",
     "load_roomset",
     "log_spaced_sizes",
     "parse_sizes",
-    "register_set",
-    "roomset_main",
+    "split_overlap",
 ]
 
 ROOMSET_SCHEMA_VERSION = 1
@@ -141,7 +148,7 @@ class SplitCheck(BaseModel):
     """Result of the train/holdout separation check (see the module docstring)."""
 
     method: str = (
-        f"documents: sha256 of text; paragraphs: blank-line separated, whitespace-normalised, "
+        f"documents: sha256 of bytes; paragraphs: blank-line separated, whitespace-normalised, "
         f">= {MIN_PARAGRAPH_CHARS} chars, sha256; CUAD: source file names; targets: names"
     )
     shared_documents: int
@@ -229,60 +236,93 @@ def _assign_splits(spec: RoomSetSpec) -> dict[tuple[int, int], Split]:
     return {(s, i): ("holdout" if i < floors[s] else "train") for s in spec.sizes for i in range(k)}
 
 
-def _paragraphs(room: Path) -> Iterator[tuple[str, str]]:
-    """``(document sha256, paragraph sha256)`` pairs; paragraph digest ``""`` marks the whole
-    document (so callers get both from one read)."""
-    for file in sorted((room / "documents").rglob("*")):
-        if not file.is_file():
-            continue
-        text = file.read_bytes().decode("utf-8", errors="replace")
-        doc = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        yield doc, ""
-        for para in _PARA.split(text):
-            norm = _WS.sub(" ", para).strip()
-            if len(norm) >= MIN_PARAGRAPH_CHARS:
-                yield doc, hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest()
+def _documents(room: Path) -> Iterator[tuple[str, str, str]]:
+    """``(document path under documents/, sha256 of its bytes, its text)`` of every file of a
+    room, in path order (text decoded as UTF-8 with replacement, for paragraphs)."""
+    docs = Path(room) / "documents"
+    for file in sorted(docs.rglob("*")):
+        if file.is_file():
+            raw = file.read_bytes()
+            yield (
+                file.relative_to(docs).as_posix(),
+                hashlib.sha256(raw).hexdigest(),
+                raw.decode("utf-8", errors="replace"),
+            )
 
 
-def _paragraph_text(room: Path, digests: set[str], limit: int) -> list[str]:
-    out: list[str] = []
-    for file in sorted((room / "documents").rglob("*")):
-        if not file.is_file() or len(out) >= limit:
-            continue
-        for para in _PARA.split(file.read_bytes().decode("utf-8", errors="replace")):
-            norm = _WS.sub(" ", para).strip()
-            if hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest() in digests:
-                out.append(norm[:120])
-                if len(out) >= limit:
-                    break
-    return out
+def _paragraph_digests(text: str) -> Iterator[tuple[str, str]]:
+    """``(sha256, normalised text)`` of every paragraph of ``text`` of
+    :data:`MIN_PARAGRAPH_CHARS`+ characters (blank-line separated, whitespace collapsed)."""
+    for para in _PARA.split(text):
+        norm = _WS.sub(" ", para).strip()
+        if len(norm) >= MIN_PARAGRAPH_CHARS:
+            yield hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest(), norm
+
+
+class SplitOverlap(NamedTuple):
+    """What a training and a held-out set of rooms share (:func:`split_overlap`)."""
+
+    n_train_documents: int
+    """Distinct document contents (sha256 of bytes) in the training rooms."""
+    n_holdout_documents: int
+    shared_documents: list[tuple[str, str]]
+    """``(training room/document, held-out room/document)`` per content found in both, sorted."""
+    n_train_paragraphs: int
+    """Distinct paragraphs (80+ characters, normalised) in the training rooms."""
+    n_holdout_paragraphs: int
+    shared_paragraphs: int
+    """Distinct paragraphs found in both."""
+    examples: list[str]
+    """Up to 3 shared paragraphs (first 120 characters), for diagnosis."""
+
+
+def split_overlap(train: Sequence[Path], holdout: Sequence[Path]) -> SplitOverlap:
+    """The one train/holdout leak check of room folders, whatever built them (synthetic room
+    sets here, the loop's CUAD or given rooms in :mod:`rlmdistill.loop.rooms`): identical
+    document bytes (sha256) and shared paragraphs. Reads every document once; memory is one
+    digest per distinct document and paragraph. Callers decide what fails (a room set fails
+    on any overlap; the loop on shared documents, since distinct contracts may share a
+    boilerplate paragraph)."""
+    train_docs: dict[str, str] = {}
+    train_paras: set[str] = set()
+    for room in train:
+        for name, digest, text in _documents(room):
+            train_docs.setdefault(digest, f"{Path(room).name}/{name}")
+            train_paras.update(d for d, _ in _paragraph_digests(text))
+    holdout_docs: dict[str, str] = {}
+    holdout_paras: set[str] = set()
+    shared_paras: set[str] = set()
+    examples: list[str] = []
+    for room in holdout:
+        for name, digest, text in _documents(room):
+            holdout_docs.setdefault(digest, f"{Path(room).name}/{name}")
+            for d, norm in _paragraph_digests(text):
+                holdout_paras.add(d)
+                if d in train_paras and d not in shared_paras:
+                    shared_paras.add(d)
+                    if len(examples) < 3:
+                        examples.append(norm[:120])
+    shared = sorted((train_docs[h], holdout_docs[h]) for h in train_docs.keys() & holdout_docs)
+    return SplitOverlap(
+        n_train_documents=len(train_docs),
+        n_holdout_documents=len(holdout_docs),
+        shared_documents=shared,
+        n_train_paragraphs=len(train_paras),
+        n_holdout_paragraphs=len(holdout_paras),
+        shared_paragraphs=len(shared_paras),
+        examples=examples,
+    )
 
 
 def check_split(base: str | Path, rooms: list[RoomSetEntry]) -> SplitCheck:
-    """Compare train and holdout rooms under ``base`` (documents, paragraphs, CUAD files,
-    targets; see the module docstring). Reads every document once; memory is one digest per
-    distinct train paragraph (about 32 bytes of digest + set overhead each)."""
+    """Compare the train and holdout rooms of a set under ``base``: the documents and
+    paragraphs of :func:`split_overlap`, plus CUAD source files and target names (see the
+    module docstring); any overlap fails."""
     base = Path(base)
-    train_docs: set[str] = set()
-    train_paras: set[str] = set()
-    for entry in rooms:
-        if entry.split == "train":
-            for doc, para in _paragraphs(base / entry.path):
-                (train_paras.add(para) if para else train_docs.add(doc))
-    shared_docs = 0
-    shared_paras: set[str] = set()
-    holdout_paras: set[str] = set()
-    first_room_with_shared: Path | None = None
-    for entry in rooms:
-        if entry.split == "holdout":
-            for doc, para in _paragraphs(base / entry.path):
-                if not para:
-                    shared_docs += doc in train_docs
-                    continue
-                holdout_paras.add(para)
-                if para in train_paras:
-                    shared_paras.add(para)
-                    first_room_with_shared = first_room_with_shared or base / entry.path
+    overlap = split_overlap(
+        [base / r.path for r in rooms if r.split == "train"],
+        [base / r.path for r in rooms if r.split == "holdout"],
+    )
 
     def cuad_files(split: Split) -> set[str]:
         names: set[str] = set()
@@ -295,18 +335,16 @@ def check_split(base: str | Path, rooms: list[RoomSetEntry]) -> SplitCheck:
     shared_cuad = sorted(cuad_files("train") & cuad_files("holdout"))
     targets = {r.target for r in rooms if r.split == "train"}
     shared_targets = sorted({r.target for r in rooms if r.split == "holdout"} & targets)
-    examples = (
-        _paragraph_text(first_room_with_shared, shared_paras, 3) if first_room_with_shared else []
-    )
+    shared_docs = len(overlap.shared_documents)
     return SplitCheck(
         shared_documents=shared_docs,
-        shared_paragraphs=len(shared_paras),
+        shared_paragraphs=overlap.shared_paragraphs,
         shared_cuad_files=shared_cuad,
         shared_targets=shared_targets,
-        n_train_paragraphs=len(train_paras),
-        n_holdout_paragraphs=len(holdout_paras),
-        examples=examples,
-        passed=not (shared_docs or shared_paras or shared_cuad or shared_targets),
+        n_train_paragraphs=overlap.n_train_paragraphs,
+        n_holdout_paragraphs=overlap.n_holdout_paragraphs,
+        examples=overlap.examples,
+        passed=not (shared_docs or overlap.shared_paragraphs or shared_cuad or shared_targets),
     )
 
 
@@ -418,94 +456,203 @@ def load_roomset(path: str | Path) -> RoomSet:
     return roomset
 
 
-def roomset_main(
-    spec: RoomSetSpec, out: str | Path, *, overwrite: bool = False, console: Any = None
-) -> int:
-    """CLI body of ``rlmdistill rooms set``: build, print a per-size table and the check;
-    return the exit code (0 built and separated, 1 otherwise)."""
-    import time
+# ----------------------------------------------------------------------- CUAD room sets
+class CuadSetSpec(Protocol):
+    """What :func:`build_cuad_set` reads of its spec (the loop's ``rooms:`` section,
+    :class:`rlmdistill.loop.config.CuadRooms`)."""
 
-    from rich.console import Console
-    from rich.table import Table
+    @property
+    def source(self) -> str | None:
+        """CUAD-format folder (``None``: :func:`default_cuad_source`)."""
+        ...
 
-    console = console or Console()
-    start = time.perf_counter()
-    try:
-        roomset = build_roomset(spec, out, overwrite=overwrite)
-    except (RoomSetError, SynthError, OSError) as exc:
-        console.print(f"[red]rooms set failed:[/red] {exc}")
-        return 1
-    table = Table(title=f"Room set {Path(out).name} ({len(roomset.rooms)} rooms)")
-    for col in ("size", "train", "holdout", "chars (mean)", "criteria (mean)"):
-        table.add_column(col, justify="right")
-    for size in roomset.spec.sizes:
-        rooms = [r for r in roomset.rooms if r.size == size]
-        table.add_row(
-            str(size),
-            str(sum(r.split == "train" for r in rooms)),
-            str(sum(r.split == "holdout" for r in rooms)),
-            f"{sum(r.n_chars for r in rooms) // len(rooms):,}",
-            f"{sum(r.n_criteria for r in rooms) / len(rooms):.0f}",
-        )
-    console.print(table)
-    if roomset.check is None:
-        console.print("split check: skipped (one split is empty)")
-    else:
-        c = roomset.check
-        console.print(
-            f"split check: passed ({c.n_holdout_paragraphs:,} holdout paragraphs, "
-            f"{c.shared_paragraphs} shared; {c.shared_documents} shared documents)"
-        )
-    console.print(f"built in {time.perf_counter() - start:.1f} s -> {Path(out) / 'roomset.json'}")
-    return 0
+    @property
+    def contracts_per_room(self) -> int:
+        """Contracts (documents) per room."""
+        ...
+
+    @property
+    def train_rooms(self) -> int:
+        """Training rooms."""
+        ...
+
+    @property
+    def holdout_rooms(self) -> int:
+        """Held-out rooms."""
+        ...
+
+    @property
+    def seed(self) -> int:
+        """Seed of the contract sampling (room ``k`` uses ``seed + k``)."""
+        ...
 
 
-def register_set(rooms_app: typer.Typer) -> None:
-    """Add the ``set`` command to the ``rooms`` typer sub-app (called by
-    :func:`rlmdistill.rooms.synth.register`)."""
-    import yaml
+MAX_DRAWS = 50
+"""Draws tried per CUAD room before giving up on finding one with a rubric criterion."""
 
-    @rooms_app.command("set")
-    def rooms_set(
-        out: Annotated[Path, typer.Option(help="Room set folder to write.")],
-        sizes: Annotated[
-            str | None, typer.Option(help='Sizes: "20,50,100" or "log:LO:HI:N".')
-        ] = None,
-        per_size: Annotated[int, typer.Option(help="Rooms per size.")] = 1,
-        seed: Annotated[int, typer.Option(help="Seed of the set.")] = 0,
-        holdout_fraction: Annotated[float, typer.Option(help="Share of holdout rooms.")] = 0.25,
-        length_scale: Annotated[float, typer.Option(help="Document length multiplier.")] = 1.0,
-        cuad: Annotated[
-            Path | None, typer.Option(help="CUAD folder (default: packaged sample).")
-        ] = None,
-        no_cuad: Annotated[
-            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
-        ] = False,
-        spec: Annotated[
-            Path | None, typer.Option(help="YAML spec with the same fields (overrides flags).")
-        ] = None,
-        overwrite: Annotated[bool, typer.Option(help="Replace an existing set.")] = False,
-    ) -> None:
-        """Build a manifest of synthetic rooms (sizes x replicates, train/holdout split)."""
+
+class RoomDraw(NamedTuple):
+    """How one CUAD room of the loop was drawn (one entry of ``split.json``'s ``cuad.rooms``)."""
+
+    name: str
+    """Room folder name (``train-0``, ``holdout-1``, ...)."""
+    seed: int
+    """Seed of the kept draw: ``spec.seed + k + attempt * n_rooms`` for room index ``k``."""
+    attempt: int
+    """0 when the first draw had a criterion; else the number of draws rejected before it."""
+    contracts: list[str]
+    """Source text file names of the room's contracts."""
+    n_criteria: int
+    """Rubric criteria of the room's task (>= 1)."""
+    rejected: list[dict[str, Any]] | None
+    """Draws with no criterion (``{"seed", "contracts"}``), in order; ``None`` when the rooms
+    were reused from an earlier call and no record of their draws was found."""
+
+
+class CuadBuild(NamedTuple):
+    """What :func:`build_cuad_set` returns."""
+
+    train: list[Path]
+    holdout: list[Path]
+    draws: list[RoomDraw]
+    """One per room, training rooms first."""
+    reused: bool
+    """True when every room was already built (nothing drawn this call)."""
+
+
+def default_cuad_source() -> Path:
+    """``../shared/data/cuad`` beside the checkout when present, else the packaged sample."""
+    shared = Path(__file__).resolve().parents[4] / "shared" / "data" / "cuad"  # beside src/
+    return shared if (shared / "master_clauses.csv").exists() else SAMPLE_SOURCE
+
+
+def _fix_hint(spec: CuadSetSpec) -> str:
+    n = spec.train_rooms + spec.holdout_rooms
+    return (
+        f"ask for fewer rooms (rooms.train_rooms + rooms.holdout_rooms = {n}) or fewer "
+        f"contracts per room (rooms.contracts_per_room = {spec.contracts_per_room}), or give "
+        "a larger CUAD source (rooms.source, e.g. ../shared/data/cuad or the full CUAD v1 "
+        "release)"
+    )
+
+
+def _reused_draws(spec: CuadSetSpec, paths: list[Path], previous: Path | None) -> list[RoomDraw]:
+    """Draws of rooms built earlier: from their room.json and task.json, with the rejected
+    draws carried over from the previous ``split.json`` when it describes the same rooms."""
+    n = len(paths)
+    old: dict[str, Any] = {}
+    if previous is not None and previous.is_file():
         try:
-            if spec is not None:
-                data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
-                if isinstance(data.get("sizes"), str):
-                    data["sizes"] = parse_sizes(data["sizes"])
-                parsed = RoomSetSpec.model_validate(data)
-            else:
-                if sizes is None:
-                    raise RoomSetError("give --sizes or --spec")
-                source = None if no_cuad else str(cuad or SAMPLE_SOURCE)
-                parsed = RoomSetSpec(
-                    sizes=parse_sizes(sizes),
-                    per_size=per_size,
-                    seed=seed,
-                    holdout_fraction=holdout_fraction,
-                    length_scale=length_scale,
-                    cuad_source=source,
+            rooms = json.loads(previous.read_text(encoding="utf-8"))["cuad"]["rooms"]
+            old = {r["name"]: r for r in rooms}
+        except (ValueError, KeyError, TypeError):
+            old = {}
+    draws = []
+    for k, path in enumerate(paths):
+        meta = json.loads((path / "room.json").read_text(encoding="utf-8"))
+        contracts = sorted(c["source_file"] for c in meta.get("contracts", []))
+        seed = int(meta["seed"])
+        prior = old.get(path.name) or {}
+        same = prior.get("contracts") == contracts and prior.get("seed") == seed
+        draws.append(
+            RoomDraw(
+                name=path.name,
+                seed=seed,
+                attempt=(seed - spec.seed - k) // n,
+                contracts=contracts,
+                n_criteria=len(load_task(path / "task.json").criteria),
+                rejected=prior.get("rejected") if same else None,
+            )
+        )
+    return draws
+
+
+def build_cuad_set(
+    spec: CuadSetSpec, out: Path, *, previous_record: Path | None = None
+) -> CuadBuild:
+    """Build ``spec.train_rooms`` + ``spec.holdout_rooms`` disjoint CUAD rooms under ``out``,
+    each with at least one rubric criterion.
+
+    Room ``k`` (training rooms first, then held-out) draws ``spec.contracts_per_room``
+    contracts not used by rooms ``0..k-1`` with seed ``spec.seed + k``; when the draw has no
+    criterion (no contract in it carries a positive M&A label) it is drawn again with seed
+    ``spec.seed + k + a * n_rooms`` for attempt ``a = 1, 2, ...`` (so no two draws share a
+    seed), up to :data:`MAX_DRAWS` draws. Deterministic for a given source and spec; rooms
+    whose first draw has a criterion are the same as before this rule existed.
+
+    Rooms already built (``task.json`` present, all of them) are reused; otherwise every room
+    is rebuilt, so the exclusion chain stays whole. ``previous_record``: the record of an
+    earlier call (the loop's ``rooms/split.json``), whose rejected draws are carried over
+    for reused rooms.
+
+    The CUAD counterpart of :func:`build_roomset` (the loop's rooms); check its split with
+    :func:`split_overlap`.
+
+    Raises:
+        RoomSetError: naming the room and how to change the config, when the source has
+            too few contracts left for a room, when no contract left carries an M&A label, or
+            when :data:`MAX_DRAWS` draws all had no criterion; also when a reused room has no
+            criterion (built before this rule: remove the workspace's ``rooms/`` and ``runs/``).
+    """
+    names = [f"train-{k}" for k in range(spec.train_rooms)]
+    names += [f"holdout-{k}" for k in range(spec.holdout_rooms)]
+    paths = [out / n for n in names]
+    n_rooms = len(paths)
+    reused = all((p / "task.json").exists() for p in paths)
+    if reused:
+        draws = _reused_draws(spec, paths, previous_record)
+        empty = [d.name for d in draws if d.n_criteria == 0]
+        if empty:
+            raise RoomSetError(
+                f"rooms: {', '.join(empty)} under {out} have no rubric criterion (built before "
+                "rooms were required to have one); their episodes would have no pass rate. "
+                f"Remove {out} and the runs made on it ({out.parent / 'runs'}), or use a new "
+                "workspace, to rebuild them"
+            )
+        return CuadBuild(paths[: spec.train_rooms], paths[spec.train_rooms :], draws, True)
+
+    source = Path(spec.source) if spec.source else default_cuad_source()
+    per_contract = criteria_per_contract(source)
+    n_labelled = sum(1 for v in per_contract.values() if v)
+    used: list[str] = []
+    draws = []
+    for k, path in enumerate(paths):
+        left = [c for c in per_contract if c not in used]
+        labelled_left = sum(1 for c in left if per_contract[c])
+        where = f"rooms: room {path.name} (room {k + 1} of {n_rooms}, source {source})"
+        if len(left) < spec.contracts_per_room:
+            raise RoomSetError(
+                f"{where}: needs {spec.contracts_per_room} contracts but only {len(left)} of "
+                f"the source's {len(per_contract)} are left after the rooms before it; "
+                + _fix_hint(spec)
+            )
+        if labelled_left == 0:
+            raise RoomSetError(
+                f"{where}: none of the {len(left)} contracts left carries an M&A label, so the "
+                f"room would have no rubric criterion ({n_labelled} of the source's "
+                f"{len(per_contract)} contracts carry one, all used by earlier rooms); "
+                + _fix_hint(spec)
+            )
+        rejected: list[dict[str, Any]] = []
+        for attempt in range(MAX_DRAWS):
+            seed = spec.seed + k + attempt * n_rooms
+            try:
+                report = build_cuad_room(
+                    source, path, spec.contracts_per_room, seed, overwrite=True, exclude=used
                 )
-        except (RoomSetError, ValidationError, OSError, yaml.YAMLError) as exc:
-            typer.echo(f"rooms set: invalid arguments: {exc}", err=True)
-            raise typer.Exit(2) from None
-        raise typer.Exit(roomset_main(parsed, out, overwrite=overwrite))
+            except CuadError as exc:
+                raise RoomSetError(f"{where}: {exc}; " + _fix_hint(spec)) from exc
+            if report.n_criteria:
+                break
+            rejected.append({"seed": seed, "contracts": report.contracts})
+        else:
+            raise RoomSetError(
+                f"{where}: {MAX_DRAWS} draws of {spec.contracts_per_room} from the "
+                f"{len(left)} contracts left all had no rubric criterion (only {labelled_left} "
+                "of them carry an M&A label); " + _fix_hint(spec)
+            )
+        used += report.contracts
+        draws.append(
+            RoomDraw(path.name, seed, attempt, report.contracts, report.n_criteria, rejected)
+        )
+    return CuadBuild(paths[: spec.train_rooms], paths[spec.train_rooms :], draws, False)

@@ -51,9 +51,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-import typer
+from typing import Any, Literal
 
 from rlmdistill import __version__
 from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
@@ -85,8 +83,6 @@ __all__ = [
     "build_synth_room",
     "n_issues_for",
     "n_leaf_folders_for",
-    "register",
-    "synth_main",
     "target_for_seed",
 ]
 
@@ -1447,94 +1443,3 @@ def build_synth_room(
         issues_by_class=dict(sorted(by_class.items())),
         folders=dict(sorted(leaves.items())),
     )
-
-
-# ----------------------------------------------------------------------------- CLI
-def synth_main(
-    n_docs: int,
-    seed: int,
-    out: str | Path,
-    *,
-    length_scale: float = 1.0,
-    cuad_source: str | Path | None = SAMPLE_SOURCE,
-    overwrite: bool = False,
-    console: Any = None,
-) -> int:
-    """CLI body of ``rlmdistill rooms synth``: build the room, print its size (documents,
-    characters, approximate tokens), folder and criterion counts and build time; return the
-    exit code (0 built, 1 bad arguments or output folder)."""
-    import time
-
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    start = time.perf_counter()
-    try:
-        report = build_synth_room(
-            out,
-            n_docs,
-            seed,
-            length_scale=length_scale,
-            cuad_source=cuad_source,
-            overwrite=overwrite,
-        )
-    except (SynthError, OSError) as exc:
-        console.print(f"[red]rooms synth failed:[/red] {exc}")
-        return 1
-    elapsed = time.perf_counter() - start
-    table = Table(title=f"Synthetic room {report.out.name}", show_header=False)
-    table.add_row("folder", str(report.out))
-    table.add_row("target", report.target)
-    table.add_row("task id / room hash", f"{report.task_id} / {report.room_hash}")
-    table.add_row("documents", f"{report.n_docs:,} ({report.n_cuad_docs} CUAD contracts)")
-    table.add_row("characters", f"{report.n_chars:,}")
-    table.add_row("tokens (approx.)", f"{report.approx_tokens:,} (chars / {CHARS_PER_TOKEN:g})")
-    table.add_row("folders", f"{report.n_folders} leaf folders in {report.n_categories} categories")
-    table.add_row(
-        "criteria",
-        f"{report.n_criteria} ("
-        + ", ".join(f"{k}: {v}" for k, v in report.criteria_by_type.items())
-        + ")",
-    )
-    table.add_row(
-        "planted issues", ", ".join(f"{k}: {v}" for k, v in report.issues_by_class.items())
-    )
-    table.add_row("build time", f"{elapsed:.1f} s")
-    console.print(table)
-    if report.n_cuad_docs:
-        console.print("CUAD documents: " + CUAD_ATTRIBUTION)
-    return 0
-
-
-def register(rooms_app: typer.Typer) -> None:
-    """Add the ``synth`` and ``set`` commands to the ``rooms`` typer sub-app ``rooms_app``."""
-
-    @rooms_app.command("synth")
-    def rooms_synth(
-        out: Annotated[Path, typer.Option(help="Room folder to write.")],
-        docs: Annotated[int, typer.Option(help=f"Documents ({MIN_DOCS}-{MAX_DOCS}).")] = 100,
-        seed: Annotated[int, typer.Option(help="Seed (same seed: byte-identical room).")] = 0,
-        length_scale: Annotated[
-            float, typer.Option(help="Multiplier on generated document lengths.")
-        ] = 1.0,
-        cuad: Annotated[
-            Path | None,
-            typer.Option(help="CUAD folder for copied contracts (default: packaged sample)."),
-        ] = None,
-        no_cuad: Annotated[
-            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
-        ] = False,
-        overwrite: Annotated[bool, typer.Option(help="Replace an existing room.")] = False,
-    ) -> None:
-        """Generate a seeded synthetic data room with planted issues and its rubric."""
-        source: Path | None = None if no_cuad else (cuad or SAMPLE_SOURCE)
-        raise typer.Exit(
-            synth_main(
-                docs, seed, out, length_scale=length_scale, cuad_source=source, overwrite=overwrite
-            )
-        )
-
-    from rlmdistill.rooms.roomset import register_set
-
-    register_set(rooms_app)

@@ -45,7 +45,8 @@ def sft_main(
 
     from rlmdistill.sft.config import build_config
     from rlmdistill.sft.data import DatasetError
-    from rlmdistill.sft.train import SFTError, train
+    from rlmdistill.sft.main import run
+    from rlmdistill.sft.train import SFTError
 
     overrides = {
         "dataset": dataset,
@@ -58,7 +59,7 @@ def sft_main(
     }
     try:
         cfg = build_config(config, overrides)
-        result = train(cfg, resume=resume, progress=progress)
+        result = run(cfg, resume=resume, progress=progress)
     except ValidationError as exc:
         err.print(f"[red]invalid SFT configuration:[/red] {exc}")
         return 2

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlmdistill.sft.config import LengthPolicy
+from rlmdistill.traces.artefacts import ArtefactError, ExportManifest, load_export_manifest
+from rlmdistill.traces.layout import EXPORT_MANIFEST
 
 AUTO_EVAL_FRACTION = 0.1
 """Share of episodes held out for the eval loss when ``eval_fraction`` is ``None`` (auto)."""
@@ -114,28 +116,28 @@ def end_of_turn_ids(tokenizer: Any, extra: Sequence[str] = ()) -> set[int]:
     return ids
 
 
-def load_export(dataset_dir: Path | str) -> tuple[Any, dict[str, Any], str]:
-    """``(datasets.Dataset, export.json as a dict, sha256 of export.json)`` of an export folder.
+def load_export(dataset_dir: Path | str) -> tuple[Any, ExportManifest, str]:
+    """``(datasets.Dataset, export.json, sha256 of export.json)`` of an export folder
+    (``export.json`` read with :func:`rlmdistill.traces.artefacts.load_export_manifest`).
 
     Raises:
         DatasetError: the folder, ``export.json`` or the saved dataset is missing or unreadable,
-            or a required column (``input_ids``, ``assistant_masks``) is absent.
+            ``export.json`` does not match its schema, or a required column (``input_ids``,
+            ``assistant_masks``) is absent.
     """
     import datasets
 
     d = Path(dataset_dir)
-    manifest_path = d / "export.json"
+    manifest_path = d / EXPORT_MANIFEST
     if not d.is_dir():
         raise DatasetError(f"{d}: no such dataset folder (expected datasets/NAME from export)")
     if not manifest_path.is_file():
         raise DatasetError(f"{d}: no export.json; not a dataset written by `rlmdistill export`")
     raw = manifest_path.read_bytes()
     try:
-        manifest = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{manifest_path}: not valid JSON: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise DatasetError(f"{manifest_path}: expected a JSON object")
+        manifest = load_export_manifest(d)
+    except ArtefactError as exc:
+        raise DatasetError(str(exc)) from exc
     try:
         ds = datasets.load_from_disk(str(d))
     except (FileNotFoundError, ValueError) as exc:
@@ -156,11 +158,6 @@ def _row_name(ds: Any, i: int) -> str:
     return f"row {i}" + (f" ({', '.join(row_meta)})" if row_meta else "")
 
 
-def _export_tokenizer_info(manifest: dict[str, Any]) -> dict[str, Any]:
-    tok = manifest.get("tokenizer")
-    return tok if isinstance(tok, dict) else {}
-
-
 def _rendered_messages(row: dict[str, Any]) -> tuple[list[dict[str, Any]], Any] | None:
     tools = row.get("tools")
     tools = json.loads(tools) if isinstance(tools, str) else tools
@@ -172,7 +169,7 @@ def _rendered_messages(row: dict[str, Any]) -> tuple[list[dict[str, Any]], Any] 
 
 
 def check_tokenizer(
-    ds: Any, manifest: dict[str, Any], tokenizer: Any, dataset_dir: Path | str, *, sample: int = 3
+    ds: Any, manifest: ExportManifest, tokenizer: Any, dataset_dir: Path | str, *, sample: int = 3
 ) -> TokenizerCheck:
     """Check that the dataset's token ids were made with a tokenizer equivalent to ``tokenizer``.
 
@@ -186,17 +183,17 @@ def check_tokenizer(
     Raises:
         DatasetError: a mismatch, with both hashes or the first differing row named.
     """
-    info = _export_tokenizer_info(manifest)
-    where = f"{dataset_dir}/export.json"
+    info = manifest.tokenizer
+    where = f"{dataset_dir}/{EXPORT_MANIFEST}"
     n_vocab = len(tokenizer)
-    if "vocab_size" in info and int(info["vocab_size"]) != n_vocab:
+    if info.vocab_size is not None and info.vocab_size != n_vocab:
         raise DatasetError(
-            f"{where}: dataset tokenizer has {info['vocab_size']} tokens, the base model's "
+            f"{where}: dataset tokenizer has {info.vocab_size} tokens, the base model's "
             f"tokenizer {n_vocab}; export the dataset with the base model's tokenizer"
         )
-    if "vocab_sha256" in info and info["vocab_sha256"] != vocab_sha256(tokenizer):
+    if info.vocab_sha256 is not None and info.vocab_sha256 != vocab_sha256(tokenizer):
         raise DatasetError(
-            f"{where}: vocabulary sha256 {info['vocab_sha256']} differs from the base model's "
+            f"{where}: vocabulary sha256 {info.vocab_sha256} differs from the base model's "
             f"{vocab_sha256(tokenizer)}; export the dataset with the base model's tokenizer"
         )
     for i, ids in enumerate(ds["input_ids"]):
@@ -206,7 +203,7 @@ def check_tokenizer(
                 f"size {n_vocab} of the base model's tokenizer"
             )
     ours = chat_template_sha256(tokenizer)
-    theirs = info.get("chat_template_sha256")
+    theirs = info.chat_template_sha256
     if theirs == ours:
         return TokenizerCheck("template_sha256", ours, theirs)
     checked = 0

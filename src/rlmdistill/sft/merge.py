@@ -15,7 +15,9 @@ from typing import Literal
 
 from rlmdistill.compat import library_warning_filter
 from rlmdistill.provenance import git_state, package_versions
-from rlmdistill.sft.train import SFTError, SFTManifest, resolve_base
+from rlmdistill.sft.train import SFTError, resolve_base
+from rlmdistill.traces.artefacts import load_sft_manifest
+from rlmdistill.traces.layout import SFT_MANIFEST
 
 MERGE_MANIFEST = "rlmdistill_merge.json"
 """Provenance file written beside a merged checkpoint."""
@@ -32,9 +34,8 @@ def adapter_base(adapter: Path) -> Path:
     config_path = adapter / "adapter_config.json"
     if not config_path.is_file():
         raise SFTError(f"{adapter}: no adapter_config.json; not a LoRA adapter folder")
-    manifest_path = adapter / "sft.json"
-    if manifest_path.is_file():
-        base = SFTManifest.model_validate_json(manifest_path.read_text("utf-8")).base_path
+    if (adapter / SFT_MANIFEST).is_file():
+        base = load_sft_manifest(adapter).base_path
         if Path(base, "config.json").is_file():
             return Path(base)
     name = json.loads(config_path.read_text("utf-8")).get("base_model_name_or_path")

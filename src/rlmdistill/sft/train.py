@@ -27,9 +27,8 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
 from transformers import TrainerCallback
 
 from rlmdistill.compat import library_warning_filter
@@ -43,126 +42,23 @@ from rlmdistill.sft.data import (
     load_export,
     split_eval,
 )
-from rlmdistill.traces.store import append_records, read_jsonl
+from rlmdistill.traces.artefacts import (
+    SFT_SCHEMA_VERSION,
+    EvalLossRecord,
+    SFTManifest,
+    SFTStatus,
+    TrainLogRecord,
+    load_sft_manifest,
+    read_train_log,
+)
+from rlmdistill.traces.layout import SFT_MANIFEST, TRAIN_LOG
+from rlmdistill.traces.store import append_records
 
 logger = logging.getLogger(__name__)
-
-SFT_SCHEMA_VERSION = 1
-"""Version of ``sft.json`` and ``train_log.jsonl`` records."""
-
-SFTStatus = Literal["running", "completed", "failed"]
-"""State of an SFT run as recorded in ``sft.json``."""
 
 
 class SFTError(ValueError):
     """An SFT run cannot start: bad base model, target modules, device, or output folder."""
-
-
-class TrainLogRecord(BaseModel):
-    """One line of ``train_log.jsonl``: the metrics of one logging step (rank 0 only)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int
-    """Optimiser step (global, continues after ``--resume``)."""
-    epoch: float
-    """Epochs done (fractional)."""
-    loss: float
-    """Mean assistant-only token loss since the previous logging step (nats/token)."""
-    learning_rate: float
-    """Learning rate at this step."""
-    grad_norm: float | None
-    """Gradient norm before clipping (``None`` when not computed)."""
-    tokens_seen: int
-    """Input tokens processed so far, all processes (supervised or not, no padding)."""
-    tokens_per_s: float
-    """Input tokens per wall-clock second since the previous logging step, all processes."""
-    time: datetime
-    """When the line was written (UTC)."""
-
-
-class EvalLossRecord(BaseModel):
-    """One eval-loss measurement on the held-out episodes (``sft.json``'s ``eval_losses``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int
-    """Optimiser step when measured (0 = before training)."""
-    epoch: float
-    """Epochs done (0.0 before training; whole numbers at epoch ends)."""
-    loss: float
-    """Mean assistant-only token loss on the held-out rows (nats/token), TRL's ``eval_loss``."""
-
-
-class SFTManifest(BaseModel):
-    """``adapters/NAME/sft.json``: what was trained, from what, how, and how it went."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = SFT_SCHEMA_VERSION
-    created_at: datetime
-    """When the run (first attempt) started (UTC)."""
-    updated_at: datetime
-    """Last update of this file (UTC)."""
-    status: SFTStatus
-    config: SFTConfig
-    """Resolved config (file + CLI flags) of the latest attempt."""
-    base_path: str
-    """Absolute checkpoint directory of the base model."""
-    dataset_path: str
-    """Absolute path of the dataset folder."""
-    export_sha256: str
-    """sha256 of the dataset's ``export.json`` (identifies the dataset version)."""
-    sources: list[dict[str, Any]] = Field(default_factory=list)
-    """Runs the dataset came from (copied from ``export.json``)."""
-    tokenizer_check: dict[str, Any]
-    """How the dataset's tokens were matched to the base tokenizer."""
-    n_rows: int
-    """Rows in the dataset."""
-    n_examples: int
-    """Rows trained on."""
-    dropped: dict[str, int]
-    """Rows dropped by reason (``too_long``, ``last_turn_cut``)."""
-    n_tokens: int
-    """Input tokens of the rows trained on (one epoch)."""
-    n_supervised: int
-    """Supervised (assistant) tokens of the rows trained on (one epoch)."""
-    eval_fraction: float = 0.0
-    """Share of episodes held out for the eval loss (0.0 = off; resolved from the config)."""
-    eval_note: str | None = None
-    """What was held out, or why the eval loss is off (also logged)."""
-    eval_episodes: list[str] = Field(default_factory=list)
-    """Episode ids held out (never trained on)."""
-    n_eval_examples: int = 0
-    """Rows of the held-out episodes."""
-    eval_losses: list[EvalLossRecord] = Field(default_factory=list)
-    """Eval losses in order: before training (step 0, not on resume), then each epoch end."""
-    device: str
-    """``cpu`` or ``cuda`` (per process)."""
-    precision: Literal["float32", "bf16"]
-    """Training precision (float32 weights; bf16 = mixed-precision autocast)."""
-    precision_reason: str | None = None
-    """Why that precision (e.g. "no native bfloat16 on this CPU ..."); absent before issue 24."""
-    machine: dict[str, Any] = Field(default_factory=dict)
-    """Where it trained (``rlmdistill.hardware.machine_info``); empty in older adapters."""
-    world_size: int
-    """Processes that trained (``accelerate launch --num_processes``)."""
-    backend: str | None = None
-    """``torch.distributed`` backend (``gloo`` on CPU, ``nccl`` on GPUs); ``None`` alone."""
-    seed: int
-    versions: dict[str, str]
-    git_commit: str | None
-    git_dirty: bool | None
-    global_step: int = 0
-    """Optimiser steps done."""
-    train_loss: float | None = None
-    """Mean training loss over the latest attempt (TRL's ``train_loss``)."""
-    train_runtime_s: float | None = None
-    """Wall time of the latest attempt's training loop in seconds."""
-    resumed_from: list[str] = Field(default_factory=list)
-    """Checkpoints the run was resumed from, in order."""
-    error: str | None = None
-    """Why the run failed (status ``failed``)."""
 
 
 class SFTResult(NamedTuple):
@@ -309,7 +205,8 @@ def resolve_precision(option: str, probe: CpuProbe | None = None) -> Precision:
 
 
 class TrainLogCallback(TrainerCallback):
-    """Appends a :class:`TrainLogRecord` to ``path`` at every logging step (rank 0 only).
+    """Appends a :class:`TrainLogRecord` to ``<adapter_dir>/train_log.jsonl`` at every logging
+    step (rank 0 only).
 
     ``tokens_seen`` continues across ``--resume``: TRL's ``num_tokens`` restarts at 0 in a new
     process, so the count of the last line at or before the resumed step is added. Lines of an
@@ -317,8 +214,9 @@ class TrainLogCallback(TrainerCallback):
     per step.
     """
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, adapter_dir: Path):
+        self.adapter_dir = Path(adapter_dir)
+        self.path = self.adapter_dir / TRAIN_LOG
         self.losses: list[float] = []
         self.eval_losses: list[EvalLossRecord] = []
         self.tokens_seen = 0
@@ -329,10 +227,9 @@ class TrainLogCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Set the clock and, on resume, the token offset from earlier lines."""
         self._last_t = time.perf_counter()
-        earlier = [
-            r for r in read_jsonl(self.path).records if r.get("step", 0) <= state.global_step
-        ]
-        self._offset = int(earlier[-1]["tokens_seen"]) if earlier and state.global_step else 0
+        log = read_train_log(self.adapter_dir) if self.path.exists() else None
+        earlier = [r for r in (log.records if log else []) if r.step <= state.global_step]
+        self._offset = int(earlier[-1].tokens_seen or 0) if earlier and state.global_step else 0
         self._last_tokens = self.tokens_seen = self._offset
 
     def on_log(
@@ -409,7 +306,7 @@ def _write_manifest(path: Path, manifest: SFTManifest) -> None:
 
 
 def _existing_output(out: Path) -> list[str]:
-    names = ["adapter_model.safetensors", "train_log.jsonl", "sft.json"]
+    names = ["adapter_model.safetensors", TRAIN_LOG, SFT_MANIFEST]
     found = [n for n in names if (out / n).exists()]
     ckpt = out / "checkpoints"
     if ckpt.is_dir() and any(ckpt.glob("checkpoint-*")):
@@ -447,7 +344,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
     out = Path(config.out).resolve()
     dataset_dir = Path(config.dataset).resolve()
     ckpt_dir = out / "checkpoints"
-    manifest_path = out / "sft.json"
+    manifest_path = out / SFT_MANIFEST
     previous: SFTManifest | None = None
     resume_ckpt: str | None = None
     if resume:
@@ -455,7 +352,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         if resume_ckpt is None:
             raise SFTError(f"{out}: --resume given but there is no checkpoint in {ckpt_dir}")
         if manifest_path.is_file():
-            previous = SFTManifest.model_validate_json(manifest_path.read_text("utf-8"))
+            previous = load_sft_manifest(out)
     elif found := _existing_output(out):
         raise SFTError(
             f"{out} already holds an SFT run ({', '.join(found)}); pass --resume to continue "
@@ -472,7 +369,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
             f"was started on {previous.export_sha256})"
         )
     tok_check = check_tokenizer(ds, export, tokenizer, dataset_dir)
-    export_eot = (export.get("tokenizer") or {}).get("end_of_turn") or []
+    export_eot = export.tokenizer.end_of_turn
     rows = check_rows(
         ds,
         tokenizer,
@@ -540,7 +437,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         dataloader_num_workers=config.dataloader_num_workers,
         ddp_find_unused_parameters=False,
     )
-    log_cb = TrainLogCallback(out / "train_log.jsonl")
+    log_cb = TrainLogCallback(out)
     with library_warning_filter():
         trainer = SFTTrainer(
             model=model,
@@ -558,11 +455,11 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         created_at=previous.created_at if previous else _now(),
         updated_at=_now(),
         status="running",
-        config=config,
+        config=config.model_dump(mode="json"),
         base_path=str(base_dir),
         dataset_path=str(dataset_dir),
         export_sha256=export_sha,
-        sources=list(export.get("sources") or []),
+        sources=[src.model_dump(mode="json") for src in export.sources],
         tokenizer_check=tok_check.as_dict(),
         n_rows=rows.n_rows,
         n_examples=len(split.train),

@@ -28,6 +28,8 @@ from typing import Literal, NamedTuple, TypeVar
 from pydantic import TypeAdapter
 
 from rlmdistill.rooms.task import Task, TaskError, load_task
+from rlmdistill.traces import layout
+from rlmdistill.traces.layout import trajectory_path
 from rlmdistill.traces.schema import (
     AttemptRecord,
     EpisodeEnd,
@@ -62,7 +64,6 @@ __all__ = [
 ]
 
 _TRAJECTORY = TypeAdapter(TrajectoryRecord)
-_SIDE_FILES = (".cache", ".usage")
 _R = TypeVar("_R", EpisodeSummary, Verdict)
 
 
@@ -98,7 +99,7 @@ class Trajectory:
 def load_manifest(run_dir: Path) -> RunManifest:
     """The run's :class:`RunManifest`. Raises :class:`NotARunError` when ``run.json`` is absent,
     :class:`TraceFileError` (naming the file) when it does not validate."""
-    path = Path(run_dir) / "run.json"
+    path = Path(run_dir) / layout.RUN_MANIFEST
     if not path.exists():
         raise NotARunError(f"{path} not found: is {run_dir} a run directory?")
     try:
@@ -114,16 +115,16 @@ def load_summaries(run_dir: Path) -> list[EpisodeSummary]:
     Raises :class:`NotARunError` when ``run.json`` is absent.
     """
     run_dir = Path(run_dir)
-    if not (run_dir / "run.json").exists():
+    if not (run_dir / layout.RUN_MANIFEST).exists():
         raise NotARunError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
-    return list(parse_records(run_dir / "episodes.jsonl", EpisodeSummary))
+    return list(parse_records(run_dir / layout.EPISODES, EpisodeSummary))
 
 
 def load_attempts(run_dir: Path) -> list[AttemptRecord]:
     """Every :class:`AttemptRecord` of ``attempts.jsonl`` in file order (episode attempts cut
     short by the serving infrastructure); ``[]`` when the file is absent (runs without any, and
     runs written before it existed)."""
-    return list(parse_records(Path(run_dir) / "attempts.jsonl", AttemptRecord))
+    return list(parse_records(Path(run_dir) / layout.ATTEMPTS, AttemptRecord))
 
 
 def load_summary(run_dir: Path, episode_id: str) -> EpisodeSummary:
@@ -135,9 +136,9 @@ def load_summary(run_dir: Path, episode_id: str) -> EpisodeSummary:
     when ``run.json`` is absent.
     """
     run_dir = Path(run_dir)
-    if not (run_dir / "run.json").exists():
+    if not (run_dir / layout.RUN_MANIFEST).exists():
         raise NotARunError(f"{run_dir / 'run.json'} not found: is {run_dir} a run directory?")
-    for summary in reversed(_episode_lines(run_dir / "episodes.jsonl", episode_id, EpisodeSummary)):
+    for summary in reversed(_episode_lines(run_dir / layout.EPISODES, episode_id, EpisodeSummary)):
         return summary
     raise KeyError(f"{run_dir}: episode {episode_id} has no line in episodes.jsonl")
 
@@ -149,15 +150,15 @@ def grader_ids(run_dir: Path) -> list[str]:
     """
     return sorted(
         p.stem
-        for p in (Path(run_dir) / "verdicts").glob("*.jsonl")
-        if not p.stem.endswith(_SIDE_FILES)
+        for p in layout.verdicts_dir(run_dir).glob("*.jsonl")
+        if not p.stem.endswith(layout.VERDICT_SIDE_FILES)
     )
 
 
 def load_verdicts(run_dir: Path, grader_id: str, episode_id: str | None = None) -> list[Verdict]:
     """All verdicts of one grader for a run (empty when it never graded the run), in file
     order; with ``episode_id``, only that episode's (only their lines are parsed)."""
-    path = Path(run_dir) / "verdicts" / f"{grader_id}.jsonl"
+    path = layout.verdicts_path(run_dir, grader_id)
     if episode_id is not None:
         return _episode_lines(path, episode_id, Verdict)
     return list(parse_records(path, Verdict))
@@ -254,12 +255,12 @@ def load_room_tasks(
         ran.setdefault(e.room.room_hash, set()).add(e.task_id)
     out = RoomTasks(tasks={}, problems=[])
     for room_hash, (room_id, room_path) in rooms.items():
-        path = Path(room_path) / "task.json"
+        path = Path(room_path) / layout.TASK
         if not path.is_file() and run_dir is not None:
             from rlmdistill.rooms.room import locate_moved_room
 
             moved = locate_moved_room(room_path, room_hash, run_dir)
-            path = path if moved is None else moved / "task.json"
+            path = path if moved is None else moved / layout.TASK
         problem = None
         if not path.is_file():
             problem = RoomTaskProblem(
@@ -307,11 +308,6 @@ def _episode_lines(path: Path, episode_id: str, model: type[_R]) -> list[_R]:
             if getattr(rec, "episode_id", None) == episode_id:
                 out.append(rec)
     return out
-
-
-def trajectory_path(run_dir: Path, episode_id: str) -> Path:
-    """``runs/<run>/trajectories/<episode_id>.jsonl``."""
-    return Path(run_dir) / "trajectories" / f"{episode_id}.jsonl"
 
 
 def load_trajectory(run_dir: Path, episode_id: str) -> Trajectory:

@@ -1,0 +1,79 @@
+"""The ``export`` stage as a function: :func:`run` takes an :class:`ExportConfig` and returns
+the :class:`~rlmdistill.export.dataset.ExportReport` (``rlmdistill export`` calls it; the main
+entry is ``rlmdistill filter``, whose stage calls :func:`~rlmdistill.export.export_dataset`).
+
+It exports every finished episode of the given runs, or the kept episodes of a filter's
+``decisions.jsonl`` (read with :func:`rlmdistill.traces.artefacts.read_decisions`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlmdistill.export.dataset import ExportReport, FilterTimeScores, export_dataset
+from rlmdistill.export.options import ExportOptions
+from rlmdistill.traces.artefacts import read_decisions
+from rlmdistill.traces.runs import EpisodeRef, load_summaries
+
+__all__ = ["ExportConfig", "kept_episodes", "run"]
+
+
+class ExportConfig(BaseModel):
+    """What :func:`run` exports and where (the fields of ``rlmdistill export``).
+
+    Fields:
+        runs: run folders whose every finished episode is exported (ignored with ``episodes``).
+        out: dataset folder to write.
+        options: how root turns become examples.
+        episodes: a filter's ``decisions.jsonl``: export its kept episodes instead.
+        overwrite: replace an existing dataset.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runs: list[Path] = Field(default_factory=list)
+    out: Path
+    options: ExportOptions
+    episodes: Path | None = None
+    overwrite: bool = False
+
+
+def kept_episodes(path: Path) -> tuple[list[EpisodeRef], dict[str, FilterTimeScores]]:
+    """Kept episodes of a filter's ``decisions.jsonl`` and their filter-time scores.
+
+    Raises :class:`~rlmdistill.traces.artefacts.ArtefactError` (a ``ValueError``) naming the
+    file and line of a line that is not a filter decision."""
+    refs: list[EpisodeRef] = []
+    scores: dict[str, FilterTimeScores] = {}
+    for d in read_decisions(path):
+        if d.kept:
+            refs.append(d.ref)
+            scores[d.episode_id] = FilterTimeScores(d.pass_rate, d.coverage)
+    return refs, scores
+
+
+def run(config: ExportConfig, *, progress: bool = True) -> ExportReport:
+    """The export stage: write ``config.out`` from the episodes ``config`` names.
+
+    Raises ``ValueError`` when neither runs nor ``episodes`` is given; see
+    :func:`~rlmdistill.export.export_dataset` for the rest."""
+    c = config
+    scores: dict[str, FilterTimeScores] | None = None
+    if c.episodes is not None:
+        refs, scores = kept_episodes(c.episodes)
+    elif c.runs:
+        refs = [EpisodeRef(r, s.episode_id) for r in c.runs for s in load_summaries(r)]
+    else:
+        raise ValueError("give run directories or --episodes decisions.jsonl")
+    source = f"--episodes {c.episodes}" if c.episodes else "runs " + ", ".join(map(str, c.runs))
+    return export_dataset(
+        refs,
+        c.out,
+        c.options,
+        scores=scores,
+        overwrite=c.overwrite,
+        progress=progress,
+        card_extra=f"Exported by `rlmdistill export` from {source} (no selection rules here).",
+    )

@@ -1,0 +1,132 @@
+"""The ``judge`` stage as a function: :func:`run` takes a :class:`JudgeConfig` and returns a
+:class:`JudgeReport` (``rlmdistill judge``, the loop and tests call it; the typer command in
+:mod:`rlmdistill.judge.cli` maps the report to output and an exit code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlmdistill.judge.cache import VerdictCache
+from rlmdistill.judge.llm import (
+    JudgeStats,
+    LLMGrader,
+    LLMJudgeConfig,
+    judge_model_key,
+    llm_grader_id,
+)
+from rlmdistill.judge.reference import ReferenceGrader
+from rlmdistill.judge.run import JudgeResult, judge_run
+from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
+from rlmdistill.models.spec import get_client, parse_spec
+from rlmdistill.traces import layout
+
+__all__ = ["JudgeConfig", "JudgeReport", "run"]
+
+
+class JudgeReport(NamedTuple):
+    """What :func:`run` did."""
+
+    result: JudgeResult
+    grader_id: str
+    stats: JudgeStats | None
+    """LLM judge counters (requests, tokens, cost, cache hits); ``None`` for the reference."""
+    cache_path: Path | None
+    usage_path: Path | None
+
+
+class JudgeConfig(BaseModel):
+    """What :func:`run` grades, and how (the fields of ``rlmdistill judge``).
+
+    Fields:
+        run_dir: the run directory.
+        judge: ``"reference"`` or a model spec (``openai:MODEL@URL``, ``local:NAME``); the LLM
+            grader id is :func:`~rlmdistill.judge.llm.llm_grader_id` of the spec.
+        criteria_per_request: criteria per judge request (LLM only).
+        max_attempts: judge requests per batch at most, retries after malformed or partial
+            replies included (LLM only).
+        max_tokens_per_criterion: new tokens allowed per criterion asked, on top of a base of
+            64 per request (LLM only).
+        concurrency: episodes graded at once (LLM only; the reference grades in turn).
+        request_concurrency: batches of one episode in flight at once (LLM only); at most
+            ``concurrency * request_concurrency`` requests are in flight.
+        cache_path: verdict cache file (default ``verdicts/<grader>.cache.jsonl`` of the run).
+        regrade_ungradable: grade again episodes whose latest verdicts hold an UNGRADABLE one
+            (LLM only; ``ValueError`` with the reference grader).
+        prices: price table for judge cost (default :data:`DEFAULT_PRICES`).
+        timeout_s / max_retries: per HTTP attempt timeout and retries (openai specs only).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_dir: Path
+    judge: str = "reference"
+    criteria_per_request: int = Field(20, ge=1)
+    max_attempts: int = Field(3, ge=1)
+    max_tokens_per_criterion: int = Field(96, ge=8)
+    concurrency: int = Field(4, ge=1)
+    request_concurrency: int = Field(4, ge=1)
+    cache_path: Path | None = None
+    regrade_ungradable: bool = False
+    prices: PriceTable | None = None
+    timeout_s: float = 300.0
+    max_retries: int = Field(4, ge=0)
+
+
+def run(config: JudgeConfig) -> JudgeReport:
+    """The ``judge`` stage: grade every episode of ``config.run_dir`` not yet graded, with
+    the reference grader or an LLM judge, appending to ``verdicts/<grader>.jsonl``.
+
+    Raises:
+        ValueError: bad spec or settings; room changed since collection; an LLM judge's
+            server unreachable or not serving its model (``ServerUnavailableError``).
+        FileNotFoundError: not a run directory; local model not pulled.
+    """
+    c = config
+    run_dir, judge = Path(c.run_dir), c.judge
+    if judge == "reference":
+        if c.regrade_ungradable:
+            raise ValueError(
+                "--regrade-ungradable applies to LLM judges: the reference grader's UNGRADABLE "
+                "verdicts are deterministic (criteria without evidence)"
+            )
+        # CPU-bound pure Python: threads would not help, so episodes are graded in turn.
+        result = judge_run(run_dir, ReferenceGrader())
+        return JudgeReport(result, "reference", None, None, None)
+    if not (run_dir / layout.RUN_MANIFEST).exists():
+        raise FileNotFoundError(
+            f"{run_dir / layout.RUN_MANIFEST} not found: is {run_dir} a run directory?"
+        )
+    spec = parse_spec(judge)
+    llm_config = LLMJudgeConfig(
+        criteria_per_request=c.criteria_per_request,
+        max_attempts=c.max_attempts,
+        max_tokens_per_criterion=c.max_tokens_per_criterion,
+        max_concurrency=c.request_concurrency,
+    )
+    grader_id = llm_grader_id(spec)
+    cache_file = c.cache_path or layout.verdict_side_path(run_dir, grader_id, "cache")
+    usage_file = layout.verdict_side_path(run_dir, grader_id, "usage")
+    opts: dict[str, object] = {}
+    if spec.kind == "openai":
+        from rlmdistill.models.preflight import preflight
+
+        preflight({"judge": spec})  # fail fast, before any verdict or cache file is written
+        opts = {"timeout_s": c.timeout_s, "max_retries": c.max_retries}
+    client = get_client(spec, **opts)
+    grader = LLMGrader(
+        client,
+        judge_model=judge_model_key(spec),
+        grader_id=grader_id,
+        config=llm_config,
+        cache=VerdictCache(cache_file),
+        usage_path=usage_file,
+        prices=c.prices if c.prices is not None else DEFAULT_PRICES,
+    )
+    result = judge_run(
+        run_dir, grader, concurrency=c.concurrency, regrade_ungradable=c.regrade_ungradable
+    )
+    return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file)

@@ -1,0 +1,201 @@
+"""``rlmdistill rooms synth`` and ``rlmdistill rooms set``: the typer commands of the rooms
+package, and their bodies (:func:`synth_main`, :func:`roomset_main`).
+
+The ground-floor modules :mod:`rlmdistill.rooms.synth` and :mod:`rlmdistill.rooms.roomset`
+build rooms and room sets and know nothing of the command line; this module maps their
+results to printed tables and exit codes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
+from rlmdistill.rooms.roomset import RoomSetError, RoomSetSpec, build_roomset, parse_sizes
+from rlmdistill.rooms.synth import CHARS_PER_TOKEN, MAX_DOCS, MIN_DOCS, SynthError, build_synth_room
+
+__all__ = ["register", "roomset_main", "synth_main"]
+
+
+def synth_main(
+    n_docs: int,
+    seed: int,
+    out: str | Path,
+    *,
+    length_scale: float = 1.0,
+    cuad_source: str | Path | None = SAMPLE_SOURCE,
+    overwrite: bool = False,
+    console: Any = None,
+) -> int:
+    """CLI body of ``rlmdistill rooms synth``: build the room, print its size (documents,
+    characters, approximate tokens), folder and criterion counts and build time; return the
+    exit code (0 built, 1 bad arguments or output folder)."""
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    start = time.perf_counter()
+    try:
+        report = build_synth_room(
+            out,
+            n_docs,
+            seed,
+            length_scale=length_scale,
+            cuad_source=cuad_source,
+            overwrite=overwrite,
+        )
+    except (SynthError, OSError) as exc:
+        console.print(f"[red]rooms synth failed:[/red] {exc}")
+        return 1
+    elapsed = time.perf_counter() - start
+    table = Table(title=f"Synthetic room {report.out.name}", show_header=False)
+    table.add_row("folder", str(report.out))
+    table.add_row("target", report.target)
+    table.add_row("task id / room hash", f"{report.task_id} / {report.room_hash}")
+    table.add_row("documents", f"{report.n_docs:,} ({report.n_cuad_docs} CUAD contracts)")
+    table.add_row("characters", f"{report.n_chars:,}")
+    table.add_row("tokens (approx.)", f"{report.approx_tokens:,} (chars / {CHARS_PER_TOKEN:g})")
+    table.add_row("folders", f"{report.n_folders} leaf folders in {report.n_categories} categories")
+    table.add_row(
+        "criteria",
+        f"{report.n_criteria} ("
+        + ", ".join(f"{k}: {v}" for k, v in report.criteria_by_type.items())
+        + ")",
+    )
+    table.add_row(
+        "planted issues", ", ".join(f"{k}: {v}" for k, v in report.issues_by_class.items())
+    )
+    table.add_row("build time", f"{elapsed:.1f} s")
+    console.print(table)
+    if report.n_cuad_docs:
+        console.print("CUAD documents: " + CUAD_ATTRIBUTION)
+    return 0
+
+
+def roomset_main(
+    spec: RoomSetSpec, out: str | Path, *, overwrite: bool = False, console: Any = None
+) -> int:
+    """CLI body of ``rlmdistill rooms set``: build, print a per-size table and the check;
+    return the exit code (0 built and separated, 1 otherwise)."""
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    start = time.perf_counter()
+    try:
+        roomset = build_roomset(spec, out, overwrite=overwrite)
+    except (RoomSetError, SynthError, OSError) as exc:
+        console.print(f"[red]rooms set failed:[/red] {exc}")
+        return 1
+    table = Table(title=f"Room set {Path(out).name} ({len(roomset.rooms)} rooms)")
+    for col in ("size", "train", "holdout", "chars (mean)", "criteria (mean)"):
+        table.add_column(col, justify="right")
+    for size in roomset.spec.sizes:
+        rooms = [r for r in roomset.rooms if r.size == size]
+        table.add_row(
+            str(size),
+            str(sum(r.split == "train" for r in rooms)),
+            str(sum(r.split == "holdout" for r in rooms)),
+            f"{sum(r.n_chars for r in rooms) // len(rooms):,}",
+            f"{sum(r.n_criteria for r in rooms) / len(rooms):.0f}",
+        )
+    console.print(table)
+    if roomset.check is None:
+        console.print("split check: skipped (one split is empty)")
+    else:
+        c = roomset.check
+        console.print(
+            f"split check: passed ({c.n_holdout_paragraphs:,} holdout paragraphs, "
+            f"{c.shared_paragraphs} shared; {c.shared_documents} shared documents)"
+        )
+    console.print(f"built in {time.perf_counter() - start:.1f} s -> {Path(out) / 'roomset.json'}")
+    return 0
+
+
+def register(rooms_app: typer.Typer) -> None:
+    """Add the ``synth`` and ``set`` commands to the ``rooms`` typer sub-app ``rooms_app``."""
+
+    @rooms_app.command("synth")
+    def rooms_synth(
+        out: Annotated[Path, typer.Option(help="Room folder to write.")],
+        docs: Annotated[int, typer.Option(help=f"Documents ({MIN_DOCS}-{MAX_DOCS}).")] = 100,
+        seed: Annotated[int, typer.Option(help="Seed (same seed: byte-identical room).")] = 0,
+        length_scale: Annotated[
+            float, typer.Option(help="Multiplier on generated document lengths.")
+        ] = 1.0,
+        cuad: Annotated[
+            Path | None,
+            typer.Option(help="CUAD folder for copied contracts (default: packaged sample)."),
+        ] = None,
+        no_cuad: Annotated[
+            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
+        ] = False,
+        overwrite: Annotated[bool, typer.Option(help="Replace an existing room.")] = False,
+    ) -> None:
+        """Generate a seeded synthetic data room with planted issues and its rubric."""
+        source: Path | None = None if no_cuad else (cuad or SAMPLE_SOURCE)
+        raise typer.Exit(
+            synth_main(
+                docs, seed, out, length_scale=length_scale, cuad_source=source, overwrite=overwrite
+            )
+        )
+
+    _register_set(rooms_app)
+
+
+def _register_set(rooms_app: typer.Typer) -> None:
+    """Add the ``set`` command to the ``rooms`` typer sub-app."""
+    import yaml
+
+    @rooms_app.command("set")
+    def rooms_set(
+        out: Annotated[Path, typer.Option(help="Room set folder to write.")],
+        sizes: Annotated[
+            str | None, typer.Option(help='Sizes: "20,50,100" or "log:LO:HI:N".')
+        ] = None,
+        per_size: Annotated[int, typer.Option(help="Rooms per size.")] = 1,
+        seed: Annotated[int, typer.Option(help="Seed of the set.")] = 0,
+        holdout_fraction: Annotated[float, typer.Option(help="Share of holdout rooms.")] = 0.25,
+        length_scale: Annotated[float, typer.Option(help="Document length multiplier.")] = 1.0,
+        cuad: Annotated[
+            Path | None, typer.Option(help="CUAD folder (default: packaged sample).")
+        ] = None,
+        no_cuad: Annotated[
+            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
+        ] = False,
+        spec: Annotated[
+            Path | None, typer.Option(help="YAML spec with the same fields (overrides flags).")
+        ] = None,
+        overwrite: Annotated[bool, typer.Option(help="Replace an existing set.")] = False,
+    ) -> None:
+        """Build a manifest of synthetic rooms (sizes x replicates, train/holdout split)."""
+        try:
+            if spec is not None:
+                data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
+                if isinstance(data.get("sizes"), str):
+                    data["sizes"] = parse_sizes(data["sizes"])
+                parsed = RoomSetSpec.model_validate(data)
+            else:
+                if sizes is None:
+                    raise RoomSetError("give --sizes or --spec")
+                source = None if no_cuad else str(cuad or SAMPLE_SOURCE)
+                parsed = RoomSetSpec(
+                    sizes=parse_sizes(sizes),
+                    per_size=per_size,
+                    seed=seed,
+                    holdout_fraction=holdout_fraction,
+                    length_scale=length_scale,
+                    cuad_source=source,
+                )
+        except (RoomSetError, ValidationError, OSError, yaml.YAMLError) as exc:
+            typer.echo(f"rooms set: invalid arguments: {exc}", err=True)
+            raise typer.Exit(2) from None
+        raise typer.Exit(roomset_main(parsed, out, overwrite=overwrite))

@@ -1,0 +1,101 @@
+"""The file names of a run, an artefact folder and a workspace: the one place they are spelled.
+
+Every stage that reads or writes one of these files takes its name (or path) from here, so a
+rename is one edit and no reader can look in the wrong place (``docs/architecture.md``, Files).
+
+Run folder (``runs/<run>/``)::
+
+    run.json  episodes.jsonl  attempts.jsonl  trajectories/<episode_id>.jsonl
+    verdicts/<grader>.jsonl  verdicts/<grader>.cache.jsonl  verdicts/<grader>.usage.jsonl
+
+Dataset (``datasets/<name>/``): ``export.json``, ``decisions.jsonl``, ``filter_report.{md,json}``.
+Adapter (``adapters/<name>/``): ``sft.json``, ``train_log.jsonl``. Report (``reports/<name>/``):
+``report.json``, ``report.md``. Room: ``task.json``. Workspace: ``runs/ datasets/ adapters/
+reports/ rooms/``, ``lineage.jsonl``, ``rooms/split.json``, ``experiment.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# ------------------------------------------------------------------------------- run folder
+RUN_MANIFEST = "run.json"
+EPISODES = "episodes.jsonl"
+ATTEMPTS = "attempts.jsonl"
+TRAJECTORIES = "trajectories"
+VERDICTS = "verdicts"
+VERDICT_SIDE_FILES = (".cache", ".usage")
+"""Suffixes of a grader's side files in ``verdicts/`` (``<grader>.cache.jsonl``, ...)."""
+
+# ---------------------------------------------------------------------------- artefacts
+EXPORT_MANIFEST = "export.json"
+FILTER_DECISIONS = "decisions.jsonl"
+FILTER_REPORT_JSON = "filter_report.json"
+FILTER_REPORT_MD = "filter_report.md"
+SFT_MANIFEST = "sft.json"
+TRAIN_LOG = "train_log.jsonl"
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+TASK = "task.json"
+
+# ---------------------------------------------------------------------------- workspace
+RUNS = "runs"
+DATASETS = "datasets"
+ADAPTERS = "adapters"
+REPORTS = "reports"
+ROOMS = "rooms"
+LINEAGE = "lineage.jsonl"
+SPLIT = "split.json"
+"""Under ``rooms/`` of a loop workspace."""
+EXPERIMENT = "experiment.json"
+
+
+def verdicts_dir(run_dir: Path) -> Path:
+    """``<run>/verdicts``."""
+    return Path(run_dir) / VERDICTS
+
+
+def verdicts_path(run_dir: Path, grader_id: str) -> Path:
+    """``<run>/verdicts/<grader_id>.jsonl``: one grader's verdicts of a run."""
+    return verdicts_dir(run_dir) / f"{grader_id}.jsonl"
+
+
+def verdict_side_path(run_dir: Path, grader_id: str, kind: str) -> Path:
+    """``<run>/verdicts/<grader_id>.<kind>.jsonl`` (``kind``: ``cache`` or ``usage``)."""
+    return verdicts_dir(run_dir) / f"{grader_id}.{kind}.jsonl"
+
+
+def trajectory_path(run_dir: Path, episode_id: str) -> Path:
+    """``<run>/trajectories/<episode_id>.jsonl``."""
+    return Path(run_dir) / TRAJECTORIES / f"{episode_id}.jsonl"
+
+
+__all__ = [
+    "ADAPTERS",
+    "ATTEMPTS",
+    "DATASETS",
+    "EPISODES",
+    "EXPERIMENT",
+    "EXPORT_MANIFEST",
+    "FILTER_DECISIONS",
+    "FILTER_REPORT_JSON",
+    "FILTER_REPORT_MD",
+    "LINEAGE",
+    "REPORTS",
+    "REPORT_JSON",
+    "REPORT_MD",
+    "ROOMS",
+    "RUNS",
+    "RUN_MANIFEST",
+    "SFT_MANIFEST",
+    "SPLIT",
+    "TASK",
+    "TRAIN_LOG",
+    "TRAJECTORIES",
+    "VERDICTS",
+    "VERDICT_SIDE_FILES",
+    "trajectory_path",
+    "verdict_side_path",
+    "verdicts_dir",
+    "verdicts_path",
+]

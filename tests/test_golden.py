@@ -1,0 +1,256 @@
+"""Golden comparison on the committed fixture workspace ``tests/data/golden_ws`` (issue 18).
+
+``tests/data/golden_expected.json`` holds what the code produced on that fixture *before* the
+read side was unified (recorded with ``RLMDISTILL_GOLDEN_WRITE=1``, commit "tests: golden
+fixture ..."): ``report.json`` of ``rlmdistill report`` (base vs deep, training curve of the
+adapter), the filter decisions of three rule sets, the ``show`` summary and the dashboard
+tables. Each test recomputes one of them with today's code and compares.
+
+Two changes are intended, and every figure they change is listed (:data:`DASHBOARD_CHANGES`,
+:data:`STALE_CHANGES`); the test fails on any other difference:
+
+1. "read the room but wrote no memo" has one definition, coverage > 0 with no memo
+   (:func:`rlmdistill.traces.scores.read_no_memo`); the dashboard's depth table counted
+   sub-calls > 0 with no memo instead.
+2. one scoring function (:func:`rlmdistill.traces.scores.score_episodes`): an episode whose
+   only verdicts grade an older memo is not graded. The filter and the report already said so;
+   ``show`` and the dashboard counted it as graded with pass rate 0.
+The fixture was built by ``tests/golden/build_fixture.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+FIXTURE = Path(__file__).parent / "data" / "golden_ws"
+EXPECTED = Path(__file__).parent / "data" / "golden_expected.json"
+WRITE = os.environ.get("RLMDISTILL_GOLDEN_WRITE") == "1"
+
+
+def _r(x: float) -> float:
+    """``x`` rounded as :func:`_clean` rounds (12 significant digits)."""
+    return float(f"{x:.12g}")
+
+
+DASHBOARD_CHANGES: dict[str, dict[Any, Any]] = {
+    # (1) "read but wrote no memo" = coverage > 0 and no memo (was: sub-calls > 0, no memo).
+    #     b-al-2 (alpha, depth 1): no memo, 0 sub-calls, coverage 0.2 -> now counted;
+    #     b-be-2 (beta, depth 1): no memo, 2 sub-calls, coverage 0 -> no longer counted;
+    #     d-be-2 (beta, depth 2): no memo, 0 sub-calls, coverage 0.15 -> now counted.
+    # (2) b-be-1 (base, beta): its only verdicts grade an older memo -> not graded (was 0.0).
+    "depth_table": {
+        ("0", "depth 1 read, no memo"): (0, 1),  # (1) b-al-2
+        ("1", "depth 1 read, no memo"): (1, 0),  # (1) b-be-2
+        ("1", "depth 2 read, no memo"): (0, 1),  # (1) d-be-2
+        ("1", "depth 1 pass rate"): (0.25, 0.5),  # (2) mean of b-be-0 only
+        ("1", "change"): (0.25, 0.0),  # (2) 0.5 - 0.5
+    },
+    "episodes_of": {("4", "pass_rate"): (0.0, None), ("4", "pass_rate:reference"): (0.0, None)},
+    "run_table:base": {("4", "pass_rate:reference"): (0.0, None)},  # (2) row 4 = b-be-1
+    # (2) all 8 graded episodes summed to 23/6: 23/6 / 8 before, / 7 after
+    "grid": {("root-7b", "sub-1b"): (_r(23 / 48), _r(23 / 42))},
+    "run_overview:base": {"mean_pass_rate": ({"reference": 0.375}, {"reference": 0.5})},
+    "runs_frame": {("0", "pass rate (reference)"): ("37.5%", "50.0%")},
+    "shift_table": {  # (2) row 0 = pass rate; deep's mean is 7/12
+        ("0", "base (n)"): (4, 3),
+        ("0", "base mean"): (0.375, 0.5),
+        ("0", "\u0394 deep"): (_r(7 / 12 - 0.375), _r(7 / 12 - 0.5)),
+    },
+}
+"""Every dashboard table cell that differs from the recording, ``{(row, column): (before,
+after)}`` per table, each for one of the two reasons of the module docstring."""
+
+STALE_CHANGES = {"show:base": "b-be-1"}
+"""``show`` counted an episode whose only verdicts grade an older memo as graded with pass rate
+0 (the filter, the report and ``export-grpo`` call it not graded). With one scoring function it
+is not graded anywhere; the run and episode whose ``show`` figures change."""
+
+_VOLATILE = {"created_at", "versions", "git_commit", "git_dirty", "machine", "duration_s"}
+
+
+def load_fixture(tmp_path: Path) -> Path:
+    """Copy the fixture workspace to ``tmp_path/ws`` with ``@WS@`` replaced by its path."""
+    ws = tmp_path / "ws"
+    shutil.copytree(FIXTURE, ws)
+    for p in ws.rglob("*.json*"):
+        text = p.read_text(encoding="utf-8")
+        p.write_text(text.replace("@WS@", str(ws)), encoding="utf-8")
+    return ws
+
+
+def _clean(obj: Any, ws: Path) -> Any:
+    """JSON-ready copy of ``obj``: workspace paths as ``@WS@``, volatile keys dropped, floats
+    rounded to 12 significant digits, NaN as ``None``."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v, ws) for k, v in obj.items() if k not in _VOLATILE}
+    if isinstance(obj, list | tuple):
+        return [_clean(v, ws) for v in obj]
+    if isinstance(obj, str):  # UTC times as pydantic writes them ("Z", not "+00:00")
+        return re.sub(r"(T\d\d:\d\d:\d\d(?:\.\d+)?)\+00:00$", r"\1Z", obj.replace(str(ws), "@WS@"))
+    if isinstance(obj, float):
+        return None if math.isnan(obj) else float(f"{obj:.12g}")
+    if obj is pd.NA or obj is None:
+        return None
+    if hasattr(obj, "item"):  # numpy scalars
+        return _clean(obj.item(), ws)
+    return obj
+
+
+def _frame(df: pd.DataFrame, ws: Path) -> dict[str, Any]:
+    """A table as ``{"columns": [...], "index": [...], "data": [[...]]}`` (NA as None)."""
+    df = df.astype(object).where(df.notna(), None)
+    return _clean(
+        {
+            "columns": [str(c) for c in df.columns],
+            "index": [str(i) for i in df.index],
+            "data": df.values.tolist(),
+        },
+        ws,
+    )
+
+
+def _compare(name: str, got: Any) -> None:
+    expected = json.loads(EXPECTED.read_text(encoding="utf-8")) if EXPECTED.exists() else {}
+    if WRITE:
+        expected[name] = got
+        EXPECTED.write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n", "utf-8")
+        return
+    assert name in expected, f"{EXPECTED} has no {name!r}; record it with RLMDISTILL_GOLDEN_WRITE=1"
+    assert got == _clean(expected[name], Path("/nonexistent"))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return load_fixture(tmp_path)
+
+
+def test_golden_report(ws: Path, tmp_path: Path) -> None:
+    from rlmdistill.analysis.main import ReportConfig, run
+
+    run(
+        ReportConfig(
+            runs=[ws / "runs" / "base", ws / "runs" / "deep"],
+            out=tmp_path / "report",
+            sft=[ws / "adapters" / "r1"],
+            resamples=200,
+            seed=0,
+            trajectories=False,
+            draw=False,
+        )
+    )
+    report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
+    report.pop("figures", None)
+    got = _clean(report, tmp_path)
+    _compare("report", _clean(got, ws))
+
+
+RULE_SETS = {
+    "default": {},
+    "thresholds": {"min_pass_rate": 0.5, "min_coverage": 0.1, "required_status": ["completed"]},
+    "best_of": {
+        "require_memo": False,
+        "required_status": [],
+        "top_k_per_room": 1,
+        "min_pass_rate_quantile": 0.5,
+    },
+}
+
+
+@pytest.mark.parametrize("rules", sorted(RULE_SETS))
+def test_golden_filter_decisions(ws: Path, rules: str) -> None:
+    from rlmdistill.filter import FilterRules, select_episodes
+
+    selection = select_episodes(
+        [ws / "runs" / "base", ws / "runs" / "deep"], FilterRules.model_validate(RULE_SETS[rules])
+    )
+    got = [d.model_dump(mode="json") for d in selection.decisions]
+    _compare(f"filter:{rules}", _clean(got, ws))
+
+
+def test_golden_show_summary(ws: Path) -> None:
+    from rlmdistill.analysis.summary import Stat, summarize_run
+
+    for run in ("base", "deep"):
+        s = summarize_run(ws / "runs" / run).model_dump(mode="json", exclude={"episodes"})
+        got = _clean(s, ws)
+        if f"show:{run}" in STALE_CHANGES and not WRITE:
+            g = got["graders"][0]
+            # graded now: b-al-0 (PPF; weights 1, 2, 1), b-al-1 (PFU), b-be-0 (PF), by hand
+            assert g["per_episode"] == {"b-al-0": _r(2 / 3), "b-al-1": _r(1 / 3), "b-be-0": 0.5}
+            assert g["n_episodes"] == 3
+            assert g["weighted_pass_rate"]["n"] == 3
+            assert g["weighted_pass_rate"]["mean"] == _r((3 / 4 + 1 / 4 + 1 / 2) / 3)
+            # back to the recorded figures: b-be-1 counted with pass rate 0, weighted 0
+            g["per_episode"][STALE_CHANGES[f"show:{run}"]] = 0.0
+            g["n_episodes"] = 4
+            g["pass_rate"] = _clean(Stat.of([2 / 3, 1 / 3, 0.5, 0.0]).model_dump(), ws)
+            g["weighted_pass_rate"] = _clean(Stat.of([3 / 4, 1 / 4, 0.5, 0.0]).model_dump(), ws)
+        _compare(f"show:{run}", got)
+
+
+def test_golden_dashboard_tables(ws: Path) -> None:
+    from rlmdistill.dashboard import data
+    from rlmdistill.dashboard.pages_ablations import depth_table, grid
+    from rlmdistill.dashboard.pages_compare import episodes_of, shift_table
+    from rlmdistill.dashboard.pages_runs import runs_frame
+    from rlmdistill.dashboard.pages_sft import adapters_frame
+
+    w = data.Workspace.at(ws)
+    runs = [ws / "runs" / "base", ws / "runs" / "deep"]
+    got: dict[str, Any] = {}
+    for rd in runs:
+        got[f"run_table:{rd.name}"] = _frame(data.run_table(rd), ws)
+        got[f"run_overview:{rd.name}"] = _clean(data.run_overview(rd)._asdict(), ws)
+        for eid in data.run_table(rd)["episode_id"]:
+            got[f"episode_verdicts:{eid}"] = _frame(data.episode_verdicts(rd, eid), ws)
+    episodes = episodes_of(runs, "reference")
+    got["episodes_of"] = _frame(episodes, ws)
+    got["shift_table"] = _frame(shift_table(episodes, ["base", "deep"]), ws)
+    got["depth_table"] = _frame(depth_table(episodes), ws)
+    got["grid"] = _frame(grid(episodes), ws)
+    got["runs_frame"] = _frame(runs_frame(w), ws)
+    got["adapters_frame"] = _frame(adapters_frame(w), ws)
+    got["train_log"] = _frame(data.train_log(ws / "adapters" / "r1"), ws)
+    info = data.adapter_info(ws / "adapters" / "r1")._asdict()
+    info["path"] = str(info["path"])
+    # the manifest is the typed sft.json now: compare the fields the file holds
+    info["manifest"] = info["manifest"].model_dump(mode="json", exclude_unset=True)
+    got["adapter_info"] = _clean(info, ws)
+    expected = json.loads(EXPECTED.read_text(encoding="utf-8")) if EXPECTED.exists() else {}
+    changes = {}
+    for name in sorted(got):
+        if WRITE:
+            _compare(f"dashboard:{name}", got[name])
+            continue
+        before = _clean(expected[f"dashboard:{name}"], ws)
+        if isinstance(before, dict) and "data" in before:
+            diff = _cell_changes(before, got[name])
+        else:
+            diff = {
+                k: (before.get(k), got[name].get(k))
+                for k in set(before) | set(got[name])
+                if before.get(k) != got[name].get(k)
+            }
+        if diff:
+            changes[name] = diff
+    assert changes == DASHBOARD_CHANGES
+
+
+def _cell_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[Any, Any]:
+    """``{(row, column): (before, after)}`` of two tables with the same rows and columns."""
+    assert before["columns"] == after["columns"] and before["index"] == after["index"]
+    out = {}
+    for i, (rb, ra) in enumerate(zip(before["data"], after["data"], strict=True)):
+        for col, vb, va in zip(before["columns"], rb, ra, strict=True):
+            if vb != va:
+                out[(before["index"][i], col)] = (vb, va)
+    return out
