@@ -23,7 +23,7 @@ from rlmdistill.sft.data import (
     load_export,
     vocab_sha256,
 )
-from rlmdistill.sft.train import SFTError, SFTManifest, TrainLogRecord, train
+from rlmdistill.sft.train import SFTError, SFTManifest, TrainLogRecord, resolve_precision, train
 from rlmdistill.traces.store import read_jsonl
 
 SYSTEM = "You are the root of a due-diligence agent. Write ```repl``` code."
@@ -329,7 +329,9 @@ def test_loss_falls_and_lora_weights_change(trained: Any, tiny_base: Path) -> No
     assert manifest.status == "completed"
     assert (manifest.n_examples, manifest.global_step, manifest.world_size) == (2, 12, 1)
     assert manifest.n_supervised == sum(sum(render_row_mask(tiny_base, c)) for c in CONVERSATIONS)
-    assert manifest.precision == "float32" and manifest.device == "cpu"
+    # the precision bf16: auto picks on this machine (bf16 only where the CPU runs it natively)
+    expected = "bf16" if resolve_precision("auto").bf16 else "float32"
+    assert manifest.precision == expected and manifest.device == "cpu"
     assert manifest.sources[0]["run_id"] == "run0"
     assert (
         manifest.export_sha256
