@@ -153,3 +153,35 @@ def test_ray_options_round_trip_through_run_json_shape() -> None:
     cfg = _cfg(executor="ray", ray={"slots_resource": "slots"})
     again = CollectConfig.model_validate(json.loads(cfg.model_dump_json()))
     assert again == cfg
+
+
+def test_loop_passes_the_executor_to_every_collect_stage(tmp_path: Path) -> None:
+    from rlmdistill.loop.config import ExperimentConfig
+
+    exp = ExperimentConfig.model_validate(
+        {
+            "name": "x",
+            "workspace": str(tmp_path),
+            "train_rooms": ["/a"],
+            "holdout_rooms": ["/b"],
+            "base": "local:smollm2-135m",
+            "sub": "local:smollm2-135m",
+            "executor": "ray",
+            "ray": {"address": "auto", "episodes_per_node": 8},
+            "collect_train": {"episodes": 2},
+            "collect_eval": {"executor": "thread", "ray": {"episodes_per_node": 2}},
+        }
+    )
+    assert exp.collect_train == {
+        "episodes": 2,
+        "executor": "ray",
+        "ray": {"address": "auto", "episodes_per_node": 8},
+    }
+    assert exp.collect_eval["executor"] == "thread"  # the section's own value wins
+    assert exp.collect_eval["ray"] == {"address": "auto", "episodes_per_node": 2}
+    cfgs = [
+        CollectConfig.model_validate({**section, "rooms": [], "root": exp.base, "sub": exp.sub})
+        for section in (exp.collect_train, {"episodes": 2})
+    ]
+    assert cfgs[0].ray.episodes_per_node == 8
+    assert cfgs[0].fingerprint() == cfgs[1].fingerprint()  # same episodes with or without Ray
