@@ -58,7 +58,9 @@ def _serve(latency: float, urls: Any, stop: Any) -> None:
         stop.wait()
 
 
-def _config(room: Path, url: str, episodes: int, concurrency: int, executor: str, sandbox: str) -> CollectConfig:
+def _config(
+    room: Path, url: str, episodes: int, concurrency: int, executor: str, sandbox: str
+) -> CollectConfig:
     return CollectConfig(
         rooms=[str(room)],
         root=f"openai:root@{url}",
@@ -93,9 +95,14 @@ def _measure(cfg: CollectConfig, out: Path, url: str, slots_total: int) -> dict[
     }
     if (out / PLACEMENT_FILE).exists():
         by_id = {s.episode_id: s.wall_time_s for s in summaries}
-        trips = [p.round_trip_s - by_id[p.episode_id] for p in parse_records(out / PLACEMENT_FILE, Placement)]
+        trips = [
+            p.round_trip_s - by_id[p.episode_id]
+            for p in parse_records(out / PLACEMENT_FILE, Placement)
+        ]
         row["dispatch_to_commit_minus_wall_s"] = statistics.median(trips)
-        row["nodes_used"] = float(len({p.node_id for p in parse_records(out / PLACEMENT_FILE, Placement)}))
+        row["nodes_used"] = float(
+            len({p.node_id for p in parse_records(out / PLACEMENT_FILE, Placement)})
+        )
     return row
 
 
@@ -163,7 +170,9 @@ def main(argv: list[str] | None = None) -> None:
                 cfg = _config(room, url, n_ep, slots, "ray", args.sandbox)
                 cfg = cfg.model_copy(update={"seed": want})  # a new run per size
                 row = _measure(cfg, Path(tmp) / f"ray-{want}", url, slots)
-                print(_fmt(f"ray {want} node(s) x{args.slots}", row, per_min_ideal(slots)), flush=True)
+                print(
+                    _fmt(f"ray {want} node(s) x{args.slots}", row, per_min_ideal(slots)), flush=True
+                )
         finally:
             ray.shutdown()
             cluster.shutdown()

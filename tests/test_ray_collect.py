@@ -178,6 +178,10 @@ def _trajectory(run: Path, eid: str) -> list[Any]:
     return list(parse_records(run / "trajectories" / f"{eid}.jsonl", TypeAdapter(TrajectoryRecord)))
 
 
+def _turns(records: list[Any]) -> list[tuple[str, str]]:
+    return [(r.completion, r.prompt_sha256) for r in records if isinstance(r, TurnRecord)]
+
+
 def _handler() -> ScriptedHandler:
     return ScriptedHandler([EXPLORE, DELEGATE], lambda p: "clause of " + p[:40])
 
@@ -189,7 +193,7 @@ def test_episodes_spread_over_nodes_and_match_the_thread_executor(
     with FakeOpenAIServer(_handler(), latency_s=0.3) as server:
         cfg = _config(cuad_room3, server.base_url, episodes=6)
         res = _run(cfg, tmp_path / "ray", server.base_url)
-        local = _run(cfg, tmp_path / "local", server.base_url, executor="thread")
+        _run(cfg, tmp_path / "local", server.base_url, executor="thread")
         again = _run(cfg, tmp_path / "ray", server.base_url, executor="thread")
     assert len(res.summaries) == 6 and res.skipped == 0 and not res.unfinished
     ray_eps = {s.episode_id: s for s in _summaries(tmp_path / "ray")}
@@ -207,11 +211,18 @@ def test_episodes_spread_over_nodes_and_match_the_thread_executor(
     for eid, s in ray_eps.items():
         t = local_eps[eid]
         assert s.status == t.status == "completed"
-        assert (s.n_turns, s.n_sub_calls, s.memo, s.seed) == (t.n_turns, t.n_sub_calls, t.memo, t.seed)
+        assert (s.n_turns, s.n_sub_calls, s.memo, s.seed) == (
+            t.n_turns,
+            t.n_sub_calls,
+            t.memo,
+            t.seed,
+        )
         assert s.coverage == t.coverage and s.cited_documents == t.cited_documents
-        ray_traj, local_traj = _trajectory(tmp_path / "ray", eid), _trajectory(tmp_path / "local", eid)
-        turns = lambda recs: [(r.completion, r.prompt_sha256) for r in recs if isinstance(r, TurnRecord)]  # noqa: E731
-        assert turns(ray_traj) == turns(local_traj) and len(turns(ray_traj)) == 2
+        ray_traj, local_traj = (
+            _trajectory(tmp_path / "ray", eid),
+            _trajectory(tmp_path / "local", eid),
+        )
+        assert _turns(ray_traj) == _turns(local_traj) and len(_turns(ray_traj)) == 2
         assert isinstance(ray_traj[-1], EpisodeEnd)
     # the thread executor finds the Ray run complete
     assert again.skipped == 6 and again.summaries == []
@@ -250,7 +261,9 @@ def test_spend_cap_stops_the_whole_cluster(nodes: Nodes, cuad_room3: Path, tmp_p
         {"pattern": "openai:*", "input": 0, "output": 1_000_000}]}))  # fmt: skip
     cap = 200.0
     out = tmp_path / "run"
-    with FakeOpenAIServer(ScriptedHandler([EXPLORE, DELEGATE], lambda p: "ok"), latency_s=0.1) as server:
+    with FakeOpenAIServer(
+        ScriptedHandler([EXPLORE, DELEGATE], lambda p: "ok"), latency_s=0.1
+    ) as server:
         cfg = _config(cuad_room3, server.base_url, episodes=16, max_usd=cap, prices=str(prices))
         res = _run(cfg, out, server.base_url)
         n_requests = len(server.requests)

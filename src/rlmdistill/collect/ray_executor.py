@@ -86,7 +86,10 @@ __all__ = [
     "RoomMismatch",
     "ShippedRoom",
     "collect_on_ray",
+    "connect",
+    "eligible_nodes",
     "import_ray",
+    "lost_errors",
 ]
 
 RAY_EXTRA = "pip install 'rlmdistill[ray]'"
@@ -201,6 +204,12 @@ class LimiterActor:
             prices=PriceTable.model_validate_json(prices_json),
         )
 
+    def settings(self) -> tuple[float | None, float | None, str]:
+        """``(max_usd, requests_per_minute, price table JSON)``: what nodes need locally."""
+        lim = self.limits
+        assert lim.prices is not None
+        return lim.max_usd, lim.requests_per_minute, lim.prices.model_dump_json()
+
     def before_request(self) -> str | None:
         """``None`` when a request may start now (after its rate slot), else the cap message."""
         try:
@@ -229,10 +238,11 @@ class ClusterLimits(RunLimits):
     spend and the rate live in the actor. Prices are known locally (for the unpriced-model
     check). One actor round trip per ``before_request`` / ``after_response`` (~1 ms)."""
 
-    def __init__(self, actor: Any, base: RunLimits) -> None:
-        super().__init__(
-            max_usd=base.max_usd, requests_per_minute=base.requests_per_minute, prices=base.prices
-        )
+    def __init__(self, actor: Any) -> None:
+        ray = import_ray()
+        max_usd, rpm, prices_json = ray.get(actor.settings.remote())
+        prices = PriceTable.model_validate_json(prices_json)
+        super().__init__(max_usd=max_usd, requests_per_minute=rpm, prices=prices)
         self._actor = actor
 
     def before_request(self) -> None:
@@ -284,7 +294,6 @@ class NodeWorker:
 
         Returns ``{"node_id", "hostname", "pid"}`` and, when this node cannot run episodes,
         ``"error"`` (the sandbox cannot start, a model cannot be opened, ...)."""
-        from rlmdistill.collect.main import run_limits
         from rlmdistill.collect.runner import check_sandbox, sub_call_pools
         from rlmdistill.models.limits import LimitedClient
         from rlmdistill.models.reasoning import token_id_options
@@ -302,7 +311,7 @@ class NodeWorker:
             root = get_client(cfg.root, **token_id_options(cfg.root, cfg.token_ids != "off"))
             sub = get_client(cfg.sub, **token_id_options(cfg.sub, cfg.token_ids == "all"))
             if self.limiter is not None:
-                limits = ClusterLimits(self.limiter, run_limits(cfg))
+                limits = ClusterLimits(self.limiter)  # prices come from the driver
                 limited_root = LimitedClient(root, limits)
                 sub = limited_root if sub is root else LimitedClient(sub, limits)
                 root = limited_root
@@ -457,8 +466,9 @@ def eligible_nodes(nodes: Sequence[dict[str, Any]], opts: RayOptions) -> list[tu
     return out
 
 
-def _connect(ray: Any, opts: RayOptions) -> bool:
-    """Join the configured cluster unless Ray is initialised already; True when this call did."""
+def connect(ray: Any, opts: RayOptions) -> bool:
+    """Join ``opts.address`` (or ``$RAY_ADDRESS``; else start a Ray here, no dashboard) unless
+    Ray is initialised already. True when this call initialised it (the caller shuts it down)."""
     if ray.is_initialized():
         return False
     address = opts.address or os.environ.get("RAY_ADDRESS")
@@ -469,8 +479,10 @@ def _connect(ray: Any, opts: RayOptions) -> bool:
     return True
 
 
-def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    """Ray's errors that mean the episode's worker or node is gone (not a bug in it)."""
+def lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's exception types that mean a call's worker or node is gone (not a bug in the call):
+    ``RayActorError`` (``ActorDiedError``), ``WorkerCrashedError``, ``NodeDiedError``,
+    ``ObjectLostError``, ``LocalRayletDiedError``, those this Ray version has."""
     names = ("RayActorError", "WorkerCrashedError", "NodeDiedError", "ObjectLostError",
              "LocalRayletDiedError")  # fmt: skip
     found = (getattr(ray.exceptions, n, None) for n in names)
@@ -518,7 +530,7 @@ class _RayRun:
         self.run_id = run_id
         self.attempts_before = attempts_before
         self.say = say
-        self.lost_errors = _lost_errors(ray)
+        self.lost_errors = lost_errors(ray)
         self.actors: list[Any] = []
         self.limiter: Any = None
         self.nodes: dict[str, _Node] = {}
@@ -780,7 +792,7 @@ def collect_on_ray(
     from rlmdistill.collect.runner import CollectResult
 
     ray = import_ray()
-    started_ray = _connect(ray, config.ray)
+    started_ray = connect(ray, config.ray)
     driver = _RayRun(ray, config, run_dir, run_id, attempts_before, progress, say, len(plan))
     try:
         driver.start_limiter()

@@ -24,8 +24,10 @@ from typing import Annotated, NamedTuple
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from rlmdistill.collect.config import RayOptions
 from rlmdistill.judge.agreement import AgreementTable, agreement_table
 from rlmdistill.judge.cache import VerdictCache
 from rlmdistill.judge.llm import (
@@ -37,6 +39,7 @@ from rlmdistill.judge.llm import (
 )
 from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.judge.run import JudgeResult, judge_run, load_verdicts, verdicts_path
+from rlmdistill.models.base import ModelClient
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import get_client, parse_spec
 
@@ -92,6 +95,8 @@ def judge_main(
     prices: PriceTable | None = None,
     timeout_s: float = 300.0,
     max_retries: int = 4,
+    executor: str = "thread",
+    ray_options: RayOptions | None = None,
 ) -> JudgeReport:
     """Grade every episode of ``run_dir`` with the reference grader or an LLM judge.
 
@@ -112,6 +117,10 @@ def judge_main(
             (LLM only; ``ValueError`` with the reference grader).
         prices: price table for judge cost (default :data:`DEFAULT_PRICES`).
         timeout_s / max_retries: per HTTP attempt timeout and retries (openai specs only).
+        executor: ``"thread"`` (requests from this process) or ``"ray"``: an LLM judge's
+            requests run on the nodes of a Ray cluster (:mod:`rlmdistill.judge.spread`;
+            ``ray_options`` as for ``collect``); verdicts, cache and usage log are written here
+            either way.
 
     Raises:
         ValueError: bad spec or settings; room changed since collection; an LLM judge's
@@ -146,7 +155,16 @@ def judge_main(
 
         preflight({"judge": spec})  # fail fast, before any verdict or cache file is written
         opts = {"timeout_s": timeout_s, "max_retries": max_retries}
-    client = get_client(spec, **opts)
+    if executor == "ray":  # the requests spread over the cluster's nodes
+        from rlmdistill.judge.spread import SpreadChatClient
+
+        client: ModelClient = SpreadChatClient(
+            str(spec), spec.model_id, opts, ray_options or RayOptions()
+        )
+    elif executor == "thread":
+        client = get_client(spec, **opts)
+    else:
+        raise ValueError(f"executor must be thread or ray, got {executor!r}")
     grader = LLMGrader(
         client,
         judge_model=judge_model_key(spec),
@@ -156,9 +174,13 @@ def judge_main(
         usage_path=usage_file,
         prices=prices if prices is not None else DEFAULT_PRICES,
     )
-    result = judge_run(
-        run_dir, grader, concurrency=concurrency, regrade_ungradable=regrade_ungradable
-    )
+    try:
+        result = judge_run(
+            run_dir, grader, concurrency=concurrency, regrade_ungradable=regrade_ungradable
+        )
+    finally:
+        if executor == "ray":
+            client.close()
     return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file)
 
 
@@ -304,6 +326,15 @@ def register(app: typer.Typer) -> None:
         timeout_s: Annotated[
             float, typer.Option(min=1.0, help="Timeout of each HTTP attempt, seconds.")
         ] = 300.0,
+        executor: Annotated[
+            str,
+            typer.Option(
+                help="thread, or ray: an LLM judge's requests run on a Ray cluster's nodes."
+            ),
+        ] = "thread",
+        ray_address: Annotated[
+            str | None, typer.Option(help="Ray cluster for --executor ray (auto, HOST:6379).")
+        ] = None,
     ) -> None:
         """Grade every episode's memo against its room's rubric criteria."""
         try:
@@ -319,9 +350,11 @@ def register(app: typer.Typer) -> None:
                 regrade_ungradable=regrade_ungradable,
                 prices=load_prices(prices) if prices is not None else None,
                 timeout_s=timeout_s,
+                executor=executor,
+                ray_options=RayOptions(address=ray_address),
             )
         except (ValueError, FileNotFoundError) as exc:  # one clear line, exit 2 (like main())
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from exc
         res = report.result
         counts = ", ".join(f"{k} {res.counts.get(k, 0)}" for k in ("PASS", "FAIL", "UNGRADABLE"))
