@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -35,7 +37,7 @@ from rlmdistill.collect.ray_executor import PLACEMENT_FILE, Placement
 from rlmdistill.collect.runner import CollectResult, collect
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms import DataRoom
-from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
+from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler, last_user_message
 from rlmdistill.traces.schema import EpisodeEnd, EpisodeSummary, TrajectoryRecord, TurnRecord
 from rlmdistill.traces.store import parse_records, read_jsonl
 
@@ -281,6 +283,55 @@ def test_spend_cap_stops_the_whole_cluster(nodes: Nodes, cuad_room3: Path, tmp_p
     completed = [s for s in summaries if s.status == "completed"]
     assert n_requests < 16 * 5  # refused requests never reached the server
     assert res.unfinished == [] and len(completed) + len(capped) <= 16
+
+
+def _judge_reply(request: dict[str, Any]) -> str:
+    """PASS for criteria whose id sorts first of its pair, FAIL otherwise (deterministic)."""
+    match = re.search(r'for these \d+ ids: ((?:"[^"]*"(?:, )?)+)', last_user_message(request))
+    assert match
+    ids = json.loads("[" + match.group(1) + "]")
+    verdicts = [{"id": c, "verdict": "PASS" if i % 2 == 0 else "FAIL", "reason": f"r {c}"}
+                for i, c in enumerate(ids)]  # fmt: skip
+    return json.dumps({"verdicts": verdicts})
+
+
+def test_llm_judge_requests_spread_over_nodes_give_the_same_verdicts(
+    nodes: Nodes, cuad_room3: Path, tmp_path: Path
+) -> None:
+    from rlmdistill.judge.cli import judge_main
+    from rlmdistill.judge.run import load_verdicts
+
+    with FakeOpenAIServer(_handler(), latency_s=0.0) as server:
+        cfg = _config(cuad_room3, server.base_url, episodes=3)
+        _run(cfg, tmp_path / "a", server.base_url, executor="thread")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    judge = FakeOpenAIServer(_judge_reply, latency_s=0.2, models=["judge"])
+    with judge:
+        spec = f"openai:judge@{judge.base_url}"
+        spread = judge_main(tmp_path / "a", spec, criteria_per_request=2, concurrency=1,
+                            executor="ray", ray_options=RayOptions(slots_resource="slots"))  # fmt: skip
+        n_spread = len(judge.requests)
+        local = judge_main(tmp_path / "b", spec, criteria_per_request=2, concurrency=1)
+        n_local = len(judge.requests) - n_spread
+    got = [
+        (v.episode_id, v.criterion_id, v.verdict, v.reason)
+        for v in load_verdicts(tmp_path / "a", spread.grader_id)
+    ]
+    want = [
+        (v.episode_id, v.criterion_id, v.verdict, v.reason)
+        for v in load_verdicts(tmp_path / "b", local.grader_id)
+    ]
+    assert sorted(got) == sorted(want) and len(got) > 0
+    assert {v for *_, v, _ in got} >= {"PASS"}
+    assert n_spread == n_local > 0  # each criterion batch asked once either way
+    assert spread.stats is not None and spread.stats.requests == n_spread
+    assert spread.requests_per_node is not None and len(spread.requests_per_node) == 2
+    assert sum(spread.requests_per_node.values()) == n_spread
+    # the usage log is the driver's, in the run folder, one line per request
+    usage = (
+        (tmp_path / "a" / "verdicts" / f"{spread.grader_id}.usage.jsonl").read_text().splitlines()
+    )
+    assert len(usage) == n_spread
 
 
 def test_node_removed_mid_run_loses_nothing_and_duplicates_nothing(

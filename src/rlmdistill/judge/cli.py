@@ -71,6 +71,8 @@ class JudgeReport(NamedTuple):
     """LLM judge counters (requests, tokens, cost, cache hits); ``None`` for the reference."""
     cache_path: Path | None
     usage_path: Path | None
+    requests_per_node: dict[str, int] | None = None
+    """``--executor ray``: judge requests sent to each Ray node (by node label)."""
 
 
 def load_prices(path: Path) -> PriceTable:
@@ -181,7 +183,8 @@ def judge_main(
     finally:
         if executor == "ray":
             client.close()
-    return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file)
+    per_node = getattr(client, "requests_per_node", None)
+    return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file, per_node)
 
 
 def list_graders(run_dir: Path) -> list[str]:
@@ -372,6 +375,13 @@ def register(app: typer.Typer) -> None:
                 f"criteria from cache: {s.cache_hits}, judged: {s.judged}, no memo: {s.no_memo}; "
                 f"judge tokens: prompt {s.usage.prompt_tokens}, "
                 f"completion {s.usage.completion_tokens}; cost {cost} -> {report.usage_path}"
+            )
+        if report.requests_per_node:
+            err.print(
+                "judge requests per node: "
+                + "; ".join(f"{k}: {n}" for k, n in report.requests_per_node.items()),
+                highlight=False,
+                markup=False,
             )
         others = [g for g in list_graders(run_dir) if g != report.grader_id]
         if others:

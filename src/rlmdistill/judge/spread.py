@@ -78,7 +78,9 @@ class SpreadChatClient:
         self._opts = ray_options
         self._lost = lost_errors(ray)
         self._lock = threading.Lock()
-        self._workers: list[list[Any]] = []  # [actor, cap, in flight, label]
+        self._workers: list[list[Any]] = []  # [actor, cap (0 = lost), in flight, label]
+        self.requests_per_node: dict[str, int] = {}
+        """Requests sent to each node (by node label), for progress and tests."""
         worker_cls = ray.remote(ChatWorker)
         for node_id, label, cap in eligible_nodes(ray.nodes(), ray_options):
             actor = worker_cls.options(
@@ -103,6 +105,7 @@ class SpreadChatClient:
                 )  # fmt: skip
             worker = min(live, key=lambda w: w[2] / w[1])
             worker[2] += 1
+            self.requests_per_node[worker[3]] = self.requests_per_node.get(worker[3], 0) + 1
             return worker
 
     def chat(
