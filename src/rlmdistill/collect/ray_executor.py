@@ -413,6 +413,10 @@ class Placement(BaseModel):
 
 _BUILTIN_RESOURCES = {"CPU", "GPU", "memory", "object_store_memory"}
 
+START_TIMEOUT_S = 900.0
+"""How long a node's worker may take to start (sandbox check, opening the clients: a
+``local:`` model loads here) before the node counts as lost."""
+
 
 @dataclasses.dataclass
 class _Node:
@@ -482,9 +486,11 @@ def connect(ray: Any, opts: RayOptions) -> bool:
 def lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
     """Ray's exception types that mean a call's worker or node is gone (not a bug in the call):
     ``RayActorError`` (``ActorDiedError``), ``WorkerCrashedError``, ``NodeDiedError``,
-    ``ObjectLostError``, ``LocalRayletDiedError``, those this Ray version has."""
+    ``ObjectLostError``, ``LocalRayletDiedError``, ``ActorUnschedulableError`` (its node went
+    away before the actor started) and ``GetTimeoutError`` (a worker that never started),
+    those this Ray version has."""
     names = ("RayActorError", "WorkerCrashedError", "NodeDiedError", "ObjectLostError",
-             "LocalRayletDiedError")  # fmt: skip
+             "LocalRayletDiedError", "ActorUnschedulableError", "GetTimeoutError")  # fmt: skip
     found = (getattr(ray.exceptions, n, None) for n in names)
     return tuple(t for t in found if isinstance(t, type) and issubclass(t, BaseException))
 
@@ -561,7 +567,7 @@ class _RayRun:
             self.ray.remote(LimiterActor)
             .options(
                 num_cpus=0,
-                max_concurrency=1024,
+                max_concurrency=256,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
             )
             .remote(cfg.max_usd, cfg.requests_per_minute, prices.model_dump_json())
@@ -591,7 +597,7 @@ class _RayRun:
             fresh.append(node)
         for node in fresh:
             try:
-                facts = self.ray.get(node.actor.start.remote())
+                facts = self.ray.get(node.actor.start.remote(), timeout=START_TIMEOUT_S)
             except self.lost_errors as exc:
                 node.lost = True
                 self.say(f"ray: node {node.label} lost while starting ({_first_line(exc)})")
@@ -720,7 +726,9 @@ class _RayRun:
             if not self.in_flight:
                 last_poll = self.wait_for_nodes(last_poll)
                 continue
-            ready, _ = self.ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
+            ready, rest = self.ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
+            if ready and rest:  # others that are done too, without waiting for them
+                ready += self.ray.wait(rest, num_returns=len(rest), timeout=0)[0]
             if time.monotonic() - last_poll > 10.0:  # nodes that joined get a worker
                 self.add_nodes()
                 last_poll = time.monotonic()
