@@ -132,7 +132,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
     with _env(**RAY_ENV):
         out = Nodes(cluster, caches, base)
         out.add("b", 2)
-        ray.init(address=cluster.address, include_dashboard=None)
+        ray.init(address=cluster.address)
         for node in ray.nodes():
             assert node["NodeManagerAddress"] == "127.0.0.1", node  # loopback only
         try:
