@@ -43,6 +43,9 @@ from rlmdistill.traces.store import parse_records, read_jsonl
 
 pytestmark = pytest.mark.slow
 
+# read by Ray when it is imported: with it, every Ray address of this process and of the nodes
+# it starts is loopback (without it Ray binds the machine's external interface)
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 try:
     import ray
     from ray.cluster_utils import Cluster
@@ -374,9 +377,11 @@ def test_node_removed_mid_run_loses_nothing_and_duplicates_nothing(
     rescheduled = {p.episode_id for p in placements if p.rescheduled > 0}
     assert len(rescheduled) == 2  # the two c was running
     err = capsys.readouterr().err
-    lost_lines = [line for line in err.splitlines() if "lost" in line and c_id[:8] in line]
+    lost_lines = [line for line in err.splitlines() if f"/{c_id[:8]} [c, slots] lost (" in line]
     assert len(lost_lines) == 1, err
     assert "rescheduled 2 episode(s)" in lost_lines[0]
     assert all(eid in lost_lines[0] for eid in rescheduled)
+    totals = [line for line in err.splitlines() if line.startswith("ray: episodes per node:")]
+    assert len(totals) == 1 and "[c, slots]: 0 done (2 failed, lost)" in totals[0]
     for eid in ids:  # every trajectory whole, ending with its EpisodeEnd
         assert isinstance(_trajectory(out, eid)[-1], EpisodeEnd)
