@@ -574,9 +574,10 @@ class _RayRun:
         )
         self.actors.append(self.limiter)
 
-    def add_nodes(self) -> None:
+    def add_nodes(self, initial: bool = False) -> None:
         """Start a worker on every eligible node that has none yet (at start, and when nodes
-        join). Raises ``ValueError`` naming a node that cannot run episodes."""
+        join). A node that cannot run episodes raises ``ValueError`` naming it at the start
+        (``initial``: before any episode); one that joins later is left out with a message."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         worker_cls = self.ray.remote(NodeWorker)
@@ -603,7 +604,11 @@ class _RayRun:
                 self.say(f"ray: node {node.label} lost while starting ({_first_line(exc)})")
                 continue
             if "error" in facts:
-                raise ValueError(f"ray: node {node.label} cannot run episodes: {facts['error']}")
+                message = f"ray: node {node.label} cannot run episodes: {facts['error']}"
+                if initial:
+                    raise ValueError(message)
+                node.lost = True
+                self.say(message + " (left out of this run)")
 
     def live(self) -> list[_Node]:
         return [n for n in self.nodes.values() if not n.lost]
@@ -815,7 +820,7 @@ def collect_on_ray(
                 tickets[key] = _RoomTicket(handle.info, ref)
             seed = episode_seed(config, key, handle.task_id, k)
             driver.pending.append((_Job(tickets[key], k, eid, seed, handle.task_id), 0))
-        driver.add_nodes()
+        driver.add_nodes(initial=True)
         if not driver.live():
             where = config.ray.address or os.environ.get("RAY_ADDRESS") or "local"
             need = f"resources {config.ray.node_resources}" if config.ray.node_resources else ""
