@@ -23,6 +23,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -102,10 +104,11 @@ class Nodes:
                 return names.pop()
         raise KeyError(node_id)
 
-    def add(self, name: str, slots: int) -> Any:
+    def add(self, name: str, slots: int, **env: str) -> Any:
         cache = self.base / f"cache-{name}"
         self.caches[name] = cache
-        with _env(RLMDISTILL_ROOM_CACHE=str(cache), RLMDISTILL_HOME=str(self.base / "home")):
+        home = str(self.base / "home")
+        with _env(RLMDISTILL_ROOM_CACHE=str(cache), RLMDISTILL_HOME=home, **env):
             node = self.cluster.add_node(
                 num_cpus=1, resources={"slots": slots, name: 1}, object_store_memory=OBJECT_STORE
             )
@@ -286,6 +289,88 @@ def test_spend_cap_stops_the_whole_cluster(nodes: Nodes, cuad_room3: Path, tmp_p
     completed = [s for s in summaries if s.status == "completed"]
     assert n_requests < 16 * 5  # refused requests never reached the server
     assert res.unfinished == [] and len(completed) + len(capped) <= 16
+
+
+def test_server_failure_on_ray_records_attempts_stops_and_resumes(
+    nodes: Nodes, cuad_room3: Path, tmp_path: Path
+) -> None:
+    """The fail-fast guarantee of a local run, on the cluster: a root server that refuses
+    (HTTP 401) cuts the running episodes short (attempts.jsonl, written by the driver), no
+    further episode starts, and the same command finishes the run once the server is back."""
+    from rlmdistill.collect.attempts import UnfinishedEpisodes
+    from rlmdistill.collect.main import check_finished
+    from rlmdistill.testing.fake_openai import FakeReply
+    from rlmdistill.traces.schema import AttemptRecord
+
+    down = {"root": True}
+    scripted = _handler()
+
+    def handler(request: dict[str, Any]) -> Any:
+        if down["root"] and request.get("model") == "root":
+            return FakeReply.error(401, "invalid key")
+        return scripted(request)
+
+    handler.models = ["root", "sub"]  # type: ignore[attr-defined]
+    out = tmp_path / "run"
+    with FakeOpenAIServer(handler, latency_s=0.2) as server:
+        cfg = _config(cuad_room3, server.base_url, episodes=6)
+        first = _run(cfg, out, server.base_url)
+        with pytest.raises(UnfinishedEpisodes, match="3 not started"):
+            check_finished(first)
+        attempts = list(parse_records(out / "attempts.jsonl", AttemptRecord))
+        assert len(attempts) == 3 and len(first.unfinished) == 3 and first.not_started == 3
+        assert {a.cause for a in attempts} == {"auth"} and not any(a.final for a in attempts)
+        assert not (out / "episodes.jsonl").exists() or _summaries(out) == []
+        down["root"] = False
+        second = _run(cfg, out, server.base_url)
+    check_finished(second)
+    summaries = _summaries(out)
+    assert len(summaries) == 6 and len({s.episode_id for s in summaries}) == 6
+    assert all(s.status == "completed" for s in summaries)
+    assert {a.episode_id for a in attempts} <= {s.episode_id for s in summaries}
+    assert len(list(parse_records(out / "attempts.jsonl", AttemptRecord))) == 3
+
+
+def test_cli_collect_joins_the_cluster_by_address(
+    nodes: Nodes, cuad_room3: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    with FakeOpenAIServer(_handler(), latency_s=0.2) as server:
+        url = server.base_url
+        proc = subprocess.run(
+            [sys.executable, "-m", "rlmdistill.cli", "collect", "--room", str(cuad_room3),
+             "--root", f"openai:root@{url}", "--sub", f"openai:sub@{url}", "--episodes", "3",
+             "--out", str(out), "--no-progress", "--prefill", "", "--executor", "ray",
+             "--ray-address", nodes.cluster.address, "--ray-episodes-per-node", "1"],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert len({s.episode_id for s in _summaries(out)}) == 3
+    used = {nodes.node_of(p.node_id) for p in _placements(out)}
+    assert used == {"head", "b"}  # 1 episode per node at a time: both nodes took some
+    assert "ray: episodes per node:" in proc.stderr
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["config"]["executor"] == "ray"
+    assert manifest["config"]["ray"]["address"] == nodes.cluster.address
+
+
+def test_node_without_a_sandbox_stops_the_run_before_any_episode(
+    nodes: Nodes, cuad_room3: Path, tmp_path: Path
+) -> None:
+    node_d = nodes.add("d", 1, RLMDISTILL_BWRAP="/nonexistent/bwrap")
+    try:
+        d_id = node_d.node_id
+        with FakeOpenAIServer(_handler()) as server:
+            cfg = _config(cuad_room3, server.base_url, episodes=4)
+            with pytest.raises(ValueError) as info:
+                _run(cfg, tmp_path / "run", server.base_url)
+            assert server.requests == []  # no episode started anywhere
+        msg = str(info.value)
+        assert f"node 127.0.0.1/{d_id[:8]} [d, slots] cannot run episodes" in msg
+        assert "SandboxUnavailable" in msg and "/nonexistent/bwrap" in msg
+        assert not (tmp_path / "run" / "episodes.jsonl").exists()
+    finally:
+        nodes.cluster.remove_node(node_d)
 
 
 def _judge_reply(request: dict[str, Any]) -> str:
