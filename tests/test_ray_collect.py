@@ -291,6 +291,33 @@ def test_spend_cap_stops_the_whole_cluster(nodes: Nodes, cuad_room3: Path, tmp_p
     assert res.unfinished == [] and len(completed) + len(capped) <= 16
 
 
+def test_request_rate_holds_for_the_whole_cluster(
+    nodes: Nodes, cuad_room3: Path, tmp_path: Path
+) -> None:
+    """300 requests per minute for the run: requests start at least 0.2 s apart across both
+    nodes, so n requests span >= (n - 1) x 0.2 s (a limiter per node would allow about half).
+    Only a lower bound on time is asserted (a busy machine can only make it slower)."""
+    arrivals: list[float] = []
+    scripted = _handler()
+
+    def handler(request: dict[str, Any]) -> Any:
+        arrivals.append(time.monotonic())
+        return scripted(request)
+
+    handler.models = ["root", "sub"]  # type: ignore[attr-defined]
+    with FakeOpenAIServer(handler) as server:
+        cfg = _config(cuad_room3, server.base_url, episodes=4, requests_per_minute=300)
+        res = _run(cfg, tmp_path / "run", server.base_url)
+    assert len(res.summaries) == 4 and all(s.status == "completed" for s in res.summaries)
+    placed = {nodes.node_of(p.node_id) for p in _placements(tmp_path / "run")}
+    assert placed == {"head", "b"}
+    n = len(arrivals)
+    assert n == 4 * 5  # 2 root turns + 3 sub-calls per episode
+    # the first request may start at once; each later one waits for its 0.2 s slot (a little
+    # slack for the clock of the server's thread vs the limiter's)
+    assert max(arrivals) - min(arrivals) >= (n - 1) * 0.2 - 0.1, (n, max(arrivals) - min(arrivals))
+
+
 def test_server_failure_on_ray_records_attempts_stops_and_resumes(
     nodes: Nodes, cuad_room3: Path, tmp_path: Path
 ) -> None:
