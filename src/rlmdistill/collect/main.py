@@ -139,7 +139,7 @@ def run_collect(
 
     With ``config.executor == "ray"`` the episodes run on a Ray cluster
     (:mod:`rlmdistill.collect.ray_executor`); without Ray installed this raises
-    :class:`~rlmdistill.collect.ray_executor.RayUnavailable` (a ``ValueError`` naming the
+    :class:`~rlmdistill.collect.ray_cluster.RayUnavailable` (a ``ValueError`` naming the
     extra) before anything is written.
 
     Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``),
@@ -154,7 +154,7 @@ def run_collect(
     from rlmdistill.rooms import DataRoom
 
     if config.executor == "ray":  # a missing extra is named before anything is written
-        from rlmdistill.collect.ray_executor import import_ray
+        from rlmdistill.collect.ray_cluster import import_ray
 
         import_ray()
     rooms = [DataRoom.load(p, strict=strict) for p in config.rooms]  # before a model loads

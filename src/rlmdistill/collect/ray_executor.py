@@ -1,6 +1,8 @@
 """``executor: ray``: a run's episodes on the nodes of a Ray cluster, driver-side commit.
 
-Needs the optional extra (``pip install 'rlmdistill[ray]'``); asking for it without Ray raises
+This module is the driver; what runs on the nodes is :mod:`rlmdistill.collect.ray_node`, and
+cluster access (importing Ray, node selection) :mod:`rlmdistill.collect.ray_cluster`; their
+public names are re-exported here. Needs the optional extra (``pip install 'rlmdistill[ray]'``); asking for it without Ray raises
 :class:`RayUnavailable` naming the extra. Layout (the pattern of verl's agent-loop workers:
 one long-lived worker actor per node, pinned with ``NodeAffinitySchedulingStrategy``, the
 driver dispatching rollouts to them):
@@ -43,32 +45,39 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
 import os
-import queue
-import shutil
-import socket
 import sys
-import tempfile
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from tqdm import tqdm
 
-from rlmdistill.collect.config import CollectConfig, RayOptions, episode_seed
+from rlmdistill.collect.config import CollectConfig, episode_seed
 from rlmdistill.collect.executor import commit_episode
-from rlmdistill.models.base import InfrastructureError, ModelClient, Usage
-from rlmdistill.models.limits import PriceTable, RunLimits, SpendCapExceeded
+from rlmdistill.collect.ray_cluster import (
+    RAY_EXTRA,
+    RayUnavailable,
+    connect,
+    eligible_nodes,
+    import_ray,
+    lost_errors,
+)
+from rlmdistill.collect.ray_node import (
+    ClusterLimits,
+    EpisodeJob,
+    EpisodeResult,
+    LimiterActor,
+    NodeWorker,
+    RoomMismatch,
+    RoomTicket,
+    ShippedRoom,
+)
 from rlmdistill.rooms import DataRoom
-from rlmdistill.rooms.room import Document
-from rlmdistill.rooms.task import Task
-from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary, RoomInfo
+from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary
 from rlmdistill.traces.store import append_records
 
 if TYPE_CHECKING:
@@ -92,310 +101,10 @@ __all__ = [
     "lost_errors",
 ]
 
-RAY_EXTRA = "pip install 'rlmdistill[ray]'"
-"""How to install what ``executor: ray`` needs."""
-
 PLACEMENT_FILE = "placement.jsonl"
 """Per-run file of :class:`Placement` lines (which node ran each committed episode)."""
 
 
-class RayUnavailable(ValueError):
-    """``executor: ray`` was asked for, but Ray cannot be imported here."""
-
-
-class RoomMismatch(ValueError):
-    """A node's copy of a room does not hash to the run's ``room_hash``."""
-
-
-def import_ray() -> Any:
-    """The ``ray`` module. Raises :class:`RayUnavailable` naming the extra to install."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise RayUnavailable(
-            f"--executor ray needs Ray, which cannot be imported here ({exc}). Install the "
-            f"extra: {RAY_EXTRA} (or run with --executor thread, the default)"
-        ) from exc
-    return ray
-
-
-# ------------------------------------------------------------------------------ rooms
-@dataclasses.dataclass(frozen=True)
-class ShippedRoom:
-    """A room's texts, task and identity, as put once into Ray's object store.
-
-    ``documents``: ``(id, folder, text, encoding, replaced)`` in id order. Memory: the room's
-    text once (UTF-8 pickled) in the object store of each node that runs its episodes.
-    """
-
-    room_id: str
-    room_hash: str
-    path: str
-    task: Task | None
-    documents: list[tuple[str, str, str, str | None, int]]
-    skipped: list[tuple[str, str]]
-
-    @classmethod
-    def of(cls, room: DataRoom) -> ShippedRoom:
-        """Read every document's text of ``room`` (raises what ``Document.text`` raises)."""
-        docs = [(d.id, d.folder, d.text, d.encoding, d.replaced) for d in room.documents]
-        return cls(room.room_id, room.room_hash, str(room.path), room.task, docs, room.skipped)
-
-    def load(self) -> DataRoom:
-        """The :class:`DataRoom` again (texts in memory). Raises :class:`RoomMismatch` when the
-        texts do not hash to :attr:`room_hash` (a corrupted or wrong copy)."""
-        path = Path(self.path)
-        documents = []
-        for doc_id, folder, text, encoding, replaced in self.documents:
-            sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-            documents.append(
-                Document(doc_id, folder, path / doc_id, len(text), sha, text=text,
-                         encoding=encoding, replaced=replaced)
-            )  # fmt: skip
-        room = DataRoom(path, documents, self.task, list(self.skipped), path)
-        if room.room_hash != self.room_hash:
-            raise RoomMismatch(
-                f"room {self.room_id}: the copy shipped to node {socket.gethostname()} hashes to "
-                f"{room.room_hash}, not the run's {self.room_hash}"
-            )
-        return room
-
-
-@dataclasses.dataclass(frozen=True)
-class _RoomTicket:
-    """What travels with each episode job about its room (small; the texts are ``ref``)."""
-
-    info: RoomInfo
-    ref: list[Any] | None
-    """``[ObjectRef of ShippedRoom]`` (wrapped so Ray does not resolve it per call); ``None``
-    with ``rooms: shared_fs``."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Job:
-    room: _RoomTicket
-    sample_index: int
-    episode_id: str
-    seed: int
-    task_id: str
-
-
-@dataclasses.dataclass
-class _EpisodeResult:
-    episode_id: str
-    summary_json: str
-    failure: tuple[str, str, InfrastructureError] | None
-    trajectory: bytes
-    node_id: str
-
-
-# ------------------------------------------------------------------------------ limits
-class LimiterActor:
-    """The run's one :class:`~rlmdistill.models.limits.RunLimits`, held by a Ray actor that
-    every node's clients call (threaded: a caller waiting for its rate slot blocks only its
-    own thread of the actor)."""
-
-    def __init__(
-        self, max_usd: float | None, requests_per_minute: float | None, prices_json: str
-    ) -> None:
-        self.limits = RunLimits(
-            max_usd=max_usd,
-            requests_per_minute=requests_per_minute,
-            prices=PriceTable.model_validate_json(prices_json),
-        )
-
-    def settings(self) -> tuple[float | None, float | None, str]:
-        """``(max_usd, requests_per_minute, price table JSON)``: what nodes need locally."""
-        lim = self.limits
-        assert lim.prices is not None
-        return lim.max_usd, lim.requests_per_minute, lim.prices.model_dump_json()
-
-    def before_request(self) -> str | None:
-        """``None`` when a request may start now (after its rate slot), else the cap message."""
-        try:
-            self.limits.before_request()
-        except SpendCapExceeded as exc:
-            return str(exc)
-        return None
-
-    def after_response(self, model_id: str, usage: Usage) -> None:
-        """Charge one answered request."""
-        self.limits.after_response(model_id, usage)
-
-    def state(self) -> dict[str, float]:
-        """``{"spent_usd", "n_requests", "n_unpriced"}`` so far."""
-        lim = self.limits
-        return {
-            "spent_usd": lim.spent_usd,
-            "n_requests": lim.n_requests,
-            "n_unpriced": lim.n_unpriced,
-        }
-
-
-class ClusterLimits(RunLimits):
-    """A node's view of the cluster's :class:`LimiterActor`: the same interface as
-    ``RunLimits`` (so ``LimitedClient`` wraps clients as in a local run), but the cap, the
-    spend and the rate live in the actor. Prices are known locally (for the unpriced-model
-    check). One actor round trip per ``before_request`` / ``after_response`` (~1 ms)."""
-
-    def __init__(self, actor: Any) -> None:
-        ray = import_ray()
-        max_usd, rpm, prices_json = ray.get(actor.settings.remote())
-        prices = PriceTable.model_validate_json(prices_json)
-        super().__init__(max_usd=max_usd, requests_per_minute=rpm, prices=prices)
-        self._actor = actor
-
-    def before_request(self) -> None:
-        """Raises :class:`SpendCapExceeded` once the cluster has spent ``max_usd``."""
-        ray = import_ray()
-        message = ray.get(self._actor.before_request.remote())
-        if message is not None:
-            raise SpendCapExceeded(message, attempts=0)
-        with self._lock:
-            self.n_requests += 1
-
-    def after_response(self, model_id: str, usage: Usage) -> None:
-        """Charge the cluster's limiter for one answered request."""
-        ray = import_ray()
-        ray.get(self._actor.after_response.remote(model_id, usage))
-        cost = self.cost_usd(model_id, usage)
-        with self._lock:
-            if cost is None:
-                self.n_unpriced += 1
-            else:
-                self.spent_usd += cost
-
-
-# ------------------------------------------------------------------------------ node worker
-class NodeWorker:
-    """Runs episodes of one run on one node (a threaded Ray actor pinned to that node).
-
-    Args:
-        config_json: the run's :class:`CollectConfig` as JSON.
-        run_id: the run's id (``run.json``).
-        cap: episodes this node runs at once (the actor's concurrency is ``cap + 2``).
-        limiter: handle of the run's :class:`LimiterActor`, or ``None`` without limits.
-    """
-
-    def __init__(self, config_json: str, run_id: str, cap: int, limiter: Any) -> None:
-        self.config = CollectConfig.model_validate_json(config_json)
-        self.run_id = run_id
-        self.cap = cap
-        self.limiter = limiter
-        self._stack = ExitStack()
-        self._handles: dict[str, RoomHandle] = {}
-        self._room_lock = threading.Lock()
-        self._root: ModelClient | None = None
-        self._sub: ModelClient | None = None
-        self._pools: queue.SimpleQueue[Any] | None = None
-
-    def start(self) -> dict[str, Any]:
-        """Check the sandbox, open the clients and start the sub-call pools on this node.
-
-        Returns ``{"node_id", "hostname", "pid"}`` and, when this node cannot run episodes,
-        ``"error"`` (the sandbox cannot start, a model cannot be opened, ...)."""
-        from rlmdistill.collect.runner import check_sandbox, sub_call_pools
-        from rlmdistill.models.limits import LimitedClient
-        from rlmdistill.models.reasoning import token_id_options
-        from rlmdistill.models.spec import get_client
-
-        ray = import_ray()
-        facts: dict[str, Any] = {
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
-        }
-        cfg = self.config
-        try:
-            check_sandbox(cfg.sandbox, cfg.repl)
-            root = get_client(cfg.root, **token_id_options(cfg.root, cfg.token_ids != "off"))
-            sub = get_client(cfg.sub, **token_id_options(cfg.sub, cfg.token_ids == "all"))
-            if self.limiter is not None:
-                limits = ClusterLimits(self.limiter)  # prices come from the driver
-                limited_root = LimitedClient(root, limits)
-                sub = limited_root if sub is root else LimitedClient(sub, limits)
-                root = limited_root
-            self._root, self._sub = root, sub
-            self._pools = self._stack.enter_context(sub_call_pools(self.cap, cfg.sub_concurrency))
-        except (ValueError, OSError) as exc:  # SandboxUnavailable is a ValueError
-            facts["error"] = f"{type(exc).__name__}: {exc}"
-        return facts
-
-    def _room(self, ticket: _RoomTicket) -> RoomHandle:
-        """The node's handle of a room: shipped (or loaded) once, hash checked, snapshot in the
-        node's own room cache."""
-        from rlmdistill.collect.runner import room_handle
-
-        key = ticket.info.room_hash
-        with self._room_lock:
-            handle = self._handles.get(key)
-            if handle is None:
-                if ticket.ref is not None:
-                    ray = import_ray()
-                    room = ray.get(ticket.ref[0]).load()
-                else:
-                    room = DataRoom.load(ticket.info.path)
-                    if room.room_hash != key:
-                        raise RoomMismatch(
-                            f"room {ticket.info.path} on node {socket.gethostname()} hashes to "
-                            f"{room.room_hash}, not the run's {key} (rooms: shared_fs needs "
-                            "the same room at the same path on every node)"
-                        )
-                handle = dataclasses.replace(room_handle(room), info=ticket.info)
-                self._handles[key] = handle
-            return handle
-
-    def run_episode(self, job: _Job) -> _EpisodeResult:
-        """Run one episode here; its trajectory comes back as bytes (nothing of the run folder
-        is written on the node). Raises :class:`RoomMismatch` for a wrong room copy."""
-        from rlmdistill.collect.episode import Episode, EpisodeSpec
-
-        assert self._root is not None and self._sub is not None and self._pools is not None
-        handle = self._room(job.room)
-        cfg = self.config
-        work = Path(tempfile.mkdtemp(prefix=f"rlmdistill-{job.episode_id}-"))
-        trajectory = work / "trajectory.jsonl"
-        scratch = work / "episode"
-        scratch.mkdir()
-        pool = self._pools.get()
-        try:
-            ep = Episode(
-                cfg,
-                EpisodeSpec(
-                    run_id=self.run_id,
-                    episode_id=job.episode_id,
-                    sample_index=job.sample_index,
-                    seed=job.seed,
-                    trajectory_path=trajectory,
-                    scratch_dir=scratch,
-                ),
-                handle,
-                self._root,
-                self._sub,
-                cfg.root,
-                cfg.sub,
-                pool,
-            )
-            summary = ep.run()
-            data = trajectory.read_bytes() if trajectory.exists() else b""
-        finally:
-            self._pools.put(pool)
-            shutil.rmtree(work, ignore_errors=True)
-        ray = import_ray()
-        return _EpisodeResult(
-            job.episode_id,
-            summary.model_dump_json(),
-            ep.infrastructure_failure,
-            data,
-            ray.get_runtime_context().get_node_id(),
-        )
-
-    def close(self) -> None:
-        """Shut the sub-call pools down (clients stay cached in the worker process)."""
-        self._stack.close()
-
-
-# ------------------------------------------------------------------------------ driver
 class Placement(BaseModel):
     """One line of ``placement.jsonl``: where and when a committed episode ran (driver clock)."""
 
@@ -410,8 +119,6 @@ class Placement(BaseModel):
     round_trip_s: float
     """Dispatch to commit as seen by the driver (episode wall time + executor overhead)."""
 
-
-_BUILTIN_RESOURCES = {"CPU", "GPU", "memory", "object_store_memory"}
 
 START_TIMEOUT_S = 900.0
 """How long a node's worker may take to start (sandbox check, opening the clients: a
@@ -435,64 +142,11 @@ class _Node:
 
 @dataclasses.dataclass
 class _InFlight:
-    job: _Job
+    job: EpisodeJob
     rescheduled: int
     node: _Node
     t0: float
     dispatched_at: dt.datetime
-
-
-def _label(node: dict[str, Any]) -> str:
-    """``address/node-id-prefix [custom resources]`` of a ``ray.nodes()`` entry."""
-    custom = sorted(
-        k for k in node.get("Resources", {}) if k not in _BUILTIN_RESOURCES and ":" not in k
-    )
-    extra = f" [{', '.join(custom)}]" if custom else ""
-    return f"{node.get('NodeManagerAddress', '?')}/{node['NodeID'][:8]}{extra}"
-
-
-def eligible_nodes(nodes: Sequence[dict[str, Any]], opts: RayOptions) -> list[tuple[str, str, int]]:
-    """``(node_id, label, cap)`` of every live node of ``nodes`` (``ray.nodes()`` entries) that
-    may run episodes: it has every resource of ``opts.node_resources`` and a cap > 0
-    (``opts.episodes_per_node``, or its amount of ``opts.slots_resource``)."""
-    out = []
-    for node in nodes:
-        if not node.get("Alive"):
-            continue
-        res = node.get("Resources", {})
-        if any(res.get(k, 0.0) < v for k, v in opts.node_resources.items()):
-            continue
-        cap = opts.episodes_per_node
-        if opts.slots_resource:
-            cap = int(res.get(opts.slots_resource, 0))
-        if cap > 0:
-            out.append((node["NodeID"], _label(node), cap))
-    return out
-
-
-def connect(ray: Any, opts: RayOptions) -> bool:
-    """Join ``opts.address`` (or ``$RAY_ADDRESS``; else start a Ray here, no dashboard) unless
-    Ray is initialised already. True when this call initialised it (the caller shuts it down)."""
-    if ray.is_initialized():
-        return False
-    address = opts.address or os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address)
-    else:
-        ray.init(include_dashboard=False)
-    return True
-
-
-def lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    """Ray's exception types that mean a call's worker or node is gone (not a bug in the call):
-    ``RayActorError`` (``ActorDiedError``), ``WorkerCrashedError``, ``NodeDiedError``,
-    ``ObjectLostError``, ``LocalRayletDiedError``, ``ActorUnschedulableError`` (its node went
-    away before the actor started) and ``GetTimeoutError`` (a worker that never started),
-    those this Ray version has."""
-    names = ("RayActorError", "WorkerCrashedError", "NodeDiedError", "ObjectLostError",
-             "LocalRayletDiedError", "ActorUnschedulableError", "GetTimeoutError")  # fmt: skip
-    found = (getattr(ray.exceptions, n, None) for n in names)
-    return tuple(t for t in found if isinstance(t, type) and issubclass(t, BaseException))
 
 
 def _write_trajectory(path: Path, data: bytes) -> None:
@@ -540,7 +194,7 @@ class _RayRun:
         self.actors: list[Any] = []
         self.limiter: Any = None
         self.nodes: dict[str, _Node] = {}
-        self.pending: deque[tuple[_Job, int]] = deque()
+        self.pending: deque[tuple[EpisodeJob, int]] = deque()
         self.in_flight: dict[Any, _InFlight] = {}
         self.committed: set[str] = set()
         self.summaries: list[EpisodeSummary] = []
@@ -665,7 +319,7 @@ class _RayRun:
             )
         self.say(msg)
 
-    def commit(self, flight: _InFlight, res: _EpisodeResult) -> None:
+    def commit(self, flight: _InFlight, res: EpisodeResult) -> None:
         """Write the trajectory, then the commit record (once per episode id), then placement."""
         job, node = flight.job, flight.node
         node.running -= 1
@@ -810,16 +464,16 @@ def collect_on_ray(
     try:
         driver.start_limiter()
         by_hash = {r.room_hash: r for r in rooms}
-        tickets: dict[str, _RoomTicket] = {}
+        tickets: dict[str, RoomTicket] = {}
         for handle, k, eid in plan:
             key = handle.info.room_hash
             if key not in tickets:
                 ref = None
                 if config.ray.rooms == "object_store":
                     ref = [ray.put(ShippedRoom.of(by_hash[key]))]
-                tickets[key] = _RoomTicket(handle.info, ref)
+                tickets[key] = RoomTicket(handle.info, ref)
             seed = episode_seed(config, key, handle.task_id, k)
-            driver.pending.append((_Job(tickets[key], k, eid, seed, handle.task_id), 0))
+            driver.pending.append((EpisodeJob(tickets[key], k, eid, seed, handle.task_id), 0))
         driver.add_nodes(initial=True)
         if not driver.live():
             where = config.ray.address or os.environ.get("RAY_ADDRESS") or "local"
