@@ -449,6 +449,33 @@ def test_llm_judge_requests_spread_over_nodes_give_the_same_verdicts(
     assert len(usage) == n_spread
 
 
+def test_node_that_joins_mid_run_gets_episodes(
+    nodes: Nodes, cuad_room3: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rlmdistill.collect.ray_executor as ray_executor
+
+    monkeypatch.setattr(ray_executor, "NODE_POLL_S", 1.0)
+    out = tmp_path / "run"
+    result: dict[str, Any] = {}
+    with FakeOpenAIServer(_handler(), latency_s=1.5) as server:
+        cfg = _config(cuad_room3, server.base_url, episodes=12)
+        worker = threading.Thread(target=lambda: result.update(res=_run(cfg, out, server.base_url)))
+        worker.start()
+        deadline = time.monotonic() + 240
+        while len(server.requests) < 3 and time.monotonic() < deadline and worker.is_alive():
+            time.sleep(0.05)  # the run has started on head and b
+        node_e = nodes.add("e", 2)
+        try:
+            worker.join(timeout=600)
+            assert not worker.is_alive()
+        finally:
+            nodes.cluster.remove_node(node_e)
+    assert len(result["res"].summaries) == 12
+    placed = [p.node_id for p in _placements(out)]
+    assert len(set(placed)) == 3 and placed.count(node_e.node_id) >= 1  # e took episodes
+    assert len({s.episode_id for s in _summaries(out)}) == 12
+
+
 def test_node_removed_mid_run_loses_nothing_and_duplicates_nothing(
     nodes: Nodes, cuad_room3: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -120,6 +120,9 @@ class Placement(BaseModel):
     """Dispatch to commit as seen by the driver (episode wall time + executor overhead)."""
 
 
+NODE_POLL_S = 10.0
+"""Seconds between looks at the cluster for nodes that joined (each gets a worker)."""
+
 START_TIMEOUT_S = 900.0
 """How long a node's worker may take to start (sandbox check, opening the clients: a
 ``local:`` model loads here) before the node counts as lost."""
@@ -388,7 +391,7 @@ class _RayRun:
             ready, rest = self.ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
             if ready and rest:  # others that are done too, without waiting for them
                 ready += self.ray.wait(rest, num_returns=len(rest), timeout=0)[0]
-            if time.monotonic() - last_poll > 10.0:  # nodes that joined get a worker
+            if time.monotonic() - last_poll > NODE_POLL_S:  # nodes that joined get a worker
                 self.add_nodes()
                 last_poll = time.monotonic()
             for ref in ready:
