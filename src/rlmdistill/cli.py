@@ -200,6 +200,20 @@ def collect_cmd(
             "only) or none. See README, Sandbox."
         ),
     ] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="Where episodes run: thread (this machine, default) or ray (the nodes of a "
+            "Ray cluster; pip install 'rlmdistill[ray]'). See README, Scale-out."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster for --executor ray: auto, HOST:6379 or ray://HOST:10001."),
+    ] = None,
+    ray_episodes_per_node: Annotated[
+        int | None, typer.Option(help="Episodes one Ray node runs at once (--executor ray).")
+    ] = None,
 ) -> None:
     """Run RLM episodes over data rooms into runs/NAME (resumable: re-run to finish).
 
@@ -221,10 +235,15 @@ def collect_cmd(
         "few_shot": few_shot,
         "prefill": prefill.encode().decode("unicode_escape") if prefill else prefill,
         "sandbox": sandbox,
+        "executor": executor,
     }
     cfg = build_config(config, overrides)
     if max_turns is not None:
         cfg.limits.max_turns = max_turns
+    ray_flags = {"address": ray_address, "episodes_per_node": ray_episodes_per_node}
+    if any(v is not None for v in ray_flags.values()):
+        ray_opts = {k: v for k, v in ray_flags.items() if v is not None}
+        cfg.ray = type(cfg.ray).model_validate({**cfg.ray.model_dump(), **ray_opts})
     run_collect(cfg, out, progress, strict)
 
 
@@ -354,6 +373,7 @@ def main() -> None:
     (run the same command again); anything else is a bug and keeps its traceback.
     """
     from pydantic import ValidationError
+    from rich.markup import escape  # messages may hold brackets: "rlmdistill[ray]", lists
 
     from rlmdistill.collect.attempts import EXIT_INFRASTRUCTURE, UnfinishedEpisodes
     from rlmdistill.collect.runner import RunConfigMismatch
@@ -364,16 +384,16 @@ def main() -> None:
     try:
         app(standalone_mode=True)
     except UnfinishedEpisodes as exc:  # a server failed mid-run: re-run the same command
-        err.print(f"[red]unfinished:[/red] {exc}")
+        err.print(f"[red]unfinished:[/red] {escape(str(exc))}")
         raise SystemExit(EXIT_INFRASTRUCTURE) from None
     except (RoomError, TaskError, RunConfigMismatch, TraceFileError, FileNotFoundError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise SystemExit(2) from None
     except ValidationError as exc:
-        err.print(f"[red]invalid configuration:[/red] {exc}")
+        err.print(f"[red]invalid configuration:[/red] {escape(str(exc))}")
         raise SystemExit(2) from None
     except ValueError as exc:  # bad model spec, room without task, ...
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise SystemExit(2) from None
 
 

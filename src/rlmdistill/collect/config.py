@@ -49,10 +49,52 @@ OPERATIONAL_FIELDS = frozenset(
         "max_attempts",
         "token_ids",
         "sandbox",
+        "executor",
+        "ray",
     }
 )
 """Fields that change how a run goes, not what its episodes are: left out of the episode id,
 so a run resumes when they change (tests/test_crash_resume.py)."""
+
+
+class RayOptions(BaseModel):
+    """Where and how episodes run with ``executor: ray`` (:mod:`rlmdistill.collect.ray_executor`).
+
+    Operational: none of these fields enters episode ids.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = Field(
+        None,
+        description="Ray cluster to join: 'auto', 'HOST:6379' or 'ray://HOST:10001'; None: "
+        "$RAY_ADDRESS if set, else a Ray started on this machine for the run.",
+    )
+    episodes_per_node: int = Field(
+        4, ge=1, description="Episodes one node runs at once (its cap), unless slots_resource."
+    )
+    slots_resource: str | None = Field(
+        None,
+        description="Custom Ray resource whose amount on a node is that node's cap, e.g. "
+        "'rlm_episodes' with `ray start --resources '{\"rlm_episodes\": 16}'`; nodes "
+        "without it run no episodes.",
+    )
+    node_resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Custom resources a node must have to run episodes (e.g. {'collector': 1}).",
+    )
+    rooms: Literal["object_store", "shared_fs"] = Field(
+        "object_store",
+        description="How a node gets a room: 'object_store' ships its texts once per node "
+        "through Ray's object store; 'shared_fs' loads the room folder at its recorded path "
+        "(a filesystem all nodes mount). Either way the node checks the room hash.",
+    )
+    max_reschedules: int = Field(
+        3,
+        ge=0,
+        description="Times one episode is rerun on another node after the node running it "
+        "died; beyond that it is left unfinished for the next run.",
+    )
 
 
 class CollectConfig(BaseModel):
@@ -68,7 +110,12 @@ class CollectConfig(BaseModel):
     root: str = Field(description="Root model spec: local:NAME[+adapter=DIR] or openai:MODEL@URL.")
     sub: str = Field(description="Sub-call model spec (same syntax as root).")
     episodes: int = Field(4, ge=1, description="Episodes (samples) per room.")
-    concurrency: int = Field(4, ge=1, description="Episodes run at once.")
+    concurrency: int = Field(
+        4,
+        ge=1,
+        description="Episodes run at once (executor ray: across the cluster, within each "
+        "node's cap).",
+    )
     sub_concurrency: int = Field(8, ge=1, description="Sub-calls of one batch in flight at once.")
     depth: Literal[1, 2] = Field(
         1,
@@ -115,6 +162,13 @@ class CollectConfig(BaseModel):
         "(audit hook only: stops mistakes, not deliberate escapes) or none. Operational: not "
         "part of the episode id.",
     )
+    executor: Literal["thread", "ray"] = Field(
+        "thread",
+        description="Where episodes run: 'thread' (this process's thread pool, the default) or "
+        "'ray' (the nodes of a Ray cluster; needs the extra: pip install 'rlmdistill[ray]'). "
+        "Operational: not part of episode ids.",
+    )
+    ray: RayOptions = Field(default_factory=RayOptions)
     max_attempts: int = Field(
         3,
         ge=1,
@@ -126,7 +180,7 @@ class CollectConfig(BaseModel):
     def fingerprint(self) -> str:
         """sha256 (16 hex) of what defines episodes: every field but the operational ones
         (:data:`OPERATIONAL_FIELDS`: concurrency, spend cap, request rate, price table,
-        attempts, token ids, sandbox; and the REPL's abuse caps
+        attempts, token ids, sandbox, executor and its Ray options; and the REPL's abuse caps
         :data:`~rlmdistill.collect.repl.OPERATIONAL_FIELDS`) and ``rooms`` (rooms enter ids by
         content hash), plus the packaged prompt version(s)."""
         exclude: dict[str, Any] = dict.fromkeys(["rooms", *OPERATIONAL_FIELDS], True)

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from rlmdistill.collect.config import CollectConfig, episode_id
+from rlmdistill.collect.executor import run_limits
 from rlmdistill.collect.runner import CollectResult, finished_ids
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "pending_episodes",
     "root_defaults",
     "run_collect",
+    "run_limits",
 ]
 
 
@@ -65,16 +67,15 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
     return CollectConfig.model_validate(data)
 
 
-def limit_clients(config: CollectConfig, root: Any, sub: Any) -> tuple[Any, Any]:
-    """Wrap the run's clients in one shared spend cap / request rate (``RunLimits``)."""
-    from rlmdistill.models.limits import DEFAULT_PRICES, LimitedClient, PriceTable, RunLimits
+def limit_clients(
+    config: CollectConfig, root: Any, sub: Any, limits: Any = None
+) -> tuple[Any, Any]:
+    """Wrap the run's clients in one shared spend cap / request rate: ``limits`` (a
+    ``RunLimits``; default :func:`run_limits` of ``config``)."""
+    from rlmdistill.models.limits import LimitedClient
 
-    prices = DEFAULT_PRICES
-    if config.prices:
-        prices = PriceTable.model_validate(yaml.safe_load(Path(config.prices).read_text("utf-8")))
-    limits = RunLimits(
-        max_usd=config.max_usd, requests_per_minute=config.requests_per_minute, prices=prices
-    )
+    if limits is None:
+        limits = run_limits(config)
     limited_root = LimitedClient(root, limits)
     limited_sub = limited_root if sub is root else LimitedClient(sub, limits)
     return limited_root, limited_sub
@@ -122,6 +123,11 @@ def run_collect(
     room's :meth:`~rlmdistill.rooms.DataRoom.notes` (documents not UTF-8, decoded with
     replacement characters, or skipped), prefixed with the room.
 
+    With ``config.executor == "ray"`` the episodes run on a Ray cluster
+    (:mod:`rlmdistill.collect.ray_executor`); without Ray installed this raises
+    :class:`~rlmdistill.collect.ray_cluster.RayUnavailable` (a ``ValueError`` naming the
+    extra) before anything is written.
+
     Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``),
     ``ValueError`` for a room without a task (before any model loads) and whatever
     :func:`rlmdistill.collect.runner.collect` raises (``RunConfigMismatch`` for a run folder
@@ -133,6 +139,10 @@ def run_collect(
     from rlmdistill.models.spec import close_all, get_client, parse_spec
     from rlmdistill.rooms import DataRoom
 
+    if config.executor == "ray":  # a missing extra is named before anything is written
+        from rlmdistill.collect.ray_cluster import import_ray
+
+        import_ray()
     rooms = [DataRoom.load(p, strict=strict) for p in config.rooms]  # before a model loads
     for r in rooms:
         for line in r.notes():

@@ -25,10 +25,11 @@ from typing import Any, NamedTuple
 
 from tqdm import tqdm
 
-from rlmdistill.collect.attempts import ATTEMPTS_FILE, attempt_record, prior_attempts
+from rlmdistill.collect.attempts import prior_attempts
 from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
 from rlmdistill.collect.coverage import CoverageIndex
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
+from rlmdistill.collect.executor import commit_episode
 from rlmdistill.collect.repl import ReplDied, ReplLimits, ReplProcess
 from rlmdistill.collect.sandbox import SandboxMode, SandboxUnavailable, explain_failure
 from rlmdistill.hardware import machine_info
@@ -37,7 +38,7 @@ from rlmdistill.paths import room_cache
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.rooms import DataRoom
 from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary, RoomInfo, RunManifest
-from rlmdistill.traces.store import append_records, parse_records
+from rlmdistill.traces.store import parse_records
 
 
 class RunConfigMismatch(ValueError):
@@ -281,8 +282,12 @@ def collect(
     summaries: list[EpisodeSummary] = []
     if not plan:
         return CollectResult(run_dir, summaries, skipped)
-    check_sandbox(config.sandbox, config.repl)
     attempts_before = prior_attempts(run_dir)
+    if config.executor == "ray":  # executor seam: the episodes run on a Ray cluster's nodes
+        from rlmdistill.collect.ray_executor import collect_on_ray
+
+        return collect_on_ray(config, run_dir, manifest.run_id, rooms, plan, skipped, attempts_before, progress=progress)  # fmt: skip
+    check_sandbox(config.sandbox, config.repl)
     infrastructure_down = threading.Event()  # after a server failure, start no new episode
 
     def run_one(item: tuple[RoomHandle, int, str]) -> EpisodeSummary | AttemptRecord | None:
@@ -315,13 +320,14 @@ def collect(
             shutil.rmtree(scratch, ignore_errors=True)
         if ep.infrastructure_failure is not None:
             infrastructure_down.set()
-            n = attempts_before.get(eid, 0) + 1
-            attempt = attempt_record(summary, ep.infrastructure_failure, n, config.max_attempts)
-            append_records(run_dir / ATTEMPTS_FILE, [attempt])
-            if not attempt.final:
-                return attempt
+        attempt = commit_episode(
+            run_dir, summary, ep.infrastructure_failure, attempts_before.get(eid, 0),
+            config.max_attempts,
+        )  # fmt: skip
+        if attempt is not None and not attempt.final:
+            return attempt
+        if attempt is not None:
             failed.append(attempt)
-        append_records(run_dir / "episodes.jsonl", [summary])
         return summary
 
     failed: list[AttemptRecord] = []  # final failed attempts (their episode is finished)

@@ -26,8 +26,10 @@ from typing import Annotated
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from rlmdistill.collect.config import RayOptions
 from rlmdistill.judge.agreement import AgreementTable, TooFewGradersError, run_agreement
 from rlmdistill.judge.main import JudgeConfig, run
 from rlmdistill.models.limits import PriceTable
@@ -131,6 +133,15 @@ def register(app: typer.Typer) -> None:
         timeout_s: Annotated[
             float, typer.Option(min=1.0, help="Timeout of each HTTP attempt, seconds.")
         ] = 300.0,
+        executor: Annotated[
+            str,
+            typer.Option(
+                help="thread, or ray: an LLM judge's requests run on a Ray cluster's nodes."
+            ),
+        ] = "thread",
+        ray_address: Annotated[
+            str | None, typer.Option(help="Ray cluster for --executor ray (auto, HOST:6379).")
+        ] = None,
     ) -> None:
         """Grade every episode's memo against its room's rubric criteria."""
         try:
@@ -147,10 +158,12 @@ def register(app: typer.Typer) -> None:
                     regrade_ungradable=regrade_ungradable,
                     prices=load_prices(prices) if prices is not None else None,
                     timeout_s=timeout_s,
+                    executor=executor,
+                    ray=RayOptions(address=ray_address),
                 )
             )
         except (ValueError, FileNotFoundError) as exc:  # one clear line, exit 2 (like main())
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
+            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from exc
         res = report.result
         counts = ", ".join(f"{k} {res.counts.get(k, 0)}" for k in ("PASS", "FAIL", "UNGRADABLE"))
@@ -168,6 +181,13 @@ def register(app: typer.Typer) -> None:
                 f"criteria from cache: {s.cache_hits}, judged: {s.judged}, no memo: {s.no_memo}; "
                 f"judge tokens: prompt {s.usage.prompt_tokens}, "
                 f"completion {s.usage.completion_tokens}; cost {cost} -> {report.usage_path}"
+            )
+        if report.requests_per_node:
+            err.print(
+                "judge requests per node: "
+                + "; ".join(f"{k}: {n}" for k, n in report.requests_per_node.items()),
+                highlight=False,
+                markup=False,
             )
         others = [g for g in list_graders(run_dir) if g != report.grader_id]
         if others:

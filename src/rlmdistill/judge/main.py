@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.collect.config import RayOptions
 from rlmdistill.judge.cache import VerdictCache
 from rlmdistill.judge.llm import (
     JudgeStats,
@@ -20,6 +21,7 @@ from rlmdistill.judge.llm import (
 )
 from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.judge.run import JudgeResult, judge_run
+from rlmdistill.models.base import ModelClient
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import get_client, parse_spec
 from rlmdistill.traces import layout
@@ -36,6 +38,8 @@ class JudgeReport(NamedTuple):
     """LLM judge counters (requests, tokens, cost, cache hits); ``None`` for the reference."""
     cache_path: Path | None
     usage_path: Path | None
+    requests_per_node: dict[str, int] | None = None
+    """``executor="ray"``: judge requests sent to each Ray node (by node label)."""
 
 
 class JudgeConfig(BaseModel):
@@ -58,6 +62,11 @@ class JudgeConfig(BaseModel):
             (LLM only; ``ValueError`` with the reference grader).
         prices: price table for judge cost (default :data:`DEFAULT_PRICES`).
         timeout_s / max_retries: per HTTP attempt timeout and retries (openai specs only).
+        executor: ``"thread"`` (requests from this process) or ``"ray"``: an LLM judge's
+            requests run on the nodes of a Ray cluster (:mod:`rlmdistill.judge.spread`;
+            ``ray`` as for ``collect``); verdicts, cache and usage log are written here
+            either way.
+        ray: Ray cluster options for ``executor="ray"``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -74,6 +83,8 @@ class JudgeConfig(BaseModel):
     prices: PriceTable | None = None
     timeout_s: float = 300.0
     max_retries: int = Field(4, ge=0)
+    executor: str = "thread"
+    ray: RayOptions | None = None
 
 
 def run(config: JudgeConfig) -> JudgeReport:
@@ -116,7 +127,16 @@ def run(config: JudgeConfig) -> JudgeReport:
 
         preflight({"judge": spec})  # fail fast, before any verdict or cache file is written
         opts = {"timeout_s": c.timeout_s, "max_retries": c.max_retries}
-    client = get_client(spec, **opts)
+    if c.executor == "ray":  # the requests spread over the cluster's nodes
+        from rlmdistill.judge.spread import SpreadChatClient
+
+        client: ModelClient = SpreadChatClient(
+            str(spec), spec.model_id, opts, c.ray or RayOptions()
+        )
+    elif c.executor == "thread":
+        client = get_client(spec, **opts)
+    else:
+        raise ValueError(f"executor must be thread or ray, got {c.executor!r}")
     grader = LLMGrader(
         client,
         judge_model=judge_model_key(spec),
@@ -126,7 +146,12 @@ def run(config: JudgeConfig) -> JudgeReport:
         usage_path=usage_file,
         prices=c.prices if c.prices is not None else DEFAULT_PRICES,
     )
-    result = judge_run(
-        run_dir, grader, concurrency=c.concurrency, regrade_ungradable=c.regrade_ungradable
-    )
-    return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file)
+    try:
+        result = judge_run(
+            run_dir, grader, concurrency=c.concurrency, regrade_ungradable=c.regrade_ungradable
+        )
+    finally:
+        if c.executor == "ray":
+            client.close()
+    per_node = getattr(client, "requests_per_node", None)
+    return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file, per_node)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -82,6 +82,16 @@ class ExperimentConfig(BaseModel):
         description="CollectConfig fields for the held-out runs of both arms (same seeds for "
         "base and tuned).",
     )
+    executor: Literal["thread", "ray"] | None = Field(
+        None,
+        description="Where every collect stage runs its episodes (CollectConfig.executor; a "
+        "value in collect_train / collect_eval wins). Operational: episode ids do not change.",
+    )
+    ray: dict[str, Any] = Field(
+        default_factory=dict,
+        description="RayOptions fields (address, episodes_per_node, ...) for every collect "
+        "stage with executor ray; a collect section's own ray fields win.",
+    )
     grader: str = Field("reference", description="Grader for every run (reference).")
     filter: FilterRules = Field(
         default_factory=FilterRules, description="Rejection-sampling rules (FilterRules)."
@@ -126,6 +136,13 @@ class ExperimentConfig(BaseModel):
         for key in ("dataset", "base", "out"):
             if key in self.sft:
                 raise ValueError(f"sft.{key} is set by the loop; remove it")
+        for name in ("collect_train", "collect_eval"):  # executor passthrough (operational)
+            section = dict(getattr(self, name))
+            if self.executor is not None:
+                section.setdefault("executor", self.executor)
+            if self.ray:
+                section["ray"] = {**self.ray, **section.get("ray", {})}
+            setattr(self, name, section)
         return self
 
     def base_root(self) -> str:

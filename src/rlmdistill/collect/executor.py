@@ -1,0 +1,70 @@
+"""The seam between the runner and where episodes run: the driver-side commit of one episode.
+
+Episodes run on an *executor*: this process's thread pool (``executor: thread``, the default,
+:func:`rlmdistill.collect.runner.collect`) or the nodes of a Ray cluster (``executor: ray``,
+:mod:`rlmdistill.collect.ray_executor`). Whatever runs them, the driver process alone writes
+the run's commit records through :func:`commit_episode`, so every executor gives the same
+guarantees: an episode is recorded once, a failed attempt goes to ``attempts.jsonl``, and a
+re-run (with either executor: the executor is operational, out of episode ids) finishes the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlmdistill.collect.attempts import ATTEMPTS_FILE, attempt_record
+from rlmdistill.collect.config import CollectConfig
+from rlmdistill.models.base import InfrastructureError
+from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary
+from rlmdistill.traces.store import append_records
+
+__all__ = ["EPISODES_FILE", "commit_episode", "run_limits"]
+
+EPISODES_FILE = "episodes.jsonl"
+"""The commit record of a run: an episode is done when its summary line is here."""
+
+
+def commit_episode(
+    run_dir: Path,
+    summary: EpisodeSummary,
+    failure: tuple[str, str, InfrastructureError] | None,
+    n_prior: int,
+    max_attempts: int,
+) -> AttemptRecord | None:
+    """Record one ended episode attempt (its trajectory file already written and synced).
+
+    ``failure`` is the serving failure that cut the attempt short (``Episode.
+    infrastructure_failure``: who, model id, error) or ``None``; ``n_prior`` the attempts of
+    this episode already in ``attempts.jsonl``. Without a failure the summary is appended to
+    ``episodes.jsonl`` and ``None`` returned. With one, an :class:`AttemptRecord` (attempt
+    ``n_prior + 1``) is appended to ``attempts.jsonl`` and returned; when it is the
+    ``max_attempts``-th (``final``) the summary is appended to ``episodes.jsonl`` too, so no
+    episode is retried forever. Raises ``OSError`` when the run folder cannot be written.
+    """
+    if failure is not None:
+        attempt = attempt_record(summary, failure, n_prior + 1, max_attempts)
+        append_records(run_dir / ATTEMPTS_FILE, [attempt])
+        if not attempt.final:
+            return attempt
+        append_records(run_dir / EPISODES_FILE, [summary])
+        return attempt
+    append_records(run_dir / EPISODES_FILE, [summary])
+    return None
+
+
+def run_limits(config: CollectConfig) -> Any:
+    """The run's :class:`~rlmdistill.models.limits.RunLimits`: ``max_usd``,
+    ``requests_per_minute`` and the price table of ``config.prices`` (default: the packaged
+    example table). Raises ``FileNotFoundError`` / ``pydantic.ValidationError`` for a missing or
+    invalid price file."""
+    from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable, RunLimits
+
+    prices = DEFAULT_PRICES
+    if config.prices:
+        prices = PriceTable.model_validate(yaml.safe_load(Path(config.prices).read_text("utf-8")))
+    return RunLimits(
+        max_usd=config.max_usd, requests_per_minute=config.requests_per_minute, prices=prices
+    )
