@@ -11,26 +11,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
 import shutil
 import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from tqdm import tqdm
 
+from rlmdistill.collect.admission import Gate, capacity
 from rlmdistill.collect.attempts import ATTEMPTS_FILE, attempt_record, prior_attempts
 from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
 from rlmdistill.collect.coverage import CoverageIndex
+from rlmdistill.collect.dispatch import shared_dispatch
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
 from rlmdistill.collect.repl import ReplDied, ReplLimits, ReplProcess
-from rlmdistill.collect.sandbox import SandboxMode, SandboxUnavailable, explain_failure
+from rlmdistill.collect.sandbox import SandboxMode, SandboxUnavailable, explain_failure, find_bwrap
 from rlmdistill.hardware import machine_info
 from rlmdistill.models.base import ModelClient
 from rlmdistill.paths import room_cache
@@ -140,6 +140,9 @@ def check_sandbox(mode: SandboxMode, limits: ReplLimits) -> None:
     """
     if mode != "bwrap":
         return
+    key = (find_bwrap(), os.geteuid(), limits.model_dump_json())
+    if key in _sandbox_ok:  # passed in this process already: a REPL start costs ~50 ms
+        return
     with tempfile.TemporaryDirectory(prefix="rlmdistill-sandbox-check-") as tmp:
         snap = Path(tmp) / "check.snapshot.json"
         doc = {"id": "check.txt", "folder": "", "text": "sandbox check"}
@@ -151,6 +154,11 @@ def check_sandbox(mode: SandboxMode, limits: ReplLimits) -> None:
             raise SandboxUnavailable(explain_failure(str(exc))) from exc
         if out.stdout != "1\n":
             raise SandboxUnavailable(explain_failure(f"check block printed {out.stdout!r}"))
+    _sandbox_ok.add(key)
+
+
+_sandbox_ok: set[tuple[str, int, str]] = set()
+"""(bwrap binary, uid, REPL limits) that passed :func:`check_sandbox` in this process."""
 
 
 def compute_dtypes(root: ModelClient, sub: ModelClient) -> dict[str, str]:
@@ -166,27 +174,46 @@ def compute_dtypes(root: ModelClient, sub: ModelClient) -> dict[str, str]:
     return out
 
 
+def _config_hash(config: CollectConfig, rooms: list[RoomInfo]) -> str:
+    return config.fingerprint() + ":" + ",".join(sorted(r.room_hash for r in rooms))
+
+
+def _existing_manifest(
+    run_dir: Path, config: CollectConfig, rooms: list[RoomInfo]
+) -> RunManifest | None:
+    """The run's ``run.json`` when there is one (checked against ``config``), else ``None``.
+
+    Raises :class:`RunConfigMismatch` when it was written for another config or other rooms."""
+    path = run_dir / "run.json"
+    if not path.exists():
+        return None
+    config_hash = _config_hash(config, rooms)
+    old = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    if old.config_hash != config_hash:
+        raise RunConfigMismatch(
+            f"{path}: this run was collected with another config or other rooms "
+            f"({old.config_hash} != {config_hash}); use a new --out directory"
+        )
+    return old
+
+
 def _manifest(
     run_dir: Path,
     config: CollectConfig,
     rooms: list[RoomInfo],
     dtypes: dict[str, str] | None = None,
 ) -> RunManifest:
-    path = run_dir / "run.json"
-    config_hash = config.fingerprint() + ":" + ",".join(sorted(r.room_hash for r in rooms))
-    if path.exists():
-        old = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-        if old.config_hash != config_hash:
-            raise RunConfigMismatch(
-                f"{path}: this run was collected with another config or other rooms "
-                f"({old.config_hash} != {config_hash}); use a new --out directory"
-            )
+    """The run's manifest: the existing ``run.json`` (checked, see :func:`_existing_manifest`)
+    or a new one with provenance (package versions, git commit, machine), written atomically."""
+    old = _existing_manifest(run_dir, config, rooms)
+    if old is not None:
         return old
+    path = run_dir / "run.json"
     commit, dirty = git_state()
     manifest = RunManifest(
         run_id=run_dir.name,
         config=config.model_dump(mode="json"),
-        config_hash=config_hash,
+        config_hash=_config_hash(config, rooms),
         versions=package_versions(),
         git_commit=commit,
         git_dirty=dirty,
@@ -202,40 +229,18 @@ def _manifest(
     return manifest
 
 
-def _started_pool(workers: int, prefix: str) -> ThreadPoolExecutor:
-    """A thread pool whose ``workers`` threads are already running.
+def _in_background(fn: Callable[[], RunManifest]) -> Future[RunManifest]:
+    """``fn()`` on a short-lived daemon thread; its future."""
+    fut: Future[RunManifest] = Future()
 
-    ``ThreadPoolExecutor`` starts a thread per ``submit`` until it has ``max_workers``; for a
-    64-call batch that is 64 thread starts on the batch's critical path (~0.1 ms each under the
-    GIL). Parking one task per worker on an event forces every thread to start now, at run
-    set-up, where it is paid once per run instead of once per episode.
-    """
-    pool = ThreadPoolExecutor(workers, thread_name_prefix=prefix)
-    release = threading.Event()
-    parked = [pool.submit(release.wait) for _ in range(workers)]
-    release.set()
-    for fut in parked:
-        fut.result()
-    return pool
+    def run() -> None:
+        try:
+            fut.set_result(fn())
+        except BaseException as exc:
+            fut.set_exception(exc)
 
-
-@contextmanager
-def sub_call_pools(n_pools: int, workers: int) -> Iterator[queue.SimpleQueue[ThreadPoolExecutor]]:
-    """``n_pools`` started pools of ``workers`` threads each, shut down on exit.
-
-    One pool per concurrently running episode: an episode takes one for its sub-call batches
-    and gives it back when it ends, so ``sub_concurrency`` stays a per-episode limit while the
-    threads live for the whole run.
-    """
-    pools = [_started_pool(workers, f"sub{i}") for i in range(n_pools)]
-    free: queue.SimpleQueue[ThreadPoolExecutor] = queue.SimpleQueue()
-    for pool in pools:
-        free.put(pool)
-    try:
-        yield free
-    finally:
-        for pool in pools:
-            pool.shutdown(wait=True)
+    threading.Thread(target=run, name="run-manifest", daemon=True).start()
+    return fut
 
 
 def finished_ids(run_dir: Path) -> set[str]:
@@ -269,7 +274,8 @@ def collect(
     if rooms is None:
         rooms = [DataRoom.load(p) for p in config.rooms]
     handles = [room_handle(r, root) for r in rooms]
-    manifest = _manifest(run_dir, config, [h.info for h in handles], compute_dtypes(root, sub))
+    infos = [h.info for h in handles]
+    existing = _existing_manifest(run_dir, config, infos)  # a mismatch stops the run now
     done = finished_ids(run_dir)
     plan: list[tuple[RoomHandle, int, str]] = []
     for h in handles:
@@ -279,60 +285,88 @@ def collect(
                 plan.append((h, k, eid))
     skipped = len(handles) * config.episodes - len(plan)
     summaries: list[EpisodeSummary] = []
+    dtypes = compute_dtypes(root, sub)
     if not plan:
+        _manifest(run_dir, config, infos, dtypes)
         return CollectResult(run_dir, summaries, skipped)
+    # run.json (git, package versions, machine: 0.1-0.25 s) is written while the first root
+    # requests are out; every episode or attempt line waits for it, so no line precedes it
+    manifest: Future[RunManifest]
+    if existing is None:
+        manifest = _in_background(lambda: _manifest(run_dir, config, infos, dtypes))
+    else:
+        manifest = Future()
+        manifest.set_result(existing)
+    run_id = existing.run_id if existing is not None else run_dir.name
     check_sandbox(config.sandbox, config.repl)
     attempts_before = prior_attempts(run_dir)
     infrastructure_down = threading.Event()  # after a server failure, start no new episode
+    dispatch = shared_dispatch()
+    gate = Gate()
+
+    def commit(path: Path, record: EpisodeSummary | AttemptRecord) -> None:
+        manifest.result()  # raises what writing run.json raised
+        append_records(path, [record])
 
     def run_one(item: tuple[RoomHandle, int, str]) -> EpisodeSummary | AttemptRecord | None:
         handle, k, eid = item
         if infrastructure_down.is_set():
             return None
-        scratch = Path(tempfile.mkdtemp(prefix=f"rlmdistill-{eid}-"))
-        pool = free_pools.get()
-        try:
-            ep = Episode(
-                config,
-                EpisodeSpec(
-                    run_id=manifest.run_id,
-                    episode_id=eid,
-                    sample_index=k,
-                    seed=episode_seed(config, handle.info.room_hash, handle.task_id, k),
-                    trajectory_path=run_dir / "trajectories" / f"{eid}.jsonl",
-                    scratch_dir=scratch,
-                ),
-                handle,
-                root,
-                sub,
-                config.root,
-                config.sub,
-                pool,
-            )
-            summary = ep.run()
-        finally:
-            free_pools.put(pool)
-            shutil.rmtree(scratch, ignore_errors=True)
+        with gate.admit():  # waits while memory for its REPL is short (never fails)
+            if infrastructure_down.is_set():
+                return None
+            scratch = Path(tempfile.mkdtemp(prefix=f"rlmdistill-{eid}-"))
+            try:
+                ep = Episode(
+                    config,
+                    EpisodeSpec(
+                        run_id=run_id,
+                        episode_id=eid,
+                        sample_index=k,
+                        seed=episode_seed(config, handle.info.room_hash, handle.task_id, k),
+                        trajectory_path=run_dir / "trajectories" / f"{eid}.jsonl",
+                        scratch_dir=scratch,
+                    ),
+                    handle,
+                    root,
+                    sub,
+                    config.root,
+                    config.sub,
+                    dispatch,
+                )
+                summary = ep.run()
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
         if ep.infrastructure_failure is not None:
             infrastructure_down.set()
             n = attempts_before.get(eid, 0) + 1
             attempt = attempt_record(summary, ep.infrastructure_failure, n, config.max_attempts)
-            append_records(run_dir / ATTEMPTS_FILE, [attempt])
+            commit(run_dir / ATTEMPTS_FILE, attempt)
             if not attempt.final:
                 return attempt
             failed.append(attempt)
-        append_records(run_dir / "episodes.jsonl", [summary])
+        commit(run_dir / "episodes.jsonl", summary)
         return summary
 
     failed: list[AttemptRecord] = []  # final failed attempts (their episode is finished)
     unfinished: list[AttemptRecord] = []
     not_started = 0
-    n_parallel = min(config.concurrency, len(plan))
+    # admission: no more episode threads than descriptors, tasks and memory allow; the rest
+    # of the plan waits in the executor's queue (collect/admission.py)
+    room_for = capacity(
+        fds_per_episode=config.sub_concurrency,
+        extra_repls=dispatch.agent_threads if config.depth == 2 else 0,
+    )
+    n_parallel = min(config.concurrency, len(plan), room_for.episodes)
+    if n_parallel < min(config.concurrency, len(plan)):
+        warnings.warn(
+            f"collect {run_dir.name}: running {n_parallel} episodes at once, not "
+            f"{config.concurrency}: {room_for.bound} allow no more on this node ({room_for}); "
+            "the others wait their turn",
+            stacklevel=2,
+        )
     bar = tqdm(total=len(plan), desc=f"collect {run_dir.name}", unit="ep", disable=not progress)
-    with (
-        sub_call_pools(n_parallel, config.sub_concurrency) as free_pools,
-        ThreadPoolExecutor(n_parallel, thread_name_prefix="episode") as ex,
-    ):
+    with ThreadPoolExecutor(n_parallel, thread_name_prefix="episode") as ex:
         futures = [ex.submit(run_one, item) for item in plan]
         for fut in as_completed(futures):
             s = fut.result()
@@ -347,6 +381,7 @@ def collect(
                 bar.set_postfix_str(f"last: {s.status}")
             bar.update(1)
     bar.close()
+    manifest.result()  # a run that only skipped episodes still has its run.json
     return CollectResult(
         run_dir, summaries, skipped, unfinished, not_started, [*unfinished, *failed]
     )

@@ -29,6 +29,8 @@ a final assistant message with ``extra_body={"continue_final_message": True,
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import random
@@ -39,12 +41,14 @@ from typing import Any, Literal
 
 import urllib3
 from tenacity import (
+    AsyncRetrying,
     RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
 )
 
+from rlmdistill.models.aio_http import AsyncHTTP, TransportError
 from rlmdistill.models.base import (
     ChatResult,
     ContextExceededError,
@@ -136,7 +140,7 @@ def _is_retryable(exc: BaseException) -> bool:
         if exc.is_context_error:
             return False
         return exc.status in _RETRYABLE_STATUS or exc.status >= 500
-    return isinstance(exc, (*_TRANSPORT_ERRORS, _MalformedResponse))
+    return isinstance(exc, (*_TRANSPORT_ERRORS, _MalformedResponse, TransportError))
 
 
 def fault_cause(exc: BaseException) -> str:
@@ -145,7 +149,7 @@ def fault_cause(exc: BaseException) -> str:
     ``no_choices``, else the exception's class name."""
     if isinstance(exc, _HTTPStatusError):
         return f"http_{exc.status}"
-    if isinstance(exc, _MalformedResponse):
+    if isinstance(exc, (_MalformedResponse, TransportError)):
         return exc.cause
     if isinstance(exc, urllib3.exceptions.NewConnectionError):  # before TimeoutError: a
         return "connection_refused"  # subclass of ConnectTimeoutError in urllib3 2
@@ -156,13 +160,13 @@ def fault_cause(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _error_text(response: urllib3.BaseHTTPResponse) -> str:
+def _error_text(data: bytes, reason: str = "") -> str:
     """The message of an OpenAI-style error body (``{"error": {"message": ...}}``), else text."""
-    text = response.data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "replace")
     try:
         body = json.loads(text)
     except ValueError:
-        return text[:500] or str(response.reason)
+        return text[:500] or reason
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
@@ -172,6 +176,28 @@ def _error_text(response: urllib3.BaseHTTPResponse) -> str:
         if isinstance(body.get("message"), str):
             return str(body["message"])
     return text[:500]
+
+
+def _completion_json(
+    status: int, headers: Mapping[str, str], data: bytes, reason: str = ""
+) -> dict[str, Any]:
+    """The JSON of a chat-completion answer; raises :class:`_HTTPStatusError` for a non-2xx
+    status and :class:`_MalformedResponse` for a body that is not JSON or has no
+    ``choices[0].message``."""
+    if status >= 400:
+        raise _HTTPStatusError(status, _error_text(data, reason), headers)
+    try:
+        out = json.loads(data)
+    except ValueError:
+        raise _MalformedResponse("non_json", f"body is not JSON: {data[:300]!r}") from None
+    if not isinstance(out, dict):
+        raise _MalformedResponse("non_json", f"body is not a JSON object: {out!r:.300}")
+    choices = out.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _MalformedResponse("no_choices", f"no choices: {out!r:.300}")
+    if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+        raise _MalformedResponse("no_choices", f"choice without message: {out!r:.300}")
+    return out
 
 
 def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
@@ -255,11 +281,14 @@ class OpenAIChatClient:
         self.extra_body = dict(extra_body or {})
         key = api_key if api_key is not None else os.environ.get(key_env) or "EMPTY"
         self._url = self.base_url + "/chat/completions"
+        self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        self._aio: AsyncHTTP | None = None
+        self._aio_loop: asyncio.AbstractEventLoop | None = None
         self._http = urllib3.PoolManager(
             num_pools=4,
             maxsize=256,
             block=False,  # never wait for a free connection: open one more
-            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            headers=self._headers,
             timeout=urllib3.Timeout(connect=self.timeout_s, read=self.timeout_s),
             retries=False,  # retries are ours (tenacity), so attempts are counted
         )
@@ -325,22 +354,18 @@ class OpenAIChatClient:
         is not JSON or has no ``choices[0].message`` (all retried by :meth:`chat`)."""
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         response = self._http.request("POST", self._url, body=payload)
-        if response.status >= 400:
-            raise _HTTPStatusError(response.status, _error_text(response), response.headers)
-        try:
-            data = json.loads(response.data)
-        except ValueError:
-            raise _MalformedResponse(
-                "non_json", f"body is not JSON: {response.data[:300]!r}"
-            ) from None
-        if not isinstance(data, dict):
-            raise _MalformedResponse("non_json", f"body is not a JSON object: {data!r:.300}")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise _MalformedResponse("no_choices", f"no choices: {data!r:.300}")
-        if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-            raise _MalformedResponse("no_choices", f"choice without message: {data!r:.300}")
-        return data
+        return _completion_json(
+            response.status, response.headers, response.data, str(response.reason)
+        )
+
+    async def _apost(self, body: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`_post` on the event loop (``TransportError`` for transport faults)."""
+        if self._aio is None:
+            self._aio = AsyncHTTP(self.base_url, self._headers, self.timeout_s)
+            self._aio_loop = asyncio.get_running_loop()
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        status, headers, data = await self._aio.post("/chat/completions", payload)
+        return _completion_json(status, headers, data)
 
     # -- retry machinery --------------------------------------------------------------
 
@@ -445,6 +470,42 @@ class OpenAIChatClient:
             raise self._classify(exc, max(attempts, 1)) from exc
         return self._result(response, prefill, time.perf_counter() - t0, attempts)
 
+    async def achat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:
+        """:meth:`chat` as a coroutine on an asyncio event loop (:mod:`rlmdistill.models.aio_http`
+        instead of urllib3): same request, retries, classification and result.
+
+        The collector's sub-call dispatch (:mod:`rlmdistill.collect.dispatch`) runs every
+        sub-call of every episode this way on one event-loop thread. Always call it from the
+        same loop (the connection pool belongs to it). Raises as :meth:`chat`.
+        """
+        if self._closed:
+            raise FatalModelError(f"{self.model_id}: client is closed", attempts=0)
+        body = self._request(messages, sampling, prefill)
+        t0 = time.perf_counter()
+        attempts = 0
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self.max_retries + 1),
+                wait=self._wait,
+                retry=retry_if_exception(_is_retryable),
+                reraise=True,
+            ):
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    response = await self._apost(body)
+        except Exception as exc:
+            if (
+                self.token_ids
+                and isinstance(exc, _HTTPStatusError)
+                and token_params_refused(exc.status, exc.message)
+            ):
+                self.token_ids, self.logprobs = False, self._logprobs_asked  # refused: stop
+                return await self.achat(messages, sampling, prefill=prefill)
+            raise self._classify(exc, max(attempts, 1)) from exc
+        return self._result(response, prefill, time.perf_counter() - t0, attempts)
+
     def _result(
         self, response: dict[str, Any], prefill: str | None, latency_s: float, attempts: int
     ) -> ChatResult:
@@ -539,6 +600,12 @@ class OpenAIChatClient:
             if not self._closed:
                 self._closed = True
                 self._http.clear()
+                aio, loop = self._aio, self._aio_loop
+                if aio is not None and loop is not None and loop.is_running():
+                    fut = asyncio.run_coroutine_threadsafe(aio.aclose(), loop)
+                    if asyncio._get_running_loop() is not loop:  # never wait on our own loop
+                        with contextlib.suppress(Exception):
+                            fut.result(5)
 
     def __enter__(self) -> OpenAIChatClient:
         return self
