@@ -52,6 +52,7 @@ from rlmdistill.models.base import (
     Sampling,
     Usage,
 )
+from rlmdistill.models.replicas import affinity
 from rlmdistill.rooms.text import cited_documents
 from rlmdistill.traces.rebuild import messages_sha256
 from rlmdistill.traces.schema import (
@@ -405,9 +406,10 @@ class Episode:
                     lambda b: where.__setitem__("block", b),
                     TokenTrail() if cfg.token_ids == "all" else None,
                 )
-                final = self._turn_loop(
-                    agent, messages, make_record, cfg.subagent_max_turns, usage_into=rec
-                )
+                with affinity(f"{self.spec.episode_id}/{rec.call_id}"):
+                    final = self._turn_loop(
+                        agent, messages, make_record, cfg.subagent_max_turns, usage_into=rec
+                    )
         except _TurnEnd as exc:
             rec.error, rec.error_kind = exc.detail, exc.status
             return
@@ -651,7 +653,8 @@ class Episode:
                     lambda b: setattr(self, "_block", b),
                     TokenTrail() if cfg.token_ids != "off" else None,
                 )
-                final = self._turn_loop(agent, messages, root_record, cfg.limits.max_turns)
+                with affinity(self.spec.episode_id):  # one replica per episode: prefix cache
+                    final = self._turn_loop(agent, messages, root_record, cfg.limits.max_turns)
             if final is not None:
                 if final[1].strip():
                     status, detail, memo = "completed", None, final[1]

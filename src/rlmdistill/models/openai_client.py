@@ -238,6 +238,10 @@ class OpenAIChatClient:
             400 naming them) is asked again without them, and never again by this client.
         max_concurrency: threads used by :meth:`chat_batch`.
         extra_body: extra JSON fields merged into every request (server extensions).
+        retry_transport: retry refused/reset connections and timeouts here (default); with
+            ``False`` they raise at once (``RetryableModelError``, 1 attempt) so that a
+            :class:`~rlmdistill.models.replicas.ReplicaClient` can send the request to
+            another replica instead. HTTP statuses are retried either way.
     """
 
     def __init__(
@@ -258,6 +262,7 @@ class OpenAIChatClient:
         token_ids: bool = False,
         max_concurrency: int = 8,
         extra_body: dict[str, Any] | None = None,
+        retry_transport: bool = True,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
@@ -279,6 +284,7 @@ class OpenAIChatClient:
         self._logprobs_asked = logprobs
         self.max_concurrency = max(1, max_concurrency)
         self.extra_body = dict(extra_body or {})
+        self.retry_transport = retry_transport
         key = api_key if api_key is not None else os.environ.get(key_env) or "EMPTY"
         self._url = self.base_url + "/chat/completions"
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
@@ -383,6 +389,12 @@ class OpenAIChatClient:
                 pass
         return wait
 
+    def _retry_here(self, exc: BaseException) -> bool:
+        """Whether this client retries ``exc`` itself (see ``retry_transport``)."""
+        if not _is_retryable(exc):
+            return False
+        return self.retry_transport or not isinstance(exc, (*_TRANSPORT_ERRORS, TransportError))
+
     def _classify(self, exc: BaseException, attempts: int) -> ModelError:
         """The :class:`ModelError` of the last failed attempt (rows of ``docs/serving.md``)."""
         if isinstance(exc, ModelError):
@@ -450,7 +462,7 @@ class OpenAIChatClient:
         retrying = Retrying(
             stop=stop_after_attempt(self.max_retries + 1),
             wait=self._wait,
-            retry=retry_if_exception(_is_retryable),
+            retry=retry_if_exception(self._retry_here),
             reraise=True,
         )
         attempts = 0
@@ -489,7 +501,7 @@ class OpenAIChatClient:
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(self.max_retries + 1),
                 wait=self._wait,
-                retry=retry_if_exception(_is_retryable),
+                retry=retry_if_exception(self._retry_here),
                 reraise=True,
             ):
                 with attempt:
