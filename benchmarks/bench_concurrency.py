@@ -54,8 +54,11 @@ def _serve(latency: float, urls: Any, stop: Any, counts: Any) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with FakeOpenAIServer(ScriptedHandler([TURN0, TURN1], _answer), latency_s=latency) as s:
         urls.put(s.base_url)
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         stop.wait()
-        counts.put(len(s.requests))
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+        counts.put((len(s.requests), cpu))
 
 
 class Servers:
@@ -78,17 +81,21 @@ class Servers:
         self.killed.add(i)
         os.kill(self.procs[i].pid, signal.SIGKILL)
 
-    def close(self) -> list[int | None]:
-        """Requests each server received (``None`` for a killed one)."""
+    def close(self) -> tuple[list[int | None], float]:
+        """Requests each server received (``None`` for a killed one) and the CPU seconds the
+        surviving servers spent."""
         out: list[int | None] = []
+        cpu = 0.0
         for i, (p, c, stop) in enumerate(zip(self.procs, self.counts, self.stops, strict=True)):
             if i in self.killed:
                 out.append(None)
             else:
                 stop.set()
-                out.append(c.get(timeout=30))
+                n, used = c.get(timeout=30)
+                out.append(n)
+                cpu += used
             p.join(timeout=10)
-        return out
+        return out, cpu
 
 
 def _peak_threads(stop: threading.Event, peak: list[int]) -> None:
@@ -130,14 +137,15 @@ def scenario(
 
         threading.Thread(target=kill_when_busy, daemon=True).start()
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    res = collect(cfg, tmp / f"run-{name}", root, sub, progress=False)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"run-{name}-", dir=tmp))
+    res = collect(cfg, run_dir, root, sub, progress=False)
     wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
     stop.set()
     watcher.join()
     served = getattr(sub, "served", None), getattr(root, "served", None)
     root.close()
     sub.close()
-    counts = srv.close()
+    counts, server_cpu = srv.close()
     n_sub = episodes * 64
     starts = sorted(s.started_at.timestamp() for s in res.summaries)
     walls = sorted(s.wall_time_s for s in res.summaries)
@@ -165,6 +173,7 @@ def scenario(
         "episode_wall_p50_s": walls[len(walls) // 2] if walls else 0.0,
         "episode_wall_max_s": walls[-1] if walls else 0.0,
         "requests_per_server": counts,
+        "server_cpu_s": server_cpu,
         "served_sub": served[0],
         "served_root": served[1],
     }
@@ -197,7 +206,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"{r['cpu_user_s']:.2f}s user + {r['cpu_sys_s']:.2f}s sys = "
                 f"{r['cpu_ms_per_sub_call']:.3f} ms per sub-call; peak threads "
                 f"{r['peak_threads']}; episodes started over {r['start_spread_s']:.2f}s, "
-                f"episode wall p50 {r['episode_wall_p50_s']:.2f}s max {r['episode_wall_max_s']:.2f}s"
+                f"episode wall p50 {r['episode_wall_p50_s']:.2f}s max {r['episode_wall_max_s']:.2f}s; "
+                f"fake server CPU {r['server_cpu_s']:.2f}s"
                 + (
                     f"; requests per server {r['requests_per_server']}, sub-calls answered "
                     f"per replica {r['served_sub']}, root turns {r['served_root']}"

@@ -64,7 +64,7 @@ class AsyncHTTP:
     """
 
     def __init__(
-        self, base_url: str, headers: dict[str, str], timeout_s: float, max_idle: int = 256
+        self, base_url: str, headers: dict[str, str], timeout_s: float, max_idle: int = 1024
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
