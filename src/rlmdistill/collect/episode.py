@@ -315,12 +315,13 @@ class Episode:
             # on the shared subagent pool: subagents block on their own model and REPL
             self._dispatch_to.run(run_subagent, todo, limit)
         elif todo:
+            base = {k: v for k, v in sampling.__dict__.items() if k != "seed"}
             pending = self._dispatch_to.chat(
                 self.sub,
-                [
+                [  # model_construct: the fields are sampling's, already validated (~50 us less)
                     (
-                        [Message(role="user", content=r.prompt)],
-                        sampling.model_copy(update={"seed": r.seed}),
+                        [Message.model_construct(role="user", content=r.prompt)],
+                        Sampling.model_construct(**base, seed=r.seed),
                     )
                     for r in todo
                 ],

@@ -335,8 +335,17 @@ def collect(
                     dispatch,
                 )
                 summary = ep.run()
-            finally:
+            except BaseException:
                 shutil.rmtree(scratch, ignore_errors=True)
+                raise
+        try:
+            return _commit_episode(ep, summary, eid)
+        finally:  # after the summary line: the scratch folder is not part of the episode
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _commit_episode(
+        ep: Episode, summary: EpisodeSummary, eid: str
+    ) -> EpisodeSummary | AttemptRecord:
         if ep.infrastructure_failure is not None:
             infrastructure_down.set()
             n = attempts_before.get(eid, 0) + 1
