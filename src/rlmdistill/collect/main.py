@@ -133,8 +133,10 @@ def run_collect(
     from rlmdistill.models.preflight import preflight
     from rlmdistill.models.reasoning import token_id_options
     from rlmdistill.models.spec import close_all, get_client, parse_spec, with_servers
+    from rlmdistill.provenance import prefetch
     from rlmdistill.rooms import DataRoom
 
+    prefetch()  # run.json's provenance, found while rooms load and servers are checked
     rooms = [DataRoom.load(p, strict=strict) for p in config.rooms]  # before a model loads
     for r in rooms:
         for line in r.notes():

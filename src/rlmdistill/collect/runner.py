@@ -34,7 +34,7 @@ from rlmdistill.collect.sandbox import SandboxMode, SandboxUnavailable, explain_
 from rlmdistill.hardware import machine_info
 from rlmdistill.models.base import ModelClient
 from rlmdistill.paths import room_cache
-from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.provenance import git_state, package_versions, prefetch
 from rlmdistill.rooms import DataRoom
 from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary, RoomInfo, RunManifest
 from rlmdistill.traces.store import append_records, parse_records
@@ -271,6 +271,7 @@ def collect(
     may pass the
     rooms of ``config.rooms`` already loaded (same order).
     """
+    prefetch()  # versions, git, machine: found while the rooms are prepared (cached after)
     if rooms is None:
         rooms = [DataRoom.load(p) for p in config.rooms]
     handles = [room_handle(r, root) for r in rooms]
