@@ -22,6 +22,7 @@ SIGKILLed 1.5 L into the run: the run must complete).
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import resource
@@ -147,6 +148,16 @@ def scenario(
     sub.close()
     counts, server_cpu = srv.close()
     n_sub = episodes * 64
+    error_kinds: dict[str, int] = {}
+    for s in res.summaries:
+        if s.n_sub_call_errors:
+            path = run_dir / "trajectories" / f"{s.episode_id}.jsonl"
+            for line in path.read_text().splitlines():
+                kind = json.loads(line).get("error_kind")
+                if kind:
+                    error_kinds[kind] = error_kinds.get(kind, 0) + 1
+        elif s.status != "completed":
+            error_kinds[s.status] = error_kinds.get(s.status, 0) + 1
     starts = sorted(s.started_at.timestamp() for s in res.summaries)
     walls = sorted(s.wall_time_s for s in res.summaries)
     errors = (
@@ -160,6 +171,7 @@ def scenario(
         "episodes": episodes,
         "completed": sum(s.status == "completed" for s in res.summaries),
         "errors": errors,
+        "error_kinds": error_kinds,
         "wall_s": wall,
         "ideal_s": 3 * latency,
         "ratio": wall / (3 * latency),
@@ -201,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
             r = scenario(name, episodes, args.latency, Path(tmp), args.sandbox, servers)
             print(
                 f"{name:7s} L={args.latency:.1f}s {r['episodes']} episodes x 64 sub-calls: "
-                f"completed {r['completed']}, errors {r['errors']}, wall {r['wall_s']:.2f}s / "
+                f"completed {r['completed']}, errors {r['errors']} {r['error_kinds'] or ''}, wall {r['wall_s']:.2f}s / "
                 f"ideal {r['ideal_s']:.1f}s = {r['ratio']:.2f}; collector CPU "
                 f"{r['cpu_user_s']:.2f}s user + {r['cpu_sys_s']:.2f}s sys = "
                 f"{r['cpu_ms_per_sub_call']:.3f} ms per sub-call; peak threads "
