@@ -153,8 +153,11 @@ def scenario(
         if s.n_sub_call_errors:
             path = run_dir / "trajectories" / f"{s.episode_id}.jsonl"
             for line in path.read_text().splitlines():
-                kind = json.loads(line).get("error_kind")
+                rec = json.loads(line)
+                kind = rec.get("error_kind")
                 if kind:
+                    if kind not in error_kinds:
+                        print(f"  first {kind} sub-call error: {rec.get('error', '')[:400]}")
                     error_kinds[kind] = error_kinds.get(kind, 0) + 1
         elif s.status != "completed":
             error_kinds[s.status] = error_kinds.get(s.status, 0) + 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from rlmdistill.collect.runner import collect
 from rlmdistill.models.base import Message, RetryableModelError, Sampling
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.models.preflight import ServerUnavailableError, preflight
-from rlmdistill.models.replicas import ReplicaClient, affinity
+from rlmdistill.models.replicas import MAX_COOLDOWN_S, ReplicaClient, affinity
 from rlmdistill.models.spec import identity, open_client, parse_spec, with_servers
 from rlmdistill.rooms import DataRoom
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
@@ -115,6 +116,17 @@ def test_a_dead_replica_fails_over_at_once_and_leaves_the_rotation() -> None:
     assert client.served == [0, 4]
     # at most the first request tried the dead one (2 attempts); it then stayed out
     assert client.failovers == 1 and outs[0].attempts <= 2 and outs[-1].attempts == 1
+
+
+def test_thousands_of_failures_in_a_row_keep_a_bounded_cool_down() -> None:
+    """bench_concurrency's kill: every request in flight on the killed server fails at once;
+    the doubling cool-down once overflowed a float (OverflowError -> 'fatal' sub-calls)."""
+    client = ReplicaClient([OpenAIChatClient("m", DEAD, retry_transport=False) for _ in range(2)])
+    for _ in range(2000):
+        client.outstanding[1] += 1
+        assert client._done(1, RetryableModelError("reset", cause="connection_reset"))
+    assert 0 < client._down_until[1] - time.monotonic() <= MAX_COOLDOWN_S
+    client.close()
 
 
 def test_every_replica_down_raises_after_the_bounded_attempts() -> None:

@@ -148,7 +148,10 @@ class ReplicaClient:
             if not isinstance(exc, RetryableModelError):
                 return False
             self._fails[i] += 1
-            cooldown = min(MAX_COOLDOWN_S, COOLDOWN_S * 2 ** (self._fails[i] - 1))
+            # every request in flight on a dead replica fails: cap the exponent (2.0**1100
+            # overflows a float)
+            doublings = min(self._fails[i] - 1, 16)
+            cooldown = min(MAX_COOLDOWN_S, COOLDOWN_S * 2.0**doublings)
             self._down_until[i] = time.monotonic() + cooldown
             self.failovers += 1
             return True
