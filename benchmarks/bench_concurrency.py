@@ -12,7 +12,7 @@ E episodes run at once; the ideal wall time of the run is 3L whatever E. Figures
 - peak threads of the collector process (``/proc``, every 10 ms);
 - errors: episodes not ``completed`` + sub-call errors + unfinished attempts.
 
-Scenarios: ``16x64``, ``64x64``, ``256x64`` (one server); ``split`` (64 x 64 over two servers
+A one-episode warm-up run comes first (not reported). Scenarios: ``16x64``, ``64x64``, ``256x64`` (one server); ``split`` (64 x 64 over two servers
 behind ``openai:MODEL@URL1,URL2``: requests per server); ``kill`` (the same, one server
 SIGKILLed 1.5 L into the run: the run must complete).
 
@@ -211,6 +211,9 @@ def main(argv: list[str] | None = None) -> None:
         "kill": (64, 2),
     }
     with tempfile.TemporaryDirectory() as tmp:
+        # warm-up, not reported: the room's snapshot and coverage index, the bwrap check,
+        # the event loop and pools (once per process or room, not per run)
+        scenario("warm-up", 1, 0.05, Path(tmp), args.sandbox)
         for name in args.only:
             episodes, servers = plan[name]
             r = scenario(name, episodes, args.latency, Path(tmp), args.sandbox, servers)
