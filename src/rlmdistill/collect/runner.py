@@ -8,7 +8,6 @@ every episode ends up there exactly once. A run directory refuses a different co
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -376,27 +375,21 @@ def collect(
             "the others wait their turn",
             stacklevel=2,
         )
-    # what is alive now (modules, rooms, models) lives for the run: out of the cyclic GC's
-    # scans, which took ~15% of the collector's CPU at 64 x 64 (perf, bench_concurrency)
-    gc.freeze()  # (given back to the GC when the run ends)
     bar = tqdm(total=len(plan), desc=f"collect {run_dir.name}", unit="ep", disable=not progress)
-    try:
-        with ThreadPoolExecutor(n_parallel, thread_name_prefix="episode") as ex:
-            futures = [ex.submit(run_one, item) for item in plan]
-            for fut in as_completed(futures):
-                s = fut.result()
-                if s is None:
-                    not_started += 1
-                    continue
-                if isinstance(s, AttemptRecord):
-                    unfinished.append(s)
-                    bar.set_postfix_str(f"server failed: {s.cause}; starting no more episodes")
-                else:
-                    summaries.append(s)
-                    bar.set_postfix_str(f"last: {s.status}")
-                bar.update(1)
-    finally:
-        gc.unfreeze()
+    with ThreadPoolExecutor(n_parallel, thread_name_prefix="episode") as ex:
+        futures = [ex.submit(run_one, item) for item in plan]
+        for fut in as_completed(futures):
+            s = fut.result()
+            if s is None:
+                not_started += 1
+                continue
+            if isinstance(s, AttemptRecord):
+                unfinished.append(s)
+                bar.set_postfix_str(f"server failed: {s.cause}; starting no more episodes")
+            else:
+                summaries.append(s)
+                bar.set_postfix_str(f"last: {s.status}")
+            bar.update(1)
     bar.close()
     manifest.result()  # a run that only skipped episodes still has its run.json
     return CollectResult(
