@@ -14,9 +14,10 @@ Per-episode figures and where they come from:
 - descriptors :data:`FDS_PER_EPISODE` = 8: the REPL's stdin/stdout/stderr pipes (3), the
   root's keep-alive connection (1), the trajectory file while appending (1), slack (3);
 - tasks :data:`TASKS_PER_EPISODE` = 4: the episode thread, bwrap, bwrap's init, the worker;
-- memory :data:`REPL_MEMORY_MB` = 48 MiB per REPL: a worker over a small room has an RSS of
-  ~15-20 MiB (Python + the protocol), and each extra REPL over a 1 GiB room adds 11 MiB
-  (README, "Shared rooms"); 48 leaves room for the code the root runs.
+- memory :data:`REPL_MEMORY_MB` = 48 MiB per REPL: an idle worker over a small room has an
+  RSS of 12.4 MiB (PSS 6.9 MiB; bwrap's two processes 1.5 MiB each; measured with psutil on
+  the 2-core machine), and each extra REPL over a 1 GiB room adds 11 MiB (README, "Shared
+  rooms"); 48 leaves room for the data the root's code builds.
 """
 
 from __future__ import annotations
