@@ -162,3 +162,36 @@ def test_300_concurrent_episodes_complete_with_no_error(tmp_path: Path) -> None:
     assert n_requests == 300 * 2 + 2400  # two root turns each, no retry
     # one thread per episode + the event loop + small bounded pools, never one per sub-call
     assert peak_threads[0] <= 300 + 40
+
+
+def test_wall_time_covers_the_coverage_result(tmp_path: Path, monkeypatch) -> None:
+    """Issue 17: wall_time_s was taken before the coverage result (1-2.5 s on LAB rooms)."""
+    import time
+
+    from rlmdistill.collect.episode import Episode
+
+    done_at: list[float] = []
+    real_coverage = Episode._coverage
+
+    def coverage(self):
+        out = real_coverage(self)
+        done_at.append(time.monotonic() - self._t_start)
+        return out
+
+    monkeypatch.setattr(Episode, "_coverage", coverage)
+    room = write_clause_room(tmp_path / "room", n_documents=2, repeats=5)
+    with FakeOpenAIServer(ScriptedHandler([BATCH, MEMO], lambda p: "a " + p)) as server:
+        url = server.base_url
+        cfg = CollectConfig(
+            rooms=[str(room)],
+            root=f"openai:root@{url}",
+            sub=f"openai:sub@{url}",
+            episodes=1,
+            limits=EpisodeLimits(max_turns=3),
+            sandbox="audit",
+        )
+        root = OpenAIChatClient("root", url, api_key="x")
+        (s,) = collect(cfg, tmp_path / "run", root, root, progress=False).summaries
+        root.close()
+    assert s.status == "completed" and len(done_at) == 1
+    assert s.wall_time_s >= done_at[0] > 0
