@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import rlmdistill
-from rlmdistill.collect.repl import BackgroundRepl, ReplDied, ReplLimits, ReplProcess
+from rlmdistill.collect.repl import ReplDied, ReplLimits, ReplProcess
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap is Linux-only")
 
@@ -389,9 +390,16 @@ def test_repl_started_from_a_thread_outlives_it_and_dies_with_the_collector(
 
 
 def test_repl_outlives_the_thread_that_started_it(snapshot, tmp_path):
-    repl = BackgroundRepl(snapshot, tmp_path / "scratch", ReplLimits(), sandbox="bwrap")
-    repl._thread.join()
-    tid = repl._thread.native_id
+    made: list[ReplProcess] = []
+    starter = threading.Thread(
+        target=lambda: made.append(
+            ReplProcess(snapshot, tmp_path / "scratch", ReplLimits(), sandbox="bwrap")
+        )
+    )
+    starter.start()
+    starter.join()
+    (repl,) = made
+    tid = starter.native_id
     for _ in range(400):  # until the OS thread itself is gone (PR_SET_PDEATHSIG fires then)
         if not os.path.exists(f"/proc/self/task/{tid}"):
             break
@@ -399,7 +407,7 @@ def test_repl_outlives_the_thread_that_started_it(snapshot, tmp_path):
     assert not os.path.exists(f"/proc/self/task/{tid}")
     with repl:
         assert run(repl, "print(6 * 7)").stdout == "42\n"
-        assert repl._get().alive
+        assert repl.alive
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -13,6 +13,7 @@ from rlmdistill.collect.repl import OPERATIONAL_FIELDS as REPL_OPERATIONAL_FIELD
 from rlmdistill.collect.repl import ReplLimits
 from rlmdistill.collect.sandbox import DEFAULT_MODE, SandboxMode
 from rlmdistill.models.base import Sampling
+from rlmdistill.models.spec import identity
 
 
 class EpisodeLimits(BaseModel):
@@ -51,6 +52,7 @@ OPERATIONAL_FIELDS = frozenset(
         "sandbox",
         "executor",
         "ray",
+        "servers",
     }
 )
 """Fields that change how a run goes, not what its episodes are: left out of the episode id,
@@ -169,6 +171,13 @@ class CollectConfig(BaseModel):
         "Operational: not part of episode ids.",
     )
     ray: RayOptions = Field(default_factory=RayOptions)
+    servers: list[str] = Field(
+        default_factory=list,
+        description="Replicas of the openai: servers (base URLs): a root or sub spec whose URL "
+        "is one of them is served by all of them (least outstanding requests, one replica per "
+        "episode's root turns, failover). Operational: not part of the episode id; nor are the "
+        "extra URLs of a spec openai:MODEL@URL1,URL2 (its first URL is).",
+    )
     max_attempts: int = Field(
         3,
         ge=1,
@@ -180,12 +189,14 @@ class CollectConfig(BaseModel):
     def fingerprint(self) -> str:
         """sha256 (16 hex) of what defines episodes: every field but the operational ones
         (:data:`OPERATIONAL_FIELDS`: concurrency, spend cap, request rate, price table,
-        attempts, token ids, sandbox, executor and its Ray options; and the REPL's abuse caps
+        attempts, token ids, sandbox, executor and its Ray options, servers; a spec's replica
+        URLs; and the REPL's abuse caps
         :data:`~rlmdistill.collect.repl.OPERATIONAL_FIELDS`) and ``rooms`` (rooms enter ids by
         content hash), plus the packaged prompt version(s)."""
         exclude: dict[str, Any] = dict.fromkeys(["rooms", *OPERATIONAL_FIELDS], True)
         exclude["repl"] = dict.fromkeys(REPL_OPERATIONAL_FIELDS, True)
         data = self.model_dump(mode="json", exclude=exclude)
+        data["root"], data["sub"] = identity(self.root), identity(self.sub)  # replicas: operational
         data["prompt_version"] = PROMPT_VERSION
         if self.depth == 2:
             data["subagent_prompt_version"] = SUBAGENT_PROMPT_VERSION

@@ -22,7 +22,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +29,7 @@ from typing import Any, Literal
 from rlmdistill.collect import prompts
 from rlmdistill.collect.config import CollectConfig
 from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
+from rlmdistill.collect.dispatch import Dispatch, shared_dispatch
 from rlmdistill.collect.parsing import parse_reply
 from rlmdistill.collect.repl import (
     BackgroundRepl,
@@ -51,6 +51,7 @@ from rlmdistill.models.base import (
     Sampling,
     Usage,
 )
+from rlmdistill.models.replicas import affinity
 from rlmdistill.rooms.text import cited_documents
 from rlmdistill.traces.rebuild import messages_sha256
 from rlmdistill.traces.schema import (
@@ -179,7 +180,7 @@ class Episode:
         sub: ModelClient,
         root_spec: str,
         sub_spec: str,
-        pool: ThreadPoolExecutor | None = None,
+        dispatch: Dispatch | None = None,
     ) -> None:
         self.config = config
         self.spec = spec
@@ -188,7 +189,8 @@ class Episode:
         self.sub = sub
         self.root_spec = root_spec
         self.sub_spec = sub_spec
-        self._pool = pool
+        self._dispatch_to = dispatch or shared_dispatch()
+        """Where sub-calls and subagents run (bounded, shared by the run's episodes)."""
         self.state = _State()
         self._turn = 0
         self._block = 0
@@ -272,7 +274,10 @@ class Episode:
             st.n_batches += 1
         subagents = self.config.depth == 2 and origin.depth == 1
 
-        def one(i: int) -> SubCallRecord:
+        sampling = self.config.sub_sampling
+        cap = self.config.repl.max_prompt_chars
+        records: list[SubCallRecord] = []
+        for i, prompt in enumerate(prompts_):
             rec = SubCallRecord(
                 episode_id=self.spec.episode_id,
                 call_id=first_id + i,
@@ -285,53 +290,53 @@ class Episode:
                 sub_block=origin.sub_block,
                 subagent=subagents,
                 depth=origin.depth,
-                prompt=prompts_[i],
+                prompt=prompt,
                 seed=self._sub_seed(first_id + i),
                 sources=sources[i] if i < len(sources) else [],
             )
-            t0 = time.monotonic()
-            cap = self.config.repl.max_prompt_chars
-            if len(rec.prompt) > cap:  # never sent; the trace keeps head + tail
-                rec.prompt = bounded(rec.prompt, 2000, 500)
+            if len(prompt) > cap:  # never sent; the trace keeps head + tail
+                rec.prompt = bounded(prompt, 2000, 500)
                 rec.error_kind = "prompt_too_large"
                 rec.error = (
-                    f"prompt of {len(prompts_[i]):,} characters is over the limit of {cap:,} "
+                    f"prompt of {len(prompt):,} characters is over the limit of {cap:,} "
                     "(ReplLimits.max_prompt_chars); not sent"
                 )
-                return rec
-            if subagents:
+            records.append(rec)
+        todo = [r for r in records if r.error_kind is None]
+        sent = [r.prompt for r in todo]
+        limit = self.config.sub_concurrency
+        if subagents:
+
+            def run_subagent(rec: SubCallRecord) -> None:
+                t0 = time.monotonic()
                 self._run_subagent(rec)
                 rec.latency_s = time.monotonic() - t0
-                return rec
-            try:
-                res = self.sub.chat(
-                    [Message(role="user", content=prompts_[i])],
-                    self.config.sub_sampling.model_copy(update={"seed": rec.seed}),
-                )
-                rec.response, rec.usage = res.text, res.usage
-                rec.attempts, rec.latency_s = res.attempts, res.latency_s
-                if self.config.token_ids == "all":
-                    rec.tokens = token_trace(res)
-            except ModelError as exc:
-                rec.error, rec.error_kind = str(exc), exc.kind
-                rec.attempts, rec.latency_s = exc.attempts, time.monotonic() - t0
-            return rec
 
-        sent = [p for p in prompts_ if len(p) <= self.config.repl.max_prompt_chars]
-        if len(prompts_) > 1 and not subagents and self._pool is not None:
-            futures = [self._pool.submit(one, i) for i in range(len(prompts_))]
+            # on the shared subagent pool: subagents block on their own model and REPL
+            self._dispatch_to.run(run_subagent, todo, limit)
+        elif todo:
+            base = {k: v for k, v in sampling.__dict__.items() if k != "seed"}
+            pending = self._dispatch_to.chat(
+                self.sub,
+                [  # model_construct: the fields are sampling's, already validated (~50 us less)
+                    (
+                        [Message.model_construct(role="user", content=r.prompt)],
+                        Sampling.model_construct(**base, seed=r.seed),
+                    )
+                    for r in todo
+                ],
+                limit,
+            )
             self._observe(sent)  # probe while the requests are in flight, off their path
-            records = [f.result() for f in futures]
-        elif len(prompts_) == 1:
-            if not subagents:
-                self._observe(sent)
-            records = [one(0)]
-        else:
-            # subagents block on their own sub-calls: never run them on the shared pool
-            if not subagents:
-                self._observe(sent)
-            with ThreadPoolExecutor(self.config.sub_concurrency, thread_name_prefix="agent") as ex:
-                records = list(ex.map(one, range(len(prompts_))))
+            for rec, (res, elapsed) in zip(todo, pending.result(), strict=True):
+                if isinstance(res, ModelError):
+                    rec.error, rec.error_kind = str(res), res.kind
+                    rec.attempts, rec.latency_s = res.attempts, elapsed
+                else:
+                    rec.response, rec.usage = res.text, res.usage
+                    rec.attempts, rec.latency_s = res.attempts, res.latency_s
+                    if self.config.token_ids == "all":
+                        rec.tokens = token_trace(res)
         with st.lock:
             for rec in records:
                 if not rec.subagent:  # a subagent's usage was counted turn by turn
@@ -402,9 +407,10 @@ class Episode:
                     lambda b: where.__setitem__("block", b),
                     TokenTrail() if cfg.token_ids == "all" else None,
                 )
-                final = self._turn_loop(
-                    agent, messages, make_record, cfg.subagent_max_turns, usage_into=rec
-                )
+                with affinity(f"{self.spec.episode_id}/{rec.call_id}"):
+                    final = self._turn_loop(
+                        agent, messages, make_record, cfg.subagent_max_turns, usage_into=rec
+                    )
         except _TurnEnd as exc:
             rec.error, rec.error_kind = exc.detail, exc.status
             return
@@ -648,7 +654,8 @@ class Episode:
                     lambda b: setattr(self, "_block", b),
                     TokenTrail() if cfg.token_ids != "off" else None,
                 )
-                final = self._turn_loop(agent, messages, root_record, cfg.limits.max_turns)
+                with affinity(self.spec.episode_id):  # one replica per episode: prefix cache
+                    final = self._turn_loop(agent, messages, root_record, cfg.limits.max_turns)
             if final is not None:
                 if final[1].strip():
                     status, detail, memo = "completed", None, final[1]
@@ -671,6 +678,7 @@ class Episode:
         self._write(end)
         sync_file(self.spec.trajectory_path)
         doc_ids = [d for d, _, _ in self.room.documents]
+        coverage = self._coverage()  # inside wall_time_s: it is part of the episode's work
         return EpisodeSummary(
             episode_id=self.spec.episode_id,
             run_id=self.spec.run_id,
@@ -693,7 +701,7 @@ class Episode:
             memo_chars=len(memo or ""),
             memo_sha256=memo_sha256(memo) if memo else None,
             cited_documents=cited_documents(memo, doc_ids),
-            coverage=self._coverage(),
+            coverage=coverage,
             started_at=started_at,
             ended_at=end.ended_at,
         )

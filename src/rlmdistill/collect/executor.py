@@ -10,8 +10,9 @@ re-run (with either executor: the executor is operational, out of episode ids) f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -21,10 +22,27 @@ from rlmdistill.models.base import InfrastructureError
 from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary
 from rlmdistill.traces.store import append_records
 
-__all__ = ["EPISODES_FILE", "commit_episode", "run_limits"]
+__all__ = ["EPISODES_FILE", "CollectResult", "commit_episode", "run_limits"]
 
 EPISODES_FILE = "episodes.jsonl"
 """The commit record of a run: an episode is done when its summary line is here."""
+
+
+class CollectResult(NamedTuple):
+    """What :func:`collect` did."""
+
+    run_dir: Path
+    summaries: list[EpisodeSummary]
+    """Episodes finished by this call (not those skipped as already done)."""
+    skipped: int
+    """Episodes already in ``episodes.jsonl`` before this call."""
+    unfinished: Sequence[AttemptRecord] = ()
+    """Failed attempts of this call that left their episode unfinished (not ``final``)."""
+    not_started: int = 0
+    """Episodes not started because the serving infrastructure had failed (see
+    :mod:`rlmdistill.collect.attempts`)."""
+    failed_attempts: Sequence[AttemptRecord] = ()
+    """Every failed attempt of this call, final ones included."""
 
 
 def commit_episode(

@@ -112,7 +112,9 @@ def run_collect(
     """Check the servers, open the root/sub clients, collect every pending episode into
     ``out``, close.
 
-    Every ``openai:`` server is checked first (:func:`rlmdistill.models.preflight.preflight`),
+    ``config.servers`` adds replicas to the root/sub specs whose URL it lists
+    (:func:`rlmdistill.models.spec.with_servers`). Every ``openai:`` server (each replica)
+    is checked first (:func:`rlmdistill.models.preflight.preflight`),
     so nothing, not even ``run.json``, is written when one is down or lacks the model. The
     result says which episodes the infrastructure left unfinished (:func:`check_finished`).
 
@@ -136,13 +138,15 @@ def run_collect(
     from rlmdistill.collect.runner import collect
     from rlmdistill.models.preflight import preflight
     from rlmdistill.models.reasoning import token_id_options
-    from rlmdistill.models.spec import close_all, get_client, parse_spec
+    from rlmdistill.models.spec import close_all, get_client, parse_spec, with_servers
+    from rlmdistill.provenance import prefetch
     from rlmdistill.rooms import DataRoom
 
     if config.executor == "ray":  # a missing extra is named before anything is written
         from rlmdistill.collect.ray_cluster import import_ray
 
         import_ray()
+    prefetch()  # run.json's provenance, found while rooms load and servers are checked
     rooms = [DataRoom.load(p, strict=strict) for p in config.rooms]  # before a model loads
     for r in rooms:
         for line in r.notes():
@@ -152,20 +156,12 @@ def run_collect(
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
     parse_spec(config.sub)
     opened = dict(open_specs or {})
-    preflight(
-        {
-            "--root": opened.get(config.root, config.root),
-            "--sub": opened.get(config.sub, config.sub),
-        }
-    )
-    root = get_client(
-        opened.get(config.root, config.root),
-        **token_id_options(config.root, config.token_ids != "off"),
-    )
-    sub = get_client(
-        opened.get(config.sub, config.sub),
-        **token_id_options(config.sub, config.token_ids == "all"),
-    )
+    # the servers: list adds replicas to the specs it names (operational, out of episode ids)
+    root_spec = with_servers(opened.get(config.root, config.root), config.servers)
+    sub_spec = with_servers(opened.get(config.sub, config.sub), config.servers)
+    preflight({"--root": root_spec, "--sub": sub_spec})  # every replica of each
+    root = get_client(root_spec, **token_id_options(config.root, config.token_ids != "off"))
+    sub = get_client(sub_spec, **token_id_options(config.sub, config.token_ids == "all"))
     if config.max_usd is not None or config.requests_per_minute is not None:
         root, sub = limit_clients(config, root, sub)
     try:

@@ -11,7 +11,7 @@ driver dispatching rollouts to them):
   ``num_cpus=0``) that may run episodes: nodes with every resource of
   ``RayOptions.node_resources``; a node's cap is ``RayOptions.episodes_per_node`` or its
   amount of ``RayOptions.slots_resource``. The worker checks the sandbox on its node
-  (``runner.check_sandbox``), opens the root/sub clients once (an ``openai:`` spec is a client
+  (``prepare.check_sandbox``), opens the root/sub clients once (an ``openai:`` spec is a client
   of the shared server; a ``local:`` spec is loaded once per node), starts its sub-call pools
   and runs each episode exactly as the thread executor does (same ``Episode``, same sandboxed
   REPL) over a room snapshot in the node's own room cache.
@@ -19,7 +19,7 @@ driver dispatching rollouts to them):
   once per run (each node pulls it once, on its first episode of that room); ``shared_fs``
   loads the room folder at its recorded path. The node rebuilds the room, checks that its
   content hash is the run's ``room_hash`` (else the episode's node raises
-  :class:`RoomMismatch`), and writes / checks its snapshot (``runner.ensure_snapshot``).
+  :class:`RoomMismatch`), and writes / checks its snapshot (``prepare.ensure_snapshot``).
 - **Spread**: the driver sends each episode to the live node with the most free slots, at most
   ``concurrency`` in flight across the cluster.
 - **The driver is the only writer** of the run folder: the episode's trajectory comes back as
@@ -82,7 +82,7 @@ from rlmdistill.traces.store import append_records
 
 if TYPE_CHECKING:
     from rlmdistill.collect.episode import RoomHandle
-    from rlmdistill.collect.runner import CollectResult
+    from rlmdistill.collect.executor import CollectResult
 
 __all__ = [
     "PLACEMENT_FILE",
@@ -459,7 +459,7 @@ def collect_on_ray(
     episodes or a node cannot start (sandbox, model, price table: the message names the
     node), and ``RuntimeError`` for a bug in an episode on a node (naming episode and node).
     """
-    from rlmdistill.collect.runner import CollectResult
+    from rlmdistill.collect.executor import CollectResult
 
     ray = import_ray()
     started_ray = connect(ray, config.ray)

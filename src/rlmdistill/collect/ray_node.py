@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import queue
 import shutil
 import socket
 import tempfile
@@ -223,14 +222,16 @@ class NodeWorker:
         self._room_lock = threading.Lock()
         self._root: ModelClient | None = None
         self._sub: ModelClient | None = None
-        self._pools: queue.SimpleQueue[Any] | None = None
+        self._dispatch: Any = None
 
     def start(self) -> dict[str, Any]:
-        """Check the sandbox, open the clients and start the sub-call pools on this node.
+        """Check the sandbox, open the clients and take this process's shared sub-call
+        dispatch (:func:`rlmdistill.collect.dispatch.shared_dispatch`) on this node.
 
         Returns ``{"node_id", "hostname", "pid"}`` and, when this node cannot run episodes,
         ``"error"`` (the sandbox cannot start, a model cannot be opened, ...)."""
-        from rlmdistill.collect.runner import check_sandbox, sub_call_pools
+        from rlmdistill.collect.dispatch import shared_dispatch
+        from rlmdistill.collect.prepare import check_sandbox
         from rlmdistill.models.limits import LimitedClient
         from rlmdistill.models.reasoning import token_id_options
         from rlmdistill.models.spec import get_client
@@ -252,7 +253,7 @@ class NodeWorker:
                 sub = limited_root if sub is root else LimitedClient(sub, limits)
                 root = limited_root
             self._root, self._sub = root, sub
-            self._pools = self._stack.enter_context(sub_call_pools(self.cap, cfg.sub_concurrency))
+            self._dispatch = shared_dispatch()
         except (ValueError, OSError) as exc:  # SandboxUnavailable is a ValueError
             facts["error"] = f"{type(exc).__name__}: {exc}"
         return facts
@@ -260,7 +261,7 @@ class NodeWorker:
     def _room(self, ticket: RoomTicket) -> RoomHandle:
         """The node's handle of a room: shipped (or loaded) once, hash checked, snapshot in the
         node's own room cache."""
-        from rlmdistill.collect.runner import room_handle
+        from rlmdistill.collect.prepare import room_handle
 
         key = ticket.info.room_hash
         with self._room_lock:
@@ -286,14 +287,13 @@ class NodeWorker:
         is written on the node). Raises :class:`RoomMismatch` for a wrong room copy."""
         from rlmdistill.collect.episode import Episode, EpisodeSpec
 
-        assert self._root is not None and self._sub is not None and self._pools is not None
+        assert self._root is not None and self._sub is not None and self._dispatch is not None
         handle = self._room(job.room)
         cfg = self.config
         work = Path(tempfile.mkdtemp(prefix=f"rlmdistill-{job.episode_id}-"))
         trajectory = work / "trajectory.jsonl"
         scratch = work / "episode"
         scratch.mkdir()
-        pool = self._pools.get()
         try:
             ep = Episode(
                 cfg,
@@ -310,12 +310,11 @@ class NodeWorker:
                 self._sub,
                 cfg.root,
                 cfg.sub,
-                pool,
+                self._dispatch,
             )
             summary = ep.run()
             data = trajectory.read_bytes() if trajectory.exists() else b""
         finally:
-            self._pools.put(pool)
             shutil.rmtree(work, ignore_errors=True)
         ray = import_ray()
         return EpisodeResult(

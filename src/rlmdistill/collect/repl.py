@@ -23,6 +23,7 @@ used for coverage (that is measured on what the collector sends to models).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -33,6 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, NoReturn, Protocol
 
@@ -52,6 +54,15 @@ from rlmdistill.collect.sandbox import (
 )
 
 WORKER = Path(__file__).with_name("repl_worker.py")
+
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
+"""``OSError`` numbers of a start that failed for want of descriptors, processes or memory:
+:class:`BackgroundRepl` waits and tries again instead of failing the episode."""
+
+START_WORKERS = 8
+"""Threads of the process-wide pool that starts REPL processes (:class:`BackgroundRepl`):
+a start is a fork/exec and an init message (~1-5 ms), the room load that follows runs in the
+worker while the episode sends its first root request."""
 
 OPERATIONAL_FIELDS = frozenset(
     {"scratch_mb", "max_processes", "max_message_mb", "max_value_chars", "max_prompt_chars"}
@@ -241,7 +252,9 @@ class ReplProcess:
     failure raises :class:`ReplDied`.
 
     Use as a context manager; :meth:`execute` runs a block and serves its sub-calls through
-    ``on_llm`` in the calling thread.
+    ``on_llm`` in the calling thread. ``wait_ready=False`` returns once the process is
+    started and told its room; :meth:`await_ready` (called by :meth:`execute` and
+    :meth:`get_var`) then waits for it to have loaded the room.
     """
 
     def __init__(
@@ -252,6 +265,7 @@ class ReplProcess:
         *,
         context_doc: str | None = None,
         sandbox: SandboxMode = DEFAULT_MODE,
+        wait_ready: bool = True,
     ) -> None:
         self.limits = limits
         self.sandbox = sandbox
@@ -287,6 +301,8 @@ class ReplProcess:
             except OSError as exc:
                 if self._cgroup is not None:
                     self._cgroup.close()
+                if exc.errno in RESOURCE_ERRNOS:  # out of descriptors/processes: not bwrap's
+                    raise
                 raise SandboxUnavailable(explain_failure(str(exc))) from exc
         else:
             snapshot_path, scratch_path = str(room_snapshot), str(scratch_dir.resolve())
@@ -316,20 +332,44 @@ class ReplProcess:
             "max_message_bytes": self._max_line,
             "max_value_chars": limits.max_value_chars,
         }
+        assert self._proc.stdout is not None
+        self._poller = select.poll()  # poll, not select(): no 1,024-descriptor limit
+        self._poller.register(self._proc.stdout.fileno(), select.POLLIN)
+        self._ready_deadline = time.monotonic() + limits.startup_timeout_s
+        self._ready = False
+        self._ready_lock = threading.Lock()
         try:
             self._write(init)
-            msg = self._read(time.monotonic() + limits.startup_timeout_s)
-            if msg["op"] != "ready":
-                self._protocol_error(f"{msg['op']} message before ready")
         except ReplDied as exc:
-            stderr = self._stderr_tail()
-            self.kill()
-            if sandbox == "bwrap" and "bwrap" in stderr:
-                raise SandboxUnavailable(explain_failure(stderr, self._proc.returncode)) from exc
-            raise ReplDied(
-                f"REPL failed to start: {exc}" + (f"; stderr: {stderr[-2000:]}" if stderr else ""),
-                timed_out=exc.timed_out,
-            ) from exc
+            self._start_failed(exc)
+        if wait_ready:
+            self.await_ready()
+
+    def _start_failed(self, exc: ReplDied) -> NoReturn:
+        stderr = self._stderr_tail()
+        self.kill()
+        if self.sandbox == "bwrap" and "bwrap" in stderr:
+            raise SandboxUnavailable(explain_failure(stderr, self._proc.returncode)) from exc
+        raise ReplDied(
+            f"REPL failed to start: {exc}" + (f"; stderr: {stderr[-2000:]}" if stderr else ""),
+            timed_out=exc.timed_out,
+        ) from exc
+
+    def await_ready(self) -> None:
+        """Wait for the worker's ``ready`` message (once; later calls return at once).
+
+        Raises :class:`ReplDied` (or :class:`SandboxUnavailable` under bwrap) when the worker
+        does not come up within ``limits.startup_timeout_s`` of its start."""
+        with self._ready_lock:
+            if self._ready:
+                return
+            try:
+                msg = self._read(self._ready_deadline)
+                if msg["op"] != "ready":
+                    self._protocol_error(f"{msg['op']} message before ready")
+            except ReplDied as exc:
+                self._start_failed(exc)
+            self._ready = True
 
     # -- pipes ------------------------------------------------------------------------
     def _stderr_tail(self) -> str:
@@ -341,7 +381,9 @@ class ReplProcess:
             self._proc.wait(timeout=2)
         data = b""
         with contextlib.suppress(OSError, ValueError):
-            while len(data) < 65536 and select.select([err], [], [], 0.05)[0]:
+            poller = select.poll()  # poll, not select(): no 1,024-descriptor limit
+            poller.register(err.fileno(), select.POLLIN)
+            while len(data) < 65536 and poller.poll(50):
                 chunk = os.read(err.fileno(), 65536)
                 if not chunk:
                     break
@@ -383,8 +425,7 @@ class ReplProcess:
             if remaining <= 0:
                 self.kill()
                 raise ReplDied("code block exceeded its time limit; REPL killed", timed_out=True)
-            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
-            if not ready:
+            if not self._poller.poll(max(1, int(min(remaining, 1.0) * 1000))):
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -434,6 +475,7 @@ class ReplProcess:
         or breaks the protocol, and :class:`ReplValueTooLarge` for a ``FINAL`` value over
         ``limits.max_value_chars``.
         """
+        self.await_ready()
         t0 = time.monotonic()
         deadline = t0 + (timeout_s if timeout_s is not None else self.limits.block_timeout_s)
         self._write({"op": "exec", "code": code})
@@ -472,6 +514,7 @@ class ReplProcess:
 
         Raises :class:`ReplValueTooLarge` (``variable_too_large``) over
         ``limits.max_value_chars`` and :class:`ReplDied` as :meth:`execute`."""
+        self.await_ready()
         deadline = time.monotonic() + timeout_s
         self._write({"op": "get_var", "name": name})
         msg = self._read(deadline)
@@ -548,32 +591,62 @@ class Repl(Protocol):
         ...
 
 
-class BackgroundRepl:
-    """A :class:`ReplProcess` started in a background thread.
+_start_pool: ThreadPoolExecutor | None = None
+_start_pool_lock = threading.Lock()
 
-    The first root request does not need the REPL, so starting it concurrently takes its
-    start-up (~20 ms, more for big rooms) off the episode's critical path. Errors of the
-    start-up (:class:`ReplDied`) surface at first use. Arguments as :class:`ReplProcess`.
+
+def _starter() -> ThreadPoolExecutor:
+    """The process-wide, bounded pool that starts REPL processes (created on first use)."""
+    global _start_pool
+    with _start_pool_lock:
+        if _start_pool is None:
+            _start_pool = ThreadPoolExecutor(START_WORKERS, thread_name_prefix="repl-start")
+        return _start_pool
+
+
+def start_patiently(*args: Any, **kwargs: Any) -> ReplProcess:
+    """:class:`ReplProcess` ``(*args, wait_ready=False, **kwargs)``, tried again while the
+    start fails for want of descriptors, processes or memory (:data:`RESOURCE_ERRNOS`), with
+    a growing pause (10 ms doubling up to 1 s), for up to ``limits.startup_timeout_s``: under
+    load an episode waits its turn for a REPL instead of failing. Other errors as
+    :class:`ReplProcess`; the last resource error is raised as :class:`ReplDied`."""
+    limits: ReplLimits = args[2] if len(args) > 2 else kwargs["limits"]
+    deadline = time.monotonic() + limits.startup_timeout_s
+    pause = 0.01
+    while True:
+        try:
+            return ReplProcess(*args, wait_ready=False, **kwargs)
+        except OSError as exc:
+            if exc.errno not in RESOURCE_ERRNOS or time.monotonic() + pause > deadline:
+                if exc.errno in RESOURCE_ERRNOS:
+                    raise ReplDied(
+                        f"REPL failed to start: {exc} (still short of resources after "
+                        f"{limits.startup_timeout_s:.0f} s)",
+                        timed_out=False,
+                    ) from exc
+                raise
+        time.sleep(pause)
+        pause = min(1.0, pause * 2)
+
+
+class BackgroundRepl:
+    """A :class:`ReplProcess` started off the calling thread.
+
+    The first root request does not need the REPL, so the process is started by the shared
+    bounded start pool (:data:`START_WORKERS` threads for the whole process, not one thread
+    per episode) and the room loads inside it while the episode sends that request; the
+    ``ready`` message is read at first use. Errors of the start-up (:class:`ReplDied`,
+    :class:`~rlmdistill.collect.sandbox.SandboxUnavailable`) surface at first use. Arguments
+    as :class:`ReplProcess`; see :func:`start_patiently` for starts short of resources.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._proc: ReplProcess | None = None
-        self._error: BaseException | None = None
-
-        def start() -> None:
-            try:
-                self._proc = ReplProcess(*args, **kwargs)
-            except BaseException as exc:  # surfaced by _get()
-                self._error = exc
-
-        self._thread = threading.Thread(target=start, name="repl-start", daemon=True)
-        self._thread.start()
+        self._future: Future[ReplProcess] = _starter().submit(start_patiently, *args, **kwargs)
 
     def _get(self) -> ReplProcess:
-        self._thread.join()
-        if self._proc is None:
-            raise self._error or ReplDied("REPL failed to start", timed_out=False)
-        return self._proc
+        proc = self._future.result()  # raises the start-up error
+        proc.await_ready()
+        return proc
 
     def execute(
         self, code: str, on_llm: LlmHandler, timeout_s: float | None = None
@@ -586,10 +659,12 @@ class BackgroundRepl:
         return self._get().get_var(name, timeout_s)
 
     def close(self) -> None:
-        """Wait for start-up to finish, then close the process if it started. Idempotent."""
-        self._thread.join()
-        if self._proc is not None:
-            self._proc.close()
+        """Wait for the start to finish, then close the process if it started. Idempotent."""
+        try:
+            proc = self._future.result()
+        except BaseException:  # a failed start has nothing to close
+            return
+        proc.close()
 
     def __enter__(self) -> BackgroundRepl:
         return self

@@ -29,6 +29,8 @@ a final assistant message with ``extra_body={"continue_final_message": True,
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import random
@@ -45,6 +47,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from rlmdistill.models.aio_http import AsyncHTTP, TransportError
 from rlmdistill.models.base import (
     ChatResult,
     ContextExceededError,
@@ -136,7 +139,7 @@ def _is_retryable(exc: BaseException) -> bool:
         if exc.is_context_error:
             return False
         return exc.status in _RETRYABLE_STATUS or exc.status >= 500
-    return isinstance(exc, (*_TRANSPORT_ERRORS, _MalformedResponse))
+    return isinstance(exc, (*_TRANSPORT_ERRORS, _MalformedResponse, TransportError))
 
 
 def fault_cause(exc: BaseException) -> str:
@@ -145,7 +148,7 @@ def fault_cause(exc: BaseException) -> str:
     ``no_choices``, else the exception's class name."""
     if isinstance(exc, _HTTPStatusError):
         return f"http_{exc.status}"
-    if isinstance(exc, _MalformedResponse):
+    if isinstance(exc, (_MalformedResponse, TransportError)):
         return exc.cause
     if isinstance(exc, urllib3.exceptions.NewConnectionError):  # before TimeoutError: a
         return "connection_refused"  # subclass of ConnectTimeoutError in urllib3 2
@@ -156,13 +159,13 @@ def fault_cause(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _error_text(response: urllib3.BaseHTTPResponse) -> str:
+def _error_text(data: bytes, reason: str = "") -> str:
     """The message of an OpenAI-style error body (``{"error": {"message": ...}}``), else text."""
-    text = response.data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "replace")
     try:
         body = json.loads(text)
     except ValueError:
-        return text[:500] or str(response.reason)
+        return text[:500] or reason
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
@@ -172,6 +175,28 @@ def _error_text(response: urllib3.BaseHTTPResponse) -> str:
         if isinstance(body.get("message"), str):
             return str(body["message"])
     return text[:500]
+
+
+def _completion_json(
+    status: int, headers: Mapping[str, str], data: bytes, reason: str = ""
+) -> dict[str, Any]:
+    """The JSON of a chat-completion answer; raises :class:`_HTTPStatusError` for a non-2xx
+    status and :class:`_MalformedResponse` for a body that is not JSON or has no
+    ``choices[0].message``."""
+    if status >= 400:
+        raise _HTTPStatusError(status, _error_text(data, reason), headers)
+    try:
+        out = json.loads(data)
+    except ValueError:
+        raise _MalformedResponse("non_json", f"body is not JSON: {data[:300]!r}") from None
+    if not isinstance(out, dict):
+        raise _MalformedResponse("non_json", f"body is not a JSON object: {out!r:.300}")
+    choices = out.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _MalformedResponse("no_choices", f"no choices: {out!r:.300}")
+    if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+        raise _MalformedResponse("no_choices", f"choice without message: {out!r:.300}")
+    return out
 
 
 def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
@@ -212,6 +237,10 @@ class OpenAIChatClient:
             400 naming them) is asked again without them, and never again by this client.
         max_concurrency: threads used by :meth:`chat_batch`.
         extra_body: extra JSON fields merged into every request (server extensions).
+        retry_transport: retry refused/reset connections and timeouts here (default); with
+            ``False`` they raise at once (``RetryableModelError``, 1 attempt) so that a
+            :class:`~rlmdistill.models.replicas.ReplicaClient` can send the request to
+            another replica instead. HTTP statuses are retried either way.
     """
 
     def __init__(
@@ -232,6 +261,7 @@ class OpenAIChatClient:
         token_ids: bool = False,
         max_concurrency: int = 8,
         extra_body: dict[str, Any] | None = None,
+        retry_transport: bool = True,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
@@ -253,13 +283,17 @@ class OpenAIChatClient:
         self._logprobs_asked = logprobs
         self.max_concurrency = max(1, max_concurrency)
         self.extra_body = dict(extra_body or {})
+        self.retry_transport = retry_transport
         key = api_key if api_key is not None else os.environ.get(key_env) or "EMPTY"
         self._url = self.base_url + "/chat/completions"
+        self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        self._aio: AsyncHTTP | None = None
+        self._aio_loop: asyncio.AbstractEventLoop | None = None
         self._http = urllib3.PoolManager(
             num_pools=4,
             maxsize=256,
             block=False,  # never wait for a free connection: open one more
-            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            headers=self._headers,
             timeout=urllib3.Timeout(connect=self.timeout_s, read=self.timeout_s),
             retries=False,  # retries are ours (tenacity), so attempts are counted
         )
@@ -325,30 +359,31 @@ class OpenAIChatClient:
         is not JSON or has no ``choices[0].message`` (all retried by :meth:`chat`)."""
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         response = self._http.request("POST", self._url, body=payload)
-        if response.status >= 400:
-            raise _HTTPStatusError(response.status, _error_text(response), response.headers)
-        try:
-            data = json.loads(response.data)
-        except ValueError:
-            raise _MalformedResponse(
-                "non_json", f"body is not JSON: {response.data[:300]!r}"
-            ) from None
-        if not isinstance(data, dict):
-            raise _MalformedResponse("non_json", f"body is not a JSON object: {data!r:.300}")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise _MalformedResponse("no_choices", f"no choices: {data!r:.300}")
-        if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-            raise _MalformedResponse("no_choices", f"choice without message: {data!r:.300}")
-        return data
+        return _completion_json(
+            response.status, response.headers, response.data, str(response.reason)
+        )
+
+    async def _apost(self, body: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`_post` on the event loop (``TransportError`` for transport faults)."""
+        if self._aio is None:
+            self._aio = AsyncHTTP(self.base_url, self._headers, self.timeout_s)
+            self._aio_loop = asyncio.get_running_loop()
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        status, headers, data = await self._aio.post("/chat/completions", payload)
+        return _completion_json(status, headers, data)
 
     # -- retry machinery --------------------------------------------------------------
 
     def _wait(self, state: RetryCallState) -> float:
-        k = state.attempt_number - 1
-        cap = min(self.backoff_max_s, self.backoff_initial_s * (2**k))
-        wait = random.uniform(0.0, cap)
         exc = state.outcome.exception() if state.outcome is not None else None
+        return self._backoff(state.attempt_number, exc)
+
+    def _backoff(self, attempt: int, exc: BaseException | None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based): uniform in
+        ``[0, min(backoff_max_s, backoff_initial_s * 2**(attempt - 1))]``, raised to a
+        ``Retry-After`` header, never past ``backoff_max_s``."""
+        cap = min(self.backoff_max_s, self.backoff_initial_s * (2 ** (attempt - 1)))
+        wait = random.uniform(0.0, cap)
         if isinstance(exc, _HTTPStatusError):
             retry_after = exc.headers.get("retry-after")
             try:
@@ -357,6 +392,12 @@ class OpenAIChatClient:
             except ValueError:
                 pass
         return wait
+
+    def _retry_here(self, exc: BaseException) -> bool:
+        """Whether this client retries ``exc`` itself (see ``retry_transport``)."""
+        if not _is_retryable(exc):
+            return False
+        return self.retry_transport or not isinstance(exc, (*_TRANSPORT_ERRORS, TransportError))
 
     def _classify(self, exc: BaseException, attempts: int) -> ModelError:
         """The :class:`ModelError` of the last failed attempt (rows of ``docs/serving.md``)."""
@@ -425,7 +466,7 @@ class OpenAIChatClient:
         retrying = Retrying(
             stop=stop_after_attempt(self.max_retries + 1),
             wait=self._wait,
-            retry=retry_if_exception(_is_retryable),
+            retry=retry_if_exception(self._retry_here),
             reraise=True,
         )
         attempts = 0
@@ -443,6 +484,40 @@ class OpenAIChatClient:
                 self.token_ids, self.logprobs = False, self._logprobs_asked  # refused: stop
                 return self.chat(messages, sampling, prefill=prefill)
             raise self._classify(exc, max(attempts, 1)) from exc
+        return self._result(response, prefill, time.perf_counter() - t0, attempts)
+
+    async def achat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:
+        """:meth:`chat` as a coroutine on an asyncio event loop (:mod:`rlmdistill.models.aio_http`
+        instead of urllib3): same request, retries, classification and result.
+
+        The collector's sub-call dispatch (:mod:`rlmdistill.collect.dispatch`) runs every
+        sub-call of every episode this way on one event-loop thread. Always call it from the
+        same loop (the connection pool belongs to it). Raises as :meth:`chat`.
+        """
+        if self._closed:
+            raise FatalModelError(f"{self.model_id}: client is closed", attempts=0)
+        body = self._request(messages, sampling, prefill)
+        t0 = time.perf_counter()
+        attempts = 0
+        while True:  # the policy of chat()'s tenacity loop, without its ~0.1 ms per call
+            attempts += 1
+            try:
+                response = await self._apost(body)
+                break
+            except Exception as exc:
+                if attempts <= self.max_retries and self._retry_here(exc):
+                    await asyncio.sleep(self._backoff(attempts, exc))
+                    continue
+                if (
+                    self.token_ids
+                    and isinstance(exc, _HTTPStatusError)
+                    and token_params_refused(exc.status, exc.message)
+                ):
+                    self.token_ids, self.logprobs = False, self._logprobs_asked  # refused: stop
+                    return await self.achat(messages, sampling, prefill=prefill)
+                raise self._classify(exc, attempts) from exc
         return self._result(response, prefill, time.perf_counter() - t0, attempts)
 
     def _result(
@@ -539,6 +614,12 @@ class OpenAIChatClient:
             if not self._closed:
                 self._closed = True
                 self._http.clear()
+                aio, loop = self._aio, self._aio_loop
+                if aio is not None and loop is not None and loop.is_running():
+                    fut = asyncio.run_coroutine_threadsafe(aio.aclose(), loop)
+                    if asyncio._get_running_loop() is not loop:  # never wait on our own loop
+                        with contextlib.suppress(Exception):
+                            fut.result(5)
 
     def __enter__(self) -> OpenAIChatClient:
         return self

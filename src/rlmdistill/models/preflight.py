@@ -6,7 +6,8 @@ model id the stage will ask for is listed. A server that cannot be reached, refu
 does not serve an id stops the stage with :class:`ServerUnavailableError`, naming the role
 (``--root``, ``--sub``, ``judge``), the server and the ids it does serve, before ``run.json``
 or any other file exists, so the corrected command with the same ``--out`` runs.
-``local:`` specs need no server and are skipped.
+``local:`` specs need no server and are skipped. Every replica of a spec with several
+servers is checked.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def preflight(roles: Mapping[str, ModelSpec | str | None], *, timeout_s: float =
     """Check every ``openai:`` spec of ``roles`` (role name -> spec; ``None`` and ``local:``
     specs are skipped): its server answers ``GET /v1/models`` and lists its model id.
 
-    One request per distinct (base URL, key variable). Raises :class:`ServerUnavailableError`
+    One request per distinct (base URL, key variable); a spec with replicas
+    (``openai:M@URL1,URL2``) has each of its servers checked. Raises :class:`ServerUnavailableError`
     (a ``ValueError``: the CLI exits 2) naming the role, the spec, the server and the ids it
     serves; ``ValueError`` for a spec that does not parse.
     """
@@ -84,7 +86,8 @@ def preflight(roles: Mapping[str, ModelSpec | str | None], *, timeout_s: float =
         spec = raw if isinstance(raw, ModelSpec) else parse_spec(raw)
         if spec.kind != "openai" or spec.base_url is None:
             continue
-        by_server.setdefault((spec.base_url, spec.key_env), []).append((role, spec))
+        for url in spec.base_urls:  # every replica: a run must not start with one down
+            by_server.setdefault((url, spec.key_env), []).append((role, spec))
     for (base_url, key_env), wanted in by_server.items():
         try:
             served = list_served_models(base_url, key_env, timeout_s)

@@ -3,7 +3,12 @@
 Grammar::
 
     local:NAME[+adapter=DIR][+dtype=auto|float32|bfloat16][+ctx=N]
-    openai:MODEL@BASE_URL[+key_env=ENV_VAR][+ctx=N][+prefill=continue|none]
+    openai:MODEL@BASE_URL[,BASE_URL2,...][+key_env=ENV_VAR][+ctx=N][+prefill=continue|none]
+
+Several URLs name replicas of one model (vLLM servers with the same weights): requests are
+spread over them (:class:`~rlmdistill.models.replicas.ReplicaClient`). The replica list is
+operational: :func:`identity` (the spec with its first URL only) is what enters episode ids,
+so adding or removing replicas resumes the same run.
 
 ``NAME`` is a pulled embedded model (``qwen2.5-coder-0.5b``, see ``rlmdistill models list``) or
 a checkpoint directory. ``BASE_URL`` is an ``http(s)://`` URL of an OpenAI-compatible server,
@@ -58,6 +63,17 @@ class ModelSpec(BaseModel):
     """Context window in tokens if given with ``+ctx=N``."""
     prefill_mode: Literal["continue_final_message", "none"] = "continue_final_message"
     """How a reply prefill is sent (openai only)."""
+    replicas: tuple[str, ...] = ()
+    """Further server URLs serving the same model (openai only; ``base_url`` is the first)."""
+
+    @property
+    def base_urls(self) -> list[str]:
+        """Every server URL of the spec, ``base_url`` first (openai only; else empty)."""
+        return [self.base_url, *self.replicas] if self.base_url is not None else []
+
+    def without_replicas(self) -> ModelSpec:
+        """The same spec on its first server only."""
+        return self.model_copy(update={"replicas": ()})
 
     def __str__(self) -> str:
         if self.kind == "local":
@@ -67,7 +83,7 @@ class ModelSpec(BaseModel):
             if self.dtype != "auto":
                 out += f"+dtype={self.dtype}"
         else:
-            out = f"openai:{self.name}@{self.base_url}"
+            out = f"openai:{self.name}@{','.join(self.base_urls)}"
             if self.key_env != DEFAULT_KEY_ENV:
                 out += f"+key_env={self.key_env}"
             if self.prefill_mode == "none":
@@ -150,17 +166,14 @@ def parse_spec(text: str) -> ModelSpec:
             f"bad model spec {text!r}: expected openai:MODEL@BASE_URL with an http(s) URL, "
             "e.g. openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1"
         )
-    model, url = head[: match.start()], head[match.start() + 1 :].rstrip("/")
+    model, url_list = head[: match.start()], head[match.start() + 1 :]
     if not model:
         raise ValueError(f"bad model spec {text!r}: empty model name before '@'")
-    netloc = url.split("://", 1)[1].split("/", 1)[0]
-    if not netloc:
-        raise ValueError(f"bad model spec {text!r}: URL has no host")
-    if "@" in netloc:
-        raise ValueError(
-            "bad model spec: credentials in the URL are not allowed (they would be recorded "
-            f"in traces); use +key_env=VAR (default {DEFAULT_KEY_ENV})"
-        )
+    urls = [_check_url(text, u) for u in url_list.split(",")]
+    if len(set(urls)) != len(urls):
+        raise ValueError(f"bad model spec {text!r}: a server URL is listed twice")
+    url = urls[0]
+    fields["replicas"] = tuple(urls[1:])
     fields.update(name=model, base_url=url)
     if "key_env" in options:
         if not _ENV_NAME.match(options["key_env"]):
@@ -172,6 +185,58 @@ def parse_spec(text: str) -> ModelSpec:
             raise ValueError(f"bad model spec {text!r}: +prefill must be continue or none")
         fields["prefill_mode"] = mode
     return ModelSpec(**fields)
+
+
+def _check_url(text: str, url: str) -> str:
+    """One server URL of an ``openai:`` spec, without its trailing slash (``ValueError``
+    naming the spec when it is not an http(s) URL with a host, or carries credentials)."""
+    url = url.strip().rstrip("/")
+    if not re.match(r"^https?://", url):
+        raise ValueError(
+            f"bad model spec {text!r}: {url!r} is not an http(s) URL; replicas are listed as "
+            "openai:MODEL@http://host1:8000/v1,http://host2:8000/v1"
+        )
+    netloc = url.split("://", 1)[1].split("/", 1)[0]
+    if not netloc:
+        raise ValueError(f"bad model spec {text!r}: URL has no host")
+    if "@" in netloc:
+        raise ValueError(
+            "bad model spec: credentials in the URL are not allowed (they would be recorded "
+            f"in traces); use +key_env=VAR (default {DEFAULT_KEY_ENV})"
+        )
+    return url
+
+
+def identity(text: str) -> str:
+    """What of a spec string decides episodes: the string itself, except that an ``openai:``
+    spec listing several servers keeps only its first (replicas are operational). A string
+    that does not parse is returned unchanged (the fingerprint never raises)."""
+    if not text.strip().startswith("openai:") or "," not in text:
+        return text
+    try:
+        spec = parse_spec(text)
+    except ValueError:
+        return text
+    if not spec.replicas:
+        return text
+    head, *options = _OPTION_SPLIT.split(text.strip())
+    first = head.split(",", 1)[0]
+    return "+".join([first, *options])
+
+
+def with_servers(text: str, servers: list[str]) -> str:
+    """``text`` with the replicas of ``servers`` added when its first URL is one of them
+    (the ``servers:`` list of a collect config): ``openai:M@A`` with ``[A, B]`` gives
+    ``openai:M@A,B``. Other specs are returned unchanged. Raises ``ValueError`` for a bad
+    URL in ``servers``."""
+    urls = [_check_url(f"servers: {servers}", u) for u in servers]
+    if not text.strip().startswith("openai:") or not urls:
+        return text
+    spec = parse_spec(text)
+    if spec.base_url not in urls:
+        return text
+    extra = [u for u in urls if u not in spec.base_urls]
+    return str(spec.model_copy(update={"replicas": (*spec.replicas, *extra)}))
 
 
 def _as_spec(spec: ModelSpec | str) -> ModelSpec:
@@ -209,6 +274,25 @@ def open_client(spec: ModelSpec | str, **opts: Any) -> ModelClient:
     from rlmdistill.models.openai_client import OpenAIChatClient
 
     assert s.base_url is not None
+    if s.replicas:
+        from rlmdistill.models.replicas import ReplicaClient
+
+        opts.setdefault("prefill_mode", s.prefill_mode)
+        opts.setdefault("context_window", s.context_window)
+        return ReplicaClient(
+            [
+                OpenAIChatClient(
+                    s.name,
+                    url,
+                    api_key=os.environ.get(s.key_env),
+                    key_env=s.key_env,
+                    retry_transport=False,  # a dead replica fails over at once
+                    **opts,
+                )
+                for url in s.base_urls
+            ],
+            model_id=str(s.without_replicas()),
+        )
     return OpenAIChatClient(
         s.name,
         s.base_url,

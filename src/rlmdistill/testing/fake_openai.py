@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible chat server on loopback, for tests and benchmarks.
 
-:class:`FakeOpenAIServer` is a real HTTP server (stdlib ``ThreadingHTTPServer`` in a
-background thread) serving ``POST /v1/chat/completions`` and ``GET /v1/models``. Every request
+:class:`FakeOpenAIServer` is a real HTTP server (an asyncio event loop in a background thread,
+HTTP/1.1 parsed by h11) serving ``POST /v1/chat/completions`` and ``GET /v1/models``. Every request
 body is passed to a *handler* ``(request_json) -> FakeReply | str`` that decides the reply: text
 (a normal completion with usage), an HTTP error (429, 500, 400 "maximum context length", ...),
 a delay (to test timeouts), or a malformed body. Ready-made handlers:
@@ -26,6 +26,9 @@ Example::
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
 import hashlib
 import json
 import re
@@ -35,10 +38,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import h11
 
 Handler = Callable[[dict[str, Any]], "FakeReply | str"]
 """A function from the request JSON to the reply (a plain ``str`` means ``FakeReply(text=...)``)."""
@@ -352,15 +357,13 @@ def echo_handler(request: dict[str, Any]) -> str:
     return last_user_message(request)
 
 
-class _Server(ThreadingHTTPServer):
-    """Threading server with a listen backlog deep enough for bursts of concurrent sub-calls
-    (the stdlib default of 5 makes the kernel drop SYNs, adding ~1 s retransmit delays)."""
-
-    request_queue_size = 1024
-
-
 class FakeOpenAIServer:
-    """OpenAI-compatible chat server on ``127.0.0.1`` (random free port) in a background thread.
+    """OpenAI-compatible chat server on ``127.0.0.1`` in a background thread.
+
+    One asyncio event loop serves every connection (h11 parses HTTP/1.1, keep-alive), so
+    thousands of concurrent requests with a fixed latency cost no thread each; handlers run
+    on that loop and must not block. :meth:`kill` resets every connection at once, as a
+    crashed server would.
 
     Use as a context manager or call :meth:`close`. Attributes: :attr:`base_url`
     (``http://127.0.0.1:PORT/v1``), :attr:`requests` (copy of every chat request body received,
@@ -376,6 +379,10 @@ class FakeOpenAIServer:
             get the vLLM HTTP 400 "maximum context length" error before the handler runs.
         echo_prefill: return prefill + reply (as some servers do) instead of the reply alone.
         models: ids listed by ``GET /v1/models`` (default: ``handler.models`` or ``["fake"]``).
+        port: TCP port on 127.0.0.1 (0: a free one, see :attr:`port`); several servers run
+            side by side on their own ports (replicas behind one spec).
+
+    Raises ``OSError`` when ``port`` is taken.
     """
 
     def __init__(
@@ -387,6 +394,7 @@ class FakeOpenAIServer:
         context_window: int | None = None,
         echo_prefill: bool = False,
         models: list[str] | None = None,
+        port: int = 0,
     ) -> None:
         self.handler = handler
         self.latency_s = latency_s
@@ -405,15 +413,34 @@ class FakeOpenAIServer:
         self._requests: list[dict[str, Any]] = []
         self._in_flight = 0
         self.max_in_flight = 0
-        self._stop = threading.Event()
-        self._httpd = _Server(("127.0.0.1", 0), self._make_request_handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._closed = False
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._loop = asyncio.new_event_loop()
+        self._stopping: asyncio.Future[None] | None = None
+        started: Future[int] = Future()
+
+        async def start() -> None:
+            self._stopping = self._loop.create_future()
+            try:
+                self._server = await asyncio.start_server(
+                    self._serve_connection, "127.0.0.1", port, backlog=4096, reuse_address=True
+                )
+            except OSError as exc:
+                started.set_exception(exc)
+                return
+            started.set_result(self._server.sockets[0].getsockname()[1])
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(start())
+            if started.exception() is None:
+                self._loop.run_forever()
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-openai", daemon=True)
         self._thread.start()
-        host, port = self._httpd.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}/v1"
+        self.port = started.result()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
     @staticmethod
     def _make_counter(tokenizer: Any) -> Callable[[str], int]:
@@ -432,13 +459,40 @@ class FakeOpenAIServer:
             return list(self._requests)
 
     def close(self) -> None:
-        """Stop serving, wake any delayed replies, and join the server thread. Idempotent."""
-        if self._stop.is_set():
-            return
-        self._stop.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        """Stop serving: stop accepting, answer delayed replies with 503, let the answers
+        being sent go out, close every connection, and join the server thread. Idempotent."""
+        self._shutdown(abort=False)
+
+    def kill(self) -> None:
+        """Die as a crashed server process would: stop accepting and reset every open
+        connection at once (requests in flight get no answer). Idempotent."""
+        self._shutdown(abort=True)
+
+    def _shutdown(self, abort: bool) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+
+        async def stop() -> None:
+            self._server.close()
+            if abort:
+                for w in list(self._writers):
+                    w.transport.abort()
+            elif self._stopping is not None and not self._stopping.done():
+                self._stopping.set_result(None)
+                await asyncio.sleep(0.05)  # the 503s go out
+                for w in list(self._writers):
+                    w.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
 
     def __enter__(self) -> FakeOpenAIServer:
         return self
@@ -546,31 +600,31 @@ class FakeOpenAIServer:
         ids = list(tok(produced, add_special_tokens=False)["input_ids"])
         return prompt, ids + ([tok.eos_token_id] if tok.eos_token_id is not None else [])
 
-    def _answer(
-        self, request: dict[str, Any], arrived: float | None = None
-    ) -> tuple[int, dict[str, str], str]:
-        """Status, headers and body of the reply; sent ``latency_s + delay_s`` after ``arrived``
-        (``time.monotonic()`` when the request's headers were read), so the server's own
-        parsing and handler time is part of its latency instead of adding to it."""
-        if arrived is None:
-            arrived = time.monotonic()
+    def _prepare(
+        self, request: dict[str, Any], arrived: float
+    ) -> tuple[FakeReply | tuple[int, dict[str, str], str], float]:
+        """The handler's reply (or an error answer at once) and how long to wait before
+        sending it: ``latency_s + delay_s`` after ``arrived`` (``time.monotonic()`` when the
+        request's head was read), so the server's own parsing and handler time is part of its
+        latency instead of adding to it."""
         if request.get("stream"):
-            return _error(400, "streaming is not supported by the fake server")
+            return _error(400, "streaming is not supported by the fake server"), 0.0
         if self.context_window is not None:
             requested = self._prompt_tokens(request) + int(request.get("max_tokens") or 0)
             if requested > self.context_window:
                 reply = FakeReply.context_exceeded(self.context_window, requested)
-                return _error(400, reply.error_message or "")
+                return _error(400, reply.error_message or ""), 0.0
         try:
             out = self.handler(request)
         except Exception as exc:  # a broken handler is a 500, visible to the test
-            return _error(500, f"handler raised {type(exc).__name__}: {exc}")
+            return _error(500, f"handler raised {type(exc).__name__}: {exc}"), 0.0
         reply = FakeReply(text=out) if isinstance(out, str) else out
-        wait = arrived + self.latency_s + reply.delay_s - time.monotonic()
-        if wait > 0 and self._stop.wait(wait):
-            return _error(503, "server shutting down")
+        return reply, arrived + self.latency_s + reply.delay_s - time.monotonic()
+
+    def _finish(self, request: dict[str, Any], reply: FakeReply) -> tuple[int, dict[str, str], str]:
+        """Status, headers and body of ``reply`` (status 0: reset the connection)."""
         if reply.reset:
-            return 0, {}, ""  # do_POST resets the connection
+            return 0, {}, ""
         if reply.raw_body is not None:
             return reply.status, dict(reply.headers), reply.raw_body
         if reply.status >= 400:
@@ -580,127 +634,147 @@ class FakeOpenAIServer:
             return status, {**headers, **reply.headers}, body
         return 200, dict(reply.headers), json.dumps(self._completion(request, reply))
 
-    def _make_request_handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    async def _answer(
+        self, request: dict[str, Any], arrived: float
+    ) -> tuple[int, dict[str, str], str]:
+        """The answer to one chat request, after its latency (503 when the server closes
+        meanwhile)."""
+        prepared, wait = self._prepare(request, arrived)
+        if isinstance(prepared, tuple):
+            return prepared
+        if wait > 0:
+            assert self._stopping is not None
+            try:
+                await asyncio.wait_for(asyncio.shield(self._stopping), wait)
+                return _error(503, "server shutting down")
+            except TimeoutError:
+                pass
+        return self._finish(request, prepared)
 
-        class _RequestHandler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # TCP_NODELAY: no 40 ms delayed-ACK stalls
+    # -- HTTP ---------------------------------------------------------------------------
+    async def _route(
+        self, method: str, path: str, raw: bytes, arrived: float
+    ) -> tuple[int, dict[str, str], bytes | str]:
+        path = path.split("?", 1)[0].rstrip("/")
+        if method == "GET":
+            if path == "/v1/models":
+                data = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.models]
+                return 200, {}, json.dumps({"object": "list", "data": data})
+            return _error(404, f"no route {path}")
+        if path == "/v1/load_lora_adapter":
+            return self._load_lora(raw)
+        if path == "/v1/unload_lora_adapter":
+            return self._unload_lora(raw)
+        if path != "/v1/chat/completions":
+            return _error(404, f"no route {path}")
+        try:
+            request = json.loads(raw or b"{}")
+            if not isinstance(request, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as exc:
+            return _error(400, f"invalid JSON body: {exc}")
+        with self._lock:
+            self._requests.append(request)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            return await self._answer(request, arrived)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
-            def log_message(self, format: str, *args: Any) -> None:  # silence stderr
-                return
+    def _load_lora(self, raw: bytes) -> tuple[int, dict[str, str], str]:
+        """vLLM's runtime LoRA loading: ``{"lora_name", "lora_path"}``; the name becomes a
+        model id. 400 when a field is missing or the path has no ``adapter_config.json`` (as
+        vLLM does), and vLLM's "already been loaded" for a loaded name."""
+        try:
+            body = json.loads(raw or b"{}")
+            name, path = body["lora_name"], body["lora_path"]
+        except (ValueError, KeyError, TypeError) as exc:
+            return _error(400, f"bad load_lora_adapter body: {exc}")
+        if not (Path(path) / "adapter_config.json").exists():
+            return _error(400, f"no adapter_config.json under {path}")
+        with self._lock:
+            already = name in self.loaded_adapters
+            if not already:
+                self.loaded_adapters[name] = path
+                self.adapter_loads.append((name, path))
+                if name not in self.models:
+                    self.models.append(name)
+        if already:  # vLLM's answer; it keeps serving the old weights (vllm#31326)
+            return _error(
+                400,
+                f"The lora adapter '{name}' has already been loaded. If you want to load the "
+                "adapter in place, set 'load_inplace' to True.",
+            )
+        return 200, {"Content-Type": "text/plain"}, "ok"
 
-            def _send(self, status: int, headers: dict[str, str], body: str) -> None:
-                data = body.encode("utf-8")
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # client timed out and left
-                    self.close_connection = True
+    def _unload_lora(self, raw: bytes) -> tuple[int, dict[str, str], str]:
+        """vLLM's ``POST /v1/unload_lora_adapter {"lora_name"}``; 404 if not loaded."""
+        try:
+            name = json.loads(raw or b"{}")["lora_name"]
+        except (ValueError, KeyError, TypeError) as exc:
+            return _error(400, f"bad unload_lora_adapter body: {exc}")
+        with self._lock:
+            found = self.loaded_adapters.pop(name, None) is not None
+            if found and name in self.models:
+                self.models.remove(name)
+        if not found:
+            return _error(404, f"The lora adapter '{name}' cannot be found.")
+        return 200, {}, json.dumps({"ok": True})
 
-            def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/v1/models":
-                    data = [{"id": m, "object": "model", "owned_by": "fake"} for m in server.models]
-                    self._send(200, {}, json.dumps({"object": "list", "data": data}))
-                else:
-                    self._send(*_error(404, f"no route {self.path}"))
-
-            def _load_lora(self, raw: bytes) -> None:
-                """vLLM's runtime LoRA loading: ``{"lora_name", "lora_path"}``; the name
-                becomes a model id. 400 when a field is missing or the path has no
-                ``adapter_config.json`` (as vLLM does)."""
-                try:
-                    body = json.loads(raw or b"{}")
-                    name, path = body["lora_name"], body["lora_path"]
-                except (ValueError, KeyError, TypeError) as exc:
-                    self._send(*_error(400, f"bad load_lora_adapter body: {exc}"))
-                    return
-                if not (Path(path) / "adapter_config.json").exists():
-                    self._send(*_error(400, f"no adapter_config.json under {path}"))
-                    return
-                with server._lock:
-                    if name in server.loaded_adapters:
-                        already = True
-                    else:
-                        already = False
-                        server.loaded_adapters[name] = path
-                        server.adapter_loads.append((name, path))
-                        if name not in server.models:
-                            server.models.append(name)
-                if already:  # vLLM's answer; it keeps serving the old weights (vllm#31326)
-                    self._send(
-                        *_error(
-                            400,
-                            f"The lora adapter '{name}' has already been loaded. If you want "
-                            "to load the adapter in place, set 'load_inplace' to True.",
-                        )
-                    )
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def _unload_lora(self, raw: bytes) -> None:
-                """vLLM's ``POST /v1/unload_lora_adapter {"lora_name"}``; 404 if not loaded."""
-                try:
-                    name = json.loads(raw or b"{}")["lora_name"]
-                except (ValueError, KeyError, TypeError) as exc:
-                    self._send(*_error(400, f"bad unload_lora_adapter body: {exc}"))
-                    return
-                with server._lock:
-                    found = server.loaded_adapters.pop(name, None) is not None
-                    if found and name in server.models:
-                        server.models.remove(name)
-                if not found:
-                    self._send(*_error(404, f"The lora adapter '{name}' cannot be found."))
-                    return
-                self._send(200, {}, json.dumps({"ok": True}))
-
-            def do_POST(self) -> None:
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Requests of one keep-alive connection, one after another (h11 parses)."""
+        sock = writer.get_extra_info("socket")
+        with contextlib.suppress(OSError):  # TCP_NODELAY: no 40 ms delayed-ACK stalls
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._writers.add(writer)
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                head: h11.Request | None = None
+                body = bytearray()
                 arrived = time.monotonic()
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                if self.path.rstrip("/") == "/v1/load_lora_adapter":
-                    self._load_lora(raw)
-                    return
-                if self.path.rstrip("/") == "/v1/unload_lora_adapter":
-                    self._unload_lora(raw)
-                    return
-                if self.path.rstrip("/") != "/v1/chat/completions":
-                    self._send(*_error(404, f"no route {self.path}"))
-                    return
-                try:
-                    request = json.loads(raw or b"{}")
-                    if not isinstance(request, dict):
-                        raise ValueError("body is not a JSON object")
-                except ValueError as exc:
-                    self._send(*_error(400, f"invalid JSON body: {exc}"))
-                    return
-                with server._lock:
-                    server._requests.append(request)
-                    server._in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
-                try:
-                    status, headers, body = server._answer(request, arrived)
-                finally:
-                    with server._lock:
-                        server._in_flight -= 1
+                while True:
+                    event = conn.next_event()
+                    if event is h11.NEED_DATA:
+                        conn.receive_data(await reader.read(262144))
+                        continue
+                    if isinstance(event, h11.Request):
+                        head, arrived = event, time.monotonic()
+                    elif isinstance(event, h11.Data):
+                        body += event.data
+                    elif isinstance(event, h11.EndOfMessage):
+                        break
+                    elif isinstance(event, h11.ConnectionClosed):
+                        return
+                assert head is not None
+                status, headers, payload = await self._route(
+                    head.method.decode(), head.target.decode(), bytes(body), arrived
+                )
                 if status == 0:  # FakeReply.reset: RST instead of an answer
-                    self.connection.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                    )
-                    self.close_connection = True
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    writer.transport.abort()
                     return
-                self._send(status, headers, body)
-
-        return _RequestHandler
+                data = payload.encode("utf-8") if isinstance(payload, str) else payload
+                out_headers = {"Content-Type": "application/json", **headers}
+                out_headers["Content-Length"] = str(len(data))
+                writer.write(
+                    conn.send(h11.Response(status_code=status, headers=list(out_headers.items())))
+                    + (conn.send(h11.Data(data=data)) or b"")
+                    + (conn.send(h11.EndOfMessage()) or b"")
+                )
+                if conn.our_state is h11.MUST_CLOSE:
+                    await writer.drain()
+                    return
+                conn.start_next_cycle()
+        except (h11.ProtocolError, OSError):
+            return  # a client that left or spoke bad HTTP: drop the connection
+        finally:
+            self._writers.discard(writer)
+            writer.close()
 
 
 def _error(
@@ -709,3 +783,32 @@ def _error(
     kind = error_type or ("invalid_request_error" if status < 500 else "server_error")
     body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     return status, {}, json.dumps(body)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m rlmdistill.testing.fake_openai --port P [--latency S] [--script FILE]``:
+    serve until killed (for replicas in their own processes). ``--script`` is a JSON file
+    ``{"root": [reply, ...], "root_model": "root", "sub_model": "sub"}`` for a
+    :class:`ScriptedHandler` whose sub model answers ``answer to <prompt>``; without it every
+    request is answered with its last user message."""
+    ap = argparse.ArgumentParser(description="scripted OpenAI-compatible server on 127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--latency", type=float, default=0.0)
+    ap.add_argument("--script", type=Path)
+    args = ap.parse_args(argv)
+    handler: Handler = echo_handler
+    if args.script is not None:
+        spec = json.loads(args.script.read_text(encoding="utf-8"))
+        handler = ScriptedHandler(
+            list(spec["root"]),
+            lambda prompt: "answer to " + prompt,
+            root_model=spec.get("root_model", "root"),
+            sub_model=spec.get("sub_model", "sub"),
+        )
+    server = FakeOpenAIServer(handler, latency_s=args.latency, port=args.port)
+    print(server.base_url, flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Shared, bounded sub-call dispatch (collect/dispatch.py) and hundreds of concurrent episodes."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from rlmdistill.collect.config import CollectConfig, EpisodeLimits
+from rlmdistill.collect.dispatch import Dispatch, async_chat_of
+from rlmdistill.collect.runner import collect
+from rlmdistill.models.base import ChatResult, Message, Sampling, Usage
+from rlmdistill.models.openai_client import OpenAIChatClient
+from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
+from rlmdistill.testing.rooms import write_clause_room
+
+BATCH = "```repl\nanswers = llm_query_batched(['q %d' % i for i in range(12)])\nprint(len(answers))\n```"
+MEMO = "```repl\nFINAL_VAR('memo: ' + ' | '.join(answers[:2]))\n```"
+
+
+class _ChatOnly(OpenAIChatClient):
+    """Overrides ``chat`` alone: must stay on the thread path (its ``chat`` is what runs)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.threads: list[threading.Thread] = []
+        self._names_lock = threading.Lock()
+
+    def chat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:
+        with self._names_lock:
+            self.threads.append(threading.current_thread())
+        return super().chat(messages, sampling, prefill=prefill)
+
+
+def test_only_clients_whose_chat_and_achat_match_go_async() -> None:
+    plain = OpenAIChatClient("m", "http://127.0.0.1:9/v1", api_key="x")
+    wrapped = _ChatOnly("m", "http://127.0.0.1:9/v1", api_key="x")
+    assert async_chat_of(plain) is not None
+    assert async_chat_of(wrapped) is None
+    assert async_chat_of(object()) is None
+
+
+def test_batch_limit_and_results_in_order_on_the_event_loop() -> None:
+    handler = ScriptedHandler(["x"], lambda p: "answer " + p)
+    dispatch = Dispatch(max_threads=4, agent_threads=2)
+    with FakeOpenAIServer(handler, latency_s=0.05) as server:
+        client = OpenAIChatClient("sub", server.base_url, api_key="x")
+        reqs = [
+            ([Message(role="user", content=f"q{i}")], Sampling(max_tokens=8)) for i in range(10)
+        ]
+        out = dispatch.chat(client, reqs, limit=3).result()
+        peak = server.max_in_flight
+        client.close()
+    assert [r.text for r, _ in out] == [f"answer q{i}" for i in range(10)]  # type: ignore[union-attr]
+    assert peak == 3
+    assert dispatch.peak_in_flight == 3
+
+
+def test_thread_path_is_bounded_by_the_shared_pool() -> None:
+    class Slow:
+        model_id = "slow"
+
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.now = self.peak = 0
+
+        def chat(self, messages, sampling, *, prefill=None):
+            with self.lock:
+                self.now += 1
+                self.peak = max(self.peak, self.now)
+            threading.Event().wait(0.02)
+            with self.lock:
+                self.now -= 1
+            return ChatResult(
+                text=messages[0].content.upper(), usage=Usage(), latency_s=0, model="s"
+            )
+
+    client = Slow()
+    dispatch = Dispatch(max_threads=4, agent_threads=2)
+    reqs = [([Message(role="user", content=f"q{i}")], Sampling()) for i in range(6)]
+    pendings = [dispatch.chat(client, reqs, limit=6) for _ in range(3)]  # 18 calls, 4 threads
+    outs = [p.result() for p in pendings]
+    assert all([r.text for r, _ in out] == [f"Q{i}" for i in range(6)] for out in outs)  # type: ignore[union-attr]
+    assert client.peak == 4
+    assert len([t for t in threading.enumerate() if t.name.startswith("sub-call")]) <= 4
+
+
+def test_sub_concurrency_stays_per_episode(tmp_path: Path) -> None:
+    room = write_clause_room(tmp_path / "room", n_documents=3, repeats=50)
+    handler = ScriptedHandler([BATCH, MEMO], lambda p: "answer " + p)
+    with FakeOpenAIServer(handler, latency_s=0.05) as server:
+        url = server.base_url
+        cfg = CollectConfig(
+            rooms=[str(room)],
+            root=f"openai:root@{url}",
+            sub=f"openai:sub@{url}",
+            episodes=3,
+            concurrency=1,
+            sub_concurrency=3,
+            limits=EpisodeLimits(max_turns=3),
+            sandbox="audit",
+        )
+        root = OpenAIChatClient("root", url, api_key="x")
+        sub = _ChatOnly("sub", url, api_key="x")  # the thread path
+        res = collect(cfg, tmp_path / "run", root, sub, progress=False)
+        root.close()
+        sub.close()
+        peak = server.max_in_flight
+    assert [s.status for s in res.summaries] == ["completed"] * 3
+    assert [s.n_sub_calls for s in res.summaries] == [12, 12, 12]
+    assert peak == 3  # 12 prompts per batch, at most 3 in flight for the episode
+    assert len(sub.threads) == 36
+    assert all(t.name.startswith("sub-call") for t in sub.threads)  # the shared pool's
+
+
+def test_300_concurrent_episodes_complete_with_no_error(tmp_path: Path) -> None:
+    """Issue 17: 300 episodes at concurrency 300 (each: a batch of 8 sub-calls, then the
+    memo) on one node; the select() limit and thread-per-sub-call once failed such runs.
+    Where memory for 300 REPLs is short, admission runs fewer at once (a warning says how
+    many) and the others wait: none may fail either way."""
+    turn0 = "```repl\nanswers = llm_query_batched(['q %d' % i for i in range(8)])\nprint(len(answers))\n```"
+    room = write_clause_room(tmp_path / "room", n_documents=3, repeats=20)
+    handler = ScriptedHandler([turn0, MEMO], lambda p: "answer " + p)
+    with FakeOpenAIServer(handler, latency_s=0.5) as server:
+        url = server.base_url
+        cfg = CollectConfig(
+            rooms=[str(room)],
+            root=f"openai:root@{url}",
+            sub=f"openai:sub@{url}",
+            episodes=300,
+            concurrency=300,
+            sub_concurrency=8,
+            limits=EpisodeLimits(max_turns=3),
+            sandbox="audit",
+        )
+        root = OpenAIChatClient("root", url, api_key="x")
+        sub = OpenAIChatClient("sub", url, api_key="x")
+        peak_threads = [threading.active_count()]
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(0.05):
+                peak_threads[0] = max(peak_threads[0], threading.active_count())
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            res = collect(cfg, tmp_path / "run", root, sub, progress=False)
+        finally:
+            stop.set()
+            root.close()
+            sub.close()
+        n_requests = len(server.requests)
+    assert len(res.summaries) == 300
+    assert {s.status for s in res.summaries} == {"completed"}, [
+        s.status_detail for s in res.summaries if s.status != "completed"
+    ][:3]
+    assert sum(s.n_sub_calls for s in res.summaries) == 2400
+    assert sum(s.n_sub_call_errors for s in res.summaries) == 0
+    assert len({s.episode_id for s in res.summaries}) == 300
+    assert n_requests == 300 * 2 + 2400  # two root turns each, no retry
+    # one thread per episode + the event loop + small bounded pools, never one per sub-call
+    assert peak_threads[0] <= 300 + 40
+
+
+def test_wall_time_covers_the_coverage_result(tmp_path: Path, monkeypatch) -> None:
+    """Issue 17: wall_time_s was taken before the coverage result (1-2.5 s on LAB rooms)."""
+    import time
+
+    from rlmdistill.collect.episode import Episode
+
+    done_at: list[float] = []
+    real_coverage = Episode._coverage
+
+    def coverage(self):
+        out = real_coverage(self)
+        done_at.append(time.monotonic() - self._t_start)
+        return out
+
+    monkeypatch.setattr(Episode, "_coverage", coverage)
+    room = write_clause_room(tmp_path / "room", n_documents=2, repeats=5)
+    with FakeOpenAIServer(ScriptedHandler([BATCH, MEMO], lambda p: "a " + p)) as server:
+        url = server.base_url
+        cfg = CollectConfig(
+            rooms=[str(room)],
+            root=f"openai:root@{url}",
+            sub=f"openai:sub@{url}",
+            episodes=1,
+            limits=EpisodeLimits(max_turns=3),
+            sandbox="audit",
+        )
+        root = OpenAIChatClient("root", url, api_key="x")
+        (s,) = collect(cfg, tmp_path / "run", root, root, progress=False).summaries
+        root.close()
+    assert s.status == "completed" and len(done_at) == 1
+    assert s.wall_time_s >= done_at[0] > 0
