@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rlmdistill.collect.prepare import ensure_snapshot
 from rlmdistill.collect.repl import ReplLimits, ReplProcess
-from rlmdistill.collect.runner import ensure_snapshot
 from rlmdistill.rooms import DataRoom
 from rlmdistill.testing.rooms import write_clause_room
 

@@ -35,8 +35,9 @@ from typing import Any
 import pytest
 
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits, RayOptions
+from rlmdistill.collect.executor import CollectResult
 from rlmdistill.collect.ray_executor import PLACEMENT_FILE, Placement
-from rlmdistill.collect.runner import CollectResult, collect
+from rlmdistill.collect.runner import collect
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms import DataRoom
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler, last_user_message

@@ -13,8 +13,9 @@ from pydantic import TypeAdapter
 
 from rlmdistill.cli import main
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits, episode_id
+from rlmdistill.collect.prepare import check_sandbox, ensure_snapshot
 from rlmdistill.collect.repl import ReplLimits
-from rlmdistill.collect.runner import _manifest, check_sandbox, collect, ensure_snapshot
+from rlmdistill.collect.runner import _manifest, collect
 from rlmdistill.collect.sandbox import SandboxUnavailable
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms import DataRoom

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from rlmdistill.collect.config import CollectConfig, episode_id
-from rlmdistill.collect.executor import run_limits
-from rlmdistill.collect.runner import CollectResult, finished_ids
+from rlmdistill.collect.executor import CollectResult, run_limits
+from rlmdistill.collect.runner import finished_ids
 
 __all__ = [
     "build_config",
