@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from rlmdistill.collect.coverage import (
+    CACHE_FORMAT,
     PROBE_VERSION,
     STRIDE,
     CoverageIndex,
@@ -223,15 +224,14 @@ def test_cache_round_trip(room3: tuple[DataRoom, dict[str, str]], tmp_path: Path
     room, texts = room3
     built = CoverageIndex.load_or_build(room, tmp_path / "cache")
     files = sorted(p.name for p in (tmp_path / "cache").iterdir())
-    assert files == [
-        f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}.cp.npy",
-        f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}.npz",
-    ]
+    stem = f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}-f{CACHE_FORMAT}"
+    assert files == [f"{stem}.cp", f"{stem}.npz", f"{stem}.win"]
     assert CoverageIndex.load_or_build(room, tmp_path / "cache") is built  # in-process share
-    loaded = CoverageIndex._load(
-        tmp_path / "cache" / files[1], tmp_path / "cache" / files[0], room.room_hash
-    )
+    loaded = CoverageIndex._open(tmp_path / "cache" / stem)
     assert loaded is not None
+    # The loaded index maps its text and window hashes instead of reading them in.
+    assert isinstance(loaded.cp, np.memmap) and isinstance(loaded.win_hash, np.memmap)
+    assert np.array_equal(loaded.win_hash, built.win_hash)
     for ix in (built, loaded):
         probe = CoverageProbe(ix)
         probe.observe(texts["Alpha/a.txt"])
@@ -459,26 +459,33 @@ def test_rolling_window_hashes_match_prefix_sums(index3: CoverageIndex) -> None:
     assert np.array_equal(index3._step_left(full[p + 1], p + 1), full[p])
 
 
-def test_hash_table_lookup() -> None:
-    from rlmdistill.collect.coverage import _Table
+def test_key_table_lookup() -> None:
+    """Batched inserts (repeats, keys already present, key 0, the largest key) and lookups
+    agree with numpy's set operations."""
+    from rlmdistill.collect.coverage import _KeyTable
 
-    values = np.array([5, 0, 7, 5, 2**64 - 1, 0, 7, 7], dtype=np.uint64)
-    table = _Table(values)
+    table = _KeyTable(8)
+    table.add(np.array([5, 0, 7], dtype=np.uint64))
+    table.add(np.array([5, 2**64 - 1, 0, 7, 7], dtype=np.uint64))
     assert table.size == 4
-    assert np.array_equal(table.keys[table.inverse], values)
-    assert sorted(table.keys.tolist()) == [0, 5, 7, 2**64 - 1]
     needles = np.array([7, 1, 0, 2**64 - 1, 6, 5], dtype=np.uint64)
     got = table.get(needles)
     assert got[[1, 4]].tolist() == [-1, -1]
-    assert np.array_equal(table.keys[got[[0, 2, 3, 5]]], needles[[0, 2, 3, 5]])
+    assert len({int(g) for g in got[[0, 2, 3, 5]]}) == 4  # four keys, four slots
+    assert got[2] == table.n_slots  # key 0 has the extra slot
     rng = np.random.default_rng(0)
-    many = rng.integers(0, 2**63, 5000, dtype=np.uint64)
-    big = _Table(np.concatenate([many, many[:100]]))
+    many = rng.integers(0, 2**64 - 1, 50_000, dtype=np.uint64)
+    big = _KeyTable(many.size)
+    for part in np.array_split(np.concatenate([many, many[:100]]), 7):
+        big.add(part)
     assert big.size == np.unique(many).size
-    probe = np.concatenate([many[::7], rng.integers(0, 2**63, 500, dtype=np.uint64)])
-    hit = big.get(probe)
-    assert np.array_equal(hit >= 0, np.isin(probe, many))
-    assert np.array_equal(big.keys[hit[hit >= 0]], probe[hit >= 0])
+    probe = np.concatenate([many[::7], rng.integers(0, 2**64 - 1, 5_000, dtype=np.uint64)])
+    where, slot = big.find(probe)
+    assert np.array_equal(np.isin(probe, many), np.isin(np.arange(probe.size), where))
+    assert np.array_equal(big.get(probe[where]), slot)
+    assert bool(big.maybe(many).all())  # the prefilter never rejects a key
+    # Equal keys share a slot, distinct keys never do.
+    assert np.unique(big.get(many)).size == np.unique(many).size
 
 
 @pytest.mark.parametrize(("n_keys", "bits"), [(0, 12), (100, 12), (5_000, 17), (3_000_000, 24)])
