@@ -87,7 +87,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import tempfile
 import threading
 import unicodedata
@@ -138,7 +137,6 @@ _MIX = np.uint64(0xD6E8FEB86659FD93)  # odd multiplier for hash-table slots
 _B = np.uint64(_BASE)
 _B_INV = np.uint64(_BASE_INV)
 _B_TOP = np.uint64(pow(_BASE, K - 1, 1 << 64))  # B^(K-1): weight of a window's first char
-_WS = re.compile(r"\s+")
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -146,8 +144,19 @@ Arr = npt.NDArray[Any]
 
 
 def normalise(text: str) -> str:
-    """Normalised form used on both sides: NFKC, ``lower()``, whitespace runs -> one space."""
-    return _WS.sub(" ", unicodedata.normalize("NFKC", text).lower())
+    """Normalised form used on both sides: NFKC, ``lower()``, whitespace runs -> one space.
+
+    The runs are collapsed with ``str.split()`` (2-3x faster than ``re.sub(r"\\s+", ...)``),
+    keeping one space where the text starts or ends with whitespace: the same result, since
+    ``str.isspace`` and the ``\\s`` class agree on every code point (checked exhaustively in
+    the tests)."""
+    t = unicodedata.normalize("NFKC", text).lower()
+    if not t:
+        return t
+    body = " ".join(t.split())
+    if not body:
+        return " "
+    return (" " if t[0].isspace() else "") + body + (" " if t[-1].isspace() else "")
 
 
 def _codepoints(text: str) -> npt.NDArray[np.uint32]:
@@ -632,10 +641,9 @@ class _Builder:
                 if last_chunk[f] == ci:
                     del ftabs[f]
             del table, first, ftabs
-            dup = edges.finish(self._second_scan(fh, chunks, *edges.queries(), None))
-            fq, fqd = fedges.queries()
-            folder_dup = fedges.finish(self._second_scan(fh, chunks, fq, fqd, self.folder_of))
-        return dup, folder_dup
+            (gq, gqd), (fq, fqd) = edges.queries(), fedges.queries()
+            g_ans, f_ans = self._second_scan(fh, chunks, gq, gqd, fq, fqd)
+        return edges.finish(g_ans), fedges.finish(f_ans)
 
     def _hits(self, table: _KeyTable, h: U64, ldoc: I64, d0: int) -> tuple[I64, I64, I64]:
         """``(where, slot, doc)`` of the chunk's windows that hold a key and lie inside one
@@ -646,43 +654,49 @@ class _Builder:
         return where[ok], slot[ok], dloc[ok] + d0
 
     def _second_scan(
-        self,
-        fh: Any,
-        chunks: list[tuple[int, int]],
-        qh: U64,
-        qdoc: I64,
-        folder_of: I64 | None,
-    ) -> npt.NDArray[np.bool_]:
-        """For each queried ``(hash, doc)``: whether a window with that hash lies in an earlier
-        document (``folder_of`` given: an earlier document of ``doc``'s folder). One scan over
-        the documents before the last queried one."""
-        if qh.size == 0:
-            return np.zeros(0, dtype=bool)
+        self, fh: Any, chunks: list[tuple[int, int]], gq: U64, gqd: I64, fq: U64, fqd: I64
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """For each queried ``(hash, doc)`` of ``gq`` / ``gqd``: whether a window with that hash
+        lies in an earlier document; of ``fq`` / ``fqd``: in an earlier document of ``doc``'s
+        folder. One scan over the documents before the last queried one."""
         ddt = _doc_dtype(self.n_docs)
-        groups = np.zeros(qh.size, np.int64) if folder_of is None else folder_of[qdoc]
-        tabs: dict[int, tuple[_KeyTable, Arr]] = {}
-        for gid in np.unique(groups):
-            keys = qh[groups == gid]
-            t = _KeyTable(keys.size)
-            t.add(keys)
-            tabs[int(gid)] = (t, t.values(self.n_docs, ddt))
-        stop = int(qdoc.max())
+
+        def tables(qh: U64, groups: I64) -> dict[int, tuple[_KeyTable, Arr, U64, I64]]:
+            out = {}
+            for gid in np.unique(groups):
+                m = np.flatnonzero(groups == gid)
+                t = _KeyTable(m.size)
+                t.add(qh[m])
+                out[int(gid)] = (t, t.values(self.n_docs, ddt), qh[m], m)
+            return out
+
+        gtab = tables(gq, np.zeros(gq.size, np.int64))
+        ftab = tables(fq, self.folder_of[fqd])
+        stop = max([int(gqd.max()) if gqd.size else 0, int(fqd.max()) if fqd.size else 0])
+        g_stop = int(gqd.max()) if gqd.size else 0
         for d0, d1 in chunks:
             if d0 >= stop:
                 break
-            gid = 0 if folder_of is None else int(folder_of[d0])
-            if gid not in tabs:
+            f = int(self.folder_of[d0])
+            todo = [gtab[0]] if d0 < g_stop else []
+            if f in ftab:
+                todo.append(ftab[f])
+            if not todo:
                 continue
-            t, first = tabs[gid]
             cs, ce = int(self.doc_starts[d0]), int(self.doc_starts[d1])
             h = _window_hashes(self._read(fh, cs, ce))
-            _, slot, doc = self._hits(t, h, self.doc_starts[d0 : d1 + 1] - cs, d0)
-            _first_seen(first, slot, doc)
-        out = np.zeros(qh.size, dtype=bool)
-        for gid, (t, first) in tabs.items():
-            m = groups == gid
-            out[m] = first[t.get(qh[m])] < qdoc[m]
-        return out
+            ldoc = self.doc_starts[d0 : d1 + 1] - cs
+            for t, first, _, _ in todo:
+                _, slot, doc = self._hits(t, h, ldoc, d0)
+                _first_seen(first, slot, doc)
+
+        def answers(tabs: dict[int, tuple[_KeyTable, Arr, U64, I64]], qd: I64) -> Arr:
+            out = np.zeros(qd.size, dtype=bool)
+            for t, first, qh, m in tabs.values():
+                out[m] = first[t.get(qh)] < qd[m]
+            return out
+
+        return answers(gtab, gqd), answers(ftab, fqd)
 
 
 def _first_seen(first: Arr, slot: I64, doc: I64) -> None:
