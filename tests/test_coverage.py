@@ -501,3 +501,122 @@ def test_hash_set_bitmap_is_sized_to_its_keys_and_exact(n_keys: int, bits: int) 
     expected = np.isin(probe, keys)
     assert np.array_equal(hs.contains(probe), expected)
     assert int(expected[: min(1_000, n_keys)].sum()) == min(1_000, n_keys)
+
+
+# --------------------------------------------------------------------------- streaming build
+# The index is built by streaming the room through files (cache format 2); these rooms put
+# the build's special cases where the brute-force definition can check them.
+
+
+def test_streaming_build_edge_cases_match_brute_force(tmp_path: Path) -> None:
+    """Root-level documents between folders (the root folder is not contiguous in id order),
+    documents shorter than K, a document longer than a scan chunk, text that widens the code
+    points from 1 to 2 to 4 bytes part-way through the room, and phrases that recur across
+    documents at every offset (so edge windows are decided in both scans)."""
+    from rlmdistill.collect import coverage as cov_mod
+
+    cov_mod._powers()  # cache the full-size power tables before shrinking the chunk
+    rng = random.Random(5)
+    phrases = [_words(random.Random(100 + p), 12) for p in range(4)]
+
+    def body(n: int) -> str:
+        return " ".join(
+            rng.choice(phrases) if rng.random() < 0.5 else _words(rng, 5) for _ in range(n)
+        )
+
+    files = {
+        "a.txt": body(6),
+        "B/x.txt": body(8),
+        "B/y.txt": "tiny",
+        "c.txt": body(5) + " caf\u00e9 " + body(3),  # 1 byte -> still 1 byte (latin-1)
+        "D/long.txt": body(120),  # longer than the shrunk chunk
+        "D/z.txt": body(4) + " \u2022 " + body(4),  # widens to 2 bytes
+        "e.txt": body(7),
+        "F/w.txt": body(5) + " \U0001f4c4 " + body(6),  # widens to 4 bytes
+        "F/v.txt": phrases[0] + " " + phrases[1],
+        "g.txt": body(9) + " " + phrases[2],
+    }
+    room = _write_room(tmp_path / "edge", files)
+    assert [d.id for d in room.documents][:3] == ["B/x.txt", "B/y.txt", "D/long.txt"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cov_mod, "_CHUNK", 1500)
+        small = CoverageIndex.build(room)
+    big = CoverageIndex.build(room)
+    assert small.cp.dtype == np.uint32 and np.array_equal(small.cp, big.cp)
+    for a, b in ((small.dup, big.dup), (small.folder_dup, big.folder_dup)):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert small.duplicate_chars > 0 and small.folder_dup[0].size > 0
+    inputs = [phrases[0], normalise(files["D/long.txt"])[300:1400], files["F/w.txt"]]
+    for index in (small, big):
+        _assert_matches_brute_force(index, room, [])
+        _assert_matches_brute_force(index, room, inputs)
+    # The code points are those of the normalised documents, back to back.
+    text = "".join(normalise(d.text) for d in room.documents)
+    assert "".join(map(chr, np.asarray(big.cp).tolist())) == text
+
+
+def test_build_does_not_keep_document_texts(tmp_path: Path) -> None:
+    """The build reads each document once without caching its text on the room (a 320 M
+    character room must never be held whole)."""
+    rng = random.Random(2)
+    room = _write_room(tmp_path / "r", {f"F/{i}.txt": _words(rng, 80) for i in range(5)})
+    CoverageIndex.build(room)
+    room.snapshot(tmp_path / "snap" / "room")
+    assert all(d._text is None for d in room.documents)
+
+
+def test_format_1_cache_is_never_read_and_a_damaged_cache_is_rebuilt(
+    room3: tuple[DataRoom, dict[str, str]], tmp_path: Path
+) -> None:
+    """A cache written by the previous layout (format 1: one ``.npz`` + ``.cp.npy`` under a
+    name without ``-f<format>``) is left alone and never misread; a format-2 cache whose files
+    disagree (a truncated or rewritten ``.win``) is rebuilt."""
+    from rlmdistill.collect import coverage as cov_mod
+
+    room, texts = room3
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    old = cache / f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}"
+    old.with_name(old.name + ".npz").write_bytes(b"not an index")
+    old.with_name(old.name + ".cp.npy").write_bytes(b"junk")
+    built = CoverageIndex.load_or_build(room, cache)
+    assert built.duplicate_chars == len(CLAUSE)
+    assert old.with_name(old.name + ".npz").read_bytes() == b"not an index"
+    stem = cache / f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}-f{CACHE_FORMAT}"
+    win = stem.with_name(stem.name + ".win")
+    good = win.read_bytes()
+    for damaged in (good[:-8], bytes(len(good))):
+        win.write_bytes(damaged)
+        assert CoverageIndex._open(stem) is None
+        cov_mod._LOADED.clear()
+        again = CoverageIndex.load_or_build(room, cache)
+        assert again.duplicate_chars == len(CLAUSE)
+        assert win.read_bytes() == good  # rebuilt in place
+        probe = CoverageProbe(again)
+        probe.observe(texts["Beta/c.txt"])
+        assert probe.result().per_document["Beta/c.txt"] == 1.0
+
+
+def test_unwritable_cache_still_builds(
+    room3: tuple[DataRoom, dict[str, str]], tmp_path: Path
+) -> None:
+    room, _ = room3
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    index = CoverageIndex.load_or_build(room, blocker / "cache")
+    assert index.duplicate_chars == len(CLAUSE)
+
+
+def test_normalise_whitespace_classes_agree() -> None:
+    """:func:`normalise` collapses runs with ``str.split()``; that equals ``re.sub(r"\\s+")``
+    because both take the same characters for whitespace, checked for every code point."""
+    import re
+
+    ws = re.compile(r"\s")
+    assert all(bool(ws.fullmatch(c)) == c.isspace() for c in map(chr, range(0x110000)))
+    rng = random.Random(9)
+    alphabet = "ab \t\n\r\u00a0\u2003\u3000\x1c\x1f\x85\u2028\ufb01\u0130"
+    for _ in range(3000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 10)))
+        want = re.sub(r"\s+", " ", __import__("unicodedata").normalize("NFKC", s).lower())
+        assert normalise(s) == want, repr(s)

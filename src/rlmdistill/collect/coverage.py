@@ -841,9 +841,12 @@ class CoverageIndex:
         n_chars = int(doc_starts[-1]) if doc_starts.size else 0
         if stored.get("n_chars") != n_chars or len(stored["doc_ids"]) + 1 != doc_starts.size:
             return None
-        cp = _map(base.with_name(base.name + ".cp"), np.dtype(stored["cp_dtype"]), n_chars)
         wf = int(_n_windows(np.diff(doc_starts)).sum())
-        win = _map(base.with_name(base.name + ".win"), np.uint64, wf)
+        try:
+            cp = _map(base.with_name(base.name + ".cp"), np.dtype(stored["cp_dtype"]), n_chars)
+            win = _map(base.with_name(base.name + ".win"), np.uint64, wf)
+        except ValueError:  # a file of the wrong size
+            return None
         if _digest(cp) != str(arrays["cp_sha"]) or _digest(win) != str(arrays["win_sha"]):
             return None
         return cls(
