@@ -47,31 +47,44 @@ numpy prefix sums); equal hashes are taken as equal text (false matches have pro
 index (:class:`CoverageIndex`, built once per room) holds the normalised room text as code
 points, the hash of every aligned window and the duplicate intervals. Each observed input adds
 the hashes of all its K-windows to a set; :meth:`CoverageProbe.result` tests every aligned
-window against that set, merges hits into runs and extends each run's two ends window by
-window (at most ``S - 1`` windows each side), rolling the end window's hash one character per
-step and stepping only the runs still growing. Duplicates are found at build time by two
-passes over every window of the room against a vectorised open-addressing hash table of the
-queried hashes, keeping per hash the first document that holds it (and per queried
-``(hash, folder)`` pair the first document of that folder): first for the aligned windows,
-then for the ``S - 1`` windows beyond each duplicate run's ends.
+window against that set (in slices of :data:`_SCAN`, so its temporaries stay a few MB), merges
+hits into runs and extends each run's two ends window by window (at most ``S - 1`` windows
+each side), rolling the end window's hash one character per step and stepping only the runs
+still growing; the duplicate characters it overlaps come from prefix sums over the (sorted)
+duplicate intervals, O(R log D).
+
+**Build** (streaming; :class:`_Builder`). Pass 0 normalises one document at a time (its text
+is read without being kept on the :class:`~rlmdistill.rooms.room.Document`) and appends its
+code points to a raw file (1, 2 or 4 bytes each: the narrowest that fits the room, widened in
+place if a later document needs it) and its aligned-window hashes to a second file. Pass 1
+reads the code points back in chunks of whole documents of one folder (never mapped or held
+whole), hashes every window and looks it up in an open-addressing table of all aligned hashes
+(filled in batches; a packed-bit prefilter of 8 bits per key rejects most non-keys), keeping
+per key the first document that holds it; a per-folder table does the same within the folder
+(built when the scan enters the folder, dropped when it leaves). Documents are scanned in id
+order, so when the scan is at document ``d`` every earlier occurrence has been seen: the
+aligned windows of ``d`` are marked duplicate at once, their runs formed, and each run's
+``S - 1`` edge windows per side decided from the same table where their hash is a key. Only
+edge windows whose hash is no aligned window's (and that the run's chain can still reach) go to
+pass 2: one more scan against a table of just those hashes. Results equal the in-memory
+builder this replaced (same intervals, checked on 16.6 M characters of a synthetic room) and
+the brute-force reading of the definition (``tests/test_coverage.py``).
 
 **Complexity.** Build: O(N) for N room characters, whatever the repetition: three hashing
-passes over the room's windows, two of them with an O(1) table lookup and update per window
-(an earlier version sorted one ``(hash, document)`` entry per repeated occurrence, so rooms
-whose text repeats across documents built 2-4x slower and needed ~2 GB); memory about
-N x (1..4) bytes (code points, narrowest dtype that fits) + 24 bytes x A (A = N / S aligned
-windows) kept, plus transient tables of ~50 bytes per queried window. ``observe``: O(n) for
-an input of n characters. ``result``: O(A + M log M + R x S) for M distinct observed windows
-and R runs. The index can be cached on disk (:meth:`CoverageIndex.load_or_build`): the code
-points are memory-mapped, so processes share one copy through the page cache. Measured
-(``benchmarks/bench_coverage_probe.py``, 2-core shared machine, wall / CPU seconds), 5,000
-documents, one episode of 1 M input characters:
-
-- synthetic room (``rooms.synth``, generator synth-v2, 40 M characters, 29% of them
-  duplicates): build 6.9 s, load from cache 0.02 s, ``result()`` 0.14 s (the synth-v1 room,
-  96% duplicates: build 7.8 s / 7.8 s CPU, peak RSS ~1.2 GB, ``result()`` 0.42 s);
-- random-word room (37 M characters, 9% duplicates): build 3.4 s / 3.3 s CPU (peak RSS
-  ~0.55 GB; before 4.0 s, ~0.75 GB), load 0.02 s, ``result()`` 0.07 s (before 0.08 s).
+passes (pass 2 only up to the last queried document), each window with an O(1) prefilter test
+and, for keys, an O(1) table probe. Memory: the key table (8 bytes / 0.35..0.7 per aligned
+window, A = N / S of them) and its per-key first document (2 bytes), the prefilter (1 byte
+per window), the runs (~50 bytes each) and pass-2 hashes (8 bytes each), plus ~50 MB of
+per-chunk temporaries: about 1.5 bytes per room character, independent of the text's dtype.
+Kept: code points (N x 1..4 bytes) and window hashes (8 x A bytes = 0.5 bytes per character),
+both memory-mapped from the cache, plus the duplicate intervals (16 bytes each).
+``observe``: O(n) for an input of n characters. ``result``: O(A + M log M + R x S) for M
+distinct observed windows and R runs. The index is cached on disk
+(:meth:`CoverageIndex.load_or_build`, cache format :data:`CACHE_FORMAT`); processes share one
+copy of the mapped files through the page cache. Measured: see ``docs/synth.md`` ("LAB-scale
+room") and ``benchmarks/bench_lab_room.py``; older figures (in-memory builder,
+``benchmarks/bench_coverage_probe.py``, 5,000 documents, 2-core shared machine): synthetic
+room of 40 M characters (synth-v2, 29% duplicates) built in 6.9 s, ``result()`` 0.14 s.
 
 **Limits.** Text that reaches a model only in an escaped form (``repr`` of a string, JSON with
 ``\\n`` escapes) breaks into pieces at each escape and is credited only for the pieces of >= K
