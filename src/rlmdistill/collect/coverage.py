@@ -330,23 +330,23 @@ class _KeyTable:
     def get(self, h: U64) -> I64:
         """Slot of each value of ``h`` (``-1`` where it is not a key)."""
         h = np.asarray(h, dtype=np.uint64)
-        out = np.full(h.shape, -1, dtype=np.int64)
         if h.size == 0:
-            return out
+            return np.full(h.shape, -1, dtype=np.int64)
         slot = self._home(h)
-        todo = np.arange(h.size, dtype=np.int64)
-        zero = h == 0
-        if zero.any():
-            if self.has_zero:
-                out[zero] = self.n_slots
-            todo = np.flatnonzero(~zero)
-            slot = slot[todo]
+        kk = self.slot_key[slot]
+        hit = kk == h  # first probe on the whole array; the rest only for the few left
+        out = np.where(hit, slot, -1)
+        todo = np.flatnonzero(~hit & (kk != 0))
+        slot = (slot[todo] + 1) & self.mask
         while todo.size:
             kk = self.slot_key[slot]
             hit = kk == h[todo]
             out[todo[hit]] = slot[hit]
             more = ~hit & (kk != 0)
             todo, slot = todo[more], (slot[more] + 1) & self.mask
+        zero = h == 0  # the empty-slot marker: key 0 has the extra slot instead
+        if zero.any():
+            out[zero] = self.n_slots if self.has_zero else -1
         return out
 
     def find(self, h: U64) -> tuple[I64, I64]:
