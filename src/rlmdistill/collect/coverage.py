@@ -849,6 +849,12 @@ class CoverageIndex:
             stored = json.loads(str(z["meta"]))
             if meta is not None and stored != meta:
                 return None
+            if (stored.get("version"), stored.get("format"), stored.get("k")) != (
+                PROBE_VERSION,
+                CACHE_FORMAT,
+                K,
+            ) or stored.get("stride") != STRIDE:
+                return None
             arrays = {name: z[name] for name in z.files if name != "meta"}
         doc_starts = arrays["doc_starts"]
         n_chars = int(doc_starts[-1]) if doc_starts.size else 0
