@@ -148,7 +148,9 @@ def _pss(proc: psutil.Process) -> int:
         return 0
 
 
-def _episodes(room_dir: str, cache: str, out: str, n: int, url: str) -> dict[str, Any]:
+def _episodes(
+    room_dir: str, cache: str, out: str, n: int, url: str, sub_concurrency: int = 40
+) -> dict[str, Any]:
     os.environ["RLMDISTILL_ROOM_CACHE"] = cache
     from rlmdistill.collect.config import CollectConfig, EpisodeLimits
     from rlmdistill.collect.runner import collect
@@ -176,7 +178,7 @@ def _episodes(room_dir: str, cache: str, out: str, n: int, url: str) -> dict[str
         sub=f"openai:sub@{url}",
         episodes=n,
         concurrency=n,
-        sub_concurrency=40,
+        sub_concurrency=sub_concurrency,
         limits=EpisodeLimits(max_turns=3),
         sandbox="none",
     )
