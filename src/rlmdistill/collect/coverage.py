@@ -295,7 +295,9 @@ class _KeyTable:
         self.has_zero = False
         fbits = min(34, max(6, math.ceil(math.log2(max(1, capacity) * 8))))
         self.fshift = np.uint64(64 - fbits)
-        self.filter = np.zeros(1 << (fbits - 3), dtype=np.uint8)
+        # A byte per bit up to 32 MB (one gather per test), packed 8 to a byte beyond.
+        self.packed = fbits > 25
+        self.filter = np.zeros(1 << (fbits - 3 if self.packed else fbits), dtype=np.uint8)
 
     def _home(self, h: U64) -> I64:
         return ((h * _MIX) >> self.shift).view(np.int64)
@@ -306,9 +308,12 @@ class _KeyTable:
         if values.size == 0:
             return
         top = values >> self.fshift
-        np.bitwise_or.at(
-            self.filter, top >> np.uint64(3), (1 << (top & np.uint64(7))).astype(np.uint8)
-        )
+        if self.packed:
+            np.bitwise_or.at(
+                self.filter, top >> np.uint64(3), (1 << (top & np.uint64(7))).astype(np.uint8)
+            )
+        else:
+            self.filter[top] = 1
         zero = values == 0
         if zero.any():
             self.has_zero = True
@@ -333,9 +338,10 @@ class _KeyTable:
         """Prefilter: False where ``h`` is certainly not a key (about 8% false positives at
         capacity)."""
         top = h >> self.fshift
-        return (
-            (self.filter[top >> np.uint64(3)] >> (top & np.uint64(7)).astype(np.uint8)) & 1
-        ).view(np.bool_)
+        if not self.packed:
+            return self.filter[top].view(np.bool_)
+        byte = self.filter[top >> np.uint64(3)]
+        return ((byte >> (top & np.uint64(7)).astype(np.uint8)) & 1).view(np.bool_)
 
     def get(self, h: U64) -> I64:
         """Slot of each value of ``h`` (``-1`` where it is not a key)."""
