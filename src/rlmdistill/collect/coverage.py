@@ -279,21 +279,21 @@ class _KeyTable:
     with a packed-bit prefilter on the keys' top bits.
 
     ``capacity``: the most keys it will hold (the slot array is sized for a load of at most
-    0.7, so a lookup resolves in about 1-3 probes). Each key has a slot (its id, int64 in
+    0.7, so a lookup resolves in about 1-3 probes); ``filter_bits``: prefilter bits per key. Each key has a slot (its id, int64 in
     ``[0, n_slots]``), so per-key values live in arrays of ``n_slots + 1`` entries
     (:meth:`values`). Memory: about 8 / 0.35..0.7 bytes per key (slots) plus 1 byte per key
     (prefilter, 8 bits per key). Key 0 (the empty-slot marker) lives in the extra last slot.
     Lookups are whole-array numpy operations, one round per probe step.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, filter_bits: int = 8) -> None:
         bits = max(4, math.ceil(math.log2(max(1, capacity) / 0.7)))
         self.n_slots = 1 << bits
         self.mask = np.int64(self.n_slots - 1)
         self.shift = np.uint64(64 - bits)
         self.slot_key = np.zeros(self.n_slots, dtype=np.uint64)
         self.has_zero = False
-        fbits = min(34, max(6, math.ceil(math.log2(max(1, capacity) * 8))))
+        fbits = min(34, max(6, math.ceil(math.log2(max(1, capacity) * filter_bits))))
         self.fshift = np.uint64(64 - fbits)
         # A byte per bit up to 32 MB (one gather per test), packed 8 to a byte beyond.
         self.packed = fbits > 25
@@ -694,7 +694,7 @@ class _Builder:
             out = {}
             for gid in np.unique(groups):
                 m = np.flatnonzero(groups == gid)
-                t = _KeyTable(m.size)
+                t = _KeyTable(m.size, filter_bits=32)  # the big table is gone: fewer misses
                 t.add(qh[m])
                 out[int(gid)] = (t, t.values(self.n_docs, ddt), qh[m], m)
             return out
