@@ -426,24 +426,23 @@ def _cp_dtype(top: int) -> Any:
     return np.uint8 if top < 256 else np.uint16 if top < 65536 else np.uint32
 
 
-class _Edges:
-    """Runs of duplicate aligned windows and the state of their edge windows, gathered chunk by
-    chunk during :class:`_Builder`'s first scan (one instance for the room, one for folders).
+class _Chains:
+    """Runs of duplicate aligned windows and the chains of edge windows beyond their ends,
+    gathered chunk by chunk during :class:`_Builder`'s first scan (one instance for the room,
+    one for folders), then decided by :meth:`resolve`.
 
-    Per run: first / last aligned window start, document, and for each side a row of ``S - 1``
-    states (0: not a duplicate or outside the document, 1: duplicate, 2: decided by the second
-    scan; only windows the chain can still reach are left at 2). ``queries`` holds the hashes
-    of the state-2 windows in row-major order (left rows, then right rows, per chunk).
+    Per run: first / last aligned window start. Per run side (left of the first window, right
+    of the last; ``L`` = left, ``R`` = right): the anchor window's start and hash, the document,
+    and ``q``: the start of an identical window in an earlier document (its first occurrence).
+    A side's chain grows one window at a time while the next window lies inside the document
+    and also in an earlier document (an earlier one of the same folder, for folders), at most
+    ``S - 1`` windows: the module docstring's edge rule.
     """
 
     def __init__(self) -> None:
         self.first: list[I64] = []
         self.last: list[I64] = []
-        self.doc: list[I64] = []
-        self.left: list[npt.NDArray[np.int8]] = []
-        self.right: list[npt.NDArray[np.int8]] = []
-        self.q_left: list[U64] = []
-        self.q_right: list[U64] = []
+        self.side: dict[str, list[list[Arr]]] = {"L": [[], [], [], []], "R": [[], [], [], []]}
 
     def add(
         self,
@@ -452,15 +451,13 @@ class _Edges:
         adoc: I64,
         dup: npt.NDArray[np.bool_],
         slot_at: I64,
-        first: Arr,
-        ldoc: I64,
-        d0: int,
+        firstpos: Arr,
         cs: int,
     ) -> None:
         """Record the runs among one chunk's aligned windows (``aloc``: chunk-local starts,
         ``adoc``: documents, ``dup``: duplicate flags). ``h``: hash of every window of the
-        chunk; ``slot_at``: each window's key slot (-1: not a key); ``first``: per slot, the
-        first document holding the key so far; ``ldoc``: chunk-local document starts."""
+        chunk; ``slot_at``: each window's key slot; ``firstpos``: per slot, the first position
+        holding the key (in an earlier document, for a duplicate window)."""
         sel = np.flatnonzero(dup)
         if sel.size == 0:
             return
@@ -469,53 +466,171 @@ class _Edges:
         new[1:] = (pos[1:] > np.maximum.accumulate(pos + K)[:-1]) | (doc[1:] != doc[:-1])
         heads = np.flatnonzero(new)
         tails = np.append(heads[1:], pos.size) - 1
-        rdoc = doc[heads]
-        lo, hi = ldoc[rdoc - d0], ldoc[rdoc - d0 + 1] - K
-        steps = np.arange(1, STRIDE, dtype=np.int64)[None, :]
-        for sign, store, qs in ((-1, self.left, self.q_left), (1, self.right, self.q_right)):
-            if sign < 0:
-                p = pos[heads][:, None] - steps
-                inside = p >= lo[:, None]
-            else:
-                p = pos[tails][:, None] + steps
-                inside = p <= hi[:, None]
-            p = np.where(inside, p, 0)
-            s = slot_at[p]
-            earlier = first[s] < rdoc[:, None]
-            st = np.where(s >= 0, earlier, 2).astype(np.int8)
-            st[~inside] = 0
-            reach = np.ones(st.shape, dtype=bool)
-            reach[:, 1:] = np.cumprod(st[:, :-1] != 0, axis=1).astype(bool)
-            st[(st == 2) & ~reach] = 0
-            qs.append(h[p[st == 2]])
-            store.append(st)
+        for name, ends in (("L", heads), ("R", tails)):
+            p = pos[ends]
+            for store, value in zip(
+                self.side[name],
+                (p + cs, h[p], firstpos[slot_at[p]].astype(np.int64), doc[ends]),
+                strict=True,
+            ):
+                store.append(value)
         self.first.append(pos[heads] + cs)
         self.last.append(pos[tails] + cs)
-        self.doc.append(rdoc)
 
-    def queries(self) -> tuple[U64, I64]:
-        """Hashes and documents of every state-2 window (left rows, then right rows)."""
-        if not self.first:
+    def start(self, b: _Builder) -> tuple[U64, I64]:
+        """Follow every chain in the earlier copy it was found in (:func:`_follow`); the
+        windows where chains stopped and still need a look-up: ``(hashes, documents)``.
+
+        A chain is followed by comparing the window after its end with the window after ``q``
+        (the same text one step further in the earlier copy), rolling both hashes one
+        character at a time. Where they differ, :meth:`_Builder._earliest` looks the window up
+        (round 1); a chain whose window occurs in an earlier document is followed again from
+        that occurrence, and where it stops once more, all its remaining windows are looked up
+        at once (round 2, :meth:`step`), so the build scans the room twice more at most.
+        """
+        self.n = sum(a.size for a in self.first)
+        if not self.n:
             return np.empty(0, np.uint64), np.empty(0, np.int64)
-        doc = np.concatenate(self.doc)
-        left, right = np.concatenate(self.left), np.concatenate(self.right)
-        qd = [np.repeat(doc, (m == 2).sum(axis=1)) for m in (left, right)]
-        self.left, self.right = [left], [right]
-        return np.concatenate(self.q_left + self.q_right), np.concatenate(qd)
+        cols = [np.concatenate(self.side["L"][i] + self.side["R"][i]) for i in range(4)]
+        self.side = {}
+        self.pos, self.cur_h, self.q, self.doc = cols
+        self.sign = np.concatenate([np.full(self.n, -1, np.int64), np.full(self.n, 1, np.int64)])
+        self.lo = b.doc_starts[self.doc]
+        self.hi = b.doc_starts[self.doc + 1] - K
+        self.ext = np.zeros(self.pos.size, dtype=np.int64)
+        act = np.arange(self.pos.size, dtype=np.int64)
+        self.act, nxt = _follow(b, act, *self._state())
+        return nxt, self.doc[self.act]
 
-    def finish(self, answers: npt.NDArray[np.bool_]) -> tuple[I64, I64]:
-        """Intervals (merged, sorted) once the state-2 windows are decided (``answers``, in
-        :meth:`queries` order): each run extended by its chain of duplicate edge windows."""
-        if not self.first:
+    def _state(self) -> tuple[I64, I64, I64, I64, I64, U64, I64]:
+        return self.pos, self.sign, self.lo, self.hi, self.ext, self.cur_h, self.q
+
+    def step(self, b: _Builder, earliest: I64, nxt: U64) -> tuple[U64, I64]:
+        """Round 1's answers in (``earliest``: first position of each looked-up window);
+        the round-2 look-ups: every remaining window of each chain still open."""
+        if not self.n:
+            return np.empty(0, np.uint64), np.empty(0, np.int64)
+        act = self.act
+        hit = earliest < b.doc_starts[self.doc[act]]
+        act, nxt, earliest = act[hit], nxt[hit], earliest[hit]
+        self.ext[act] += 1
+        self.q[act], self.cur_h[act] = earliest, nxt
+        act = act[self.ext[act] < STRIDE - 1]
+        act, nxt = _follow(b, act, *self._state())
+        # every remaining window of these chains: steps ext+1 .. S-1 inside the document
+        w = STRIDE - 1
+        hs = np.zeros((act.size, w), dtype=np.uint64)
+        ok = np.zeros((act.size, w), dtype=bool)
+        cp = b.mapped()
+        sg = self.sign[act]
+        p = self.pos[act] + sg * (self.ext[act] + 1)  # the window whose hash is nxt
+        h = nxt
+        col = self.ext[act]  # its column (step ext + 1 -> index ext)
+        alive = np.ones(act.size, dtype=bool)
+        for _ in range(w):
+            i = np.flatnonzero(alive & (col < w))
+            if i.size == 0:
+                break
+            hs[i, col[i]] = h[i]
+            ok[i, col[i]] = True
+            nxt_p = p[i] + sg[i]
+            inside = (nxt_p >= self.lo[act[i]]) & (nxt_p <= self.hi[act[i]])
+            alive[:] = False
+            i = i[inside]
+            if i.size:
+                h[i] = _roll(cp, h[i], p[i], sg[i])
+                p[i] += sg[i]
+                col[i] += 1
+                alive[i] = True
+        del cp
+        self.act2, self.ok2 = act, ok
+        return hs[ok], np.broadcast_to(self.doc[act][:, None], ok.shape)[ok]
+
+    def finish(self, b: _Builder, earliest: I64, qdoc: I64) -> tuple[I64, I64]:
+        """Round 2's answers in; the duplicate intervals (merged, sorted)."""
+        if not self.n:
             z = np.empty(0, np.int64)
             return z, z
-        left, right = np.concatenate(self.left), np.concatenate(self.right)
-        n_left = int((left == 2).sum())
-        left[left == 2] = answers[:n_left]
-        right[right == 2] = answers[n_left:]
-        starts = np.concatenate(self.first) - np.cumprod(left == 1, axis=1).sum(axis=1)
-        ends = np.concatenate(self.last) + K + np.cumprod(right == 1, axis=1).sum(axis=1)
-        return CoverageIndex._merge(starts, ends)
+        act, ok = self.act2, self.ok2
+        hit = np.zeros(ok.shape, dtype=bool)
+        hit[ok] = earliest < b.doc_starts[qdoc]
+        done = np.arange(STRIDE - 1)[None, :] < self.ext[act][:, None]  # steps already taken
+        self.ext[act] = np.cumprod(done | hit, axis=1).sum(axis=1)
+        first, last = np.concatenate(self.first), np.concatenate(self.last)
+        n = self.n
+        return CoverageIndex._merge(first - self.ext[:n], last + K + self.ext[n:])
+
+
+_FOLLOW = 1 << 13
+"""Chains followed per batch (each batch maps the code points afresh, so the pages it reads
+leave the process's resident set when it ends: at most ~64 MB of them)."""
+
+
+def _follow(
+    b: _Builder,
+    act: I64,
+    pos: I64,
+    sign: I64,
+    lo: I64,
+    hi: I64,
+    ext: I64,
+    cur_h: U64,
+    q: I64,
+) -> tuple[I64, U64]:
+    """Grow the chains ``act`` (each at the window ``pos + sign * ext``, hash ``cur_h``, the
+    same text as the window at ``q`` in an earlier document) while the next window equals the
+    next one after ``q`` (``ext``, ``cur_h`` and ``q`` are updated in place). Returns the
+    chains that stopped on a window inside their document that still needs a look-up, and
+    that window's hash."""
+    out_act: list[I64] = [np.empty(0, np.int64)]
+    out_h: list[U64] = [np.empty(0, np.uint64)]
+    for s in range(0, act.size, _FOLLOW):
+        a = act[s : s + _FOLLOW]
+        cp = b.mapped()
+        sg = sign[a]
+        qq = q[a]
+        qd = np.searchsorted(b.doc_starts, qq, side="right") - 1
+        qlo, qhi = b.doc_starts[qd], b.doc_starts[qd + 1] - K
+        hw, hq = cur_h[a], cur_h[a].copy()
+        w = pos[a] + sg * ext[a]
+        open_ = np.flatnonzero(ext[a] < STRIDE - 1)
+        stop_h = np.zeros(a.size, dtype=np.uint64)
+        pend = np.zeros(a.size, dtype=bool)
+        while open_.size:
+            i = open_
+            nw, nq = w[i] + sg[i], qq[i] + sg[i]
+            inside = (nw >= lo[a[i]]) & (nw <= hi[a[i]])
+            i, nw, nq = i[inside], nw[inside], nq[inside]
+            h_next = _roll(cp, hw[i], w[i], sg[i])
+            q_in = (nq >= qlo[i]) & (nq <= qhi[i])
+            hq_next = _roll(cp, hq[i], np.where(q_in, qq[i], 1), sg[i])
+            same = q_in & (h_next == hq_next)
+            m = i[same]
+            ext[a[m]] += 1
+            w[m], qq[m], hw[m], hq[m] = nw[same], nq[same], h_next[same], hq_next[same]
+            pend[i[~same]], stop_h[i[~same]] = True, h_next[~same]
+            open_ = m[ext[a[m]] < STRIDE - 1]
+        cur_h[a], q[a] = hw, qq
+        del cp
+        out_act.append(a[pend])
+        out_h.append(stop_h[pend])
+    return np.concatenate(out_act), np.concatenate(out_h)
+
+
+def _roll(cp: Arr, h: U64, p: I64, sign: I64) -> U64:
+    """Hashes of the windows at ``p + sign`` (sign -1 or +1 each) from those (``h``) at ``p``."""
+    out = np.empty(h.size, dtype=np.uint64)
+    left = sign < 0
+    pl, hl = p[left], h[left]
+    out[left] = (
+        np.asarray(cp[pl - 1]).astype(np.uint64) * _B_TOP
+        + (hl - np.asarray(cp[pl + K - 1]).astype(np.uint64)) * _B_INV
+    )
+    pr, hr = p[~left], h[~left]
+    out[~left] = (hr - np.asarray(cp[pr]).astype(np.uint64) * _B_TOP) * _B + np.asarray(
+        cp[pr + K]
+    ).astype(np.uint64)
+    return out
 
 
 class _Builder:
@@ -537,6 +652,7 @@ class _Builder:
         self.folder_of = np.array([rank[f] for f in self.folders], dtype=np.int64)
         self.dtype: Any = np.uint8
         self.doc_starts = np.zeros(self.n_docs + 1, dtype=np.int64)
+        self._fh: Any = None
 
     # ---------------------------------------------------------------- pass 0
     def write_text(self) -> None:
@@ -633,13 +749,13 @@ class _Builder:
         n_win = int(wf[-1])
         chunks = self._chunks()
         last_chunk = {int(self.folder_of[d0]): i for i, (d0, _) in enumerate(chunks)}
-        ddt = _doc_dtype(self.n_docs)
-        edges, fedges = _Edges(), _Edges()
+        none, pdt = self._pos_dtype()
+        edges, fedges = _Chains(), _Chains()
         with open(cp_path, "rb") as fh, open(win_path, "rb") as wfh:
             table = _KeyTable(n_win)
             for s in range(0, n_win, _CHUNK):
                 table.add(np.fromfile(wfh, dtype=np.uint64, count=min(_CHUNK, n_win - s)))
-            first = table.values(self.n_docs, ddt)
+            first = table.values(none, pdt)
             ftabs: dict[int, tuple[_KeyTable, Arr]] = {}
             for ci, (d0, d1) in enumerate(chunks):
                 f = int(self.folder_of[d0])
@@ -648,31 +764,52 @@ class _Builder:
                     keys = self._win_slices(members, wfh, wf)
                     ft = _KeyTable(keys.size)
                     ft.add(keys)
-                    ftabs[f] = (ft, ft.values(self.n_docs, ddt))
+                    ftabs[f] = (ft, ft.values(none, pdt))
                 ft, ffirst = ftabs[f]
                 cs, ce = int(self.doc_starts[d0]), int(self.doc_starts[d1])
                 h = _window_hashes(self._read(fh, cs, ce))
                 ldoc = self.doc_starts[d0 : d1 + 1] - cs
-                where, slot, doc = self._hits(table, h, ldoc, d0)
-                _first_seen(first, slot, doc)
+                where, slot, _ = self._hits(table, h, ldoc, d0)
+                _first_seen(first, slot, where + cs)
                 slot_at = np.full(h.size, -1, dtype=np.int64)
                 slot_at[where] = slot
                 fw, fslot = ft.find(h[where])
-                _first_seen(ffirst, fslot, doc[fw])
+                _first_seen(ffirst, fslot, where[fw] + cs)
                 fslot_at = np.full(h.size, -1, dtype=np.int64)
                 fslot_at[where[fw]] = fslot
                 apos, adoc = _positions(np.arange(wf[d0], wf[d1]), wf, self.doc_starts)
-                aloc = apos - cs
-                g = first[slot_at[aloc]] < adoc
-                fg = ffirst[fslot_at[aloc]] < adoc
-                edges.add(h, aloc, adoc, g, slot_at, first, ldoc, d0, cs)
-                fedges.add(h, aloc, adoc, fg, fslot_at, ffirst, ldoc, d0, cs)
+                aloc, dstart = apos - cs, self.doc_starts[adoc]
+                g = first[slot_at[aloc]] < dstart
+                fg = ffirst[fslot_at[aloc]] < dstart
+                edges.add(h, aloc, adoc, g, slot_at, first, cs)
+                fedges.add(h, aloc, adoc, fg, fslot_at, ffirst, cs)
                 if last_chunk[f] == ci:
                     del ftabs[f]
             del table, first, ftabs
-            (gq, gqd), (fq, fqd) = edges.queries(), fedges.queries()
-            g_ans, f_ans = self._second_scan(fh, chunks, gq, gqd, fq, fqd)
-        return edges.finish(g_ans), fedges.finish(f_ans)
+            self._fh = fh
+            try:
+                (gq, gd), (fq, fd) = edges.start(self), fedges.start(self)
+                ge, fe = self._earliest(gq, gd, fq, fd)
+                (gq2, gd2), (fq2, fd2) = edges.step(self, ge, gq), fedges.step(self, fe, fq)
+                ge2, fe2 = self._earliest(gq2, gd2, fq2, fd2)
+                return edges.finish(self, ge2, gd2), fedges.finish(self, fe2, fd2)
+            finally:
+                self._fh = None
+
+    def _pos_dtype(self) -> tuple[int, Any]:
+        """``(none, dtype)``: a position no window has and the narrowest dtype holding it."""
+        none = int(self.doc_starts[-1])
+        return none, (np.uint32 if none < 2**32 else np.int64)
+
+    def mapped(self) -> Arr:
+        """The code-point file memory-mapped (read-only); drop it to unmap."""
+        cp_path, _ = self.paths()
+        n = int(self.doc_starts[-1])
+        return (
+            np.memmap(cp_path, dtype=self.dtype, mode="r", shape=(n,))
+            if n
+            else np.empty(0, self.dtype)
+        )
 
     def _hits(self, table: _KeyTable, h: U64, ldoc: I64, d0: int) -> tuple[I64, I64, I64]:
         """``(where, slot, doc)`` of the chunk's windows that hold a key and lie inside one
@@ -682,57 +819,54 @@ class _Builder:
         ok = where + K <= ldoc[dloc + 1]
         return where[ok], slot[ok], dloc[ok] + d0
 
-    def _second_scan(
-        self, fh: Any, chunks: list[tuple[int, int]], gq: U64, gqd: I64, fq: U64, fqd: I64
-    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """For each queried ``(hash, doc)`` of ``gq`` / ``gqd``: whether a window with that hash
-        lies in an earlier document; of ``fq`` / ``fqd``: in an earlier document of ``doc``'s
-        folder. One scan over the documents before the last queried one."""
-        ddt = _doc_dtype(self.n_docs)
+    def _earliest(self, gq: U64, gd: I64, fq: U64, fd: I64) -> tuple[I64, I64]:
+        """For each window hash of ``gq`` (looked up from document ``gd``): the first position
+        of a window with that hash in the room; of ``fq`` / ``fd``: in ``fd``'s folder. Only
+        the documents before the last one asked from are scanned, once for both; the text's
+        length where there is none."""
+        none, pdt = self._pos_dtype()
 
-        def tables(qh: U64, groups: I64) -> dict[int, tuple[_KeyTable, Arr, U64, I64]]:
-            out = {}
+        def tables(qh: U64, groups: I64) -> dict[int, tuple[_KeyTable, Arr, I64]]:
+            tabs = {}
             for gid in np.unique(groups):
                 m = np.flatnonzero(groups == gid)
                 t = _KeyTable(m.size, filter_bits=32)  # the big table is gone: fewer misses
                 t.add(qh[m])
-                out[int(gid)] = (t, t.values(self.n_docs, ddt), qh[m], m)
-            return out
+                tabs[int(gid)] = (t, t.values(none, pdt), m)
+            return tabs
 
         gtab = tables(gq, np.zeros(gq.size, np.int64))
-        ftab = tables(fq, self.folder_of[fqd])
-        stop = max([int(gqd.max()) if gqd.size else 0, int(fqd.max()) if fqd.size else 0])
-        g_stop = int(gqd.max()) if gqd.size else 0
-        for d0, d1 in chunks:
+        ftab = tables(fq, self.folder_of[fd])
+        g_stop = int(gd.max()) if gd.size else 0
+        stop = max(g_stop, int(fd.max()) if fd.size else 0)
+        for d0, d1 in self._chunks():
             if d0 >= stop:
                 break
             f = int(self.folder_of[d0])
-            todo = [gtab[0]] if d0 < g_stop else []
-            if f in ftab:
-                todo.append(ftab[f])
+            todo = ([gtab[0]] if d0 < g_stop else []) + ([ftab[f]] if f in ftab else [])
             if not todo:
                 continue
             cs, ce = int(self.doc_starts[d0]), int(self.doc_starts[d1])
-            h = _window_hashes(self._read(fh, cs, ce))
+            h = _window_hashes(self._read(self._fh, cs, ce))
             ldoc = self.doc_starts[d0 : d1 + 1] - cs
-            for t, first, _, _ in todo:
-                _, slot, doc = self._hits(t, h, ldoc, d0)
-                _first_seen(first, slot, doc)
+            for t, first, _ in todo:
+                where, slot, _ = self._hits(t, h, ldoc, d0)
+                _first_seen(first, slot, where + cs)
 
-        def answers(tabs: dict[int, tuple[_KeyTable, Arr, U64, I64]], qd: I64) -> Arr:
-            out = np.zeros(qd.size, dtype=bool)
-            for t, first, qh, m in tabs.values():
-                out[m] = first[t.get(qh)] < qd[m]
+        def answers(tabs: dict[int, tuple[_KeyTable, Arr, I64]], qh: U64) -> I64:
+            out = np.full(qh.size, none, dtype=np.int64)
+            for t, first, m in tabs.values():
+                out[m] = first[t.get(qh[m])]
             return out
 
-        return answers(gtab, gqd), answers(ftab, fqd)
+        return answers(gtab, gq), answers(ftab, fq)
 
 
-def _first_seen(first: Arr, slot: I64, doc: I64) -> None:
-    """``first[slot] = min(first[slot], doc)`` (only the entries that change are written)."""
-    upd = doc < first[slot]
+def _first_seen(first: Arr, slot: I64, pos: I64) -> None:
+    """``first[slot] = min(first[slot], pos)`` (only the entries that change are written)."""
+    upd = pos < first[slot]
     if upd.any():
-        np.minimum.at(first, slot[upd], doc[upd].astype(first.dtype))
+        np.minimum.at(first, slot[upd], pos[upd].astype(first.dtype))
 
 
 def _ranges(idx: I64) -> list[tuple[int, int]]:
