@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--episodes", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--tmp", default=None, help="parent folder of the temporary room")
+    ap.add_argument("--room", default=None, help="use this room (left in place) instead")
     args = ap.parse_args(argv)
     vm = psutil.virtual_memory()
     print(f"memory: {vm.available / 2**30:.1f} GiB available of {vm.total / 2**30:.1f} GiB")
@@ -216,16 +217,19 @@ def main(argv: list[str] | None = None) -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_lab_room_", dir=args.tmp))
     try:
-        room_dir, cache = tmp / "room", tmp / "cache"
+        room_dir, cache = (Path(args.room) if args.room else tmp / "room"), tmp / "cache"
         cache.mkdir()
-        t = time.perf_counter()
-        rep = build_synth_room(room_dir, args.docs, args.seed, length_scale=args.length_scale)
-        print(
-            f"room: rooms synth --docs {args.docs} --length-scale {args.length_scale:g} "
-            f"--seed {args.seed}: {rep.n_docs:,} documents, {rep.n_chars:,} characters, "
-            f"built in {time.perf_counter() - t:.1f} s",
-            flush=True,
-        )
+        if args.room is None:
+            t = time.perf_counter()
+            rep = build_synth_room(room_dir, args.docs, args.seed, length_scale=args.length_scale)
+            print(
+                f"room: rooms synth --docs {args.docs} --length-scale {args.length_scale:g} "
+                f"--seed {args.seed}: {rep.n_docs:,} documents, {rep.n_chars:,} characters, "
+                f"built in {time.perf_counter() - t:.1f} s",
+                flush=True,
+            )
+        else:
+            print(f"room: {room_dir} (given)", flush=True)
         cold = _in_child(_cold, str(room_dir), str(cache))
         text_mib = cold["text_bytes"] / 2**20
         print(

@@ -1156,6 +1156,17 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
     "location": ("place", "site"),
     "agreed": ("settled", "fixed"),
     "writing": ("written form",),
+    "before": ("prior to",),
+    "after": ("following",),
+    "amounts": ("sums",),
+    "presented": ("tabled", "submitted"),
+    "results": ("outcomes",),
+    "reported": ("stated",),
+    "sole": ("only",),
+    "intranet": ("staff portal", "internal site"),
+    "govern": ("apply to",),
+    "total": ("sum",),
+    "support": ("assistance",),
 }
 _SYN_WORD = re.compile(r"\b(" + "|".join(sorted(_SYNONYMS, key=len, reverse=True)) + r")\b")
 
