@@ -493,17 +493,16 @@ class _Chains:
             return np.empty(0, np.uint64), np.empty(0, np.int64)
         cols = [np.concatenate(self.side["L"][i] + self.side["R"][i]) for i in range(4)]
         self.side = {}
-        self.pos, self.cur_h, self.q, self.doc = cols
-        self.sign = np.concatenate([np.full(self.n, -1, np.int64), np.full(self.n, 1, np.int64)])
-        self.lo = b.doc_starts[self.doc]
-        self.hi = b.doc_starts[self.doc + 1] - K
-        self.ext = np.zeros(self.pos.size, dtype=np.int64)
+        self.pos, self.cur_h, self.q = cols[0], cols[1], cols[2]
+        self.doc = cols[3].astype(np.int32)
+        del cols
+        self.ext = np.zeros(self.pos.size, dtype=np.int8)
         act = np.arange(self.pos.size, dtype=np.int64)
         self.act, nxt = _follow(b, act, *self._state())
-        return nxt, self.doc[self.act]
+        return nxt, self.doc[self.act].astype(np.int64)
 
-    def _state(self) -> tuple[I64, I64, I64, I64, I64, U64, I64]:
-        return self.pos, self.sign, self.lo, self.hi, self.ext, self.cur_h, self.q
+    def _state(self) -> tuple[int, I64, Arr, Arr, U64, I64]:
+        return self.n, self.pos, self.doc, self.ext, self.cur_h, self.q
 
     def step(self, b: _Builder, earliest: I64, nxt: U64) -> tuple[U64, I64]:
         """Round 1's answers in (``earliest``: first position of each looked-up window);
@@ -522,10 +521,12 @@ class _Chains:
         hs = np.zeros((act.size, w), dtype=np.uint64)
         ok = np.zeros((act.size, w), dtype=bool)
         cp = b.mapped()
-        sg = self.sign[act]
-        p = self.pos[act] + sg * (self.ext[act] + 1)  # the window whose hash is nxt
+        sg = np.where(act < self.n, -1, 1)
+        d = self.doc[act]
+        lo, hi = b.doc_starts[d], b.doc_starts[d + 1] - K
+        col = self.ext[act].astype(np.int64)  # the column of step ext + 1
+        p = self.pos[act] + sg * (col + 1)  # the window whose hash is nxt
         h = nxt
-        col = self.ext[act]  # its column (step ext + 1 -> index ext)
         alive = np.ones(act.size, dtype=bool)
         for _ in range(w):
             i = np.flatnonzero(alive & (col < w))
@@ -534,7 +535,7 @@ class _Chains:
             hs[i, col[i]] = h[i]
             ok[i, col[i]] = True
             nxt_p = p[i] + sg[i]
-            inside = (nxt_p >= self.lo[act[i]]) & (nxt_p <= self.hi[act[i]])
+            inside = (nxt_p >= lo[i]) & (nxt_p <= hi[i])
             alive[:] = False
             i = i[inside]
             if i.size:
@@ -557,8 +558,8 @@ class _Chains:
         done = np.arange(STRIDE - 1)[None, :] < self.ext[act][:, None]  # steps already taken
         self.ext[act] = np.cumprod(done | hit, axis=1).sum(axis=1)
         first, last = np.concatenate(self.first), np.concatenate(self.last)
-        n = self.n
-        return CoverageIndex._merge(first - self.ext[:n], last + K + self.ext[n:])
+        n, ext = self.n, self.ext.astype(np.int64)
+        return CoverageIndex._merge(first - ext[:n], last + K + ext[n:])
 
 
 _FOLLOW = 1 << 13
@@ -567,50 +568,45 @@ leave the process's resident set when it ends: at most ~64 MB of them)."""
 
 
 def _follow(
-    b: _Builder,
-    act: I64,
-    pos: I64,
-    sign: I64,
-    lo: I64,
-    hi: I64,
-    ext: I64,
-    cur_h: U64,
-    q: I64,
+    b: _Builder, act: I64, n: int, pos: I64, doc: Arr, ext: Arr, cur_h: U64, q: I64
 ) -> tuple[I64, U64]:
     """Grow the chains ``act`` (each at the window ``pos + sign * ext``, hash ``cur_h``, the
-    same text as the window at ``q`` in an earlier document) while the next window equals the
-    next one after ``q`` (``ext``, ``cur_h`` and ``q`` are updated in place). Returns the
-    chains that stopped on a window inside their document that still needs a look-up, and
-    that window's hash."""
+    same text as the window at ``q`` in an earlier document; sides below ``n`` grow left, the
+    others right) while the next window equals the next one after ``q`` (``ext``, ``cur_h``
+    and ``q`` are updated in place). Returns the chains that stopped on a window inside their
+    document that still needs a look-up, and that window's hash."""
     out_act: list[I64] = [np.empty(0, np.int64)]
     out_h: list[U64] = [np.empty(0, np.uint64)]
     for s in range(0, act.size, _FOLLOW):
         a = act[s : s + _FOLLOW]
         cp = b.mapped()
-        sg = sign[a]
+        sg = np.where(a < n, -1, 1)
+        d = doc[a]
+        lo, hi = b.doc_starts[d], b.doc_starts[d + 1] - K
         qq = q[a]
         qd = np.searchsorted(b.doc_starts, qq, side="right") - 1
         qlo, qhi = b.doc_starts[qd], b.doc_starts[qd + 1] - K
         hw, hq = cur_h[a], cur_h[a].copy()
-        w = pos[a] + sg * ext[a]
-        open_ = np.flatnonzero(ext[a] < STRIDE - 1)
+        e = ext[a].astype(np.int64)
+        w = pos[a] + sg * e
+        open_ = np.flatnonzero(e < STRIDE - 1)
         stop_h = np.zeros(a.size, dtype=np.uint64)
         pend = np.zeros(a.size, dtype=bool)
         while open_.size:
             i = open_
             nw, nq = w[i] + sg[i], qq[i] + sg[i]
-            inside = (nw >= lo[a[i]]) & (nw <= hi[a[i]])
+            inside = (nw >= lo[i]) & (nw <= hi[i])
             i, nw, nq = i[inside], nw[inside], nq[inside]
             h_next = _roll(cp, hw[i], w[i], sg[i])
             q_in = (nq >= qlo[i]) & (nq <= qhi[i])
             hq_next = _roll(cp, hq[i], np.where(q_in, qq[i], 1), sg[i])
             same = q_in & (h_next == hq_next)
             m = i[same]
-            ext[a[m]] += 1
+            e[m] += 1
             w[m], qq[m], hw[m], hq[m] = nw[same], nq[same], h_next[same], hq_next[same]
             pend[i[~same]], stop_h[i[~same]] = True, h_next[~same]
-            open_ = m[ext[a[m]] < STRIDE - 1]
-        cur_h[a], q[a] = hw, qq
+            open_ = m[e[m] < STRIDE - 1]
+        ext[a], cur_h[a], q[a] = e, hw, qq
         del cp
         out_act.append(a[pend])
         out_h.append(stop_h[pend])
