@@ -545,7 +545,7 @@ class _Chains:
                 alive[i] = True
         del cp
         self.act2, self.ok2 = act, ok
-        return hs[ok], np.broadcast_to(self.doc[act][:, None], ok.shape)[ok]
+        return hs[ok], np.broadcast_to(self.doc[act][:, None], ok.shape)[ok].astype(np.int64)
 
     def finish(self, b: _Builder, earliest: I64, qdoc: I64) -> tuple[I64, I64]:
         """Round 2's answers in; the duplicate intervals (merged, sorted)."""
