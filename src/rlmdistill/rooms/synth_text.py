@@ -1167,6 +1167,15 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
     "govern": ("apply to",),
     "total": ("sum",),
     "support": ("assistance",),
+    "agreement": ("contract",),
+    "meeting": ("session",),
+    "company": ("business",),
+    "units": ("pieces",),
+    "price": ("rate",),
+    "prices": ("rates",),
+    "system": ("platform",),
+    "plan": ("programme",),
+    "through": ("via",),
 }
 _SYN_WORD = re.compile(r"\b(" + "|".join(sorted(_SYNONYMS, key=len, reverse=True)) + r")\b")
 
