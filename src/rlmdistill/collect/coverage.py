@@ -99,6 +99,7 @@ import functools
 import hashlib
 import json
 import math
+import mmap
 import os
 import tempfile
 import threading
@@ -137,6 +138,10 @@ _CHUNK = 1 << 20
 """Windows hashed per numpy batch (bounds temporary memory to ~50 MB)."""
 
 _SCAN = 1 << 18
+
+_EXTEND = 1 << 14
+"""Runs extended per batch in :meth:`CoverageProbe.detail` (the text pages each batch read are
+released after it)."""
 """Aligned windows tested per batch in :meth:`CoverageProbe.detail` (~5 MB of temporaries)."""
 
 CACHE_FORMAT = 2
@@ -1056,6 +1061,7 @@ class CoverageIndex:
         for s in range(0, self.n_windows, _SCAN):
             where, _ = seen.lookup(np.asarray(self.win_hash[s : s + _SCAN]))
             parts.append(where + s)
+            _release(self.win_hash, s, s + _SCAN)
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def _cp_at(self, pos: I64) -> U64:
@@ -1075,24 +1081,30 @@ class CoverageIndex:
         the next window is observed and inside the document; merged as :meth:`_finish` does.
         Only runs still growing are stepped, so the cost is O(R + extension steps)."""
         starts, ends = runs.first.copy(), runs.last + K
-        for sign in (-1, 1):
-            act = np.flatnonzero(runs.first > runs.lo if sign < 0 else runs.last < runs.hi)
-            p = (runs.first if sign < 0 else runs.last)[act]
-            h = (runs.first_hash if sign < 0 else runs.last_hash)[act]
-            for _ in range(STRIDE - 1):
-                if act.size == 0:
-                    break
-                h = self._step_left(h, p) if sign < 0 else self._step_right(h, p)
-                p = p + sign
-                hit = seen.contains(h)
-                act, p, h = act[hit], p[hit], h[hit]
-                if sign < 0:
-                    starts[act] = p
-                    more = p > runs.lo[act]
-                else:
-                    ends[act] = p + K
-                    more = p < runs.hi[act]
-                act, p, h = act[more], p[more], h[more]
+        for b0 in range(0, runs.first.size, _EXTEND):  # runs are in text order
+            b1 = min(runs.first.size, b0 + _EXTEND)
+            for sign in (-1, 1):
+                sl = slice(b0, b1)
+                grow = runs.first[sl] > runs.lo[sl] if sign < 0 else runs.last[sl] < runs.hi[sl]
+                act = np.flatnonzero(grow) + b0
+                p = (runs.first if sign < 0 else runs.last)[act]
+                h = (runs.first_hash if sign < 0 else runs.last_hash)[act]
+                for _ in range(STRIDE - 1):
+                    if act.size == 0:
+                        break
+                    h = self._step_left(h, p) if sign < 0 else self._step_right(h, p)
+                    p = p + sign
+                    hit = seen.contains(h)
+                    act, p, h = act[hit], p[hit], h[hit]
+                    if sign < 0:
+                        starts[act] = p
+                        more = p > runs.lo[act]
+                    else:
+                        ends[act] = p + K
+                        more = p < runs.hi[act]
+                    act, p, h = act[more], p[more], h[more]
+            lo, hi = int(runs.first[b0]) - STRIDE, int(runs.last[b1 - 1]) + K + STRIDE
+            _release(self.cp, lo, hi)
         return self._merge(starts, ends)
 
     @staticmethod
@@ -1203,6 +1215,22 @@ def _map(path: Path, dtype: Any, n: int) -> Arr:
     if n == 0:
         return np.empty(0, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+
+
+def _release(arr: Arr, start: int, stop: int) -> None:
+    """Drop the pages of the memory-mapped ``arr[start:stop]`` from this process's resident
+    set (``MADV_DONTNEED``: they stay in the page cache and come back on the next read), so a
+    pass over a whole room's mapped text or window hashes does not leave it all resident in
+    every process. No-op for an array in memory."""
+    mm = getattr(arr, "_mmap", None)
+    if mm is None or not hasattr(mm, "madvise"):
+        return
+    item, page = arr.dtype.itemsize, mmap.PAGESIZE
+    lo = max(0, start) * item // page * page
+    hi = min(len(mm), -(-max(0, stop) * item // page) * page)
+    if hi > lo:
+        with contextlib.suppress(OSError, ValueError):
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def _cumulative(iv: tuple[I64, I64]) -> I64:
