@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--docs", type=int, default=5000)
     ap.add_argument("--length-scale", type=float, default=4.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--episodes", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--episodes", type=int, nargs="*", default=[1, 8], help="none: skip")
     ap.add_argument("--tmp", default=None, help="parent folder of the temporary room")
     ap.add_argument("--room", default=None, help="use this room (left in place) instead")
     args = ap.parse_args(argv)
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             stop.set()
             server.join(timeout=10)
-        first = min(totals)
+        first = min(totals, default=0)
         for n in sorted(totals):
             if n > first:
                 extra = (totals[n] - totals[first]) / (n - first)
