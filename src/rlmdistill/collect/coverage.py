@@ -1288,6 +1288,9 @@ def _digest(cp: Arr) -> str:
     return h.hexdigest()
 
 
+_RESULT_SLOT = threading.Lock()
+"""Held while one :meth:`CoverageProbe.detail` runs (see there)."""
+
 _LOCKS_GUARD = threading.Lock()
 _LOCKS: dict[str, threading.Lock] = {}
 _LOADED: dict[str, CoverageIndex] = {}
@@ -1329,7 +1332,17 @@ class CoverageProbe:
             return self._parts[0] if self._parts else np.empty(0, np.uint64)
 
     def detail(self) -> CoverageDetail:
-        """Coverage with the character counts behind it (see the module docstring)."""
+        """Coverage with the character counts behind it (see the module docstring).
+
+        One result is computed at a time per process (:data:`_RESULT_SLOT`): its temporaries
+        grow with how often the observed text recurs in the room (boilerplate is credited
+        everywhere it occurs), so episodes that end together take turns instead of holding
+        them all at once; the work is CPU-bound numpy, so taking turns costs little wall time.
+        """
+        with _RESULT_SLOT:
+            return self._detail()
+
+    def _detail(self) -> CoverageDetail:
         ix = self.index
         observed = self._observed()
         if observed.size:
