@@ -478,7 +478,7 @@ class _Chains:
             p = pos[ends]
             for store, value in zip(
                 self.side[name],
-                (p + cs, h[p], firstpos[slot_at[p]].astype(np.int64), doc[ends]),
+                (p + cs, h[p], firstpos[slot_at[p]].astype(np.int64), doc[ends].astype(np.int32)),
                 strict=True,
             ):
                 store.append(value)
@@ -499,11 +499,13 @@ class _Chains:
         self.n = sum(a.size for a in self.first)
         if not self.n:
             return np.empty(0, np.uint64), np.empty(0, np.int64)
-        cols = [np.concatenate(self.side["L"][i] + self.side["R"][i]) for i in range(4)]
+        cols = []
+        for i in range(4):  # one column at a time, its per-chunk parts freed at once
+            cols.append(np.concatenate(self.side["L"][i] + self.side["R"][i]))
+            self.side["L"][i], self.side["R"][i] = [], []
+            _trim_heap()
         self.side = {}
-        _trim_heap()
-        self.pos, self.cur_h, self.q = cols[0], cols[1], cols[2]
-        self.doc = cols[3].astype(np.int32)
+        self.pos, self.cur_h, self.q, self.doc = cols
         del cols
         self.ext = np.zeros(self.pos.size, dtype=np.int8)
         act = np.arange(self.pos.size, dtype=np.int64)
