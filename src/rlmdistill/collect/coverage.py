@@ -84,7 +84,7 @@ distinct observed windows and R runs. The index is cached on disk
 copy of the mapped files through the page cache. Measured (``benchmarks/bench_lab_room.py``,
 ``docs/synth.md``): a 5,000-document synthetic room of 325 M normalised characters (29.8%
 duplicates) builds with a peak of 1.4 GB (4.3x its text) where the in-memory builder took
-8.3-8.7 GB, and ``result()`` takes 1.3 s (2-core machine at load 8-15); older figures (in-memory builder,
+8.3-8.7 GB, and ``result()`` takes 0.8 s (2-core machine at load 5-16); older figures (in-memory builder,
 ``benchmarks/bench_coverage_probe.py``, 5,000 documents, 2-core shared machine): synthetic
 room of 40 M characters (synth-v2, 29% duplicates) built in 6.9 s, ``result()`` 0.14 s.
 
