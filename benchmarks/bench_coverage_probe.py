@@ -184,7 +184,7 @@ def bench_room(room_path: Path, cache: Path, args: argparse.Namespace) -> dict[s
     dup_share = index.duplicate_chars / max(1, index.n_chars)
     print(
         f"index build: {build_s:.2f} s (CPU {build_cpu:.2f} s) | normalised chars "
-        f"{index.n_chars:,} | aligned windows {index.win_pos.size:,} | duplicate chars "
+        f"{index.n_chars:,} | aligned windows {index.n_windows:,} | duplicate chars "
         f"{index.duplicate_chars:,} ({dup_share:.0%})"
     )
     t = time.perf_counter()

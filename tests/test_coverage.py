@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from rlmdistill.collect.coverage import (
+    CACHE_FORMAT,
     PROBE_VERSION,
     STRIDE,
     CoverageIndex,
@@ -223,15 +224,14 @@ def test_cache_round_trip(room3: tuple[DataRoom, dict[str, str]], tmp_path: Path
     room, texts = room3
     built = CoverageIndex.load_or_build(room, tmp_path / "cache")
     files = sorted(p.name for p in (tmp_path / "cache").iterdir())
-    assert files == [
-        f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}.cp.npy",
-        f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}.npz",
-    ]
+    stem = f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}-f{CACHE_FORMAT}"
+    assert files == [f"{stem}.cp", f"{stem}.npz", f"{stem}.win"]
     assert CoverageIndex.load_or_build(room, tmp_path / "cache") is built  # in-process share
-    loaded = CoverageIndex._load(
-        tmp_path / "cache" / files[1], tmp_path / "cache" / files[0], room.room_hash
-    )
+    loaded = CoverageIndex._open(tmp_path / "cache" / stem)
     assert loaded is not None
+    # The loaded index maps its text and window hashes instead of reading them in.
+    assert isinstance(loaded.cp, np.memmap) and isinstance(loaded.win_hash, np.memmap)
+    assert np.array_equal(loaded.win_hash, built.win_hash)
     for ix in (built, loaded):
         probe = CoverageProbe(ix)
         probe.observe(texts["Alpha/a.txt"])
@@ -459,38 +459,164 @@ def test_rolling_window_hashes_match_prefix_sums(index3: CoverageIndex) -> None:
     assert np.array_equal(index3._step_left(full[p + 1], p + 1), full[p])
 
 
-def test_hash_table_lookup() -> None:
-    from rlmdistill.collect.coverage import _Table
+def test_key_table_lookup() -> None:
+    """Batched inserts (repeats, keys already present, key 0, the largest key) and lookups
+    agree with numpy's set operations."""
+    from rlmdistill.collect.coverage import _KeyTable
 
-    values = np.array([5, 0, 7, 5, 2**64 - 1, 0, 7, 7], dtype=np.uint64)
-    table = _Table(values)
+    table = _KeyTable(8)
+    table.add(np.array([5, 0, 7], dtype=np.uint64))
+    table.add(np.array([5, 2**64 - 1, 0, 7, 7], dtype=np.uint64))
     assert table.size == 4
-    assert np.array_equal(table.keys[table.inverse], values)
-    assert sorted(table.keys.tolist()) == [0, 5, 7, 2**64 - 1]
     needles = np.array([7, 1, 0, 2**64 - 1, 6, 5], dtype=np.uint64)
     got = table.get(needles)
     assert got[[1, 4]].tolist() == [-1, -1]
-    assert np.array_equal(table.keys[got[[0, 2, 3, 5]]], needles[[0, 2, 3, 5]])
+    assert len({int(g) for g in got[[0, 2, 3, 5]]}) == 4  # four keys, four slots
+    assert got[2] == table.n_slots  # key 0 has the extra slot
     rng = np.random.default_rng(0)
-    many = rng.integers(0, 2**63, 5000, dtype=np.uint64)
-    big = _Table(np.concatenate([many, many[:100]]))
+    many = rng.integers(0, 2**64 - 1, 50_000, dtype=np.uint64)
+    big = _KeyTable(many.size)
+    for part in np.array_split(np.concatenate([many, many[:100]]), 7):
+        big.add(part)
     assert big.size == np.unique(many).size
-    probe = np.concatenate([many[::7], rng.integers(0, 2**63, 500, dtype=np.uint64)])
-    hit = big.get(probe)
-    assert np.array_equal(hit >= 0, np.isin(probe, many))
-    assert np.array_equal(big.keys[hit[hit >= 0]], probe[hit >= 0])
+    probe = np.concatenate([many[::7], rng.integers(0, 2**64 - 1, 5_000, dtype=np.uint64)])
+    where, slot = big.find(probe)
+    assert np.array_equal(np.isin(probe, many), np.isin(np.arange(probe.size), where))
+    assert np.array_equal(big.get(probe[where]), slot)
+    assert bool(big.maybe(many).all())  # the prefilter never rejects a key
+    # Equal keys share a slot, distinct keys never do.
+    assert np.unique(big.get(many)).size == np.unique(many).size
 
 
-@pytest.mark.parametrize(("n_keys", "bits"), [(0, 12), (100, 12), (5_000, 17), (3_000_000, 24)])
+@pytest.mark.parametrize(("n_keys", "bits"), [(0, 12), (100, 12), (5_000, 17), (3_000_000, 26)])
 def test_hash_set_bitmap_is_sized_to_its_keys_and_exact(n_keys: int, bits: int) -> None:
     from rlmdistill.collect.coverage import _HashSet
 
     rng = np.random.default_rng(n_keys)
     keys = rng.integers(0, 2**63, size=n_keys, dtype=np.uint64)
     hs = _HashSet(keys)
-    assert hs.bitmap.size == 2**bits
+    assert hs.bitmap.size * 8 == 2**bits  # packed: 8 bits a byte
     others = rng.integers(0, 2**63, size=2_000, dtype=np.uint64)
     probe = np.concatenate([keys[:1_000], others])
     expected = np.isin(probe, keys)
     assert np.array_equal(hs.contains(probe), expected)
     assert int(expected[: min(1_000, n_keys)].sum()) == min(1_000, n_keys)
+
+
+# --------------------------------------------------------------------------- streaming build
+# The index is built by streaming the room through files (cache format 2); these rooms put
+# the build's special cases where the brute-force definition can check them.
+
+
+def test_streaming_build_edge_cases_match_brute_force(tmp_path: Path) -> None:
+    """Root-level documents between folders (the root folder is not contiguous in id order),
+    documents shorter than K, a document longer than a scan chunk, text that widens the code
+    points from 1 to 2 to 4 bytes part-way through the room, and phrases that recur across
+    documents at every offset (so edge windows are decided in both scans)."""
+    from rlmdistill.collect import coverage as cov_mod
+
+    cov_mod._powers()  # cache the full-size power tables before shrinking the chunk
+    rng = random.Random(5)
+    phrases = [_words(random.Random(100 + p), 12) for p in range(4)]
+
+    def body(n: int) -> str:
+        return " ".join(
+            rng.choice(phrases) if rng.random() < 0.5 else _words(rng, 5) for _ in range(n)
+        )
+
+    files = {
+        "a.txt": body(6),
+        "B/x.txt": body(8),
+        "B/y.txt": "tiny",
+        "c.txt": body(5) + " caf\u00e9 " + body(3),  # 1 byte -> still 1 byte (latin-1)
+        "D/long.txt": body(120),  # longer than the shrunk chunk
+        "D/z.txt": body(4) + " \u2022 " + body(4),  # widens to 2 bytes
+        "e.txt": body(7),
+        "F/w.txt": body(5) + " \U0001f4c4 " + body(6),  # widens to 4 bytes
+        "F/v.txt": phrases[0] + " " + phrases[1],
+        "g.txt": body(9) + " " + phrases[2],
+    }
+    room = _write_room(tmp_path / "edge", files)
+    assert [d.id for d in room.documents][:3] == ["B/x.txt", "B/y.txt", "D/long.txt"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cov_mod, "_CHUNK", 1500)
+        small = CoverageIndex.build(room)
+    big = CoverageIndex.build(room)
+    assert small.cp.dtype == np.uint32 and np.array_equal(small.cp, big.cp)
+    for a, b in ((small.dup, big.dup), (small.folder_dup, big.folder_dup)):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert small.duplicate_chars > 0 and small.folder_dup[0].size > 0
+    inputs = [phrases[0], normalise(files["D/long.txt"])[300:1400], files["F/w.txt"]]
+    for index in (small, big):
+        _assert_matches_brute_force(index, room, [])
+        _assert_matches_brute_force(index, room, inputs)
+    # The code points are those of the normalised documents, back to back.
+    text = "".join(normalise(d.text) for d in room.documents)
+    assert "".join(map(chr, np.asarray(big.cp).tolist())) == text
+
+
+def test_build_does_not_keep_document_texts(tmp_path: Path) -> None:
+    """The build reads each document once without caching its text on the room (a 320 M
+    character room must never be held whole)."""
+    rng = random.Random(2)
+    room = _write_room(tmp_path / "r", {f"F/{i}.txt": _words(rng, 80) for i in range(5)})
+    CoverageIndex.build(room)
+    room.snapshot(tmp_path / "snap" / "room")
+    assert all(d._text is None for d in room.documents)
+
+
+def test_format_1_cache_is_never_read_and_a_damaged_cache_is_rebuilt(
+    room3: tuple[DataRoom, dict[str, str]], tmp_path: Path
+) -> None:
+    """A cache written by the previous layout (format 1: one ``.npz`` + ``.cp.npy`` under a
+    name without ``-f<format>``) is left alone and never misread; a format-2 cache whose files
+    disagree (a truncated or rewritten ``.win``) is rebuilt."""
+    from rlmdistill.collect import coverage as cov_mod
+
+    room, texts = room3
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    old = cache / f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}"
+    old.with_name(old.name + ".npz").write_bytes(b"not an index")
+    old.with_name(old.name + ".cp.npy").write_bytes(b"junk")
+    built = CoverageIndex.load_or_build(room, cache)
+    assert built.duplicate_chars == len(CLAUSE)
+    assert old.with_name(old.name + ".npz").read_bytes() == b"not an index"
+    stem = cache / f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}-f{CACHE_FORMAT}"
+    win = stem.with_name(stem.name + ".win")
+    good = win.read_bytes()
+    for damaged in (good[:-8], bytes(len(good))):
+        win.write_bytes(damaged)
+        assert CoverageIndex._open(stem) is None
+        cov_mod._LOADED.clear()
+        again = CoverageIndex.load_or_build(room, cache)
+        assert again.duplicate_chars == len(CLAUSE)
+        assert win.read_bytes() == good  # rebuilt in place
+        probe = CoverageProbe(again)
+        probe.observe(texts["Beta/c.txt"])
+        assert probe.result().per_document["Beta/c.txt"] == 1.0
+
+
+def test_unwritable_cache_still_builds(
+    room3: tuple[DataRoom, dict[str, str]], tmp_path: Path
+) -> None:
+    room, _ = room3
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    index = CoverageIndex.load_or_build(room, blocker / "cache")
+    assert index.duplicate_chars == len(CLAUSE)
+
+
+def test_normalise_whitespace_classes_agree() -> None:
+    """:func:`normalise` collapses runs with ``str.split()``; that equals ``re.sub(r"\\s+")``
+    because both take the same characters for whitespace, checked for every code point."""
+    import re
+
+    ws = re.compile(r"\s")
+    assert all(bool(ws.fullmatch(c)) == c.isspace() for c in map(chr, range(0x110000)))
+    rng = random.Random(9)
+    alphabet = "ab \t\n\r\u00a0\u2003\u3000\x1c\x1f\x85\u2028\ufb01\u0130"
+    for _ in range(3000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 10)))
+        want = re.sub(r"\s+", " ", __import__("unicodedata").normalize("NFKC", s).lower())
+        assert normalise(s) == want, repr(s)

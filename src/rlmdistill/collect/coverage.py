@@ -47,31 +47,46 @@ numpy prefix sums); equal hashes are taken as equal text (false matches have pro
 index (:class:`CoverageIndex`, built once per room) holds the normalised room text as code
 points, the hash of every aligned window and the duplicate intervals. Each observed input adds
 the hashes of all its K-windows to a set; :meth:`CoverageProbe.result` tests every aligned
-window against that set, merges hits into runs and extends each run's two ends window by
-window (at most ``S - 1`` windows each side), rolling the end window's hash one character per
-step and stepping only the runs still growing. Duplicates are found at build time by two
-passes over every window of the room against a vectorised open-addressing hash table of the
-queried hashes, keeping per hash the first document that holds it (and per queried
-``(hash, folder)`` pair the first document of that folder): first for the aligned windows,
-then for the ``S - 1`` windows beyond each duplicate run's ends.
+window against that set (in slices of :data:`_SCAN`, so its temporaries stay a few MB), merges
+hits into runs and extends each run's two ends window by window (at most ``S - 1`` windows
+each side), rolling the end window's hash one character per step and stepping only the runs
+still growing; the duplicate characters it overlaps come from prefix sums over the (sorted)
+duplicate intervals, O(R log D).
+
+**Build** (streaming; :class:`_Builder`). Pass 0 normalises one document at a time (its text
+is read without being kept on the :class:`~rlmdistill.rooms.room.Document`) and appends its
+code points to a raw file (1, 2 or 4 bytes each: the narrowest that fits the room, widened in
+place if a later document needs it) and its aligned-window hashes to a second file. Pass 1
+reads the code points back in chunks of whole documents of one folder (never mapped or held
+whole), hashes every window and looks it up in an open-addressing table of all aligned hashes
+(filled in batches; a packed-bit prefilter of 8 bits per key rejects most non-keys), keeping
+per key the first document that holds it; a per-folder table does the same within the folder
+(built when the scan enters the folder, dropped when it leaves). Documents are scanned in id
+order, so when the scan is at document ``d`` every earlier occurrence has been seen: the
+aligned windows of ``d`` are marked duplicate at once, their runs formed, and each run's
+``S - 1`` edge windows per side decided from the same table where their hash is a key. Only
+edge windows whose hash is no aligned window's (and that the run's chain can still reach) go to
+pass 2: one more scan against a table of just those hashes. Results equal the in-memory
+builder this replaced (same intervals, checked on 16.6 M characters of a synthetic room) and
+the brute-force reading of the definition (``tests/test_coverage.py``).
 
 **Complexity.** Build: O(N) for N room characters, whatever the repetition: three hashing
-passes over the room's windows, two of them with an O(1) table lookup and update per window
-(an earlier version sorted one ``(hash, document)`` entry per repeated occurrence, so rooms
-whose text repeats across documents built 2-4x slower and needed ~2 GB); memory about
-N x (1..4) bytes (code points, narrowest dtype that fits) + 24 bytes x A (A = N / S aligned
-windows) kept, plus transient tables of ~50 bytes per queried window. ``observe``: O(n) for
-an input of n characters. ``result``: O(A + M log M + R x S) for M distinct observed windows
-and R runs. The index can be cached on disk (:meth:`CoverageIndex.load_or_build`): the code
-points are memory-mapped, so processes share one copy through the page cache. Measured
-(``benchmarks/bench_coverage_probe.py``, 2-core shared machine, wall / CPU seconds), 5,000
-documents, one episode of 1 M input characters:
-
-- synthetic room (``rooms.synth``, generator synth-v2, 40 M characters, 29% of them
-  duplicates): build 6.9 s, load from cache 0.02 s, ``result()`` 0.14 s (the synth-v1 room,
-  96% duplicates: build 7.8 s / 7.8 s CPU, peak RSS ~1.2 GB, ``result()`` 0.42 s);
-- random-word room (37 M characters, 9% duplicates): build 3.4 s / 3.3 s CPU (peak RSS
-  ~0.55 GB; before 4.0 s, ~0.75 GB), load 0.02 s, ``result()`` 0.07 s (before 0.08 s).
+passes (pass 2 only up to the last queried document), each window with an O(1) prefilter test
+and, for keys, an O(1) table probe. Memory: the key table (8 bytes / 0.35..0.7 per aligned
+window, A = N / S of them) and its per-key first document (2 bytes), the prefilter (1 byte
+per window), the runs (~50 bytes each) and pass-2 hashes (8 bytes each), plus ~50 MB of
+per-chunk temporaries: about 1.5 bytes per room character, independent of the text's dtype.
+Kept: code points (N x 1..4 bytes) and window hashes (8 x A bytes = 0.5 bytes per character),
+both memory-mapped from the cache, plus the duplicate intervals (16 bytes each).
+``observe``: O(n) for an input of n characters. ``result``: O(A + M log M + R x S) for M
+distinct observed windows and R runs. The index is cached on disk
+(:meth:`CoverageIndex.load_or_build`, cache format :data:`CACHE_FORMAT`); processes share one
+copy of the mapped files through the page cache. Measured (``benchmarks/bench_lab_room.py``,
+``docs/synth.md``): a 5,000-document synthetic room of 325 M normalised characters (29.8%
+duplicates) builds with a peak of 1.4 GB (4.3x its text) where the in-memory builder took
+8.3-8.7 GB, and ``result()`` takes 0.8 s (2-core machine at load 5-16); older figures (in-memory builder,
+``benchmarks/bench_coverage_probe.py``, 5,000 documents, 2-core shared machine): synthetic
+room of 40 M characters (synth-v2, 29% duplicates) built in 6.9 s, ``result()`` 0.14 s.
 
 **Limits.** Text that reaches a model only in an escaped form (``repr`` of a string, JSON with
 ``\\n`` escapes) breaks into pieces at each escape and is credited only for the pieces of >= K
@@ -82,11 +97,14 @@ and that then comes back in a later input counts as covered: the probe sees text
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import hashlib
 import json
+import math
+import mmap
 import os
-import re
+import tempfile
 import threading
 import unicodedata
 from dataclasses import dataclass
@@ -100,6 +118,7 @@ from rlmdistill.rooms.room import DataRoom
 from rlmdistill.traces.schema import Coverage
 
 __all__ = [
+    "CACHE_FORMAT",
     "PROBE_VERSION",
     "STRIDE",
     "CoverageDetail",
@@ -121,13 +140,24 @@ STRIDE = 16
 _CHUNK = 1 << 20
 """Windows hashed per numpy batch (bounds temporary memory to ~50 MB)."""
 
+_SCAN = 1 << 18
+
+_EXTEND = 1 << 14
+"""Runs extended per batch in :meth:`CoverageProbe.detail` (the text pages each batch read are
+released after it)."""
+"""Aligned windows tested per batch in :meth:`CoverageProbe.detail` (~5 MB of temporaries)."""
+
+CACHE_FORMAT = 2
+"""On-disk layout of a cached index (part of its file names). 1: one ``.npz`` with the window
+positions, documents and hashes read into memory plus a ``.cp.npy``; 2: ``.npz`` metadata and
+duplicate intervals, raw ``.cp`` and ``.win`` files that are memory-mapped."""
+
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2^64
 _BASE_INV = pow(_BASE, -1, 1 << 64)
 _MIX = np.uint64(0xD6E8FEB86659FD93)  # odd multiplier for hash-table slots
 _B = np.uint64(_BASE)
 _B_INV = np.uint64(_BASE_INV)
 _B_TOP = np.uint64(pow(_BASE, K - 1, 1 << 64))  # B^(K-1): weight of a window's first char
-_WS = re.compile(r"\s+")
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -135,8 +165,19 @@ Arr = npt.NDArray[Any]
 
 
 def normalise(text: str) -> str:
-    """Normalised form used on both sides: NFKC, ``lower()``, whitespace runs -> one space."""
-    return _WS.sub(" ", unicodedata.normalize("NFKC", text).lower())
+    """Normalised form used on both sides: NFKC, ``lower()``, whitespace runs -> one space.
+
+    The runs are collapsed with ``str.split()`` (2-3x faster than ``re.sub(r"\\s+", ...)``),
+    keeping one space where the text starts or ends with whitespace: the same result, since
+    ``str.isspace`` and the ``\\s`` class agree on every code point (checked exhaustively in
+    the tests)."""
+    t = unicodedata.normalize("NFKC", text).lower()
+    if not t:
+        return t
+    body = " ".join(t.split())
+    if not body:
+        return " "
+    return (" " if t[0].isspace() else "") + body + (" " if t[-1].isspace() else "")
 
 
 def _codepoints(text: str) -> npt.NDArray[np.uint32]:
@@ -176,9 +217,12 @@ def _window_hashes(cp: Arr) -> U64:
     return out
 
 
-def _unique(x: U64) -> U64:
-    """Sorted unique values (sort-based; ``np.unique``'s hash path is slower for uint64)."""
-    s = np.sort(x.ravel())
+def _unique(x: U64, *, overwrite: bool = False) -> U64:
+    """Sorted unique values (sort-based; ``np.unique``'s hash path is slower for uint64).
+    ``overwrite=True`` sorts ``x`` itself (one copy of it less)."""
+    s = x.ravel() if overwrite else np.sort(x.ravel())
+    if overwrite:
+        s.sort()
     if s.size < 2:
         return s
     keep = np.empty(s.size, dtype=bool)
@@ -198,25 +242,32 @@ def _sorted_search(keys: Arr, needles: Arr, side: str = "left") -> I64:
 
 
 class _HashSet:
-    """Sorted unique uint64 keys with a bitmap prefilter on the top bits, for fast ``isin``.
+    """Sorted unique uint64 keys with a packed-bit prefilter on the top bits, for fast ``isin``.
 
-    The bitmap has about 16 slots per key (2^12 .. 2^24 bytes), so ~1/16 of non-keys pass the
-    prefilter. It is sized to the keys, not fixed at 16 MB: a fixed 16 MB ``np.zeros`` cost
-    up to 33 ms per episode (page faults when the allocator hands back recycled memory that
-    must be zeroed), a third of the harness overhead of a short episode.
+    The prefilter has 16..32 bits per key (2^12 .. 2^27 bits, stored 8 to a byte), so 3-6% of
+    non-keys pass it. It is sized to the keys, not fixed: a fixed 16 MB ``np.zeros`` cost up
+    to 33 ms per episode (page faults when the allocator hands back recycled memory that must
+    be zeroed), a third of the harness overhead of a short episode, and a byte per bit cost an
+    episode 8-16 MB while it computed its result (measured with 8 episodes at once). Memory:
+    8 bytes per key plus 2..4 bytes per key of prefilter. ``unique=True``: ``keys`` are already
+    sorted and unique (kept as they are, no copy).
     """
 
-    def __init__(self, keys: U64, bits: int | None = None) -> None:
-        self.keys = _unique(keys)
+    def __init__(self, keys: U64, bits: int | None = None, *, unique: bool = False) -> None:
+        self.keys = keys if unique else _unique(keys)
         if bits is None:
-            bits = min(24, max(12, int(self.keys.size).bit_length() + 4))
+            bits = min(27, max(12, int(self.keys.size).bit_length() + 4))
         self.shift = np.uint64(64 - bits)
-        self.bitmap = np.zeros(1 << bits, dtype=bool)
-        self.bitmap[self.keys >> self.shift] = True
+        self.bitmap = np.zeros(1 << (bits - 3), dtype=np.uint8)
+        for s in range(0, self.keys.size, _SCAN):  # slices: temporaries stay ~3 MB
+            top = (self.keys[s : s + _SCAN] >> self.shift).astype(np.uint32)
+            np.bitwise_or.at(self.bitmap, top >> 3, np.left_shift(1, top & 7).astype(np.uint8))
 
     def lookup(self, h: U64) -> tuple[I64, I64]:
         """``(where, idx)``: positions in ``h`` whose value is a key, and the key's index."""
-        cand = np.flatnonzero(self.bitmap[h >> self.shift])
+        top = h >> self.shift
+        bit = (self.bitmap[top >> np.uint64(3)] >> (top & np.uint64(7)).astype(np.uint8)) & 1
+        cand = np.flatnonzero(bit)
         if cand.size == 0 or self.keys.size == 0:
             return cand, cand
         hc = h[cand]
@@ -231,73 +282,103 @@ class _HashSet:
         return out
 
 
-class _Table:
-    """Vectorised open-addressing hash table (linear probing) over uint64 values.
+class _KeyTable:
+    """Open-addressing hash table (linear probing) of distinct uint64 keys, filled in batches,
+    with a packed-bit prefilter on the keys' top bits.
 
-    Built from ``values`` (duplicates allowed) and queried with whole-array numpy operations,
-    one round per probe step; the table has at least twice as many slots as values, so almost
-    every query resolves in its first probe and the cost per value or needle is O(1),
-    however often a value repeats (unlike sorting or a sorted search). Attributes: ``keys``
-    (the distinct values, in id order), ``size`` (their count) and ``inverse`` (int64: the id
-    of each input value, ``values == keys[inverse]``).
+    ``capacity``: the most keys it will hold (the slot array is sized for a load of at most
+    0.7, so a lookup resolves in about 1-3 probes); ``filter_bits``: prefilter bits per key. Each key has a slot (its id, int64 in
+    ``[0, n_slots]``), so per-key values live in arrays of ``n_slots + 1`` entries
+    (:meth:`values`). Memory: about 8 / 0.35..0.7 bytes per key (slots) plus 1 byte per key
+    (prefilter, 8 bits per key). Key 0 (the empty-slot marker) lives in the extra last slot.
+    Lookups are whole-array numpy operations, one round per probe step.
     """
 
-    def __init__(self, values: U64) -> None:
-        n = int(values.size)
-        bits = max(4, (2 * n).bit_length())
-        self.mask = np.int64((1 << bits) - 1)
+    def __init__(self, capacity: int, filter_bits: int = 8) -> None:
+        bits = max(4, math.ceil(math.log2(max(1, capacity) / 0.7)))
+        self.n_slots = 1 << bits
+        self.mask = np.int64(self.n_slots - 1)
         self.shift = np.uint64(64 - bits)
-        empty = np.uint64(0)
-        while n and bool((values == empty).any()):  # a marker no value equals
-            empty = np.uint64(int(empty) + 1)
-        self.empty = empty
-        slot_key = np.full(1 << bits, empty, dtype=np.uint64)
-        ids = np.empty(n, dtype=np.int64)
-        pend = np.arange(n, dtype=np.int64)
-        slot = self._home(values)
-        vals = values
-        while pend.size:
-            free = slot_key[slot] == empty
-            slot_key[slot[free]] = vals[free]  # one writer per slot wins; equal values agree
-            done = slot_key[slot] == vals
-            ids[pend[done]] = slot[done]
-            more = ~done  # the others probe on (equal values always move together)
-            pend, slot, vals = pend[more], (slot[more] + 1) & self.mask, vals[more]
-        used = slot_key != empty
-        self.size = int(used.sum())
-        self.slot_key = slot_key
-        self.slot_val: npt.NDArray[np.signedinteger[Any]] = np.full(
-            1 << bits, -1, dtype=np.int64 if self.size >= 2**31 else np.int32
-        )
-        self.slot_val[used] = np.arange(self.size)
-        self.keys = slot_key[used]
-        self.inverse = self.slot_val[ids].astype(np.int64)
+        self.slot_key = np.zeros(self.n_slots, dtype=np.uint64)
+        self.has_zero = False
+        fbits = min(34, max(6, math.ceil(math.log2(max(1, capacity) * filter_bits))))
+        self.fshift = np.uint64(64 - fbits)
+        # A byte per bit up to 32 MB (one gather per test), packed 8 to a byte beyond.
+        self.packed = fbits > 25
+        self.filter = np.zeros(1 << (fbits - 3 if self.packed else fbits), dtype=np.uint8)
 
     def _home(self, h: U64) -> I64:
-        """First slot of each value: top bits of a multiplicative (Fibonacci) hash."""
         return ((h * _MIX) >> self.shift).view(np.int64)
 
-    def get(self, h: U64) -> npt.NDArray[np.signedinteger[Any]]:
-        """Id of each value of ``h`` (its index in ``keys``; int32 when that suffices), ``-1``
-        where it is not a key."""
+    def add(self, values: U64) -> None:
+        """Insert ``values`` (duplicates and keys already present allowed)."""
+        values = np.asarray(values, dtype=np.uint64).ravel()
+        if values.size == 0:
+            return
+        top = values >> self.fshift
+        if self.packed:
+            np.bitwise_or.at(
+                self.filter, top >> np.uint64(3), (1 << (top & np.uint64(7))).astype(np.uint8)
+            )
+        else:
+            self.filter[top] = 1
+        zero = values == 0
+        if zero.any():
+            self.has_zero = True
+            values = values[~zero]
+        slot = self._home(values)
+        while values.size:
+            free = self.slot_key[slot] == 0
+            self.slot_key[slot[free]] = values[free]  # one writer per slot wins
+            more = self.slot_key[slot] != values  # equal values always move together
+            values, slot = values[more], (slot[more] + 1) & self.mask
+
+    @property
+    def size(self) -> int:
+        """Number of distinct keys."""
+        return int(np.count_nonzero(self.slot_key)) + int(self.has_zero)
+
+    def values(self, fill: int, dtype: Any) -> Arr:
+        """A per-slot value array (``n_slots + 1`` entries of ``dtype``) filled with ``fill``."""
+        return np.full(self.n_slots + 1, fill, dtype=dtype)
+
+    def maybe(self, h: U64) -> npt.NDArray[np.bool_]:
+        """Prefilter: False where ``h`` is certainly not a key (about 8% false positives at
+        capacity)."""
+        top = h >> self.fshift
+        if not self.packed:
+            return self.filter[top].view(np.bool_)
+        byte = self.filter[top >> np.uint64(3)]
+        return ((byte >> (top & np.uint64(7)).astype(np.uint8)) & 1).view(np.bool_)
+
+    def get(self, h: U64) -> I64:
+        """Slot of each value of ``h`` (``-1`` where it is not a key)."""
+        h = np.asarray(h, dtype=np.uint64)
+        if h.size == 0:
+            return np.full(h.shape, -1, dtype=np.int64)
         slot = self._home(h)
         kk = self.slot_key[slot]
-        out = self.slot_val[slot]  # -1 at empty slots
-        miss = kk != h
-        out[miss] = -1
-        todo = np.flatnonzero(miss & (kk != self.empty))
+        hit = kk == h  # first probe on the whole array; the rest only for the few left
+        out = np.where(hit, slot, -1)
+        todo = np.flatnonzero(~hit & (kk != 0))
+        slot = (slot[todo] + 1) & self.mask
         while todo.size:
-            s = (slot[todo] + 1) & self.mask
-            slot[todo] = s
-            kk = self.slot_key[s]
+            kk = self.slot_key[slot]
             hit = kk == h[todo]
-            out[todo[hit]] = self.slot_val[s[hit]]
-            todo = todo[~hit & (kk != self.empty)]
+            out[todo[hit]] = slot[hit]
+            more = ~hit & (kk != 0)
+            todo, slot = todo[more], (slot[more] + 1) & self.mask
+        zero = h == 0  # the empty-slot marker: key 0 has the extra slot instead
+        if zero.any():
+            out[zero] = self.n_slots if self.has_zero else -1
         return out
 
-    def contains(self, h: U64) -> npt.NDArray[np.bool_]:
-        """Whether each value of ``h`` is a key."""
-        return self.get(h) >= 0
+    def find(self, h: U64) -> tuple[I64, I64]:
+        """``(where, slot)``: positions in ``h`` holding a key, and that key's slot."""
+        cand = np.flatnonzero(self.maybe(h))
+        slot = self.get(h[cand])
+        ok = slot >= 0
+        return cand[ok], slot[ok]
 
 
 class _Runs(NamedTuple):
@@ -329,13 +410,500 @@ class CoverageDetail:
     """``{doc_id: (covered, normalised length)}``."""
 
 
+def _n_windows(lengths: I64) -> I64:
+    """Indexed (aligned) windows per document: starts ``0, S, 2S, ...`` up to ``len - K``,
+    plus the last window ``len - K`` when it is not aligned (0 for a document shorter than K)."""
+    over = np.asarray(lengths, dtype=np.int64) - K
+    return np.where(over >= 0, over // STRIDE + 1 + (over % STRIDE != 0), 0).astype(np.int64)
+
+
+def _aligned_offsets(length: int) -> I64:
+    """Offsets of one document's indexed windows (see :func:`_n_windows`)."""
+    if length < K:
+        return np.empty(0, dtype=np.int64)
+    p = np.arange(0, length - K + 1, STRIDE, dtype=np.int64)
+    return p if p[-1] == length - K else np.append(p, length - K)
+
+
+def _doc_dtype(n_docs: int) -> Any:
+    """Narrowest dtype for document indices up to ``n_docs`` (the "none yet" value)."""
+    return np.uint16 if n_docs < 2**16 else np.int32
+
+
+def _cp_dtype(top: int) -> Any:
+    return np.uint8 if top < 256 else np.uint16 if top < 65536 else np.uint32
+
+
+class _Chains:
+    """Runs of duplicate aligned windows and the chains of edge windows beyond their ends,
+    gathered chunk by chunk during :class:`_Builder`'s first scan (one instance for the room,
+    one for folders), then decided by :meth:`resolve`.
+
+    Per run: first / last aligned window start. Per run side (left of the first window, right
+    of the last; ``L`` = left, ``R`` = right): the anchor window's start and hash, the document,
+    and ``q``: the start of an identical window in an earlier document (its first occurrence).
+    A side's chain grows one window at a time while the next window lies inside the document
+    and also in an earlier document (an earlier one of the same folder, for folders), at most
+    ``S - 1`` windows: the module docstring's edge rule.
+    """
+
+    def __init__(self) -> None:
+        self.first: list[I64] = []
+        self.last: list[I64] = []
+        self.side: dict[str, list[list[Arr]]] = {"L": [[], [], [], []], "R": [[], [], [], []]}
+
+    def add(
+        self,
+        h: U64,
+        aloc: I64,
+        adoc: I64,
+        dup: npt.NDArray[np.bool_],
+        slot_at: I64,
+        firstpos: Arr,
+        cs: int,
+    ) -> None:
+        """Record the runs among one chunk's aligned windows (``aloc``: chunk-local starts,
+        ``adoc``: documents, ``dup``: duplicate flags). ``h``: hash of every window of the
+        chunk; ``slot_at``: each window's key slot; ``firstpos``: per slot, the first position
+        holding the key (in an earlier document, for a duplicate window)."""
+        sel = np.flatnonzero(dup)
+        if sel.size == 0:
+            return
+        pos, doc = aloc[sel], adoc[sel]
+        new = np.ones(pos.size, dtype=bool)
+        new[1:] = (pos[1:] > np.maximum.accumulate(pos + K)[:-1]) | (doc[1:] != doc[:-1])
+        heads = np.flatnonzero(new)
+        tails = np.append(heads[1:], pos.size) - 1
+        for name, ends in (("L", heads), ("R", tails)):
+            p = pos[ends]
+            for store, value in zip(
+                self.side[name],
+                (p + cs, h[p], firstpos[slot_at[p]].astype(np.int64), doc[ends].astype(np.int32)),
+                strict=True,
+            ):
+                store.append(value)
+        self.first.append(pos[heads] + cs)
+        self.last.append(pos[tails] + cs)
+
+    def start(self, b: _Builder) -> tuple[U64, I64]:
+        """Follow every chain in the earlier copy it was found in (:func:`_follow`); the
+        windows where chains stopped and still need a look-up: ``(hashes, documents)``.
+
+        A chain is followed by comparing the window after its end with the window after ``q``
+        (the same text one step further in the earlier copy), rolling both hashes one
+        character at a time. Where they differ, :meth:`_Builder._earliest` looks the window up
+        (round 1); a chain whose window occurs in an earlier document is followed again from
+        that occurrence, and where it stops once more, all its remaining windows are looked up
+        at once (round 2, :meth:`step`), so the build scans the room twice more at most.
+        """
+        self.n = sum(a.size for a in self.first)
+        if not self.n:
+            return np.empty(0, np.uint64), np.empty(0, np.int64)
+        cols = []
+        for i in range(4):  # one column at a time, its per-chunk parts freed at once
+            cols.append(np.concatenate(self.side["L"][i] + self.side["R"][i]))
+            self.side["L"][i], self.side["R"][i] = [], []
+            _trim_heap()
+        self.side = {}
+        self.pos, self.cur_h, self.q, self.doc = cols
+        del cols
+        self.ext = np.zeros(self.pos.size, dtype=np.int8)
+        act = np.arange(self.pos.size, dtype=np.int64)
+        self.act, nxt = _follow(b, act, *self._state())
+        return nxt, self.doc[self.act].astype(np.int64)
+
+    def _state(self) -> tuple[int, I64, Arr, Arr, U64, I64]:
+        return self.n, self.pos, self.doc, self.ext, self.cur_h, self.q
+
+    def step(self, b: _Builder, earliest: I64, nxt: U64) -> tuple[U64, I64]:
+        """Round 1's answers in (``earliest``: first position of each looked-up window);
+        the round-2 look-ups: every remaining window of each chain still open."""
+        if not self.n:
+            return np.empty(0, np.uint64), np.empty(0, np.int64)
+        act = self.act
+        hit = earliest < b.doc_starts[self.doc[act]]
+        act, nxt, earliest = act[hit], nxt[hit], earliest[hit]
+        self.ext[act] += 1
+        self.q[act], self.cur_h[act] = earliest, nxt
+        act = act[self.ext[act] < STRIDE - 1]
+        act, nxt = _follow(b, act, *self._state())
+        # every remaining window of these chains: steps ext+1 .. S-1 inside the document
+        w = STRIDE - 1
+        hs = np.zeros((act.size, w), dtype=np.uint64)
+        ok = np.zeros((act.size, w), dtype=bool)
+        cp = b.mapped()
+        sg = np.where(act < self.n, -1, 1)
+        d = self.doc[act]
+        lo, hi = b.doc_starts[d], b.doc_starts[d + 1] - K
+        col = self.ext[act].astype(np.int64)  # the column of step ext + 1
+        p = self.pos[act] + sg * (col + 1)  # the window whose hash is nxt
+        h = nxt
+        alive = np.ones(act.size, dtype=bool)
+        for _ in range(w):
+            i = np.flatnonzero(alive & (col < w))
+            if i.size == 0:
+                break
+            hs[i, col[i]] = h[i]
+            ok[i, col[i]] = True
+            nxt_p = p[i] + sg[i]
+            inside = (nxt_p >= lo[i]) & (nxt_p <= hi[i])
+            alive[:] = False
+            i = i[inside]
+            if i.size:
+                h[i] = _roll(cp, h[i], p[i], sg[i])
+                p[i] += sg[i]
+                col[i] += 1
+                alive[i] = True
+        del cp
+        self.act2, self.ok2 = act, ok
+        return hs[ok], np.broadcast_to(self.doc[act][:, None], ok.shape)[ok].astype(np.int64)
+
+    def finish(self, b: _Builder, earliest: I64, qdoc: I64) -> tuple[I64, I64]:
+        """Round 2's answers in; the duplicate intervals (merged, sorted)."""
+        if not self.n:
+            z = np.empty(0, np.int64)
+            return z, z
+        act, ok = self.act2, self.ok2
+        hit = np.zeros(ok.shape, dtype=bool)
+        hit[ok] = earliest < b.doc_starts[qdoc]
+        done = np.arange(STRIDE - 1)[None, :] < self.ext[act][:, None]  # steps already taken
+        self.ext[act] = np.cumprod(done | hit, axis=1).sum(axis=1)
+        first, last = np.concatenate(self.first), np.concatenate(self.last)
+        n, ext = self.n, self.ext.astype(np.int64)
+        return CoverageIndex._merge(first - ext[:n], last + K + ext[n:])
+
+
+_FOLLOW = 1 << 13
+"""Chains followed per batch (each batch maps the code points afresh, so the pages it reads
+leave the process's resident set when it ends: at most ~64 MB of them)."""
+
+
+def _follow(
+    b: _Builder, act: I64, n: int, pos: I64, doc: Arr, ext: Arr, cur_h: U64, q: I64
+) -> tuple[I64, U64]:
+    """Grow the chains ``act`` (each at the window ``pos + sign * ext``, hash ``cur_h``, the
+    same text as the window at ``q`` in an earlier document; sides below ``n`` grow left, the
+    others right) while the next window equals the next one after ``q`` (``ext``, ``cur_h``
+    and ``q`` are updated in place). Returns the chains that stopped on a window inside their
+    document that still needs a look-up, and that window's hash."""
+    out_act: list[I64] = [np.empty(0, np.int64)]
+    out_h: list[U64] = [np.empty(0, np.uint64)]
+    for s in range(0, act.size, _FOLLOW):
+        a = act[s : s + _FOLLOW]
+        cp = b.mapped()
+        sg = np.where(a < n, -1, 1)
+        d = doc[a]
+        lo, hi = b.doc_starts[d], b.doc_starts[d + 1] - K
+        qq = q[a]
+        qd = np.searchsorted(b.doc_starts, qq, side="right") - 1
+        qlo, qhi = b.doc_starts[qd], b.doc_starts[qd + 1] - K
+        hw, hq = cur_h[a], cur_h[a].copy()
+        e = ext[a].astype(np.int64)
+        w = pos[a] + sg * e
+        open_ = np.flatnonzero(e < STRIDE - 1)
+        stop_h = np.zeros(a.size, dtype=np.uint64)
+        pend = np.zeros(a.size, dtype=bool)
+        while open_.size:
+            i = open_
+            nw, nq = w[i] + sg[i], qq[i] + sg[i]
+            inside = (nw >= lo[i]) & (nw <= hi[i])
+            i, nw, nq = i[inside], nw[inside], nq[inside]
+            h_next = _roll(cp, hw[i], w[i], sg[i])
+            q_in = (nq >= qlo[i]) & (nq <= qhi[i])
+            hq_next = _roll(cp, hq[i], np.where(q_in, qq[i], 1), sg[i])
+            same = q_in & (h_next == hq_next)
+            m = i[same]
+            e[m] += 1
+            w[m], qq[m], hw[m], hq[m] = nw[same], nq[same], h_next[same], hq_next[same]
+            pend[i[~same]], stop_h[i[~same]] = True, h_next[~same]
+            open_ = m[e[m] < STRIDE - 1]
+        ext[a], cur_h[a], q[a] = e, hw, qq
+        del cp
+        out_act.append(a[pend])
+        out_h.append(stop_h[pend])
+    return np.concatenate(out_act), np.concatenate(out_h)
+
+
+def _roll(cp: Arr, h: U64, p: I64, sign: I64) -> U64:
+    """Hashes of the windows at ``p + sign`` (sign -1 or +1 each) from those (``h``) at ``p``."""
+    out = np.empty(h.size, dtype=np.uint64)
+    left = sign < 0
+    pl, hl = p[left], h[left]
+    out[left] = (
+        np.asarray(cp[pl - 1]).astype(np.uint64) * _B_TOP
+        + (hl - np.asarray(cp[pl + K - 1]).astype(np.uint64)) * _B_INV
+    )
+    pr, hr = p[~left], h[~left]
+    out[~left] = (hr - np.asarray(cp[pr]).astype(np.uint64) * _B_TOP) * _B + np.asarray(
+        cp[pr + K]
+    ).astype(np.uint64)
+    return out
+
+
+class _Builder:
+    """Streaming build of a room's index files (see the module docstring, "Mechanism").
+
+    Writes ``<base>.cp`` (normalised code points, raw little-endian, narrowest dtype) and
+    ``<base>.win`` (uint64 hash of every aligned window) document by document, then finds the
+    duplicate intervals in two scans over the code-point file, read back in chunks of whole
+    documents of one folder (never mapped or held whole).
+    """
+
+    def __init__(self, room: DataRoom, base: Path) -> None:
+        self.room = room
+        self.base = base
+        self.n_docs = len(room.documents)
+        self.folders = [d.folder for d in room.documents]
+        names = sorted(set(self.folders))
+        rank = {f: i for i, f in enumerate(names)}
+        self.folder_of = np.array([rank[f] for f in self.folders], dtype=np.int64)
+        self.dtype: Any = np.uint8
+        self.doc_starts = np.zeros(self.n_docs + 1, dtype=np.int64)
+        self._fh: Any = None
+
+    # ---------------------------------------------------------------- pass 0
+    def write_text(self) -> None:
+        """Normalise every document (one at a time; no text is kept) into the two files."""
+        cp_path, win_path = self.paths()
+        with open(cp_path, "w+b") as cp_fh, open(win_path, "wb") as win_fh:
+            fh = cp_fh
+            for i, doc in enumerate(self.room.documents):
+                text = normalise(doc.read_text())
+                if text.isascii():
+                    a: Arr = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+                else:
+                    a = _codepoints(text)
+                    need = _cp_dtype(int(a.max()))
+                    if np.dtype(need).itemsize > np.dtype(self.dtype).itemsize:
+                        fh = self._widen(fh, need)
+                del text
+                a = a.astype(self.dtype, copy=False)
+                fh.write(a.tobytes())
+                self.doc_starts[i + 1] = self.doc_starts[i] + a.size
+                win_fh.write(self._aligned_hashes(a).tobytes())
+            if fh is not cp_fh:
+                fh.close()
+
+    def paths(self) -> tuple[Path, Path]:
+        return self.base.with_name(self.base.name + ".cp"), self.base.with_name(
+            self.base.name + ".win"
+        )
+
+    def _widen(self, fh: Any, dtype: Any) -> Any:
+        """Rewrite the code points written so far in the wider ``dtype``; the new handle."""
+        cp_path, _ = self.paths()
+        fh.flush()
+        tmp = cp_path.with_name(cp_path.name + ".wide")
+        with open(tmp, "wb") as out:
+            fh.seek(0)
+            while True:
+                part = np.fromfile(fh, dtype=self.dtype, count=_CHUNK)
+                if part.size == 0:
+                    break
+                out.write(part.astype(dtype).tobytes())
+        fh.close()
+        tmp.replace(cp_path)
+        self.dtype = dtype
+        new = open(cp_path, "r+b")  # noqa: SIM115 - closed by write_text
+        new.seek(0, os.SEEK_END)
+        return new
+
+    @staticmethod
+    def _aligned_hashes(a: Arr) -> U64:
+        """Hashes of one document's aligned windows, hashed ``_CHUNK`` windows at a time."""
+        offs = _aligned_offsets(int(a.size))
+        out = np.empty(offs.size, dtype=np.uint64)
+        n_win = max(0, int(a.size) - K + 1)
+        for s in range(0, n_win, _CHUNK):
+            e = min(n_win, s + _CHUNK)
+            lo, hi = np.searchsorted(offs, [s, e])
+            out[lo:hi] = _window_hashes(a[s : e + K - 1])[offs[lo:hi] - s]
+        return out
+
+    # ---------------------------------------------------------------- scans
+    def _chunks(self) -> list[tuple[int, int]]:
+        """Document ranges ``[d0, d1)``: consecutive documents of one folder, together at
+        most ``_CHUNK`` characters (or one longer document)."""
+        out: list[tuple[int, int]] = []
+        d0 = 0
+        for d in range(1, self.n_docs + 1):
+            if (
+                d == self.n_docs
+                or self.folder_of[d] != self.folder_of[d0]
+                or self.doc_starts[d + 1] - self.doc_starts[d0] > _CHUNK
+            ):
+                out.append((d0, d))
+                d0 = d
+        return out if self.n_docs else []
+
+    def _read(self, fh: Any, start: int, stop: int) -> Arr:
+        fh.seek(start * np.dtype(self.dtype).itemsize)
+        return np.fromfile(fh, dtype=self.dtype, count=stop - start)
+
+    def _win_slices(self, docs: I64, fh: Any, wf: I64) -> U64:
+        """Aligned-window hashes of the documents ``docs`` (increasing), from the .win file."""
+        parts = []
+        for d0, d1 in _ranges(docs):
+            fh.seek(int(wf[d0]) * 8)
+            parts.append(np.fromfile(fh, dtype=np.uint64, count=int(wf[d1] - wf[d0])))
+        return np.concatenate(parts) if parts else np.empty(0, np.uint64)
+
+    def find_duplicates(self) -> tuple[tuple[I64, I64], tuple[I64, I64]]:
+        """``(dup, folder_dup)`` intervals (see the module docstring, "Duplicates")."""
+        cp_path, win_path = self.paths()
+        wf = np.zeros(self.n_docs + 1, dtype=np.int64)
+        np.cumsum(_n_windows(np.diff(self.doc_starts)), out=wf[1:])
+        n_win = int(wf[-1])
+        chunks = self._chunks()
+        last_chunk = {int(self.folder_of[d0]): i for i, (d0, _) in enumerate(chunks)}
+        none, pdt = self._pos_dtype()
+        edges, fedges = _Chains(), _Chains()
+        with open(cp_path, "rb") as fh, open(win_path, "rb") as wfh:
+            table = _KeyTable(n_win)
+            for s in range(0, n_win, _CHUNK):
+                table.add(np.fromfile(wfh, dtype=np.uint64, count=min(_CHUNK, n_win - s)))
+            first = table.values(none, pdt)
+            ftabs: dict[int, tuple[_KeyTable, Arr]] = {}
+            for ci, (d0, d1) in enumerate(chunks):
+                f = int(self.folder_of[d0])
+                if f not in ftabs:
+                    members = np.flatnonzero(self.folder_of == f)
+                    keys = self._win_slices(members, wfh, wf)
+                    ft = _KeyTable(keys.size)
+                    ft.add(keys)
+                    ftabs[f] = (ft, ft.values(none, pdt))
+                ft, ffirst = ftabs[f]
+                cs, ce = int(self.doc_starts[d0]), int(self.doc_starts[d1])
+                h = _window_hashes(self._read(fh, cs, ce))
+                ldoc = self.doc_starts[d0 : d1 + 1] - cs
+                where, slot, _ = self._hits(table, h, ldoc, d0)
+                _first_seen(first, slot, where + cs)
+                slot_at = np.full(h.size, -1, dtype=np.int64)
+                slot_at[where] = slot
+                fw, fslot = ft.find(h[where])
+                _first_seen(ffirst, fslot, where[fw] + cs)
+                fslot_at = np.full(h.size, -1, dtype=np.int64)
+                fslot_at[where[fw]] = fslot
+                apos, adoc = _positions(np.arange(wf[d0], wf[d1]), wf, self.doc_starts)
+                aloc, dstart = apos - cs, self.doc_starts[adoc]
+                g = first[slot_at[aloc]] < dstart
+                fg = ffirst[fslot_at[aloc]] < dstart
+                edges.add(h, aloc, adoc, g, slot_at, first, cs)
+                fedges.add(h, aloc, adoc, fg, fslot_at, ffirst, cs)
+                if last_chunk[f] == ci:
+                    del ftabs[f]
+            del table, first, ftabs
+            _trim_heap()
+            self._fh = fh
+            try:
+                (gq, gd), (fq, fd) = edges.start(self), fedges.start(self)
+                ge, fe = self._earliest(gq, gd, fq, fd)
+                (gq2, gd2), (fq2, fd2) = edges.step(self, ge, gq), fedges.step(self, fe, fq)
+                ge2, fe2 = self._earliest(gq2, gd2, fq2, fd2)
+                return edges.finish(self, ge2, gd2), fedges.finish(self, fe2, fd2)
+            finally:
+                self._fh = None
+
+    def _pos_dtype(self) -> tuple[int, Any]:
+        """``(none, dtype)``: a position no window has and the narrowest dtype holding it."""
+        none = int(self.doc_starts[-1])
+        return none, (np.uint32 if none < 2**32 else np.int64)
+
+    def mapped(self) -> Arr:
+        """The code-point file memory-mapped (read-only); drop it to unmap."""
+        cp_path, _ = self.paths()
+        n = int(self.doc_starts[-1])
+        return (
+            np.memmap(cp_path, dtype=self.dtype, mode="r", shape=(n,))
+            if n
+            else np.empty(0, self.dtype)
+        )
+
+    def _hits(self, table: _KeyTable, h: U64, ldoc: I64, d0: int) -> tuple[I64, I64, I64]:
+        """``(where, slot, doc)`` of the chunk's windows that hold a key and lie inside one
+        document (``where``: chunk-local start)."""
+        where, slot = table.find(h)
+        dloc = np.searchsorted(ldoc, where, side="right") - 1
+        ok = where + K <= ldoc[dloc + 1]
+        return where[ok], slot[ok], dloc[ok] + d0
+
+    def _earliest(self, gq: U64, gd: I64, fq: U64, fd: I64) -> tuple[I64, I64]:
+        """For each window hash of ``gq`` (looked up from document ``gd``): the first position
+        of a window with that hash in the room; of ``fq`` / ``fd``: in ``fd``'s folder. Only
+        the documents before the last one asked from are scanned, once for both; the text's
+        length where there is none."""
+        none, pdt = self._pos_dtype()
+
+        def tables(qh: U64, groups: I64) -> dict[int, tuple[_KeyTable, Arr, I64]]:
+            tabs = {}
+            for gid in np.unique(groups):
+                m = np.flatnonzero(groups == gid)
+                t = _KeyTable(m.size, filter_bits=32)  # the big table is gone: fewer misses
+                t.add(qh[m])
+                tabs[int(gid)] = (t, t.values(none, pdt), m)
+            return tabs
+
+        gtab = tables(gq, np.zeros(gq.size, np.int64))
+        ftab = tables(fq, self.folder_of[fd])
+        g_stop = int(gd.max()) if gd.size else 0
+        stop = max(g_stop, int(fd.max()) if fd.size else 0)
+        for d0, d1 in self._chunks():
+            if d0 >= stop:
+                break
+            f = int(self.folder_of[d0])
+            todo = ([gtab[0]] if d0 < g_stop else []) + ([ftab[f]] if f in ftab else [])
+            if not todo:
+                continue
+            cs, ce = int(self.doc_starts[d0]), int(self.doc_starts[d1])
+            h = _window_hashes(self._read(self._fh, cs, ce))
+            ldoc = self.doc_starts[d0 : d1 + 1] - cs
+            for t, first, _ in todo:
+                where, slot, _ = self._hits(t, h, ldoc, d0)
+                _first_seen(first, slot, where + cs)
+
+        def answers(tabs: dict[int, tuple[_KeyTable, Arr, I64]], qh: U64) -> I64:
+            out = np.full(qh.size, none, dtype=np.int64)
+            for t, first, m in tabs.values():
+                out[m] = first[t.get(qh[m])]
+            return out
+
+        return answers(gtab, gq), answers(ftab, fq)
+
+
+def _first_seen(first: Arr, slot: I64, pos: I64) -> None:
+    """``first[slot] = min(first[slot], pos)`` (only the entries that change are written)."""
+    upd = pos < first[slot]
+    if upd.any():
+        np.minimum.at(first, slot[upd], pos[upd].astype(first.dtype))
+
+
+def _ranges(idx: I64) -> list[tuple[int, int]]:
+    """Maximal runs ``[a, b)`` of consecutive integers in the increasing array ``idx``."""
+    if idx.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [idx.size]])
+    return [(int(idx[a]), int(idx[b - 1]) + 1) for a, b in zip(starts, ends, strict=True)]
+
+
+def _positions(sel: I64, win_first: I64, doc_starts: I64) -> tuple[I64, I64]:
+    """``(start, doc)`` of the aligned windows with indices ``sel`` (see :func:`_n_windows`)."""
+    doc = np.searchsorted(win_first, sel, side="right") - 1
+    pos = np.minimum(doc_starts[doc] + (sel - win_first[doc]) * STRIDE, doc_starts[doc + 1] - K)
+    return pos, doc
+
+
 class CoverageIndex:
     """Per-room index for :class:`CoverageProbe` (immutable once built; share it freely).
 
     Build with :meth:`build` or :meth:`load_or_build`. Attributes: ``room_hash``,
     ``doc_ids`` / ``folders`` (room id order), ``doc_starts`` (int64, ``n_docs + 1``: offsets of
-    each document in the concatenated normalised text), ``n_chars`` (normalised characters),
-    ``duplicate_chars`` (see the module docstring).
+    each document in the concatenated normalised text), ``cp`` (the normalised code points,
+    memory-mapped), ``win_hash`` (uint64 hash of every aligned window, memory-mapped;
+    ``win_first`` (int64, ``n_docs + 1``) gives each document's first one), ``n_chars``
+    (normalised characters), ``n_windows``, ``dup`` / ``folder_dup`` (duplicate intervals,
+    global positions) and ``duplicate_chars`` (see the module docstring).
     """
 
     def __init__(
@@ -346,8 +914,6 @@ class CoverageIndex:
         folders: list[str],
         cp: Arr,
         doc_starts: I64,
-        win_pos: I64,
-        win_doc: I64,
         win_hash: U64,
         dup: tuple[I64, I64],
         folder_dup: tuple[I64, I64],
@@ -357,178 +923,130 @@ class CoverageIndex:
         self.folders = folders
         self.cp = cp
         self.doc_starts = doc_starts
-        self.win_pos = win_pos
-        self.win_doc = win_doc
         self.win_hash = win_hash
         self.dup = dup
         self.folder_dup = folder_dup
         self.n_docs = len(doc_ids)
         self.n_chars = int(doc_starts[-1])
         self.doc_len = np.diff(doc_starts)
+        self.win_first = np.zeros(self.n_docs + 1, dtype=np.int64)
+        np.cumsum(_n_windows(self.doc_len), out=self.win_first[1:])
+        self.n_windows = int(self.win_first[-1])
+        if self.n_windows != int(win_hash.shape[0]):
+            raise ValueError(
+                f"coverage index of room {room_hash}: {win_hash.shape[0]} window hashes for "
+                f"{self.n_windows} windows"
+            )
         names = sorted(set(folders))
         self.folder_names = names
         rank = {f: i for i, f in enumerate(names)}
         self.folder_of = np.array([rank[f] for f in folders], dtype=np.int64)
         self.duplicate_chars = int((dup[1] - dup[0]).sum())
+        self._dup_doc = self._per_doc(*dup)
+        self._fdup_doc = self._per_doc(*folder_dup)
+        self._dup_cum = _cumulative(dup)
+        self._fdup_cum = _cumulative(folder_dup)
 
     # ------------------------------------------------------------------ build
     @classmethod
     def build(cls, room: DataRoom) -> CoverageIndex:
         """Normalise every document, hash the aligned windows and find duplicate text.
 
-        Reads every document's text (raises what :attr:`Document.text` raises for an
-        unreadable file). Time: a few seconds per 10^7 characters.
+        The index files are written to a temporary folder and memory-mapped (the folder is
+        removed at once; the mappings keep the data). Reads every document's text once,
+        without caching it on the document (raises what :meth:`Document.read_text` raises
+        for an unreadable file). Time: about 1-2 s per 10^7 characters (module docstring).
         """
-        texts = [normalise(d.text) for d in room.documents]
-        lengths = np.array([len(t) for t in texts], dtype=np.int64)
-        doc_starts = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=doc_starts[1:])
-        cp32 = _codepoints("".join(texts))
-        del texts
-        top = int(cp32.max()) if cp32.size else 0
-        dtype = np.uint8 if top < 256 else np.uint16 if top < 65536 else np.uint32
-        cp = cp32.astype(dtype)
-        del cp32
-
-        pos_parts: list[I64] = []
-        doc_parts: list[I64] = []
-        for i, (start, length) in enumerate(zip(doc_starts[:-1], lengths, strict=True)):
-            if length < K:
-                continue
-            p = np.arange(start, start + length - K + 1, STRIDE, dtype=np.int64)
-            if p[-1] != start + length - K:
-                p = np.append(p, start + length - K)
-            pos_parts.append(p)
-            doc_parts.append(np.full(p.size, i, dtype=np.int64))
-        win_pos = np.concatenate(pos_parts) if pos_parts else np.empty(0, np.int64)
-        win_doc = np.concatenate(doc_parts) if doc_parts else np.empty(0, np.int64)
-        win_hash = np.empty(win_pos.size, dtype=np.uint64)
-        n_win = max(0, cp.size - K + 1)
-        for s in range(0, n_win, _CHUNK):
-            e = min(n_win, s + _CHUNK)
-            lo, hi = np.searchsorted(win_pos, [s, e])
-            if hi > lo:
-                win_hash[lo:hi] = _window_hashes(cp[s : e + K - 1])[win_pos[lo:hi] - s]
-
-        index = cls(
-            room_hash=room.room_hash,
-            doc_ids=[d.id for d in room.documents],
-            folders=[d.folder for d in room.documents],
-            cp=cp,
-            doc_starts=doc_starts,
-            win_pos=win_pos,
-            win_doc=win_doc,
-            win_hash=win_hash,
-            dup=(np.empty(0, np.int64), np.empty(0, np.int64)),
-            folder_dup=(np.empty(0, np.int64), np.empty(0, np.int64)),
-        )
-        index._find_duplicates()
+        with tempfile.TemporaryDirectory(prefix="rlmdistill-coverage-") as tmp:
+            base = Path(tmp) / "index"
+            meta = cls._build_files(room, base)
+            index = cls._open(base, meta)
+        if index is None:  # the files were just written: only a broken disk gets here
+            raise OSError(f"coverage index of room {room.room_hash}: files unreadable after build")
         return index
 
-    def _find_duplicates(self) -> None:
-        """Set :attr:`dup` / :attr:`folder_dup`: two passes over every window of the room (the
-        aligned windows' earlier occurrences, then those of the windows at the run edges)."""
-        g, f = self._earlier(self.win_hash, self.win_doc)
-        eg, ef = self._runs(np.flatnonzero(g)), self._runs(np.flatnonzero(f))
-        n_g = eg.first.size
-        # Edge windows of both run sets, each position once (a window's hash and document
-        # follow from its position); only those inside their document are queried.
-        sides = []
-        for sign in (-1, 1):
-            pos = np.concatenate([eg.first, ef.first] if sign < 0 else [eg.last, ef.last])
-            _, rows, back = np.unique(pos, return_index=True, return_inverse=True)
-            both = _Runs(*(np.concatenate([a, b])[rows] for a, b in zip(eg, ef, strict=True)))
-            hashes, ok = self._edge_side(both, sign)
-            docs = np.broadcast_to(both.doc[:, None], ok.shape)
-            sides.append((hashes[ok], docs[ok], ok, back))
-        cg, cf = self._earlier(
-            np.concatenate([s[0] for s in sides]), np.concatenate([s[1] for s in sides])
+    @classmethod
+    def _build_files(cls, room: DataRoom, base: Path) -> dict[str, Any]:
+        """Write ``<base>.cp``, ``<base>.win`` and ``<base>.npz`` for ``room``; the metadata."""
+        _heap_settings()
+        b = _Builder(room, base)
+        b.write_text()
+        dup, folder_dup = b.find_duplicates()
+        _trim_heap()
+        cp_path, win_path = b.paths()
+        meta = {
+            "version": PROBE_VERSION,
+            "format": CACHE_FORMAT,
+            "k": K,
+            "stride": STRIDE,
+            "room_hash": room.room_hash,
+            "doc_ids": [d.id for d in room.documents],
+            "folders": b.folders,
+            "cp_dtype": np.dtype(b.dtype).str,
+            "n_chars": int(b.doc_starts[-1]),
+        }
+        cp = _map(cp_path, b.dtype, int(b.doc_starts[-1]))
+        win = _map(win_path, np.uint64, win_path.stat().st_size // 8)
+        with open(base.with_name(base.name + ".npz"), "wb") as fh:
+            np.savez(
+                fh,
+                meta=np.array(json.dumps(meta)),
+                doc_starts=b.doc_starts,
+                dup_s=dup[0],
+                dup_e=dup[1],
+                fdup_s=folder_dup[0],
+                fdup_e=folder_dup[1],
+                cp_sha=np.array(_digest(cp)),
+                win_sha=np.array(_digest(win)),
+            )
+        return meta
+
+    @classmethod
+    def _open(cls, base: Path, meta: dict[str, Any] | None = None) -> CoverageIndex | None:
+        """The index in ``<base>.npz`` / ``.cp`` / ``.win`` (the last two memory-mapped), or
+        ``None`` when the files do not agree with each other or with ``meta``."""
+        with np.load(base.with_name(base.name + ".npz"), allow_pickle=False) as z:
+            stored = json.loads(str(z["meta"]))
+            if meta is not None and stored != meta:
+                return None
+            if (stored.get("version"), stored.get("format"), stored.get("k")) != (
+                PROBE_VERSION,
+                CACHE_FORMAT,
+                K,
+            ) or stored.get("stride") != STRIDE:
+                return None
+            arrays = {name: z[name] for name in z.files if name != "meta"}
+        doc_starts = arrays["doc_starts"]
+        n_chars = int(doc_starts[-1]) if doc_starts.size else 0
+        if stored.get("n_chars") != n_chars or len(stored["doc_ids"]) + 1 != doc_starts.size:
+            return None
+        wf = int(_n_windows(np.diff(doc_starts)).sum())
+        try:
+            cp = _map(base.with_name(base.name + ".cp"), np.dtype(stored["cp_dtype"]), n_chars)
+            win = _map(base.with_name(base.name + ".win"), np.uint64, wf)
+        except ValueError:  # a file of the wrong size
+            return None
+        if _digest(cp) != str(arrays["cp_sha"]) or _digest(win) != str(arrays["win_sha"]):
+            return None
+        return cls(
+            room_hash=stored["room_hash"],
+            doc_ids=list(stored["doc_ids"]),
+            folders=list(stored["folders"]),
+            cp=cp,
+            doc_starts=doc_starts,
+            win_hash=win,
+            dup=(arrays["dup_s"], arrays["dup_e"]),
+            folder_dup=(arrays["fdup_s"], arrays["fdup_e"]),
         )
-        hits: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]] = []
-        at = 0
-        for _, _, ok, back in sides:
-            n = int(ok.sum())
-            hit_g, hit_f = np.zeros(ok.shape, dtype=bool), np.zeros(ok.shape, dtype=bool)
-            hit_g[ok], hit_f[ok] = cg[at : at + n], cf[at : at + n]
-            at += n
-            hits.append((hit_g[back[:n_g]], hit_f[back[n_g:]]))
-        self.dup = self._finish(eg, hits[0][0], hits[1][0])
-        self.folder_dup = self._finish(ef, hits[0][1], hits[1][1])
-        self.duplicate_chars = int((self.dup[1] - self.dup[0]).sum())
-
-    def _earlier(
-        self, hashes: U64, docs: I64
-    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """For each ``(hash, doc)``: whether a window with that hash lies (anywhere) in a
-        document before ``doc`` in id order, and whether one lies in an earlier document of
-        ``doc``'s folder. One pass over every window of the room.
-
-        Keeps, per distinct hash, the first document holding it and, per distinct
-        ``(hash, folder)`` pair queried, the first document of that folder holding it (a hash
-        queried from one folder only, the common case, needs no pair lookup); so the work per
-        room window is O(1) however often its text repeats.
-        """
-        if hashes.size == 0:
-            z = np.zeros(0, dtype=bool)
-            return z, z
-        n_docs, n_f = self.n_docs, max(1, len(self.folder_names))
-        table = _Table(hashes)
-        inv, n_keys = table.inverse, table.size
-        q_folder = self.folder_of[docs]
-        lo_f = np.full(n_keys, n_f, dtype=np.int64)
-        hi_f = np.full(n_keys, -1, dtype=np.int64)
-        np.minimum.at(lo_f, inv, q_folder)
-        np.maximum.at(hi_f, inv, q_folder)
-        key_folder = np.where(lo_f == hi_f, lo_f, -1)  # the one folder it is queried from
-        multi_q = np.flatnonzero(key_folder[inv] < 0)
-        pairs = (
-            _Table((inv[multi_q] * n_f + q_folder[multi_q]).astype(np.uint64))
-            if multi_q.size
-            else None
-        )
-        first_doc = np.full(n_keys, n_docs, dtype=np.int64)
-        first_same = np.full(n_keys, n_docs, dtype=np.int64)  # single-folder keys
-        first_pair = np.full(pairs.size if pairs else 0, n_docs, dtype=np.int64)
-        n_win = max(0, self.cp.size - K + 1)
-        for s in range(0, n_win, _CHUNK):
-            e = min(n_win, s + _CHUNK)
-            k = table.get(_window_hashes(self.cp[s : e + K - 1]))
-            where = np.flatnonzero(k >= 0)
-            if where.size == 0:
-                continue
-            doc = self._doc_of_range(s, e)[where]
-            ok = where + (s + K) <= self.doc_starts[doc + 1]  # window inside its document
-            k, doc = k[where[ok]], doc[ok]
-            np.minimum.at(first_doc, k, doc)
-            folder = self.folder_of[doc]
-            kf = key_folder[k]
-            same = kf == folder
-            np.minimum.at(first_same, k[same], doc[same])
-            if pairs is not None:
-                many = np.flatnonzero(kf < 0)
-                p = pairs.get((k[many].astype(np.int64) * n_f + folder[many]).astype(np.uint64))
-                found = p >= 0
-                np.minimum.at(first_pair, p[found], doc[many[found]])
-        in_folder = first_same[inv]
-        if pairs is not None:
-            in_folder[multi_q] = first_pair[pairs.inverse]
-        return first_doc[inv] < docs, in_folder < docs
-
-    def _doc_of_range(self, s: int, e: int) -> I64:
-        """Document index of every position in ``[s, e)`` (length ``e - s``)."""
-        d0 = int(np.searchsorted(self.doc_starts, s, side="right")) - 1
-        d1 = int(np.searchsorted(self.doc_starts, e - 1, side="right")) - 1
-        bounds = self.doc_starts[d0 : d1 + 2].clip(s, e)
-        return np.repeat(np.arange(d0, d1 + 1, dtype=np.int64), np.diff(bounds))
 
     # ------------------------------------------------------------------ runs
     def _runs(self, sel: I64) -> _Runs:
-        """Group hit aligned windows (``sel``: increasing indices into the window arrays) into
+        """Group hit aligned windows (``sel``: increasing indices into ``win_hash``) into
         runs: overlapping or touching windows of one document."""
-        pos, doc = self.win_pos[sel], self.win_doc[sel]
-        if pos.size == 0:
+        if sel.size == 0:
             z = np.empty(0, np.int64)
             return _Runs(z, z, np.empty(0, np.uint64), np.empty(0, np.uint64), z, z, z)
+        pos, doc = _positions(sel, self.win_first, self.doc_starts)
         ends = pos + K
         new = np.ones(pos.size, dtype=bool)
         new[1:] = (pos[1:] > np.maximum.accumulate(ends)[:-1]) | (doc[1:] != doc[:-1])
@@ -538,12 +1056,22 @@ class CoverageIndex:
         return _Runs(
             first=pos[heads],
             last=pos[tails],
-            first_hash=self.win_hash[sel[heads]],
-            last_hash=self.win_hash[sel[tails]],
+            first_hash=np.asarray(self.win_hash[sel[heads]]),
+            last_hash=np.asarray(self.win_hash[sel[tails]]),
             lo=self.doc_starts[rdoc],
             hi=self.doc_starts[rdoc + 1] - K,
             doc=rdoc,
         )
+
+    def _hit_windows(self, seen: _HashSet) -> I64:
+        """Indices of the aligned windows whose hash is in ``seen``, scanned in slices of
+        ``_SCAN`` windows (temporary memory stays ~20 bytes x ``_SCAN``)."""
+        parts = []
+        for s in range(0, self.n_windows, _SCAN):
+            where, _ = seen.lookup(np.asarray(self.win_hash[s : s + _SCAN]))
+            parts.append(where + s)
+            _release(self.win_hash, s, s + _SCAN)
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def _cp_at(self, pos: I64) -> U64:
         """Code points at ``pos`` (clipped to the text) as uint64."""
@@ -557,59 +1085,36 @@ class CoverageIndex:
         """Hashes of the windows at ``p + 1`` from those (``h``) at ``p`` (rolling, exact)."""
         return (h - self._cp_at(p) * _B_TOP) * _B + self._cp_at(p + K)
 
-    def _edge_side(self, runs: _Runs, sign: int) -> tuple[U64, npt.NDArray[np.bool_]]:
-        """``(hashes, ok)``, each (R, S-1): the windows at ``first - t`` (``sign`` -1) or
-        ``last + t`` (``sign`` +1) for t = 1 .. S-1, and whether each lies inside the run's
-        document (hashes outside it are meaningless)."""
-        w = STRIDE - 1
-        out = np.empty((runs.first.size, w), np.uint64)
-        p, h = (runs.first, runs.first_hash) if sign < 0 else (runs.last, runs.last_hash)
-        for t in range(w):
-            h = self._step_left(h, p) if sign < 0 else self._step_right(h, p)
-            p = p + sign
-            out[:, t] = h
-        steps = np.arange(1, w + 1, dtype=np.int64)[None, :]
-        if sign < 0:
-            return out, runs.first[:, None] - steps >= runs.lo[:, None]
-        return out, runs.last[:, None] + steps <= runs.hi[:, None]
-
     def _extend(self, runs: _Runs, seen: _HashSet) -> tuple[I64, I64]:
         """Covered intervals: each run extended window by window (at most S-1 each side) while
         the next window is observed and inside the document; merged as :meth:`_finish` does.
         Only runs still growing are stepped, so the cost is O(R + extension steps)."""
         starts, ends = runs.first.copy(), runs.last + K
-        for sign in (-1, 1):
-            act = np.flatnonzero(runs.first > runs.lo if sign < 0 else runs.last < runs.hi)
-            p = (runs.first if sign < 0 else runs.last)[act]
-            h = (runs.first_hash if sign < 0 else runs.last_hash)[act]
-            for _ in range(STRIDE - 1):
-                if act.size == 0:
-                    break
-                h = self._step_left(h, p) if sign < 0 else self._step_right(h, p)
-                p = p + sign
-                hit = seen.contains(h)
-                act, p, h = act[hit], p[hit], h[hit]
-                if sign < 0:
-                    starts[act] = p
-                    more = p > runs.lo[act]
-                else:
-                    ends[act] = p + K
-                    more = p < runs.hi[act]
-                act, p, h = act[more], p[more], h[more]
+        for b0 in range(0, runs.first.size, _EXTEND):  # runs are in text order
+            b1 = min(runs.first.size, b0 + _EXTEND)
+            for sign in (-1, 1):
+                sl = slice(b0, b1)
+                grow = runs.first[sl] > runs.lo[sl] if sign < 0 else runs.last[sl] < runs.hi[sl]
+                act = np.flatnonzero(grow) + b0
+                p = (runs.first if sign < 0 else runs.last)[act]
+                h = (runs.first_hash if sign < 0 else runs.last_hash)[act]
+                for _ in range(STRIDE - 1):
+                    if act.size == 0:
+                        break
+                    h = self._step_left(h, p) if sign < 0 else self._step_right(h, p)
+                    p = p + sign
+                    hit = seen.contains(h)
+                    act, p, h = act[hit], p[hit], h[hit]
+                    if sign < 0:
+                        starts[act] = p
+                        more = p > runs.lo[act]
+                    else:
+                        ends[act] = p + K
+                        more = p < runs.hi[act]
+                    act, p, h = act[more], p[more], h[more]
+            lo, hi = int(runs.first[b0]) - STRIDE, int(runs.last[b1 - 1]) + K + STRIDE
+            _release(self.cp, lo, hi)
         return self._merge(starts, ends)
-
-    @classmethod
-    def _finish(
-        cls,
-        runs: _Runs,
-        left_hit: npt.NDArray[np.bool_],
-        right_hit: npt.NDArray[np.bool_],
-    ) -> tuple[I64, I64]:
-        """Extend each run by its chain of hit edge windows; merge into disjoint intervals.
-        ``left_hit`` / ``right_hit``: (R, S-1), only ever true for windows inside the document."""
-        starts = runs.first - np.cumprod(left_hit, axis=1).sum(axis=1)
-        ends = runs.last + K + np.cumprod(right_hit, axis=1).sum(axis=1)
-        return cls._merge(starts, ends)
 
     @staticmethod
     def _merge(starts: I64, ends: I64) -> tuple[I64, I64]:
@@ -631,36 +1136,36 @@ class CoverageIndex:
         doc = np.searchsorted(self.doc_starts, starts, side="right") - 1
         return np.bincount(doc, weights=ends - starts, minlength=self.n_docs).astype(np.int64)
 
-    def _overlap_per_doc(self, a: tuple[I64, I64], b: tuple[I64, I64]) -> I64:
-        """Per-document length of the intersection of two sets of disjoint intervals."""
+    def _overlap_per_doc(self, a: tuple[I64, I64], b: tuple[I64, I64], cum: I64) -> I64:
+        """Per-document length of the intersection of the disjoint intervals ``a`` with the
+        sorted disjoint intervals ``b`` (``cum``: :func:`_cumulative` of ``b``); O(|a| log |b|)."""
         if a[0].size == 0 or b[0].size == 0:
             return np.zeros(self.n_docs, dtype=np.int64)
-        pos = np.concatenate([a[0], a[1], b[0], b[1]])
-        na, nb = a[0].size, b[0].size
-        da = np.concatenate([np.ones(na), -np.ones(na), np.zeros(2 * nb)]).astype(np.int64)
-        db = np.concatenate([np.zeros(2 * na), np.ones(nb), -np.ones(nb)]).astype(np.int64)
-        order = np.argsort(pos, kind="stable")
-        pos = pos[order]
-        both = (np.cumsum(da[order]) > 0) & (np.cumsum(db[order]) > 0)
-        seg = np.flatnonzero(both[:-1])
-        return self._per_doc(pos[seg], pos[seg + 1])
+        ov = _length_below(a[1], b, cum) - _length_below(a[0], b, cum)
+        doc = np.searchsorted(self.doc_starts, a[0], side="right") - 1
+        return np.bincount(doc, weights=ov, minlength=self.n_docs).astype(np.int64)
 
     # ------------------------------------------------------------------ cache
     @classmethod
     def load_or_build(cls, room: DataRoom, cache_dir: Path) -> CoverageIndex:
         """The index for ``room`` from ``cache_dir``, built and saved there on a miss.
 
-        Files: ``<room_hash>.coverage-<PROBE_VERSION>-k<K>-s<STRIDE>.npz`` (index) and
-        ``....cp.npy`` (normalised code points, memory-mapped read-only on load), written under
-        temporary names and renamed into place. Within one process, concurrent callers for
-        the same room share one build and one loaded index (kept for the life of the process).
-        An unreadable or mismatched cache is rebuilt; an unwritable ``cache_dir`` just skips
-        saving. Raises what :meth:`build` raises.
+        Files (cache format :data:`CACHE_FORMAT`): ``<room_hash>.coverage-<PROBE_VERSION>-k<K>
+        -s<STRIDE>-f<CACHE_FORMAT>`` + ``.npz`` (metadata, document offsets, duplicate
+        intervals), ``.cp`` (normalised code points) and ``.win`` (aligned-window hashes); the
+        last two are memory-mapped read-only, so processes share one copy through the page
+        cache. They are built under temporary names and renamed into place. Caches of an
+        earlier format have other names and are never read (the index is rebuilt beside
+        them). Within one process, concurrent callers for the same room share one build and
+        one loaded index (kept for the life of the process). An unreadable or mismatched cache
+        is rebuilt; an unwritable ``cache_dir`` builds in a temporary folder instead. Raises
+        what :meth:`build` raises.
         """
         cache_dir = Path(cache_dir)
-        stem = f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}"
-        npz, cpf = cache_dir / f"{stem}.npz", cache_dir / f"{stem}.cp.npy"
-        key = str(npz.resolve())
+        base = (
+            cache_dir / f"{room.room_hash}.coverage-{PROBE_VERSION}-k{K}-s{STRIDE}-f{CACHE_FORMAT}"
+        )
+        key = str(base.resolve())
         with _LOCKS_GUARD:
             lock = _LOCKS.setdefault(key, threading.Lock())
         with lock:
@@ -668,75 +1173,115 @@ class CoverageIndex:
             if hit is not None:
                 return hit
             index = None
-            if npz.is_file() and cpf.is_file():
+            if all(base.with_name(base.name + x).is_file() for x in _SUFFIXES):
                 with contextlib.suppress(OSError, ValueError, KeyError):
-                    index = cls._load(npz, cpf, room.room_hash)
+                    index = cls._open(base)
+                if index is not None and index.room_hash != room.room_hash:
+                    index = None
             if index is None:
-                index = cls.build(room)
-                with contextlib.suppress(OSError):
-                    index._save(npz, cpf)
+                index = cls._build_cached(room, base)
             _LOADED[key] = index
             return index
 
-    def _save(self, npz: Path, cpf: Path) -> None:
-        npz.parent.mkdir(parents=True, exist_ok=True)
-        meta = {
-            "version": PROBE_VERSION,
-            "k": K,
-            "stride": STRIDE,
-            "room_hash": self.room_hash,
-            "doc_ids": self.doc_ids,
-            "folders": self.folders,
-        }
-        tag = f"{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp_cp = cpf.with_name(f"{cpf.name}.{tag}")
-        with open(tmp_cp, "wb") as fh:
-            np.save(fh, np.asarray(self.cp))
-        tmp_npz = npz.with_name(f"{npz.name}.{tag}")
-        with open(tmp_npz, "wb") as fh:
-            np.savez(
-                fh,
-                meta=np.array(json.dumps(meta)),
-                doc_starts=self.doc_starts,
-                win_pos=self.win_pos,
-                win_doc=self.win_doc,
-                win_hash=self.win_hash,
-                dup_s=self.dup[0],
-                dup_e=self.dup[1],
-                fdup_s=self.folder_dup[0],
-                fdup_e=self.folder_dup[1],
-                cp_sha=np.array(_digest(np.asarray(self.cp))),
-            )
-        tmp_cp.replace(cpf)
-        tmp_npz.replace(npz)
-
     @classmethod
-    def _load(cls, npz: Path, cpf: Path, room_hash: str) -> CoverageIndex | None:
-        with np.load(npz, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            if (meta["version"], meta["k"], meta["stride"], meta["room_hash"]) != (
-                PROBE_VERSION,
-                K,
-                STRIDE,
-                room_hash,
-            ):
-                return None
-            arrays = {name: z[name] for name in z.files if name != "meta"}
-        cp = np.load(cpf, mmap_mode="r", allow_pickle=False)
-        if cp.shape[0] != int(arrays["doc_starts"][-1]) or _digest(cp) != str(arrays["cp_sha"]):
-            return None
-        return cls(
-            room_hash=room_hash,
-            doc_ids=list(meta["doc_ids"]),
-            folders=list(meta["folders"]),
-            cp=cp,
-            doc_starts=arrays["doc_starts"],
-            win_pos=arrays["win_pos"],
-            win_doc=arrays["win_doc"],
-            win_hash=arrays["win_hash"],
-            dup=(arrays["dup_s"], arrays["dup_e"]),
-            folder_dup=(arrays["fdup_s"], arrays["fdup_e"]),
+    def _build_cached(cls, room: DataRoom, base: Path) -> CoverageIndex:
+        tag = f"{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp = base.with_name(f"{base.name}.{tag}")
+        try:
+            base.parent.mkdir(parents=True, exist_ok=True)
+            meta = cls._build_files(room, tmp)
+        except OSError:
+            _remove(tmp)
+            return cls.build(room)
+        try:
+            for x in (".cp", ".win", ".npz"):  # the .npz last: it makes the cache visible
+                base.with_name(tmp.name + x).replace(base.with_name(base.name + x))
+        except OSError:
+            _remove(tmp)
+        index = (
+            cls._open(base, meta)
+            if all(base.with_name(base.name + x).is_file() for x in _SUFFIXES)
+            else None
         )
+        return index if index is not None else cls.build(room)
+
+
+_SUFFIXES = (".npz", ".cp", ".win")
+
+
+def _remove(base: Path) -> None:
+    for x in (*_SUFFIXES, ".cp.wide"):
+        with contextlib.suppress(OSError):
+            base.with_name(base.name + x).unlink()
+
+
+def _map(path: Path, dtype: Any, n: int) -> Arr:
+    """``path`` memory-mapped read-only as ``n`` values of ``dtype`` (ValueError if its size
+    differs; an empty array for ``n == 0``)."""
+    size = path.stat().st_size
+    if size != n * np.dtype(dtype).itemsize:
+        raise ValueError(f"{path}: {size} bytes, expected {n} x {np.dtype(dtype).itemsize}")
+    if n == 0:
+        return np.empty(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+def _heap_settings() -> None:
+    """Pin glibc's mmap threshold at 1 MiB (``mallopt(M_MMAP_THRESHOLD)``), so the build's
+    many multi-megabyte temporaries are mapped and returned to the system when freed instead
+    of fragmenting the heap between long-lived small arrays (glibc otherwise raises the
+    threshold to each freed block's size, up to 32 MiB; on a 325 M-character room ~0.5 GB of
+    freed heap stayed resident). No-op outside glibc; the setting holds for the process."""
+    libc = _libc()
+    with contextlib.suppress(AttributeError, OSError):
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+
+
+def _trim_heap() -> None:
+    """Give freed heap pages back to the system (``malloc_trim(0)``; no-op outside glibc)."""
+    libc = _libc()
+    with contextlib.suppress(AttributeError, OSError):
+        libc.malloc_trim(0)
+
+
+def _release(arr: Arr, start: int, stop: int) -> None:
+    """Drop the pages of the memory-mapped ``arr[start:stop]`` from this process's resident
+    set (``MADV_DONTNEED``: they stay in the page cache and come back on the next read), so a
+    pass over a whole room's mapped text or window hashes does not leave it all resident in
+    every process. No-op for an array in memory."""
+    mm = getattr(arr, "_mmap", None)
+    if mm is None or not hasattr(mm, "madvise"):
+        return
+    item, page = arr.dtype.itemsize, mmap.PAGESIZE
+    lo = max(0, start) * item // page * page
+    hi = min(len(mm), -(-max(0, stop) * item // page) * page)
+    if hi > lo:
+        with contextlib.suppress(OSError, ValueError):
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def _cumulative(iv: tuple[I64, I64]) -> I64:
+    """Lengths of the first i intervals of ``iv``, summed (``len + 1`` entries)."""
+    cum = np.zeros(iv[0].size + 1, dtype=np.int64)
+    np.cumsum(iv[1] - iv[0], out=cum[1:])
+    return cum
+
+
+def _length_below(x: I64, iv: tuple[I64, I64], cum: I64) -> I64:
+    """Total length of the sorted disjoint intervals ``iv`` below each position of ``x``."""
+    s, e = iv
+    j = np.searchsorted(s, x, side="left")  # intervals starting before x
+    out = cum[j].copy()
+    m = j > 0
+    out[m] -= np.maximum(0, e[j[m] - 1] - x[m])
+    return out
 
 
 def _digest(cp: Arr) -> str:
@@ -746,6 +1291,9 @@ def _digest(cp: Arr) -> str:
         h.update(np.asarray(cp[np.linspace(0, cp.shape[0] - 1, 64).astype(np.int64)]).tobytes())
     return h.hexdigest()
 
+
+_RESULT_SLOT = threading.Lock()
+"""Held while one :meth:`CoverageProbe.detail` runs (see there)."""
 
 _LOCKS_GUARD = threading.Lock()
 _LOCKS: dict[str, threading.Lock] = {}
@@ -784,23 +1332,33 @@ class CoverageProbe:
     def _observed(self) -> U64:
         with self._lock:
             if len(self._parts) > 1:
-                self._parts = [_unique(np.concatenate(self._parts))]
+                self._parts = [_unique(np.concatenate(self._parts), overwrite=True)]
             return self._parts[0] if self._parts else np.empty(0, np.uint64)
 
     def detail(self) -> CoverageDetail:
-        """Coverage with the character counts behind it (see the module docstring)."""
+        """Coverage with the character counts behind it (see the module docstring).
+
+        One result is computed at a time per process (:data:`_RESULT_SLOT`): its temporaries
+        grow with how often the observed text recurs in the room (boilerplate is credited
+        everywhere it occurs), so episodes that end together take turns instead of holding
+        them all at once; the work is CPU-bound numpy, so taking turns costs little wall time.
+        """
+        with _RESULT_SLOT:
+            return self._detail()
+
+    def _detail(self) -> CoverageDetail:
         ix = self.index
         observed = self._observed()
         if observed.size:
-            seen = _HashSet(observed)
-            covered = ix._extend(ix._runs(np.flatnonzero(seen.contains(ix.win_hash))), seen)
+            seen = _HashSet(observed, unique=True)
+            covered = ix._extend(ix._runs(ix._hit_windows(seen)), seen)
         else:
             covered = (np.empty(0, np.int64), np.empty(0, np.int64))
         cov_doc = ix._per_doc(*covered)
-        dup_doc = ix._per_doc(*ix.dup)
-        cov_dup_doc = ix._overlap_per_doc(covered, ix.dup)
-        fdup_doc = ix._per_doc(*ix.folder_dup)
-        cov_fdup_doc = ix._overlap_per_doc(covered, ix.folder_dup)
+        dup_doc = ix._dup_doc
+        cov_dup_doc = ix._overlap_per_doc(covered, ix.dup, ix._dup_cum)
+        fdup_doc = ix._fdup_doc
+        cov_fdup_doc = ix._overlap_per_doc(covered, ix.folder_dup, ix._fdup_cum)
 
         per_document: dict[str, float] = {}
         per_chars: dict[str, tuple[int, int]] = {}

@@ -213,13 +213,21 @@ class Document:
 
     @property
     def text(self) -> str:
-        """Extracted text (read from the source or the text cache the first time)."""
+        """Extracted text (read from the source or the text cache the first time, then kept)."""
         if self._text is None:
-            if self._cache_path is not None and self._cache_path.is_file():
-                self._text = self._cache_path.read_text(encoding="utf-8")
-            else:
-                self._text = extract(self.path, self.encoding).text
+            self._text = self.read_text()
         return self._text
+
+    def read_text(self) -> str:
+        """Extracted text, without keeping it on the document (the kept text when
+        :attr:`text` was read before). For passes over a whole room (snapshot, coverage
+        index), so a room of N characters is never held in memory whole. Raises what
+        :func:`extract` raises."""
+        if self._text is not None:
+            return self._text
+        if self._cache_path is not None and self._cache_path.is_file():
+            return self._cache_path.read_text(encoding="utf-8")
+        return extract(self.path, self.encoding).text
 
     def __repr__(self) -> str:
         return f"Document(id={self.id!r}, n_chars={self.n_chars})"
@@ -424,13 +432,14 @@ class DataRoom:
         offset = 0
         with open(tmp_blob, "wb") as fh:
             for d in self.documents:
-                data = d.text.encode("utf-8", "surrogatepass")
+                text = d.read_text()
+                data = text.encode("utf-8", "surrogatepass")
                 fh.write(data)
                 docs.append(
                     {
                         "id": d.id,
                         "folder": d.folder,
-                        "chars": len(d.text),
+                        "chars": len(text),
                         "byte_start": offset,
                         "byte_end": offset + len(data),
                         "encoding": d.encoding,

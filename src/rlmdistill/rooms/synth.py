@@ -86,7 +86,7 @@ __all__ = [
     "target_for_seed",
 ]
 
-GENERATOR = "synth-v2"
+GENERATOR = "synth-v3"
 """Generator version written to ``room.json``; bump when the same seed would give other bytes."""
 MIN_DOCS = 20
 """Smallest room (documents)."""

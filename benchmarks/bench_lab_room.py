@@ -1,0 +1,297 @@
+"""A LAB-Diligence-scale room through the collector: cold set-up, warm episodes, ``result()``.
+
+Builds a synthetic room (default 5,000 documents at ``--length-scale 4``, >= 320 M characters)
+under a temporary folder (never in the repository; deleted at the end, ``--tmp`` picks the
+parent folder), then, each step in a fresh process so that its peak RSS is its own:
+
+1. **cold**: :meth:`DataRoom.load` + the REPL snapshot (``runner.ensure_snapshot``) + the
+   coverage index (:meth:`CoverageIndex.load_or_build`, empty cache): seconds for each and the
+   process's peak RSS (``VmHWM``: heap plus every resident page of the files it maps),
+   also as a multiple of the room's text (its UTF-8 bytes, the snapshot blob); the duplicate
+   share (``duplicate_chars / n_chars``, the measure of ``docs/synth.md``);
+2. **result()**: the index loaded from the cache (memory-mapped) and one episode's worth of
+   model input (40 documents x 25,000 characters, ~1 M characters, plus prompts) observed;
+   seconds per :meth:`CoverageProbe.result` (median of 3);
+3. **warm, N episodes** (``--episodes``, default 1 and 8, N at once): ``collect`` against a
+   loopback fake server (own process; L = 0 s) with a scripted root whose turn 0 reads 40
+   random documents and sends each to a sub-call, turn 1 hands back a memo. Sampled every
+   50 ms: the collector's RSS and PSS and the REPL processes' PSS (shared pages split between
+   the processes mapping them, so the room's blob counts once); the peak of collector PSS +
+   REPL PSS is the figure, with the growth per extra episode.
+
+Targets (issue 17): cold <= 60 s and peak RSS <= 3x text; warm collector + REPLs <= 1.5x text,
+<= 5% of the room per extra episode; ``result()`` <= 1 s. Needs ~3 GB free memory and ~2 GB of
+disk under ``--tmp``.
+
+    python benchmarks/bench_lab_room.py [--docs 5000] [--length-scale 4] [--episodes 1 8]
+        [--tmp /tmp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+TURN0 = (
+    "```repl\nimport random\ndocs = list_documents()\npick = random.sample(docs, 40)\n"
+    "parts = [read(d['id'], 0, 25000) for d in pick]\n"
+    "answers = llm_query_batched(['Summarise for the memo:\\n' + p for p in parts])\n"
+    "print(len(answers), sum(map(len, parts)))\n```"
+)
+TURN1 = "```repl\nmemo = 'Findings: ' + ' '.join(a[:40] for a in answers[:3])\nFINAL_VAR(memo)\n```"
+
+
+def _peak_rss_mib() -> float:
+    """Peak RSS of this process (``VmHWM``; ``ru_maxrss`` would carry the parent's peak
+    across the spawn's ``execve``)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _in_child(fn: Any, *args: Any) -> Any:
+    """Run ``fn(*args)`` in a fresh (spawned) process and return its result."""
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        return pool.apply(fn, args)
+
+
+def _cold(room_dir: str, cache: str) -> dict[str, Any]:
+    os.environ["RLMDISTILL_ROOM_CACHE"] = cache
+    from rlmdistill.collect.coverage import CoverageIndex
+    from rlmdistill.collect.runner import ensure_snapshot
+    from rlmdistill.rooms import DataRoom
+
+    rss0 = _peak_rss_mib()
+    t = time.perf_counter()
+    room = DataRoom.load(room_dir)
+    load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    snap = ensure_snapshot(room, Path(cache) / f"{room.room_hash}.snapshot.json")
+    snap_s = time.perf_counter() - t
+    rss_snap = _peak_rss_mib()
+    t = time.perf_counter()
+    index = CoverageIndex.load_or_build(room, Path(cache))
+    index_s = time.perf_counter() - t
+    return {
+        "docs": len(room),
+        "chars": room.n_chars,
+        "text_bytes": snap.with_suffix(".bin").stat().st_size,
+        "norm_chars": index.n_chars,
+        "dup_chars": index.duplicate_chars,
+        "load_s": load_s,
+        "snapshot_s": snap_s,
+        "index_s": index_s,
+        "rss_start_mib": rss0,
+        "rss_after_snapshot_mib": rss_snap,
+        "peak_rss_mib": _peak_rss_mib(),
+        "cache_mib": sum(p.stat().st_size for p in Path(cache).glob("*.coverage-*")) / 2**20,
+    }
+
+
+def _result_time(room_dir: str, cache: str) -> dict[str, Any]:
+    import random
+
+    from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
+    from rlmdistill.rooms import DataRoom
+
+    room = DataRoom.load(room_dir)
+    t = time.perf_counter()
+    index = CoverageIndex.load_or_build(room, Path(cache))
+    load_s = time.perf_counter() - t
+    rss_loaded = psutil.Process().memory_info().rss / 2**20
+    rng = random.Random(0)
+    times, overall = [], 0.0
+    for _ in range(3):
+        probe = CoverageProbe(index)
+        for d in rng.sample(room.documents, 40):
+            probe.observe("Summarise for the memo:\n" + d.read_text()[:25_000])
+        t = time.perf_counter()
+        overall = probe.result().overall
+        times.append(time.perf_counter() - t)
+    return {
+        "cache_load_s": load_s,
+        "rss_loaded_mib": rss_loaded,
+        "result_s": statistics.median(times),
+        "result_all": times,
+        "overall": overall,
+        "peak_rss_mib": _peak_rss_mib(),
+    }
+
+
+def _serve(urls: Any, stop: Any) -> None:
+    from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
+
+    handler = ScriptedHandler([TURN0, TURN1], lambda prompt: "summary: " + prompt[24:64])
+    with FakeOpenAIServer(handler, latency_s=0.0) as server:
+        urls.put(server.base_url)
+        stop.wait()
+
+
+def _pss(proc: psutil.Process) -> int:
+    try:
+        return int(proc.memory_full_info().pss)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return 0
+
+
+def _episodes(
+    room_dir: str, cache: str, out: str, n: int, url: str, sub_concurrency: int = 40
+) -> dict[str, Any]:
+    os.environ["RLMDISTILL_ROOM_CACHE"] = cache
+    from rlmdistill.collect.config import CollectConfig, EpisodeLimits
+    from rlmdistill.collect.runner import collect
+    from rlmdistill.models.openai_client import OpenAIChatClient
+
+    me = psutil.Process()
+    peak = {"total": 0, "collector_pss": 0, "collector_rss": 0, "repl_pss": 0, "repls": 0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            kids = me.children(recursive=True)
+            repl = sum(_pss(k) for k in kids)
+            own = _pss(me)
+            rss = me.memory_info().rss
+            if own + repl > peak["total"]:
+                peak.update(total=own + repl, collector_pss=own, repl_pss=repl, repls=len(kids))
+            peak["collector_rss"] = max(peak["collector_rss"], rss)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    mk = lambda m: OpenAIChatClient(m, url, api_key="x", max_concurrency=64)  # noqa: E731
+    cfg = CollectConfig(
+        rooms=[room_dir],
+        root=f"openai:root@{url}",
+        sub=f"openai:sub@{url}",
+        episodes=n,
+        concurrency=n,
+        sub_concurrency=sub_concurrency,
+        limits=EpisodeLimits(max_turns=3),
+        sandbox="none",
+    )
+    root, sub = mk("root"), mk("sub")
+    t = time.perf_counter()
+    thread.start()
+    try:
+        res = collect(cfg, Path(out), root, sub, progress=False)
+    finally:
+        done.set()
+        thread.join()
+        root.close()
+        sub.close()
+    statuses = [s.status for s in res.summaries]
+    return {
+        "wall_s": time.perf_counter() - t,
+        "statuses": statuses,
+        "peak": peak,
+        "coverage": [round(s.coverage.overall, 5) if s.coverage else None for s in res.summaries],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--docs", type=int, default=5000)
+    ap.add_argument("--length-scale", type=float, default=4.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--episodes", type=int, nargs="*", default=[1, 8], help="none: skip")
+    ap.add_argument("--tmp", default=None, help="parent folder of the temporary room")
+    ap.add_argument("--room", default=None, help="use this room (left in place) instead")
+    args = ap.parse_args(argv)
+    vm = psutil.virtual_memory()
+    print(f"memory: {vm.available / 2**30:.1f} GiB available of {vm.total / 2**30:.1f} GiB")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    from rlmdistill.rooms.synth import build_synth_room
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_lab_room_", dir=args.tmp))
+    try:
+        room_dir, cache = (Path(args.room) if args.room else tmp / "room"), tmp / "cache"
+        cache.mkdir()
+        if args.room is None:
+            t = time.perf_counter()
+            rep = build_synth_room(room_dir, args.docs, args.seed, length_scale=args.length_scale)
+            print(
+                f"room: rooms synth --docs {args.docs} --length-scale {args.length_scale:g} "
+                f"--seed {args.seed}: {rep.n_docs:,} documents, {rep.n_chars:,} characters, "
+                f"built in {time.perf_counter() - t:.1f} s",
+                flush=True,
+            )
+        else:
+            print(f"room: {room_dir} (given)", flush=True)
+        cold = _in_child(_cold, str(room_dir), str(cache))
+        text_mib = cold["text_bytes"] / 2**20
+        print(
+            f"cold: load {cold['load_s']:.1f} s + snapshot {cold['snapshot_s']:.1f} s + index "
+            f"{cold['index_s']:.1f} s = {cold['load_s'] + cold['snapshot_s'] + cold['index_s']:.1f} s"
+            f" | peak RSS {cold['peak_rss_mib']:.0f} MiB = {cold['peak_rss_mib'] / text_mib:.2f}x "
+            f"the text ({text_mib:.0f} MiB UTF-8; {cold['rss_start_mib']:.0f} MiB at start, "
+            f"{cold['rss_after_snapshot_mib']:.0f} MiB after the snapshot) | cache "
+            f"{cold['cache_mib']:.0f} MiB",
+            flush=True,
+        )
+        print(
+            f"duplicated text: {cold['dup_chars']:,} of {cold['norm_chars']:,} normalised "
+            f"characters = {cold['dup_chars'] / cold['norm_chars']:.1%}",
+            flush=True,
+        )
+        rt = _in_child(_result_time, str(room_dir), str(cache))
+        print(
+            f"warm index: cache load {rt['cache_load_s']:.2f} s, RSS after load "
+            f"{rt['rss_loaded_mib']:.0f} MiB | result() {rt['result_s']:.2f} s per episode "
+            f"(median of {len(rt['result_all'])}: "
+            + ", ".join(f"{x:.2f}" for x in rt["result_all"])
+            + f"; overall coverage {rt['overall']:.4f}) | peak RSS {rt['peak_rss_mib']:.0f} MiB",
+            flush=True,
+        )
+        ctx = mp.get_context("spawn")
+        urls, stop = ctx.Queue(), ctx.Event()
+        server = ctx.Process(target=_serve, args=(urls, stop), daemon=True)
+        server.start()
+        url = urls.get(timeout=60)
+        totals: dict[int, float] = {}
+        try:
+            for n in args.episodes:
+                r = _in_child(_episodes, str(room_dir), str(cache), str(tmp / f"run{n}"), n, url)
+                p = {k: v / 2**20 for k, v in r["peak"].items() if k != "repls"}
+                totals[n] = p["total"]
+                print(
+                    f"warm, {n} episode(s) at once: {r['wall_s']:.1f} s, statuses "
+                    f"{sorted(set(r['statuses']))} | peak collector PSS {p['collector_pss']:.0f}"
+                    f" MiB + {r['peak']['repls']} REPL PSS {p['repl_pss']:.0f} MiB = "
+                    f"{p['total']:.0f} MiB = {p['total'] / text_mib:.2f}x the text | collector "
+                    f"peak RSS {p['collector_rss']:.0f} MiB | coverage {r['coverage'][:3]}",
+                    flush=True,
+                )
+        finally:
+            stop.set()
+            server.join(timeout=10)
+        first = min(totals, default=0)
+        for n in sorted(totals):
+            if n > first:
+                extra = (totals[n] - totals[first]) / (n - first)
+                print(
+                    f"each extra episode ({first} -> {n}): {extra:.0f} MiB = "
+                    f"{extra / text_mib:.1%} of the room"
+                )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    from rlmdistill.hardware import machine_line
+
+    print(machine_line(), flush=True)  # the machine every figure below was measured on
+    main()
