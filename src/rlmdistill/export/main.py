@@ -3,7 +3,8 @@ the :class:`~rlmdistill.export.dataset.ExportReport` (``rlmdistill export`` call
 entry is ``rlmdistill filter``, whose stage calls :func:`~rlmdistill.export.export_dataset`).
 
 It exports every finished episode of the given runs, or the kept episodes of a filter's
-``decisions.jsonl`` (read with :func:`rlmdistill.traces.artefacts.read_decisions`).
+``decisions.jsonl`` or a hand-written episode list (read with
+:func:`rlmdistill.traces.artefacts.read_selection`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.export.dataset import ExportReport, FilterTimeScores, export_dataset
 from rlmdistill.export.options import ExportOptions
-from rlmdistill.traces.artefacts import read_decisions
+from rlmdistill.traces.artefacts import read_selection
 from rlmdistill.traces.runs import EpisodeRef, load_summaries
 
 __all__ = ["ExportConfig", "kept_episodes", "run"]
@@ -41,13 +42,14 @@ class ExportConfig(BaseModel):
 
 
 def kept_episodes(path: Path) -> tuple[list[EpisodeRef], dict[str, FilterTimeScores]]:
-    """Kept episodes of a filter's ``decisions.jsonl`` and their filter-time scores.
+    """Kept episodes of a filter's ``decisions.jsonl`` (or a hand-written episode list:
+    :class:`~rlmdistill.traces.artefacts.EpisodeSelection`) and their filter-time scores.
 
     Raises :class:`~rlmdistill.traces.artefacts.ArtefactError` (a ``ValueError``) naming the
-    file and line of a line that is not a filter decision."""
+    file and line of a line without ``run_dir``, ``episode_id`` or ``kept``."""
     refs: list[EpisodeRef] = []
     scores: dict[str, FilterTimeScores] = {}
-    for d in read_decisions(path):
+    for d in read_selection(path):
         if d.kept:
             refs.append(d.ref)
             scores[d.episode_id] = FilterTimeScores(d.pass_rate, d.coverage)

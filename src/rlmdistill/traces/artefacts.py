@@ -37,6 +37,7 @@ __all__ = [
     "ArtefactError",
     "DropReason",
     "DroppedItem",
+    "EpisodeSelection",
     "EvalLossRecord",
     "ExportManifest",
     "FilterDecision",
@@ -50,6 +51,7 @@ __all__ = [
     "load_export_manifest",
     "load_sft_manifest",
     "read_decisions",
+    "read_selection",
     "read_train_log",
 ]
 
@@ -434,4 +436,44 @@ def read_decisions(path: Path) -> list[FilterDecision]:
             out.append(FilterDecision.model_validate(raw))
         except ValidationError as exc:
             raise ArtefactError(f"{path}: line {i}: not a filter decision: {exc}") from exc
+    return out
+
+
+class EpisodeSelection(BaseModel):
+    """One line of an episode list that ``export --episodes`` takes: a filter's
+    ``decisions.jsonl`` (every :class:`FilterDecision` is one) or a hand-written list with
+    only ``run_dir``, ``episode_id``, ``kept`` and optionally ``pass_rate`` / ``coverage``
+    (docs/export.md, "Command"). Other fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_dir: str
+    episode_id: str
+    kept: bool
+    pass_rate: float | None = None
+    coverage: float | None = None
+
+    @property
+    def ref(self) -> EpisodeRef:
+        """The :class:`EpisodeRef` the export stage takes."""
+        return EpisodeRef(Path(self.run_dir), self.episode_id)
+
+
+def read_selection(path: Path) -> list[EpisodeSelection]:
+    """Every line of an episode list (:class:`EpisodeSelection`) in file order (a torn last
+    line is ignored).
+
+    Raises:
+        ArtefactError: a line without ``run_dir``, ``episode_id`` or ``kept`` (names the file
+            and line).
+    """
+    out = []
+    for i, raw in enumerate(read_jsonl(Path(path)).records, start=1):
+        try:
+            out.append(EpisodeSelection.model_validate(raw))
+        except ValidationError as exc:
+            raise ArtefactError(
+                f"{path}: line {i}: not an episode selection (needs run_dir, episode_id, "
+                f"kept): {exc}"
+            ) from exc
     return out
