@@ -65,6 +65,13 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
     return CollectConfig.model_validate(data)
 
 
+def _timeout_options(config: CollectConfig, spec: str) -> dict[str, float]:
+    """``{"timeout_s": config.request_timeout_s}`` for an ``openai:`` spec when it is set."""
+    if config.request_timeout_s is None or not spec.strip().startswith("openai:"):
+        return {}
+    return {"timeout_s": config.request_timeout_s}
+
+
 def limit_clients(config: CollectConfig, root: Any, sub: Any) -> tuple[Any, Any]:
     """Wrap the run's clients in one shared spend cap / request rate (``RunLimits``)."""
     from rlmdistill.models.limits import DEFAULT_PRICES, LimitedClient, PriceTable, RunLimits
@@ -151,10 +158,12 @@ def run_collect(
     root = get_client(
         opened.get(config.root, config.root),
         **token_id_options(config.root, config.token_ids != "off"),
+        **_timeout_options(config, config.root),
     )
     sub = get_client(
         opened.get(config.sub, config.sub),
         **token_id_options(config.sub, config.token_ids == "all"),
+        **_timeout_options(config, config.sub),
     )
     if config.max_usd is not None or config.requests_per_minute is not None:
         root, sub = limit_clients(config, root, sub)
