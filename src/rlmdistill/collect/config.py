@@ -48,6 +48,7 @@ OPERATIONAL_FIELDS = frozenset(
         "requests_per_minute",
         "prices",
         "max_attempts",
+        "request_timeout_s",
         "token_ids",
         "sandbox",
         "executor",
@@ -184,6 +185,14 @@ class CollectConfig(BaseModel):
         description="Attempts of an episode that the serving infrastructure cuts short (server "
         "down, unknown model, retries spent) before it is recorded as finished with its status; "
         "earlier ones go to attempts.jsonl and the next run retries them.",
+    )
+    request_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds each HTTP attempt to an openai: server may take (connect, then the "
+        "whole non-streamed reply); None = the client's default (120). A safety net, not a "
+        "budget: on a slow server (vLLM on CPU) raise it so that max_tokens and max_turns end "
+        "replies, not the clock. Operational: not part of episode ids.",
     )
 
     def fingerprint(self) -> str:

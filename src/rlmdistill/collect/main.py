@@ -67,6 +67,13 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
     return CollectConfig.model_validate(data)
 
 
+def _timeout_options(config: CollectConfig, spec: str) -> dict[str, float]:
+    """``{"timeout_s": config.request_timeout_s}`` for an ``openai:`` spec when it is set."""
+    if config.request_timeout_s is None or not spec.strip().startswith("openai:"):
+        return {}
+    return {"timeout_s": config.request_timeout_s}
+
+
 def limit_clients(
     config: CollectConfig, root: Any, sub: Any, limits: Any = None
 ) -> tuple[Any, Any]:
@@ -160,8 +167,16 @@ def run_collect(
     root_spec = with_servers(opened.get(config.root, config.root), config.servers)
     sub_spec = with_servers(opened.get(config.sub, config.sub), config.servers)
     preflight({"--root": root_spec, "--sub": sub_spec})  # every replica of each
-    root = get_client(root_spec, **token_id_options(config.root, config.token_ids != "off"))
-    sub = get_client(sub_spec, **token_id_options(config.sub, config.token_ids == "all"))
+    root = get_client(
+        root_spec,
+        **token_id_options(config.root, config.token_ids != "off"),
+        **_timeout_options(config, config.root),
+    )
+    sub = get_client(
+        sub_spec,
+        **token_id_options(config.sub, config.token_ids == "all"),
+        **_timeout_options(config, config.sub),
+    )
     if config.max_usd is not None or config.requests_per_minute is not None:
         root, sub = limit_clients(config, root, sub)
     try:
