@@ -261,6 +261,29 @@ def test_run_started_by_threads_is_finished_by_ray(
     assert json.loads((out / "run.json").read_text())["config_hash"] == manifest["config_hash"]
 
 
+def test_nodes_open_the_specs_the_driver_opens_not_the_recorded_ones(
+    nodes: Nodes, cuad_room3: Path, tmp_path: Path
+) -> None:
+    """The loop records a tuned root's adapter relative to its workspace and opens it by its
+    absolute path (``open_specs``); nodes must open what the driver opens. Here the recorded
+    specs name a port nothing listens on: episodes complete only if the nodes use the map,
+    and the trajectories still record the specs of the config."""
+    out = tmp_path / "run"
+    with FakeOpenAIServer(_handler(), latency_s=0.0) as server:
+        recorded = "http://127.0.0.1:9/v1"  # discard port: connection refused
+        cfg = _config(cuad_room3, recorded, episodes=2)
+        real = {
+            cfg.root: f"openai:root@{server.base_url}",
+            cfg.sub: f"openai:sub@{server.base_url}",
+        }
+        mk = lambda m: OpenAIChatClient(m, server.base_url, api_key="x", max_retries=0)  # noqa: E731
+        with mk("root") as root, mk("sub") as sub:
+            res = collect(cfg, out, root, sub, progress=False, open_specs=real)
+        assert len(server.requests) > 0
+    assert [s.status for s in res.summaries] == ["completed", "completed"]
+    assert {s.root_model for s in _summaries(out)} == {cfg.root}
+
+
 def test_spend_cap_stops_the_whole_cluster(nodes: Nodes, cuad_room3: Path, tmp_path: Path) -> None:
     """$1 per completion token; cap $200. One limiter for the cluster: spend ends within
     [cap, cap + one in-flight request per running episode]. A limiter per node would let each

@@ -180,7 +180,7 @@ def run_collect(
     if config.max_usd is not None or config.requests_per_minute is not None:
         root, sub = limit_clients(config, root, sub)
     try:
-        return collect(config, out, root, sub, progress=progress, rooms=rooms)
+        return collect(config, out, root, sub, progress=progress, rooms=rooms, open_specs=opened)
     finally:
         close_all()
 

@@ -49,7 +49,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,9 +185,11 @@ class _RayRun:
         progress: bool,
         say: Callable[[str], None],
         n_episodes: int,
+        open_specs: Mapping[str, str] | None = None,
     ) -> None:
         self.ray = ray
         self.config = config
+        self.open_specs = dict(open_specs or {})
         self.opts = config.ray
         self.run_dir = run_dir
         self.run_id = run_id
@@ -248,7 +250,7 @@ class _RayRun:
                 max_concurrency=cap + 2,
                 max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            ).remote(config_json, self.run_id, cap, self.limiter)
+            ).remote(config_json, self.run_id, cap, self.limiter, self.open_specs)
             self.actors.append(actor)
             node = _Node(node_id, label, cap, actor)
             self.nodes[node_id] = node
@@ -442,6 +444,7 @@ def collect_on_ray(
     *,
     progress: bool = True,
     say: Callable[[str], None] = _say,
+    open_specs: Mapping[str, str] | None = None,
 ) -> CollectResult:
     """Run the episodes of ``plan`` (``(room handle, sample index, episode id)``, none yet in
     ``episodes.jsonl``) on the Ray cluster of ``config.ray`` and commit each one here.
@@ -455,6 +458,10 @@ def collect_on_ray(
     times) count as ``not_started``, like those after a server failure, so ``check_finished``
     asks for a re-run.
 
+    ``open_specs`` maps a spec as recorded in ``config`` to the spec the nodes open (the loop
+    records a tuned root's adapter relative to its workspace and opens it by its absolute
+    path; :func:`rlmdistill.collect.main.run_collect`); the episodes still record ``config``'s.
+
     Raises :class:`RayUnavailable` (Ray not installed), ``ValueError`` when no node may run
     episodes or a node cannot start (sandbox, model, price table: the message names the
     node), and ``RuntimeError`` for a bug in an episode on a node (naming episode and node).
@@ -463,7 +470,9 @@ def collect_on_ray(
 
     ray = import_ray()
     started_ray = connect(ray, config.ray)
-    driver = _RayRun(ray, config, run_dir, run_id, attempts_before, progress, say, len(plan))
+    driver = _RayRun(
+        ray, config, run_dir, run_id, attempts_before, progress, say, len(plan), open_specs
+    )
     try:
         driver.start_limiter()
         by_hash = {r.room_hash: r for r in rooms}

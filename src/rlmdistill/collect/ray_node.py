@@ -212,8 +212,17 @@ class NodeWorker:
         limiter: handle of the run's :class:`LimiterActor`, or ``None`` without limits.
     """
 
-    def __init__(self, config_json: str, run_id: str, cap: int, limiter: Any) -> None:
+    def __init__(
+        self,
+        config_json: str,
+        run_id: str,
+        cap: int,
+        limiter: Any,
+        open_specs: dict[str, str] | None = None,
+    ) -> None:
         self.config = CollectConfig.model_validate_json(config_json)
+        self.open_specs = dict(open_specs or {})
+        """Spec as recorded -> spec to open (a loop's workspace-relative adapter path)."""
         self.run_id = run_id
         self.cap = cap
         self.limiter = limiter
@@ -245,8 +254,10 @@ class NodeWorker:
         cfg = self.config
         try:
             check_sandbox(cfg.sandbox, cfg.repl)
-            root = get_client(cfg.root, **token_id_options(cfg.root, cfg.token_ids != "off"))
-            sub = get_client(cfg.sub, **token_id_options(cfg.sub, cfg.token_ids == "all"))
+            root_spec = self.open_specs.get(cfg.root, cfg.root)
+            sub_spec = self.open_specs.get(cfg.sub, cfg.sub)
+            root = get_client(root_spec, **token_id_options(cfg.root, cfg.token_ids != "off"))
+            sub = get_client(sub_spec, **token_id_options(cfg.sub, cfg.token_ids == "all"))
             if self.limiter is not None:
                 limits = ClusterLimits(self.limiter)  # prices come from the driver
                 limited_root = LimitedClient(root, limits)

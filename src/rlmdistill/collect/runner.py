@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,7 @@ def collect(
     *,
     progress: bool = True,
     rooms: list[DataRoom] | None = None,
+    open_specs: Mapping[str, str] | None = None,
 ) -> CollectResult:
     """Run every episode of ``config`` not yet in ``run_dir/episodes.jsonl``.
 
@@ -147,7 +148,9 @@ def collect(
     room without a task and :class:`~rlmdistill.collect.sandbox.SandboxUnavailable` (a
     ``ValueError``) when ``config.sandbox`` is ``bwrap`` and bubblewrap cannot start. ``rooms``
     may pass the
-    rooms of ``config.rooms`` already loaded (same order).
+    rooms of ``config.rooms`` already loaded (same order). ``open_specs`` (spec as recorded ->
+    spec to open, as in :func:`rlmdistill.collect.main.run_collect`) reaches the nodes of
+    ``executor: ray``, which open their own clients; this process's are ``root``/``sub``.
     """
     prefetch()  # versions, git, machine: found while the rooms are prepared (cached after)
     if rooms is None:
@@ -182,7 +185,7 @@ def collect(
         from rlmdistill.collect.ray_executor import collect_on_ray
 
         manifest.result()  # run.json before any episode line
-        return collect_on_ray(config, run_dir, run_id, rooms, plan, skipped, attempts_before, progress=progress)  # fmt: skip
+        return collect_on_ray(config, run_dir, run_id, rooms, plan, skipped, attempts_before, progress=progress, open_specs=open_specs)  # fmt: skip
     check_sandbox(config.sandbox, config.repl)
     infrastructure_down = threading.Event()  # after a server failure, start no new episode
     dispatch = shared_dispatch()
