@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlmdistill.models.base import InfrastructureError
+from rlmdistill.traces import layout
 from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary
 from rlmdistill.traces.store import parse_records
 
@@ -30,7 +31,7 @@ __all__ = [
     "prior_attempts",
 ]
 
-ATTEMPTS_FILE = "attempts.jsonl"
+ATTEMPTS_FILE = layout.ATTEMPTS
 """File of :class:`AttemptRecord` lines under a run directory."""
 
 EXIT_INFRASTRUCTURE = 3

@@ -19,12 +19,13 @@ import yaml
 from rlmdistill.collect.attempts import ATTEMPTS_FILE, attempt_record
 from rlmdistill.collect.config import CollectConfig
 from rlmdistill.models.base import InfrastructureError
+from rlmdistill.traces import layout
 from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary
 from rlmdistill.traces.store import append_records
 
 __all__ = ["EPISODES_FILE", "CollectResult", "commit_episode", "run_limits"]
 
-EPISODES_FILE = "episodes.jsonl"
+EPISODES_FILE = layout.EPISODES
 """The commit record of a run: an episode is done when its summary line is here."""
 
 

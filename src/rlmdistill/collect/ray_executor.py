@@ -77,6 +77,7 @@ from rlmdistill.collect.ray_node import (
     ShippedRoom,
 )
 from rlmdistill.rooms import DataRoom
+from rlmdistill.traces import layout
 from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary
 from rlmdistill.traces.store import append_records
 
@@ -331,7 +332,7 @@ class _RayRun:
         if job.episode_id in self.committed:  # never twice, whatever Ray delivers
             return
         summary = EpisodeSummary.model_validate_json(res.summary_json)
-        path = self.run_dir / "trajectories" / f"{job.episode_id}.jsonl"
+        path = layout.trajectory_path(self.run_dir, job.episode_id)
         _write_trajectory(path, res.trajectory)
         attempt = commit_episode(
             self.run_dir, summary, res.failure, self.attempts_before.get(job.episode_id, 0),

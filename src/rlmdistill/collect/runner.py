@@ -31,6 +31,7 @@ from rlmdistill.hardware import machine_info
 from rlmdistill.models.base import ModelClient
 from rlmdistill.provenance import git_state, package_versions, prefetch
 from rlmdistill.rooms import DataRoom
+from rlmdistill.traces import layout
 from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary, RoomInfo, RunManifest
 from rlmdistill.traces.store import parse_records
 
@@ -62,7 +63,7 @@ def _existing_manifest(
     """The run's ``run.json`` when there is one (checked against ``config``), else ``None``.
 
     Raises :class:`RunConfigMismatch` when it was written for another config or other rooms."""
-    path = run_dir / "run.json"
+    path = run_dir / layout.RUN_MANIFEST
     if not path.exists():
         return None
     config_hash = _config_hash(config, rooms)
@@ -86,7 +87,7 @@ def _manifest(
     old = _existing_manifest(run_dir, config, rooms)
     if old is not None:
         return old
-    path = run_dir / "run.json"
+    path = run_dir / layout.RUN_MANIFEST
     commit, dirty = git_state()
     manifest = RunManifest(
         run_id=run_dir.name,
@@ -123,7 +124,7 @@ def _in_background(fn: Callable[[], RunManifest]) -> Future[RunManifest]:
 
 def finished_ids(run_dir: Path) -> set[str]:
     """Ids of episodes already in ``episodes.jsonl`` (torn last line tolerated)."""
-    return {s.episode_id for s in parse_records(run_dir / "episodes.jsonl", EpisodeSummary)}
+    return {s.episode_id for s in parse_records(run_dir / layout.EPISODES, EpisodeSummary)}
 
 
 def collect(
@@ -207,7 +208,7 @@ def collect(
                         episode_id=eid,
                         sample_index=k,
                         seed=episode_seed(config, handle.info.room_hash, handle.task_id, k),
-                        trajectory_path=run_dir / "trajectories" / f"{eid}.jsonl",
+                        trajectory_path=layout.trajectory_path(run_dir, eid),
                         scratch_dir=scratch,
                     ),
                     handle,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rlmdistill.traces import layout
 from rlmdistill.traces.store import append_records, parse_records
 
 __all__ = ["LineageRecord", "latest_records", "lineage_path", "record", "render_tree"]
@@ -47,7 +48,7 @@ class LineageRecord(BaseModel):
 
 def lineage_path(workspace: Path) -> Path:
     """``<workspace>/lineage.jsonl``."""
-    return Path(workspace) / "lineage.jsonl"
+    return Path(workspace) / layout.LINEAGE
 
 
 def record(workspace: Path, rec: LineageRecord) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rlmdistill.rooms.task import Criterion, Task, save_task
+from rlmdistill.traces import layout
 from rlmdistill.traces.schema import (
     Coverage,
     EpisodeStatus,
@@ -112,7 +113,7 @@ def write_scored_run(
         versions={},
         rooms=list(infos.values()),
     )
-    (run_dir / "run.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    (run_dir / layout.RUN_MANIFEST).write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     summaries: list[EpisodeSummary] = []
     verdicts: list[Verdict] = []
     for index, ep in enumerate(episodes):
@@ -173,9 +174,9 @@ def write_scored_run(
                     graded_at=_T0,
                 )
             )
-    append_records(run_dir / "episodes.jsonl", summaries)
+    append_records(run_dir / layout.EPISODES, summaries)
     if verdicts:
-        append_records(run_dir / "verdicts" / f"{grader}.jsonl", verdicts)
+        append_records(layout.verdicts_path(run_dir, grader), verdicts)
     return run_dir
 
 

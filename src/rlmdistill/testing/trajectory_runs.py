@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rlmdistill.collect import prompts
 from rlmdistill.models.base import Message, Sampling, Usage
+from rlmdistill.traces import layout
 from rlmdistill.traces.rebuild import assistant_message, messages_sha256
 from rlmdistill.traces.schema import (
     EpisodeEnd,
@@ -216,14 +217,14 @@ def write_trajectory_run(
     Raises ``FileExistsError`` when ``run_dir/run.json`` exists (never overwrites a run).
     """
     run_dir = Path(run_dir)
-    if (run_dir / "run.json").exists():
+    if (run_dir / layout.RUN_MANIFEST).exists():
         raise FileExistsError(f"{run_dir} already holds a run")
-    (run_dir / "trajectories").mkdir(parents=True, exist_ok=True)
+    (run_dir / layout.TRAJECTORIES).mkdir(parents=True, exist_ok=True)
     run_id = f"synth-{seed}"
     manifest = RunManifest(
         run_id=run_id, created_at=_T0, config={}, config_hash="0", versions={}, rooms=[]
     )
-    (run_dir / "run.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    (run_dir / layout.RUN_MANIFEST).write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     ids: list[str] = []
     summaries: list[EpisodeSummary] = []
     for i in range(n_episodes):
@@ -231,7 +232,7 @@ def write_trajectory_run(
         recs = synthetic_episode(
             run_id, eid, n_turns=n_turns, few_shot=few_shot, obs_chars=obs_chars, seed=seed
         )
-        append_records(run_dir / "trajectories" / f"{eid}.jsonl", recs)
+        append_records(layout.trajectory_path(run_dir, eid), recs)
         start = recs[0]
         assert isinstance(start, EpisodeStart)
         summaries.append(
@@ -255,5 +256,5 @@ def write_trajectory_run(
             )
         )
         ids.append(eid)
-    append_records(run_dir / "episodes.jsonl", summaries)
+    append_records(run_dir / layout.EPISODES, summaries)
     return ids
