@@ -102,7 +102,7 @@ __all__ = [
     "lost_errors",
 ]
 
-PLACEMENT_FILE = "placement.jsonl"
+PLACEMENT_FILE = layout.PLACEMENT
 """Per-run file of :class:`Placement` lines (which node ran each committed episode)."""
 
 

@@ -23,6 +23,8 @@ RUN_MANIFEST = "run.json"
 EPISODES = "episodes.jsonl"
 ATTEMPTS = "attempts.jsonl"
 TRAJECTORIES = "trajectories"
+PLACEMENT = "placement.jsonl"
+"""`executor: ray`: which node ran each episode."""
 VERDICTS = "verdicts"
 VERDICT_SIDE_FILES = (".cache", ".usage")
 """Suffixes of a grader's side files in ``verdicts/`` (``<grader>.cache.jsonl``, ...)."""
@@ -81,6 +83,7 @@ __all__ = [
     "FILTER_REPORT_JSON",
     "FILTER_REPORT_MD",
     "LINEAGE",
+    "PLACEMENT",
     "REPORTS",
     "REPORT_JSON",
     "REPORT_MD",
