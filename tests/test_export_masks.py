@@ -2,7 +2,7 @@
 
 ChatML: the real SmolLM2 tokenizer and Qwen2.5-Coder's (skipped when not pulled). GLM-4: the
 real GLM-4 chat template shipped in the ``trl`` wheel on a copy of the SmolLM2 tokenizer
-given GLM's special tokens. Cases S1, S2, S3, S7 (``shared/cases``).
+given GLM's special tokens. Cases S1, S2, S3, S7 (each test names its case).
 """
 
 from __future__ import annotations
