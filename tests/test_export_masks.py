@@ -302,3 +302,204 @@ def test_export_with_glm4_template_end_to_end(glm_dir: Path, tmp_path: Path) -> 
         runs = _runs(row["assistant_masks"])
         assert len(runs) == 3  # three root turns, worked example unsupervised
         assert all(row["input_ids"][b - 1] == user for _, b in runs)
+
+
+# ------------------------------------------------------------ batched = unbatched, exactly
+TOOL_CALL = {
+    "id": "call_0_0",
+    "type": "function",
+    "function": {"name": "repl", "arguments": {"code": "print(len(docs))  # ∑ 東京"}},
+}
+VARIED: list[tuple[list[dict[str, Any]], list[bool], dict[str, Any]]] = [
+    (CONV, [False, False, True, False, True], {}),
+    (CONV, [False, False, False, False, True], {"trim_tail": True}),
+    (
+        [
+            {"role": "system", "content": "Réviseur — 審査 🚀"},
+            {"role": "user", "content": "e\u0301 \u200b naïve\r\nline 🇫🇷"},
+            {"role": "assistant", "content": "```repl\nprint('東京 🚀 e\u0301')\n```"},
+            {"role": "user", "content": "REPL output (block 0):\n```\n東京 🚀\n```"},
+            {"role": "assistant", "content": "Ünïcödé memo: ok 👍🏽"},
+        ],
+        [False, False, True, False, True],
+        {},
+    ),
+    (  # leading/trailing whitespace (GLM-4 renders it stripped)
+        [CONV[0], CONV[1], {"role": "assistant", "content": "  \n```repl\nx = 1\n```\n  "}],
+        [False, False, True],
+        {},
+    ),
+    ([CONV[0], CONV[1], {"role": "assistant", "content": ""}], [False, False, True], {}),
+    (  # unsupervised prefill
+        [CONV[0], CONV[1], {"role": "assistant", "content": "```repl\nx = 1\n```"}],
+        [False, False, True],
+        {"prefill_chars": [0, 0, 8]},
+    ),
+    (  # a long history, supervised in part
+        [
+            CONV[0],
+            CONV[1],
+            *[
+                m
+                for k in range(12)
+                for m in (
+                    {"role": "assistant", "content": f"```repl\nprint({k} * 'clause ')\n```"},
+                    {"role": "user", "content": f"REPL output (block 0):\n{'clause ' * 40 * k}"},
+                )
+            ],
+            {"role": "assistant", "content": "FINAL_VAR(memo)"},
+        ],
+        [False, False, *([True, False] * 6), *([False, False] * 6), True],
+        {},
+    ),
+    (CONV[1:], [False, True, False, True], {}),  # no system prompt: refused (S7)
+    (CONV, [False] * 5, {}),  # nothing supervised
+    (CONV, [False, True, False, False, True], {}),  # a user message supervised
+]
+TOOLS_VARIED: list[tuple[list[dict[str, Any]], list[bool], dict[str, Any]]] = [
+    (
+        [
+            CONV[0],
+            CONV[1],
+            {"role": "assistant", "content": "Counting.", "tool_calls": [TOOL_CALL]},
+            {"role": "tool", "tool_call_id": "call_0_0", "content": "3 ∑"},
+            {"role": "assistant", "content": "Done 👍"},
+        ],
+        [False, False, True, False, True],
+        {},
+    ),
+    (
+        [
+            CONV[0],
+            CONV[1],
+            {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
+        ],
+        [False, False, True],
+        {"trim_tail": True},
+    ),
+]
+
+
+def _outcome(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """``fn(*args, **kwargs)``'s ids and masks as bytes (int32/int8, as the dataset stores
+    them), appended flag and text; or the error's type and message."""
+    import numpy as np
+
+    try:
+        enc = fn(*args, **kwargs)
+    except Exception as exc:
+        return (type(exc), str(exc))
+    return (
+        np.asarray(enc.input_ids, dtype=np.int32).tobytes(),
+        np.asarray(enc.assistant_masks, dtype=np.int8).tobytes(),
+        enc.appended_closer,
+        enc.text,
+    )
+
+
+def _given(result: Any) -> Any:
+    """A batched result as a call would give it (an exception is raised)."""
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def _check_batched_equals_unbatched(tok: Any, info: Any, cases: list, tools: Any = None) -> None:
+    from rlmdistill.export.masks import (
+        ConversationInput,
+        _masked,
+        _render_checked,
+        encode_conversations,
+        tokenize_batch,
+    )
+
+    inputs = [
+        ConversationInput(m, s, tools, kw.get("prefill_chars"), f"c{i}", kw.get("trim_tail", False))
+        for i, (m, s, kw) in enumerate(cases)
+    ]
+    one_by_one = [
+        _outcome(
+            encode_conversation,
+            tok,
+            info,
+            c.messages,
+            c.supervised,
+            tools=c.tools,
+            prefill_chars=c.prefill_chars,
+            where=c.where,
+            trim_tail=c.trim_tail,
+        )
+        for c in inputs
+    ]
+    extra = ["REPL output (block 0): 東京", "<|im_start|>assistant\n```repl\n"]
+    batched, extra_tokens = encode_conversations(tok, info, inputs, extra_texts=extra)
+    assert [_outcome(_given, r) for r in batched] == one_by_one
+    assert sum(isinstance(r, Exception) for r in batched) >= 2  # the failure cases failed
+    for text, got in zip(extra, extra_tokens, strict=True):
+        assert got.ids.tolist() == list(tok(text, add_special_tokens=False)["input_ids"])
+    # the vectorised offsets -> mask conversion equals the token loop it replaced
+    n_ok = 0
+    for c in inputs:
+        try:
+            text = _render_checked(tok, info, c, "refuse")
+        except Exception:
+            continue
+        (tokens,) = tokenize_batch(tok, [text])
+        scalar = _outcome(_masked, tok, info, c, text, tokens, vectorised=False)
+        assert _outcome(_masked, tok, info, c, text, tokens) == scalar
+        n_ok += isinstance(scalar[0], bytes)
+    assert n_ok >= 2  # the comparison covered real encodings, not only errors
+
+
+def test_batched_encoding_equals_unbatched_chatml_case_s1_s3_s7(smollm2_dir: Path) -> None:
+    """One tokenizer call for many conversations gives, for each, byte for byte the ids and
+    masks (or the error) of one call per conversation, and the vectorised mask equals the
+    token loop; on varied conversations (unicode, whitespace, empty reply, prefill, a long
+    history, the failure cases)."""
+    tok, info = _tok(smollm2_dir)
+    _check_batched_equals_unbatched(tok, info, VARIED)
+
+
+def test_batched_encoding_equals_unbatched_tool_calls(smollm2_dir: Path) -> None:
+    from rlmdistill.export import REPL_TOOL
+
+    tok, directory = load_tokenizer(str(smollm2_dir), TRL_TEMPLATES / "qwen2_5.jinja")
+    info = probe_template(tok, directory)
+    _check_batched_equals_unbatched(tok, info, TOOLS_VARIED + VARIED, tools=[REPL_TOOL])
+
+
+def test_batched_encoding_equals_unbatched_glm4_case_s3(glm_dir: Path) -> None:
+    """GLM-4: stripped content and the appended closer come out the same batched."""
+    tok, info = _tok(glm_dir)
+    _check_batched_equals_unbatched(tok, info, VARIED)
+
+
+def test_tokenizer_loaded_once_per_files_and_template(smollm2_dir: Path, tmp_path: Path) -> None:
+    """load_tokenizer caches by directory, files' sha256 and template: the same object comes
+    back; an edited file, another template or a caller's change to the shared one loads it
+    afresh; cache=False always loads."""
+    import json
+    import shutil
+
+    from rlmdistill.export.masks import clear_tokenizer_cache
+
+    d = tmp_path / "tok"
+    shutil.copytree(smollm2_dir, d, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    a, _ = load_tokenizer(str(d))
+    assert load_tokenizer(str(d))[0] is a
+    qwen = (TRL_TEMPLATES / "qwen2_5.jinja").read_text()
+    b, _ = load_tokenizer(str(d), TRL_TEMPLATES / "qwen2_5.jinja")
+    assert b is not a and b.chat_template == qwen and a.chat_template != qwen
+    assert load_tokenizer(str(d), TRL_TEMPLATES / "qwen2_5.jinja")[0] is b
+    cfg = json.loads((d / "tokenizer_config.json").read_text())
+    cfg["model_max_length"] = 1234
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    c, _ = load_tokenizer(str(d))
+    assert c is not a and c.model_max_length == 1234
+    original = c.chat_template
+    c.chat_template = "{{ 'changed by a caller' }}"
+    e, _ = load_tokenizer(str(d))
+    assert e is not c and e.chat_template == original
+    assert load_tokenizer(str(d), cache=False)[0] is not e
+    clear_tokenizer_cache()
+    assert load_tokenizer(str(d))[0] is not e
