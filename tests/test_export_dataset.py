@@ -253,7 +253,7 @@ def _varied_run(run: Path) -> list[EpisodeRef]:
     [
         {},
         {"mode": "turn"},
-        {"mode": "turn", "max_length": 2600, "truncation": "keep_start"},
+        {"mode": "turn", "max_length": 2000, "truncation": "keep_start"},
         {"style": "tools", "chat_template": "qwen2_5"},
         {"mode": "turn", "style": "tools", "chat_template": "qwen2_5", "max_length": 2600},
     ],
@@ -282,7 +282,11 @@ def test_batched_export_equals_unbatched_export(
         unbatched = export_dataset(refs, tmp_path / "unbatched", options)
     timing = {"duration_s", "examples_per_s", "tokens_per_s", "out_dir"}
     assert batched.model_dump(exclude=timing) == unbatched.model_dump(exclude=timing)
-    assert batched.n_examples >= 5 and len(batched.dropped_items) >= 3
+    assert batched.n_examples >= 5 and len(batched.dropped_items) >= 2
+    if opts.get("truncation") == "keep_start":  # the one-by-one fallback of a batch ran
+        assert batched.n_truncated >= 1
+    if opts.get("style") == "tools":
+        assert batched.dropped["malformed_tool_call"] >= 1
     a = datasets.load_from_disk(str(tmp_path / "batched"))
     b = datasets.load_from_disk(str(tmp_path / "unbatched"))
     assert a.column_names == b.column_names and len(a) == len(b) == batched.n_examples
