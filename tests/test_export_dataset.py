@@ -278,7 +278,7 @@ def test_batched_export_equals_unbatched_export(
     monkeypatch.setattr(export_ds, "_BATCH_EPISODES", 4)
     batched = export_dataset(refs, tmp_path / "batched", options)
     with monkeypatch.context() as m:
-        m.setattr(export_ds._Encoder, "prefetch", lambda self, items: None)
+        m.setattr(export_ds._Encoder, "finish", lambda self, batch: None)
         unbatched = export_dataset(refs, tmp_path / "unbatched", options)
     timing = {"duration_s", "examples_per_s", "tokens_per_s", "out_dir"}
     assert batched.model_dump(exclude=timing) == unbatched.model_dump(exclude=timing)

@@ -26,7 +26,9 @@ import datetime as dt
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -43,12 +45,15 @@ from rlmdistill.export.masks import (
     ReasoningTemplateError,
     TemplateError,
     TemplateInfo,
+    Tokens,
     check_turn_prompt,
     encode_conversation,
-    encode_conversations,
+    finish_conversations,
     load_tokenizer,
     probe_template,
     reasoning_support,
+    render_conversations,
+    tokenize_batch,
     turn_prompt_text,
 )
 from rlmdistill.export.options import ExportOptions
@@ -326,12 +331,24 @@ class _Prefetched(NamedTuple):
     """Turn mode: the prompt as seen and the ids of prompt + prefill (or why not)."""
 
 
+class _Batch(NamedTuple):
+    """Rendered conversations whose tokens are on their way (see :meth:`_Encoder.start`)."""
+
+    items: list[tuple[Conversation, str]]
+    inputs: list[ConversationInput]
+    rendered: list[str | Exception]
+    seen: list[str | Exception | None]
+    tokens: Future[list[Tokens]]
+
+
 class _Encoder:
     """Encodes conversations under one tokenizer and the options' length policy.
 
-    :meth:`prefetch` encodes many conversations with one tokenizer call; :meth:`encode` then
-    hands out those results (raising what the unbatched path would raise, at the same point)
-    and encodes anything else (a ``keep_start`` candidate) one by one. Both paths give the
+    :meth:`start` renders many conversations and tokenises them with one tokenizer call (in
+    ``pool``'s thread: the Rust tokenizer releases the GIL, so the next batch is read and
+    rendered meanwhile); :meth:`finish` builds their masks; :meth:`encode` then hands out
+    those results (raising what the unbatched path would raise, at the same point) and
+    encodes anything else (a ``keep_start`` candidate) one by one. Both paths give the
     same ids and masks (``test_batched_export_equals_unbatched_export``).
     """
 
@@ -339,9 +356,9 @@ class _Encoder:
         self.tokenizer, self.info, self.options = tokenizer, info, options
         self._ready: dict[int, _Prefetched] = {}
 
-    def prefetch(self, items: list[tuple[Conversation, str]]) -> None:
-        """Render and tokenise ``(conversation, where)`` items in one batch, for :meth:`encode`
-        (the turn-mode prompt checks' prompts in the same call)."""
+    def start(self, items: list[tuple[Conversation, str]], pool: Executor) -> _Batch:
+        """Render ``(conversation, where)`` items and the turn-mode prompt checks' prompts,
+        and submit their tokenisation (one call) to ``pool``."""
         seen: list[str | Exception | None] = []
         for conv, _ in items:
             if conv.turn >= 0 and conv.n_turns_dropped == 0:
@@ -351,25 +368,33 @@ class _Encoder:
                     seen.append(exc)
             else:
                 seen.append(None)
-        prompts = [
-            text + conv.prefill
-            for (conv, _), text in zip(items, seen, strict=True)
-            if isinstance(text, str)
-        ]
         inputs = [
             ConversationInput(c.messages, c.supervised, c.tools, c.prefill_chars, w, c.turn >= 0)
             for c, w in items
         ]
-        encs, prompt_tokens = encode_conversations(
-            self.tokenizer,
-            self.info,
-            inputs,
-            default_system=self.options.default_system,
-            extra_texts=prompts,
+        rendered = render_conversations(
+            self.tokenizer, self.info, inputs, default_system=self.options.default_system
         )
-        ids = iter(prompt_tokens)
-        for (conv, _), enc, text in zip(items, encs, seen, strict=True):
-            check = (text, next(ids).ids.tolist()) if isinstance(text, str) else text
+        texts = [r for r in rendered if isinstance(r, str)]
+        texts += [
+            text + conv.prefill
+            for (conv, _), text in zip(items, seen, strict=True)
+            if isinstance(text, str)
+        ]
+        return _Batch(
+            items, inputs, rendered, seen, pool.submit(tokenize_batch, self.tokenizer, texts)
+        )
+
+    def finish(self, batch: _Batch) -> None:
+        """Masks of a started batch, kept for :meth:`encode`."""
+        tokens = batch.tokens.result()
+        n_texts = sum(isinstance(r, str) for r in batch.rendered)
+        encs = finish_conversations(
+            self.tokenizer, self.info, batch.inputs, batch.rendered, tokens[:n_texts]
+        )
+        prompt_tokens = iter(tokens[n_texts:])
+        for (conv, _), enc, text in zip(batch.items, encs, batch.seen, strict=True):
+            check = (text, next(prompt_tokens).ids.tolist()) if isinstance(text, str) else text
             self._ready[id(conv)] = _Prefetched(conv, enc, check)
 
     def clear(self) -> None:
@@ -594,103 +619,126 @@ def export_dataset(
                     ep.tool_errors[id(item)] = exc
         return ep
 
+    def conversations(batch: list[_Episode]) -> list[tuple[Conversation, str]]:
+        return [
+            (item, f"episode {ep.ref.episode_id} turn {item.turn}")
+            for ep in batch
+            for item in ep.items
+            if isinstance(item, Conversation) and id(item) not in ep.tool_errors
+        ]
+
+    def batches() -> Generator[list[_Episode]]:
+        """Batches of prepared episodes, each encoded (masks ready) when it is handed out;
+        the next batch is read and rendered while this one is tokenised."""
+        with ThreadPoolExecutor(1, thread_name_prefix="rlmd-export-tok") as pool:
+            pending: tuple[list[_Episode], _Batch] | None = None
+            for lo in range(0, len(refs), _BATCH_EPISODES):
+                batch = [prepare(ref) for ref in refs[lo : lo + _BATCH_EPISODES]]
+                started = encoder.start(conversations(batch), pool)
+                if pending is not None:
+                    encoder.finish(pending[1])
+                    yield pending[0]
+                pending = (batch, started)
+            if pending is not None:
+                encoder.finish(pending[1])
+                yield pending[0]
+
     bar = tqdm(total=len(refs), desc=f"export {out_dir.name}", unit="ep", disable=not progress)
-    for lo in range(0, len(refs), _BATCH_EPISODES):
-        batch = [prepare(ref) for ref in refs[lo : lo + _BATCH_EPISODES]]
-        encoder.prefetch(
-            [
-                (item, f"episode {ep.ref.episode_id} turn {item.turn}")
-                for ep in batch
-                for item in ep.items
-                if isinstance(item, Conversation) and id(item) not in ep.tool_errors
-            ]
-        )
-        for ep in batch:
-            bar.update(1)
-            ref, run_id = ep.ref, ep.run_id
-            drop = partial(_drop, dropped, run_id, ref.episode_id)
-            if ep.error is not None:
-                raise ep.error
-            if ep.stopped is not None:
-                drop(*ep.stopped)
-                continue
-            traj, items, recorded = ep.traj, ep.items, ep.recorded
-            assert traj is not None
-            score = (scores or {}).get(ref.episode_id)
-            n_rows_before = len(rows)
-            for item in items:
-                if isinstance(item, RenderFailure):
-                    drop(item.reason, item.detail, item.turn)
+    with closing(batches()) as gen:  # closed (its thread joined) also when an error stops us
+        for batch in gen:
+            for ep in batch:
+                bar.update(1)
+                ref, run_id = ep.ref, ep.run_id
+                drop = partial(_drop, dropped, run_id, ref.episode_id)
+                if ep.error is not None:
+                    raise ep.error
+                if ep.stopped is not None:
+                    drop(*ep.stopped)
                     continue
-                where = f"episode {ref.episode_id} turn {item.turn}"
-                from_ids: tuple[Conversation, Encoded] | None = None
-                if options.from_ids:
-                    turn = next(t for t in traj.turns if t.turn == item.turn)
-                    made = _from_recorded(turn, recorded.get(item.turn), item, info)
-                    if isinstance(made, str):
-                        drop("no_token_ids", made, item.turn)
+                traj, items, recorded = ep.traj, ep.items, ep.recorded
+                assert traj is not None
+                score = (scores or {}).get(ref.episode_id)
+                n_rows_before = len(rows)
+                for item in items:
+                    if isinstance(item, RenderFailure):
+                        drop(item.reason, item.detail, item.turn)
                         continue
-                    from_ids = made
-                try:
-                    if id(item) in ep.tool_errors:
-                        raise ep.tool_errors[id(item)]
-                    fitted = encoder.fit(item, where)
-                except ToolCallError as exc:
-                    drop("malformed_tool_call", str(exc), item.turn)
-                    continue
-                except DefaultSystemPromptError:
-                    raise
-                except TemplateError as exc:
-                    if from_ids is None:
-                        drop("template_mismatch", str(exc), item.turn)
+                    where = f"episode {ref.episode_id} turn {item.turn}"
+                    from_ids: tuple[Conversation, Encoded] | None = None
+                    if options.from_ids:
+                        turn = next(t for t in traj.turns if t.turn == item.turn)
+                        made = _from_recorded(turn, recorded.get(item.turn), item, info)
+                        if isinstance(made, str):
+                            drop("no_token_ids", made, item.turn)
+                            continue
+                        from_ids = made
+                    try:
+                        if id(item) in ep.tool_errors:
+                            raise ep.tool_errors[id(item)]
+                        fitted = encoder.fit(item, where)
+                    except ToolCallError as exc:
+                        drop("malformed_tool_call", str(exc), item.turn)
                         continue
-                    _drop(
-                        mismatches, run_id, ref.episode_id, "rerender_failed", str(exc), item.turn
-                    )
-                    fitted = from_ids
-                if from_ids is not None and fitted is not None and fitted is not from_ids:
-                    reason, detail = _compare_ids(tokenizer, from_ids[1], fitted[1])
-                    if reason is None:
-                        n_ids_matched += (
-                            1  # same ids: keep the re-render (its mask covers a prefill)
+                    except DefaultSystemPromptError:
+                        raise
+                    except TemplateError as exc:
+                        if from_ids is None:
+                            drop("template_mismatch", str(exc), item.turn)
+                            continue
+                        _drop(
+                            mismatches,
+                            run_id,
+                            ref.episode_id,
+                            "rerender_failed",
+                            str(exc),
+                            item.turn,
                         )
-                    else:
-                        _drop(mismatches, run_id, ref.episode_id, reason, detail, item.turn)
                         fitted = from_ids
-                if from_ids is not None and fitted is None:
-                    fitted = from_ids if len(from_ids[1].input_ids) <= options.max_length else None
-                if fitted is None:
-                    drop(
-                        "too_long",
-                        f"over max_length={options.max_length} tokens with the supervised turn kept",
-                        item.turn,
+                    if from_ids is not None and fitted is not None and fitted is not from_ids:
+                        reason, detail = _compare_ids(tokenizer, from_ids[1], fitted[1])
+                        if reason is None:
+                            n_ids_matched += (
+                                1  # same ids: keep the re-render (its mask covers a prefill)
+                            )
+                        else:
+                            _drop(mismatches, run_id, ref.episode_id, reason, detail, item.turn)
+                            fitted = from_ids
+                    if from_ids is not None and fitted is None:
+                        fitted = (
+                            from_ids if len(from_ids[1].input_ids) <= options.max_length else None
+                        )
+                    if fitted is None:
+                        drop(
+                            "too_long",
+                            f"over max_length={options.max_length} tokens with the supervised turn kept",
+                            item.turn,
+                        )
+                        continue
+                    conv, enc = fitted
+                    n_sup = sum(enc.assistant_masks)
+                    if n_sup < options.min_supervised_tokens:
+                        drop("too_few_supervised", f"{n_sup} supervised tokens", item.turn)
+                        continue
+                    n_truncated += conv.n_turns_dropped > 0
+                    n_turns_dropped += conv.n_turns_dropped
+                    n_appended += enc.appended_closer
+                    n_reasoning_kept += conv.n_reasoning
+                    exported.add(ref.episode_id)
+                    rows.append(
+                        example_row(
+                            conv,
+                            enc,
+                            episode_id=ref.episode_id,
+                            run_id=run_id,
+                            room_id=traj.start.room.room_id,
+                            task_id=traj.start.task_id,
+                            pass_rate=score.pass_rate if score else None,
+                            coverage=score.coverage if score else coverages.get(ref.episode_id),
+                        )
                     )
-                    continue
-                conv, enc = fitted
-                n_sup = sum(enc.assistant_masks)
-                if n_sup < options.min_supervised_tokens:
-                    drop("too_few_supervised", f"{n_sup} supervised tokens", item.turn)
-                    continue
-                n_truncated += conv.n_turns_dropped > 0
-                n_turns_dropped += conv.n_turns_dropped
-                n_appended += enc.appended_closer
-                n_reasoning_kept += conv.n_reasoning
-                exported.add(ref.episode_id)
-                rows.append(
-                    example_row(
-                        conv,
-                        enc,
-                        episode_id=ref.episode_id,
-                        run_id=run_id,
-                        room_id=traj.start.room.room_id,
-                        task_id=traj.start.task_id,
-                        pass_rate=score.pass_rate if score else None,
-                        coverage=score.coverage if score else coverages.get(ref.episode_id),
-                    )
-                )
-            if len(rows) > n_rows_before:
-                n_reasoning_turns += ep.n_thought
-        encoder.clear()
+                if len(rows) > n_rows_before:
+                    n_reasoning_turns += ep.n_thought
+            encoder.clear()
     bar.close()
 
     counts = dict(Counter(d.reason for d in dropped).most_common())

@@ -49,13 +49,16 @@ __all__ = [
     "ReasoningTemplateError",
     "TemplateError",
     "TemplateInfo",
+    "Tokens",
     "check_turn_prompt",
     "clear_tokenizer_cache",
     "encode_conversation",
     "encode_conversations",
+    "finish_conversations",
     "first_difference",
     "load_tokenizer",
     "probe_template",
+    "render_conversations",
     "tokenize_batch",
     "turn_prompt_text",
 ]
@@ -486,16 +489,45 @@ class Tokens(NamedTuple):
     offsets: np.ndarray
 
 
+def _backend_as_called(tokenizer: Any) -> Any | None:
+    """The Rust tokenizer when calling it directly gives what ``tokenizer(texts,
+    add_special_tokens=False, return_offsets_mapping=True)`` gives, else ``None``.
+
+    ``transformers`` (``TokenizersBackend._encode_plus``) calls
+    ``backend.encode_batch(texts, add_special_tokens=...)`` and copies ``ids`` and ``offsets``
+    of each encoding, after switching off any truncation or padding and setting
+    ``encode_special_tokens`` to ``split_special_tokens``; when the backend is already in that
+    state the direct call is the same call without the conversion of every encoding to
+    Python lists of attention masks and type ids."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not hasattr(backend, "encode_batch"):
+        return None
+    split = getattr(tokenizer, "split_special_tokens", False)
+    if backend.truncation is not None or backend.padding is not None:
+        return None
+    if getattr(backend, "encode_special_tokens", False) != bool(split):
+        return None
+    return backend
+
+
 def tokenize_batch(tokenizer: Any, texts: Sequence[str]) -> list[Tokens]:
     """Tokenise ``texts`` in ONE call of the fast tokenizer (``add_special_tokens=False``,
-    with offsets): the same ids and offsets as one call per text, with the per-call cost
-    paid once and the texts encoded in parallel by the Rust backend (``encode_batch``)."""
+    with offsets): the same ids and offsets as ``tokenizer(text, add_special_tokens=False,
+    return_offsets_mapping=True)`` for each text, with the per-call cost paid once and the
+    texts encoded in parallel by the Rust backend (``encode_batch``, which releases the GIL).
+    The backend is called directly when that is the same call (:func:`_backend_as_called`)."""
     if not texts:
         return []
-    enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+    backend = _backend_as_called(tokenizer)
+    if backend is not None:
+        encs = backend.encode_batch(list(texts), add_special_tokens=False)
+        pairs = [(e.ids, e.offsets) for e in encs]
+    else:
+        enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+        pairs = list(zip(enc["input_ids"], enc["offset_mapping"], strict=True))
     return [
         Tokens(np.asarray(ids, dtype=np.int64), np.asarray(offs, dtype=np.int64).reshape(-1, 2))
-        for ids, offs in zip(enc["input_ids"], enc["offset_mapping"], strict=True)
+        for ids, offs in pairs
     ]
 
 
@@ -676,6 +708,46 @@ def encode_conversation(
     return _masked(tokenizer, info, conv, text, tokens)
 
 
+def render_conversations(
+    tokenizer: Any,
+    info: TemplateInfo,
+    convs: Sequence[ConversationInput],
+    *,
+    default_system: Literal["refuse", "allow"] = "refuse",
+) -> list[str | Exception]:
+    """The first stage of :func:`encode_conversations`: each conversation's one full render
+    after the checks that need no tokens, or the exception that stopped it (returned)."""
+    out: list[str | Exception] = []
+    for conv in convs:
+        try:
+            out.append(_render_checked(tokenizer, info, conv, default_system))
+        except Exception as exc:  # returned in its place, raised by the caller
+            out.append(exc)
+    return out
+
+
+def finish_conversations(
+    tokenizer: Any,
+    info: TemplateInfo,
+    convs: Sequence[ConversationInput],
+    rendered: Sequence[str | Exception],
+    tokens: Sequence[Tokens],
+) -> list[Encoded | Exception]:
+    """The last stage of :func:`encode_conversations`: masks from ``tokens``, the tokens of
+    the rendered texts in order (those of :func:`render_conversations` that are ``str``)."""
+    it = iter(tokens)
+    out: list[Encoded | Exception] = []
+    for conv, r in zip(convs, rendered, strict=True):
+        if not isinstance(r, str):
+            out.append(r)
+            continue
+        try:
+            out.append(_masked(tokenizer, info, conv, r, next(it)))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
 def encode_conversations(
     tokenizer: Any,
     info: TemplateInfo,
@@ -691,25 +763,15 @@ def encode_conversations(
     raised, so one bad conversation does not stop the batch; the caller raises or counts
     it); ``extra`` the tokens of ``extra_texts``, tokenised in the same call (e.g. the turn
     prompts of :func:`check_turn_prompt`). Ids and masks equal the unbatched ones exactly.
+    The stages (:func:`render_conversations`, :func:`tokenize_batch`,
+    :func:`finish_conversations`) may also be run apart, e.g. to tokenise one batch in a
+    thread while the next is rendered.
     """
-    results: list[Encoded | Exception | str] = []
-    for conv in convs:
-        try:
-            results.append(_render_checked(tokenizer, info, conv, default_system))
-        except Exception as exc:  # returned in its place, raised by the caller
-            results.append(exc)
-    texts = [r for r in results if isinstance(r, str)]
-    tokens = iter(tokenize_batch(tokenizer, [*texts, *extra_texts]))
-    out: list[Encoded | Exception] = []
-    for conv, r in zip(convs, results, strict=True):
-        if not isinstance(r, str):
-            out.append(r)
-            continue
-        try:
-            out.append(_masked(tokenizer, info, conv, r, next(tokens)))
-        except Exception as exc:
-            out.append(exc)
-    return out, list(tokens)
+    rendered = render_conversations(tokenizer, info, convs, default_system=default_system)
+    texts = [r for r in rendered if isinstance(r, str)]
+    tokens = tokenize_batch(tokenizer, [*texts, *extra_texts])
+    out = finish_conversations(tokenizer, info, convs, rendered, tokens[: len(texts)])
+    return out, tokens[len(texts) :]
 
 
 def turn_prompt_text(
