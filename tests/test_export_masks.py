@@ -503,3 +503,34 @@ def test_tokenizer_loaded_once_per_files_and_template(smollm2_dir: Path, tmp_pat
     assert load_tokenizer(str(d), cache=False)[0] is not e
     clear_tokenizer_cache()
     assert load_tokenizer(str(d))[0] is not e
+
+
+def test_tokenize_batch_equals_the_tokenizer_call(smollm2_dir: Path, glm_dir: Path) -> None:
+    """The direct call of the Rust tokenizer gives exactly the ids and offsets of
+    ``tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)``; a backend
+    left in another state (truncation on) is not called directly, and still gives those."""
+    from rlmdistill.export.masks import _backend_as_called, tokenize_batch
+
+    for directory in (smollm2_dir, glm_dir):
+        tok, _ = _tok(directory)
+        texts = [
+            tok.apply_chat_template(CONV, tokenize=False),
+            tok.apply_chat_template(VARIED[2][0], tokenize=False),
+            "",
+            "東京 🚀 e\u0301\r\n\t  x",
+            "<|im_start|>user\nhi<|im_end|><|user|>",
+        ]
+        assert _backend_as_called(tok) is not None
+        for text, got in zip(texts, tokenize_batch(tok, texts), strict=True):
+            ref = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+            assert got.ids.tolist() == list(ref["input_ids"])
+            assert [tuple(o) for o in got.offsets.tolist()] == [
+                tuple(o) for o in ref["offset_mapping"]
+            ]
+    tok, _ = load_tokenizer(str(smollm2_dir), cache=False)
+    tok.backend_tokenizer.enable_truncation(8)
+    assert _backend_as_called(tok) is None
+    text = "clause " * 50
+    (got,) = tokenize_batch(tok, [text])
+    assert got.ids.tolist() == list(tok(text, add_special_tokens=False)["input_ids"])
+    assert len(got.ids) > 8
