@@ -436,7 +436,7 @@ def _check_batched_equals_unbatched(tok: Any, info: Any, cases: list, tools: Any
     assert [_outcome(_given, r) for r in batched] == one_by_one
     assert sum(isinstance(r, Exception) for r in batched) >= 2  # the failure cases failed
     for text, got in zip(extra, extra_tokens, strict=True):
-        assert got.ids.tolist() == list(tok(text, add_special_tokens=False)["input_ids"])
+        assert got.ids == list(tok(text, add_special_tokens=False)["input_ids"])
     # the vectorised offsets -> mask conversion equals the token loop it replaced
     n_ok = 0
     for c in inputs:
@@ -523,14 +523,59 @@ def test_tokenize_batch_equals_the_tokenizer_call(smollm2_dir: Path, glm_dir: Pa
         assert _backend_as_called(tok) is not None
         for text, got in zip(texts, tokenize_batch(tok, texts), strict=True):
             ref = tok(text, add_special_tokens=False, return_offsets_mapping=True)
-            assert got.ids.tolist() == list(ref["input_ids"])
-            assert [tuple(o) for o in got.offsets.tolist()] == [
-                tuple(o) for o in ref["offset_mapping"]
-            ]
+            assert got.ids == list(ref["input_ids"])
+            assert [tuple(o) for o in got.offsets] == [tuple(o) for o in ref["offset_mapping"]]
     tok, _ = load_tokenizer(str(smollm2_dir), cache=False)
     tok.backend_tokenizer.enable_truncation(8)
     assert _backend_as_called(tok) is None
     text = "clause " * 50
     (got,) = tokenize_batch(tok, [text])
-    assert got.ids.tolist() == list(tok(text, add_special_tokens=False)["input_ids"])
+    assert got.ids == list(tok(text, add_special_tokens=False)["input_ids"])
     assert len(got.ids) > 8
+
+
+def test_window_masks_equal_the_token_loop_on_random_offsets() -> None:
+    """The windowed mask equals the token-by-token loop on random tokens and spans, with
+    offsets in order (as tokenizers give them), with zero-width tokens, and out of order
+    (where its binary searches must fall back to walking the window)."""
+    import random
+
+    from rlmdistill.export.masks import (
+        ConversationInput,
+        TemplateInfo,
+        Tokens,
+        _mask_scalar,
+        _mask_windows,
+        _Span,
+    )
+
+    rng = random.Random(19)
+    info = TemplateInfo("0" * 64, "<a>", frozenset({7, 9}), 7, 9, None, False)
+    n_out_of_order = 0
+    for case in range(600):
+        n = rng.randint(0, 60)
+        starts = sorted(rng.randint(0, 300) for _ in range(n))
+        offsets = [(s, s + rng.choice([0, 1, 1, 2, 5])) for s in starts]
+        if case % 3 == 0 and n > 3:  # out of order
+            i, j = rng.sample(range(n), 2)
+            offsets[i], offsets[j] = offsets[j], offsets[i]
+            n_out_of_order += offsets != sorted(offsets)
+        ids = [rng.choice([1, 2, 3, 7, 9]) for _ in range(n)]
+        n_msgs = rng.randint(1, 4)
+        conv = ConversationInput([{"role": "assistant"}] * n_msgs, [True] * n_msgs)
+        spans = []
+        for m in range(n_msgs):
+            a, b = sorted(rng.randint(0, 320) for _ in range(2))
+            spans.append(_Span(m, a, rng.randint(a, b), b + rng.randint(0, 20), 7))
+        got = _outcome_pair(_mask_windows, info, conv, spans, 330, Tokens(ids, offsets))
+        want = _outcome_pair(_mask_scalar, info, conv, spans, 330, Tokens(ids, offsets))
+        assert got == want, (case, ids, offsets, spans)
+    assert n_out_of_order > 100
+
+
+def _outcome_pair(fn: Any, *args: Any) -> Any:
+    info, conv, spans, n_chars, tokens = args
+    try:
+        return fn(info, conv, iter(spans), n_chars, tokens)
+    except Exception as exc:
+        return (type(exc), str(exc))

@@ -394,7 +394,7 @@ class _Encoder:
         )
         prompt_tokens = iter(tokens[n_texts:])
         for (conv, _), enc, text in zip(batch.items, encs, batch.seen, strict=True):
-            check = (text, next(prompt_tokens).ids.tolist()) if isinstance(text, str) else text
+            check = (text, next(prompt_tokens).ids) if isinstance(text, str) else text
             self._ready[id(conv)] = _Prefetched(conv, enc, check)
 
     def clear(self) -> None:

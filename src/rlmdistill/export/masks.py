@@ -482,11 +482,11 @@ def _render_checked(
 
 
 class Tokens(NamedTuple):
-    """A text's tokens: ``ids`` (int64, shape ``(n,)``) and character ``offsets`` (int64,
-    shape ``(n, 2)``: ``[start, end)`` of each token in the text)."""
+    """A text's tokens as the tokenizer gives them: ``ids`` and the character ``offsets``
+    (``(start, end)`` of each token in the text, end exclusive), both of length n."""
 
-    ids: np.ndarray
-    offsets: np.ndarray
+    ids: list[int]
+    offsets: list[tuple[int, int]]
 
 
 def _backend_as_called(tokenizer: Any) -> Any | None:
@@ -521,13 +521,11 @@ def tokenize_batch(tokenizer: Any, texts: Sequence[str]) -> list[Tokens]:
     backend = _backend_as_called(tokenizer)
     if backend is not None:
         encs = backend.encode_batch(list(texts), add_special_tokens=False)
-        pairs = [(e.ids, e.offsets) for e in encs]
-    else:
-        enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
-        pairs = list(zip(enc["input_ids"], enc["offset_mapping"], strict=True))
+        return [Tokens(e.ids, e.offsets) for e in encs]
+    enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
     return [
-        Tokens(np.asarray(ids, dtype=np.int64), np.asarray(offs, dtype=np.int64).reshape(-1, 2))
-        for ids, offs in pairs
+        Tokens(list(ids), [tuple(o) for o in offs])  # type: ignore[misc]
+        for ids, offs in zip(enc["input_ids"], enc["offset_mapping"], strict=True)
     ]
 
 
@@ -586,8 +584,8 @@ def _mask_scalar(
     n_chars: int,
     tokens: Tokens,
 ) -> tuple[list[int], list[int], bool]:
-    """Token by token (the reference of :func:`_mask_vector`, used for offsets that are not
-    sorted by start): ``(ids, mask, appended)``."""
+    """Token by token, as the export did before :func:`_mask_windows` (kept as its
+    reference): ``(ids, mask, appended)``."""
     ids = [int(t) for t in tokens.ids]
     offsets = [(int(a), int(b)) for a, b in tokens.offsets]
     starts = [a for a, _ in offsets]
@@ -617,35 +615,52 @@ def _mask_scalar(
     return ids, mask, appended
 
 
-def _mask_vector(
+def _start(offset: tuple[int, int]) -> int:
+    return offset[0]
+
+
+def _mask_windows(
     info: TemplateInfo,
     conv: ConversationInput,
     spans: Iterator[_Span],
     n_chars: int,
     tokens: Tokens,
 ) -> tuple[list[int], list[int], bool]:
-    """:func:`_mask_scalar` with numpy, for offsets sorted by start (binary searches over
-    the starts and the end-of-turn positions instead of loops over tokens)."""
-    ids, starts, ends = tokens.ids, tokens.offsets[:, 0], tokens.offsets[:, 1]
-    n = len(ids)
-    eot_at = np.flatnonzero(np.isin(ids, np.fromiter(info.eot_ids, dtype=np.int64)))
+    """:func:`_mask_scalar` without a pass over every token in Python: the end-of-turn
+    tokens are found with numpy, token positions by binary search over the offsets (the
+    same searches, so the same result in any order), and each supervised window
+    ``[lo, hi)`` is marked with one numpy comparison. ``hi`` is taken from a binary search
+    only when the window proves it is where the token loop stops (every start in it below
+    the span's end, the next one not); otherwise the window is walked as the loop walks it.
+    """
+    ids, offsets = tokens.ids, tokens.offsets
+    n = len(offsets)
+    eot_at = np.flatnonzero(
+        np.isin(np.asarray(ids, dtype=np.int64), np.fromiter(info.eot_ids, dtype=np.int64))
+    )
     mask = np.zeros(n, dtype=np.int8)
     extra: list[int] = []
     for sp in spans:
         span_end = -1
-        j = int(np.searchsorted(eot_at, np.searchsorted(starts, sp.after, "left"), "left"))
-        if j < len(eot_at) and starts[eot_at[j]] < sp.boundary:
-            span_end = int(ends[eot_at[j]])
+        k0 = bisect.bisect_left(offsets, sp.after, key=_start)
+        j = int(np.searchsorted(eot_at, k0, "left"))
+        if j < len(eot_at) and offsets[eot_at[j]][0] < sp.boundary:
+            span_end = offsets[eot_at[j]][1]
         if span_end < 0:
             if sp.message + 1 < len(conv.messages):
                 raise _no_closer(conv, sp.message)
             extra.append(sp.closer)
             span_end = n_chars
-        lo = max(0, int(np.searchsorted(starts, sp.span_start, "left")) - 1)
-        hi = max(lo, int(np.searchsorted(starts, span_end, "left")))
-        seg_s, seg_e = starts[lo:hi], ends[lo:hi]
-        mask[lo:hi] |= (seg_e > sp.span_start) & (seg_e > seg_s)
-    return ids.tolist() + extra, mask.tolist() + [1] * len(extra), bool(extra)
+        lo = max(0, bisect.bisect_left(offsets, sp.span_start, key=_start) - 1)
+        hi = max(lo, bisect.bisect_left(offsets, span_end, lo=lo, key=_start))
+        win = np.asarray(offsets[lo:hi], dtype=np.int64).reshape(-1, 2)
+        if not (bool(np.all(win[:, 0] < span_end)) and (hi == n or offsets[hi][0] >= span_end)):
+            hi = lo  # offsets out of order here: walk as the loop does
+            while hi < n and offsets[hi][0] < span_end:
+                hi += 1
+            win = np.asarray(offsets[lo:hi], dtype=np.int64).reshape(-1, 2)
+        mask[lo:hi] |= (win[:, 1] > sp.span_start) & (win[:, 1] > win[:, 0])
+    return list(ids) + extra, mask.tolist() + [1] * len(extra), bool(extra)
 
 
 def _masked(
@@ -662,11 +677,8 @@ def _masked(
         text, conv.messages, info.assistant_header, _eot_strings(tokenizer, info), conv.where
     )
     spans = _spans(info, conv, located, len(text))
-    starts = tokens.offsets[:, 0]
-    if vectorised and bool(np.all(starts[1:] >= starts[:-1])):
-        ids, mask, appended = _mask_vector(info, conv, spans, len(text), tokens)
-    else:
-        ids, mask, appended = _mask_scalar(info, conv, spans, len(text), tokens)
+    mark = _mask_windows if vectorised else _mask_scalar
+    ids, mask, appended = mark(info, conv, spans, len(text), tokens)
     if not any(mask):
         raise TemplateError(f"{conv.where}: assistant mask sums to zero (case S1)")
     if conv.trim_tail:
@@ -811,7 +823,7 @@ def check_turn_prompt(
             f"(template is not prefix-preserving here); {first_difference(seen, enc.text)}"
         )
     if seen_ids is None:
-        seen_ids = tokenize_batch(tokenizer, [seen + prefill])[0].ids.tolist()
+        seen_ids = tokenize_batch(tokenizer, [seen + prefill])[0].ids
     seen_ids = list(seen_ids)
     got = enc.input_ids[: len(seen_ids)]
     if got != seen_ids:
