@@ -210,3 +210,89 @@ def test_export_cli_command(collected_run: Path, smollm2_dir: Path, tmp_path: Pa
         ],
     )
     assert res.exit_code == 2 and "mode" in res.output
+
+
+def _varied_run(run: Path) -> list[EpisodeRef]:
+    """A run whose episodes differ: 3 plain ones, 1 and 5 turns, unicode replies and output,
+    no worked example, no prefill, a malformed tool turn (case T1), a torn trajectory (T3)
+    and a missing one."""
+    from rlmdistill.testing.trajectory_runs import synthetic_episode, write_trajectory_run
+    from rlmdistill.traces.store import append_records
+
+    ids = write_trajectory_run(run, 3, n_turns=3, obs_chars=900)
+    extra = {
+        "one-turn": synthetic_episode("synth-0", "one-turn", n_turns=1, seed=1),
+        "five-turns": synthetic_episode("synth-0", "five-turns", n_turns=5, obs_chars=2000),
+        "unicode": synthetic_episode(
+            "synth-0",
+            "unicode",
+            n_turns=2,
+            few_shot=False,
+            prefill=None,
+            replies=["```repl\nprint('東京 🚀 e\u0301')\n```", "FINAL('Mémo 👍🏽')"],
+            observations=["REPL output (block 0):\n```\n東京 🚀 e\u0301\n```", None],
+        ),
+        "malformed-tool": synthetic_episode(
+            "synth-0",
+            "malformed-tool",
+            n_turns=2,
+            observations=["REPL output (block 3):\n```\nx\n```", None],
+        ),
+    }
+    for eid, recs in extra.items():
+        append_records(run / "trajectories" / f"{eid}.jsonl", recs)
+    torn = run / "trajectories" / "torn.jsonl"
+    append_records(torn, synthetic_episode("synth-0", "torn", n_turns=2))
+    torn.write_text(torn.read_text() + '{"record_type":"turn","epi')
+    names = [*ids[:2], *extra, "torn", "no-such-episode", ids[2]]
+    return [EpisodeRef(run, n) for n in names]
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {},
+        {"mode": "turn"},
+        {"mode": "turn", "max_length": 2000, "truncation": "keep_start"},
+        {"style": "tools", "chat_template": "qwen2_5"},
+        {"mode": "turn", "style": "tools", "chat_template": "qwen2_5", "max_length": 2600},
+    ],
+    ids=["trajectory", "turn", "turn-keep-start", "tools", "turn-tools"],
+)
+def test_batched_export_equals_unbatched_export(
+    opts: dict, smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export with its examples tokenised in batches (of 4 episodes here, so batches
+    split runs of drops and rows) writes byte for byte the ids and masks, rows, drops (in
+    order) and counts of the one-call-per-example export."""
+    import numpy as np
+    import trl
+
+    from rlmdistill.export import dataset as export_ds
+
+    if opts.get("chat_template"):
+        template = Path(trl.__file__).parent / "chat_templates" / f"{opts['chat_template']}.jinja"
+        opts = {**opts, "chat_template": str(template)}
+    refs = _varied_run(tmp_path / "run")
+    options = ExportOptions(tokenizer=str(smollm2_dir), **opts)
+    monkeypatch.setattr(export_ds, "_BATCH_EPISODES", 4)
+    batched = export_dataset(refs, tmp_path / "batched", options)
+    with monkeypatch.context() as m:
+        m.setattr(export_ds._Encoder, "finish", lambda self, batch: None)
+        unbatched = export_dataset(refs, tmp_path / "unbatched", options)
+    timing = {"duration_s", "examples_per_s", "tokens_per_s", "out_dir"}
+    assert batched.model_dump(exclude=timing) == unbatched.model_dump(exclude=timing)
+    assert batched.n_examples >= 5 and len(batched.dropped_items) >= 2
+    if opts.get("truncation") == "keep_start":  # the one-by-one fallback of a batch ran
+        assert batched.n_truncated >= 1
+    if opts.get("style") == "tools":
+        assert batched.dropped["malformed_tool_call"] >= 1
+    a = datasets.load_from_disk(str(tmp_path / "batched"))
+    b = datasets.load_from_disk(str(tmp_path / "unbatched"))
+    assert a.column_names == b.column_names and len(a) == len(b) == batched.n_examples
+    for col in ("input_ids", "assistant_masks"):
+        dtype = np.int32 if col == "input_ids" else np.int8
+        for x, y in zip(a[col], b[col], strict=True):
+            assert np.asarray(x, dtype=dtype).tobytes() == np.asarray(y, dtype=dtype).tobytes()
+    for col in a.column_names:
+        assert a[col] == b[col], col

@@ -2,7 +2,7 @@
 
 ChatML: the real SmolLM2 tokenizer and Qwen2.5-Coder's (skipped when not pulled). GLM-4: the
 real GLM-4 chat template shipped in the ``trl`` wheel on a copy of the SmolLM2 tokenizer
-given GLM's special tokens. Cases S1, S2, S3, S7 (``shared/cases``).
+given GLM's special tokens. Cases S1, S2, S3, S7 (each test names its case).
 """
 
 from __future__ import annotations
@@ -302,3 +302,280 @@ def test_export_with_glm4_template_end_to_end(glm_dir: Path, tmp_path: Path) -> 
         runs = _runs(row["assistant_masks"])
         assert len(runs) == 3  # three root turns, worked example unsupervised
         assert all(row["input_ids"][b - 1] == user for _, b in runs)
+
+
+# ------------------------------------------------------------ batched = unbatched, exactly
+TOOL_CALL = {
+    "id": "call_0_0",
+    "type": "function",
+    "function": {"name": "repl", "arguments": {"code": "print(len(docs))  # ∑ 東京"}},
+}
+VARIED: list[tuple[list[dict[str, Any]], list[bool], dict[str, Any]]] = [
+    (CONV, [False, False, True, False, True], {}),
+    (CONV, [False, False, False, False, True], {"trim_tail": True}),
+    (
+        [
+            {"role": "system", "content": "Réviseur — 審査 🚀"},
+            {"role": "user", "content": "e\u0301 \u200b naïve\r\nline 🇫🇷"},
+            {"role": "assistant", "content": "```repl\nprint('東京 🚀 e\u0301')\n```"},
+            {"role": "user", "content": "REPL output (block 0):\n```\n東京 🚀\n```"},
+            {"role": "assistant", "content": "Ünïcödé memo: ok 👍🏽"},
+        ],
+        [False, False, True, False, True],
+        {},
+    ),
+    (  # leading/trailing whitespace (GLM-4 renders it stripped)
+        [CONV[0], CONV[1], {"role": "assistant", "content": "  \n```repl\nx = 1\n```\n  "}],
+        [False, False, True],
+        {},
+    ),
+    ([CONV[0], CONV[1], {"role": "assistant", "content": ""}], [False, False, True], {}),
+    (  # unsupervised prefill
+        [CONV[0], CONV[1], {"role": "assistant", "content": "```repl\nx = 1\n```"}],
+        [False, False, True],
+        {"prefill_chars": [0, 0, 8]},
+    ),
+    (  # a long history, supervised in part
+        [
+            CONV[0],
+            CONV[1],
+            *[
+                m
+                for k in range(12)
+                for m in (
+                    {"role": "assistant", "content": f"```repl\nprint({k} * 'clause ')\n```"},
+                    {"role": "user", "content": f"REPL output (block 0):\n{'clause ' * 40 * k}"},
+                )
+            ],
+            {"role": "assistant", "content": "FINAL_VAR(memo)"},
+        ],
+        [False, False, *([True, False] * 6), *([False, False] * 6), True],
+        {},
+    ),
+    (CONV[1:], [False, True, False, True], {}),  # no system prompt: refused (S7)
+    (CONV, [False] * 5, {}),  # nothing supervised
+    (CONV, [False, True, False, False, True], {}),  # a user message supervised
+]
+TOOLS_VARIED: list[tuple[list[dict[str, Any]], list[bool], dict[str, Any]]] = [
+    (
+        [
+            CONV[0],
+            CONV[1],
+            {"role": "assistant", "content": "Counting.", "tool_calls": [TOOL_CALL]},
+            {"role": "tool", "tool_call_id": "call_0_0", "content": "3 ∑"},
+            {"role": "assistant", "content": "Done 👍"},
+        ],
+        [False, False, True, False, True],
+        {},
+    ),
+    (
+        [
+            CONV[0],
+            CONV[1],
+            {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
+        ],
+        [False, False, True],
+        {"trim_tail": True},
+    ),
+]
+
+
+def _outcome(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """``fn(*args, **kwargs)``'s ids and masks as bytes (int32/int8, as the dataset stores
+    them), appended flag and text; or the error's type and message."""
+    import numpy as np
+
+    try:
+        enc = fn(*args, **kwargs)
+    except Exception as exc:
+        return (type(exc), str(exc))
+    return (
+        np.asarray(enc.input_ids, dtype=np.int32).tobytes(),
+        np.asarray(enc.assistant_masks, dtype=np.int8).tobytes(),
+        enc.appended_closer,
+        enc.text,
+    )
+
+
+def _given(result: Any) -> Any:
+    """A batched result as a call would give it (an exception is raised)."""
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def _check_batched_equals_unbatched(tok: Any, info: Any, cases: list, tools: Any = None) -> None:
+    from rlmdistill.export.masks import (
+        ConversationInput,
+        _masked,
+        _render_checked,
+        encode_conversations,
+        tokenize_batch,
+    )
+
+    inputs = [
+        ConversationInput(m, s, tools, kw.get("prefill_chars"), f"c{i}", kw.get("trim_tail", False))
+        for i, (m, s, kw) in enumerate(cases)
+    ]
+    one_by_one = [
+        _outcome(
+            encode_conversation,
+            tok,
+            info,
+            c.messages,
+            c.supervised,
+            tools=c.tools,
+            prefill_chars=c.prefill_chars,
+            where=c.where,
+            trim_tail=c.trim_tail,
+        )
+        for c in inputs
+    ]
+    extra = ["REPL output (block 0): 東京", "<|im_start|>assistant\n```repl\n"]
+    batched, extra_tokens = encode_conversations(tok, info, inputs, extra_texts=extra)
+    assert [_outcome(_given, r) for r in batched] == one_by_one
+    assert sum(isinstance(r, Exception) for r in batched) >= 2  # the failure cases failed
+    for text, got in zip(extra, extra_tokens, strict=True):
+        assert got.ids == list(tok(text, add_special_tokens=False)["input_ids"])
+    # the vectorised offsets -> mask conversion equals the token loop it replaced
+    n_ok = 0
+    for c in inputs:
+        try:
+            text = _render_checked(tok, info, c, "refuse")
+        except Exception:
+            continue
+        (tokens,) = tokenize_batch(tok, [text])
+        scalar = _outcome(_masked, tok, info, c, text, tokens, vectorised=False)
+        assert _outcome(_masked, tok, info, c, text, tokens) == scalar
+        n_ok += isinstance(scalar[0], bytes)
+    assert n_ok >= 2  # the comparison covered real encodings, not only errors
+
+
+def test_batched_encoding_equals_unbatched_chatml_case_s1_s3_s7(smollm2_dir: Path) -> None:
+    """One tokenizer call for many conversations gives, for each, byte for byte the ids and
+    masks (or the error) of one call per conversation, and the vectorised mask equals the
+    token loop; on varied conversations (unicode, whitespace, empty reply, prefill, a long
+    history, the failure cases)."""
+    tok, info = _tok(smollm2_dir)
+    _check_batched_equals_unbatched(tok, info, VARIED)
+
+
+def test_batched_encoding_equals_unbatched_tool_calls(smollm2_dir: Path) -> None:
+    from rlmdistill.export import REPL_TOOL
+
+    tok, directory = load_tokenizer(str(smollm2_dir), TRL_TEMPLATES / "qwen2_5.jinja")
+    info = probe_template(tok, directory)
+    _check_batched_equals_unbatched(tok, info, TOOLS_VARIED + VARIED, tools=[REPL_TOOL])
+
+
+def test_batched_encoding_equals_unbatched_glm4_case_s3(glm_dir: Path) -> None:
+    """GLM-4: stripped content and the appended closer come out the same batched."""
+    tok, info = _tok(glm_dir)
+    _check_batched_equals_unbatched(tok, info, VARIED)
+
+
+def test_tokenizer_loaded_once_per_files_and_template(smollm2_dir: Path, tmp_path: Path) -> None:
+    """load_tokenizer caches by directory, files' sha256 and template: the same object comes
+    back; an edited file, another template or a caller's change to the shared one loads it
+    afresh; cache=False always loads."""
+    import json
+    import shutil
+
+    from rlmdistill.export.masks import clear_tokenizer_cache
+
+    d = tmp_path / "tok"
+    shutil.copytree(smollm2_dir, d, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    a, _ = load_tokenizer(str(d))
+    assert load_tokenizer(str(d))[0] is a
+    qwen = (TRL_TEMPLATES / "qwen2_5.jinja").read_text()
+    b, _ = load_tokenizer(str(d), TRL_TEMPLATES / "qwen2_5.jinja")
+    assert b is not a and b.chat_template == qwen and a.chat_template != qwen
+    assert load_tokenizer(str(d), TRL_TEMPLATES / "qwen2_5.jinja")[0] is b
+    cfg = json.loads((d / "tokenizer_config.json").read_text())
+    cfg["model_max_length"] = 1234
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    c, _ = load_tokenizer(str(d))
+    assert c is not a and c.model_max_length == 1234
+    original = c.chat_template
+    c.chat_template = "{{ 'changed by a caller' }}"
+    e, _ = load_tokenizer(str(d))
+    assert e is not c and e.chat_template == original
+    assert load_tokenizer(str(d), cache=False)[0] is not e
+    clear_tokenizer_cache()
+    assert load_tokenizer(str(d))[0] is not e
+
+
+def test_tokenize_batch_equals_the_tokenizer_call(smollm2_dir: Path, glm_dir: Path) -> None:
+    """The direct call of the Rust tokenizer gives exactly the ids and offsets of
+    ``tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)``; a backend
+    left in another state (truncation on) is not called directly, and still gives those."""
+    from rlmdistill.export.masks import _backend_as_called, tokenize_batch
+
+    for directory in (smollm2_dir, glm_dir):
+        tok, _ = _tok(directory)
+        texts = [
+            tok.apply_chat_template(CONV, tokenize=False),
+            tok.apply_chat_template(VARIED[2][0], tokenize=False),
+            "",
+            "東京 🚀 e\u0301\r\n\t  x",
+            "<|im_start|>user\nhi<|im_end|><|user|>",
+        ]
+        assert _backend_as_called(tok) is not None
+        for text, got in zip(texts, tokenize_batch(tok, texts), strict=True):
+            ref = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+            assert got.ids == list(ref["input_ids"])
+            assert [tuple(o) for o in got.offsets] == [tuple(o) for o in ref["offset_mapping"]]
+    tok, _ = load_tokenizer(str(smollm2_dir), cache=False)
+    tok.backend_tokenizer.enable_truncation(8)
+    assert _backend_as_called(tok) is None
+    text = "clause " * 50
+    (got,) = tokenize_batch(tok, [text])
+    assert got.ids == list(tok(text, add_special_tokens=False)["input_ids"])
+    assert len(got.ids) > 8
+
+
+def test_window_masks_equal_the_token_loop_on_random_offsets() -> None:
+    """The windowed mask equals the token-by-token loop on random tokens and spans, with
+    offsets in order (as tokenizers give them), with zero-width tokens, and out of order
+    (where its binary searches must fall back to walking the window)."""
+    import random
+
+    from rlmdistill.export.masks import (
+        ConversationInput,
+        TemplateInfo,
+        Tokens,
+        _mask_scalar,
+        _mask_windows,
+        _Span,
+    )
+
+    rng = random.Random(19)
+    info = TemplateInfo("0" * 64, "<a>", frozenset({7, 9}), 7, 9, None, False)
+    n_out_of_order = 0
+    for case in range(600):
+        n = rng.randint(0, 60)
+        starts = sorted(rng.randint(0, 300) for _ in range(n))
+        offsets = [(s, s + rng.choice([0, 1, 1, 2, 5])) for s in starts]
+        if case % 3 == 0 and n > 3:  # out of order
+            i, j = rng.sample(range(n), 2)
+            offsets[i], offsets[j] = offsets[j], offsets[i]
+            n_out_of_order += offsets != sorted(offsets)
+        ids = [rng.choice([1, 2, 3, 7, 9]) for _ in range(n)]
+        n_msgs = rng.randint(1, 4)
+        conv = ConversationInput([{"role": "assistant"}] * n_msgs, [True] * n_msgs)
+        spans = []
+        for m in range(n_msgs):
+            a, b = sorted(rng.randint(0, 320) for _ in range(2))
+            spans.append(_Span(m, a, rng.randint(a, b), b + rng.randint(0, 20), 7))
+        got = _outcome_pair(_mask_windows, info, conv, spans, 330, Tokens(ids, offsets))
+        want = _outcome_pair(_mask_scalar, info, conv, spans, 330, Tokens(ids, offsets))
+        assert got == want, (case, ids, offsets, spans)
+    assert n_out_of_order > 100
+
+
+def _outcome_pair(fn: Any, *args: Any) -> Any:
+    info, conv, spans, n_chars, tokens = args
+    try:
+        return fn(info, conv, iter(spans), n_chars, tokens)
+    except Exception as exc:
+        return (type(exc), str(exc))

@@ -241,15 +241,26 @@ def test_chat_batch_one_failure_fails_only_that_prompt_case_t4() -> None:
         ),
     )
     prompts = [f"doc {k}" for k in range(6)] + ["BAD one", "HUGE one"]
+    # concurrency as an event, not a time bound: no request is answered before all 8 have
+    # arrived, which only a concurrent client can do (the wait is a deadlock guard: a serial
+    # client's first request waits it out once, then the test fails on the counts below)
+    lock, arrived, all_in = threading.Lock(), [0], threading.Event()
+
+    def gated(req: dict) -> FakeReply | str:
+        with lock:
+            arrived[0] += 1
+            if arrived[0] == len(prompts):
+                all_in.set()
+        if not all_in.wait(30):
+            all_in.set()
+        return handler(req)
+
     with (
-        FakeOpenAIServer(handler, latency_s=0.2) as server,
-        fast_client(server, max_concurrency=8) as client,
+        FakeOpenAIServer(gated) as server,
+        fast_client(server, max_concurrency=8, timeout_s=60.0) as client,
     ):
-        t0 = time.perf_counter()
         results = client.chat_batch([user(p) for p in prompts], GREEDY)
-        elapsed = time.perf_counter() - t0
-        assert server.max_in_flight >= 4
-    assert elapsed < 1.0  # concurrent: 8 x 0.2 s would take 1.6 s in series
+        assert server.max_in_flight == len(prompts) == arrived[0]
     assert [r.text for r in results[:6] if isinstance(r, ChatResult)] == prompts[:6]
     assert isinstance(results[6], FatalModelError)
     assert isinstance(results[7], ContextExceededError)

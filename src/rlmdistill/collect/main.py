@@ -30,7 +30,7 @@ __all__ = [
 def root_defaults(root_spec: str) -> dict[str, Any]:
     """Recommended root settings (worked example, prefill) of an embedded model, else none.
 
-    Source of the recommendation: ``shared/MODELS.md`` (0/20 usable first turns without the
+    Source of the recommendation: the entry's measured ``notes`` in ``models/registry.py`` (0/20 usable first turns without the
     worked example for Qwen2.5-Coder-0.5B, 14/20 with it and a "```repl" prefill).
     """
     from rlmdistill.models.registry import EMBEDDED_MODELS

@@ -3,7 +3,7 @@
 ``PROMPT_VERSION`` is recorded in every episode; change it whenever any text here changes so
 that episodes collected under different prompts are never mixed silently. The worked example
 (few-shot turns) is a per-model setting: small roots (Qwen2.5-Coder 0.5B/1.5B) only act as an
-RLM root when shown one (``shared/MODELS.md``: 0.5B gives 0/20 good first turns without it,
+RLM root when shown one (the entry's measured ``notes`` in ``models/registry.py``: 0.5B gives 0/20 good first turns without it,
 14/20 with it and a ``` ```repl ``` prefill). The example room is fictional and shares no text
 with any real room.
 """

@@ -26,7 +26,10 @@ import datetime as dt
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -35,16 +38,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
 from rlmdistill.export.masks import (
+    ConversationInput,
     DefaultSystemPromptError,
     Encoded,
     ReasoningTemplateError,
     TemplateError,
     TemplateInfo,
+    Tokens,
     check_turn_prompt,
     encode_conversation,
+    finish_conversations,
     load_tokenizer,
     probe_template,
     reasoning_support,
+    render_conversations,
+    tokenize_batch,
+    turn_prompt_text,
 )
 from rlmdistill.export.options import ExportOptions
 from rlmdistill.export.render import (
@@ -64,7 +73,13 @@ from rlmdistill.traces.artefacts import (
     TokenizerInfo,
 )
 from rlmdistill.traces.layout import EXPORT_MANIFEST
-from rlmdistill.traces.runs import EpisodeRef, load_manifest, load_summaries, load_trajectory
+from rlmdistill.traces.runs import (
+    EpisodeRef,
+    Trajectory,
+    load_manifest,
+    load_summaries,
+    load_trajectory,
+)
 from rlmdistill.traces.store import TraceFileError
 from rlmdistill.traces.tokens import prompt_ids
 
@@ -207,13 +222,106 @@ def rows_to_dataset(rows: list[dict[str, Any]]) -> Any:
     return Dataset.from_list(rows, features=_features())
 
 
+_BATCH_EPISODES = 64
+"""Episodes whose examples are rendered and tokenised in one batch (one tokenizer call)."""
+
+
+class _Prefetched(NamedTuple):
+    conv: Conversation
+    enc: Encoded | Exception
+    check: tuple[str, list[int]] | Exception | None
+    """Turn mode: the prompt as seen and the ids of prompt + prefill (or why not)."""
+
+
+class _Batch(NamedTuple):
+    """Rendered conversations whose tokens are on their way (see :meth:`_Encoder.start`)."""
+
+    items: list[tuple[Conversation, str]]
+    inputs: list[ConversationInput]
+    rendered: list[str | Exception]
+    seen: list[str | Exception | None]
+    tokens: Future[list[Tokens]]
+
+
 class _Encoder:
-    """Encodes conversations under one tokenizer and the options' length policy."""
+    """Encodes conversations under one tokenizer and the options' length policy.
+
+    :meth:`start` renders many conversations and tokenises them with one tokenizer call (in
+    ``pool``'s thread: the Rust tokenizer releases the GIL, so the next batch is read and
+    rendered meanwhile); :meth:`finish` builds their masks; :meth:`encode` then hands out
+    those results (raising what the unbatched path would raise, at the same point) and
+    encodes anything else (a ``keep_start`` candidate) one by one. Both paths give the
+    same ids and masks (``test_batched_export_equals_unbatched_export``).
+    """
 
     def __init__(self, tokenizer: Any, info: TemplateInfo, options: ExportOptions) -> None:
         self.tokenizer, self.info, self.options = tokenizer, info, options
+        self._ready: dict[int, _Prefetched] = {}
+
+    def start(self, items: list[tuple[Conversation, str]], pool: Executor) -> _Batch:
+        """Render ``(conversation, where)`` items and the turn-mode prompt checks' prompts,
+        and submit their tokenisation (one call) to ``pool``."""
+        seen: list[str | Exception | None] = []
+        for conv, _ in items:
+            if conv.turn >= 0 and conv.n_turns_dropped == 0:
+                try:
+                    seen.append(turn_prompt_text(self.tokenizer, conv.messages, conv.tools))
+                except Exception as exc:  # raised by encode, where the check would raise it
+                    seen.append(exc)
+            else:
+                seen.append(None)
+        inputs = [
+            ConversationInput(c.messages, c.supervised, c.tools, c.prefill_chars, w, c.turn >= 0)
+            for c, w in items
+        ]
+        rendered = render_conversations(
+            self.tokenizer, self.info, inputs, default_system=self.options.default_system
+        )
+        texts = [r for r in rendered if isinstance(r, str)]
+        texts += [
+            text + conv.prefill
+            for (conv, _), text in zip(items, seen, strict=True)
+            if isinstance(text, str)
+        ]
+        return _Batch(
+            items, inputs, rendered, seen, pool.submit(tokenize_batch, self.tokenizer, texts)
+        )
+
+    def finish(self, batch: _Batch) -> None:
+        """Masks of a started batch, kept for :meth:`encode`."""
+        tokens = batch.tokens.result()
+        n_texts = sum(isinstance(r, str) for r in batch.rendered)
+        encs = finish_conversations(
+            self.tokenizer, self.info, batch.inputs, batch.rendered, tokens[:n_texts]
+        )
+        prompt_tokens = iter(tokens[n_texts:])
+        for (conv, _), enc, text in zip(batch.items, encs, batch.seen, strict=True):
+            check = (text, next(prompt_tokens).ids) if isinstance(text, str) else text
+            self._ready[id(conv)] = _Prefetched(conv, enc, check)
+
+    def clear(self) -> None:
+        """Forget prefetched results not handed out."""
+        self._ready.clear()
 
     def encode(self, conv: Conversation, where: str) -> Encoded:
+        ready = self._ready.pop(id(conv), None)
+        if ready is not None and ready.conv is conv:
+            if isinstance(ready.enc, Exception):
+                raise ready.enc
+            if isinstance(ready.check, Exception):
+                raise ready.check
+            if ready.check is not None:
+                check_turn_prompt(
+                    self.tokenizer,
+                    conv.messages,
+                    ready.enc,
+                    tools=conv.tools,
+                    prefill=conv.prefill,
+                    where=where,
+                    seen=ready.check[0],
+                    seen_ids=ready.check[1],
+                )
+            return ready.enc
         enc = encode_conversation(
             self.tokenizer,
             self.info,
@@ -259,6 +367,28 @@ class _Encoder:
             else:
                 lo = mid + 1
         return best, best_enc
+
+
+@dataclass
+class _Episode:
+    """One episode between loading and encoding (see ``export_dataset``)."""
+
+    ref: EpisodeRef
+    run_id: str
+    stopped: tuple[str, str] | None = None
+    """``(reason, detail)`` of an episode dropped whole."""
+    error: Exception | None = None
+    """Raised when the episode's turn comes (a setting problem, e.g. the reasoning template)."""
+    traj: Trajectory | None = None
+    items: list[Conversation | RenderFailure] = field(default_factory=list)
+    n_thought: int = 0
+    recorded: dict[int, list[int] | None] = field(default_factory=dict)
+    tool_errors: dict[int, ToolCallError] = field(default_factory=dict)
+    """``id(conversation)`` -> why its tool calls cannot be used (case T1)."""
+
+    def stop(self, reason: str, detail: str) -> _Episode:
+        self.stopped = (reason, detail)
+        return self
 
 
 def _drop(
@@ -336,25 +466,31 @@ def export_dataset(
     n_truncated = n_turns_dropped = n_appended = 0
     n_reasoning_turns = n_reasoning_kept = n_ids_matched = 0
     exported: set[str] = set()
-    for ref in tqdm(refs, desc=f"export {out_dir.name}", unit="ep", disable=not progress):
-        run_id = run_ids[Path(ref.run_dir)]
 
-        drop = partial(_drop, dropped, run_id, ref.episode_id)
+    def prepare(ref: EpisodeRef) -> _Episode:
+        """An episode up to its conversations (tool calls normalised), or why it stops; an
+        exception is kept and raised in episode order, where the unbatched loop raised it."""
+        ep = _Episode(ref, run_ids[Path(ref.run_dir)])
+        try:
+            return _prepare(ep)
+        except Exception as exc:
+            ep.error = exc
+            return ep
 
+    def _prepare(ep: _Episode) -> _Episode:
+        ref = ep.ref
         try:
             traj = load_trajectory(Path(ref.run_dir), ref.episode_id)
         except FileNotFoundError as exc:
-            drop("missing_trajectory", str(exc))
-            continue
+            return ep.stop("missing_trajectory", str(exc))
         except TraceFileError as exc:
-            drop("invalid_trajectory", str(exc))
-            continue
+            return ep.stop("invalid_trajectory", str(exc))
         if traj.torn_tail is not None:
-            drop("torn_trajectory", f"half-written last line: {traj.torn_tail[:80]!r}")
-            continue
+            return ep.stop("torn_trajectory", f"half-written last line: {traj.torn_tail[:80]!r}")
         if traj.end is None:
-            drop("incomplete_trajectory", "no episode_end record (the episode never finished)")
-            continue
+            return ep.stop(
+                "incomplete_trajectory", "no episode_end record (the episode never finished)"
+            )
         try:
             items = render_episode(
                 traj,
@@ -365,88 +501,147 @@ def export_dataset(
                 reasoning=options.reasoning,
             )
         except ValueError as exc:
-            drop("prompt_hash_mismatch", str(exc))
-            continue
-        n_thought = sum(1 for t in traj.turns if turn_reasoning(t)[0])
-        if n_thought and options.reasoning != "drop":
+            return ep.stop("prompt_hash_mismatch", str(exc))
+        ep.traj = traj
+        ep.n_thought = sum(1 for t in traj.turns if turn_reasoning(t)[0])
+        if ep.n_thought and options.reasoning != "drop":
             _check_reasoning_template(options, renders_last, renders_earlier, ref.episode_id)
-        recorded: dict[int, list[int] | None] = {}
         if options.from_ids:
             try:
                 ordered = sorted(traj.turns, key=lambda t: t.turn)
-                recorded = dict(zip((t.turn for t in ordered), prompt_ids(ordered), strict=True))
+                ep.recorded = dict(zip((t.turn for t in ordered), prompt_ids(ordered), strict=True))
             except ValueError as exc:
-                drop("prompt_ids_mismatch", str(exc))
-                continue
-        score = (scores or {}).get(ref.episode_id)
-        n_rows_before = len(rows)
+                return ep.stop("prompt_ids_mismatch", str(exc))
+        ep.items = items
         for item in items:
-            if isinstance(item, RenderFailure):
-                drop(item.reason, item.detail, item.turn)
-                continue
-            where = f"episode {ref.episode_id} turn {item.turn}"
-            from_ids: tuple[Conversation, Encoded] | None = None
-            if options.from_ids:
-                turn = next(t for t in traj.turns if t.turn == item.turn)
-                made = _from_recorded(turn, recorded.get(item.turn), item, info)
-                if isinstance(made, str):
-                    drop("no_token_ids", made, item.turn)
+            if isinstance(item, Conversation):
+                try:
+                    item.messages = normalize_tool_calls(item.messages, ref.episode_id)
+                except ToolCallError as exc:
+                    ep.tool_errors[id(item)] = exc
+        return ep
+
+    def conversations(batch: list[_Episode]) -> list[tuple[Conversation, str]]:
+        return [
+            (item, f"episode {ep.ref.episode_id} turn {item.turn}")
+            for ep in batch
+            for item in ep.items
+            if isinstance(item, Conversation) and id(item) not in ep.tool_errors
+        ]
+
+    def batches() -> Generator[list[_Episode]]:
+        """Batches of prepared episodes, each encoded (masks ready) when it is handed out;
+        the next batch is read and rendered while this one is tokenised."""
+        with ThreadPoolExecutor(1, thread_name_prefix="rlmd-export-tok") as pool:
+            pending: tuple[list[_Episode], _Batch] | None = None
+            for lo in range(0, len(refs), _BATCH_EPISODES):
+                batch = [prepare(ref) for ref in refs[lo : lo + _BATCH_EPISODES]]
+                started = encoder.start(conversations(batch), pool)
+                if pending is not None:
+                    encoder.finish(pending[1])
+                    yield pending[0]
+                pending = (batch, started)
+            if pending is not None:
+                encoder.finish(pending[1])
+                yield pending[0]
+
+    bar = tqdm(total=len(refs), desc=f"export {out_dir.name}", unit="ep", disable=not progress)
+    with closing(batches()) as gen:  # closed (its thread joined) also when an error stops us
+        for batch in gen:
+            for ep in batch:
+                bar.update(1)
+                ref, run_id = ep.ref, ep.run_id
+                drop = partial(_drop, dropped, run_id, ref.episode_id)
+                if ep.error is not None:
+                    raise ep.error
+                if ep.stopped is not None:
+                    drop(*ep.stopped)
                     continue
-                from_ids = made
-            try:
-                item.messages = normalize_tool_calls(item.messages, ref.episode_id)
-                fitted = encoder.fit(item, where)
-            except ToolCallError as exc:
-                drop("malformed_tool_call", str(exc), item.turn)
-                continue
-            except DefaultSystemPromptError:
-                raise
-            except TemplateError as exc:
-                if from_ids is None:
-                    drop("template_mismatch", str(exc), item.turn)
-                    continue
-                _drop(mismatches, run_id, ref.episode_id, "rerender_failed", str(exc), item.turn)
-                fitted = from_ids
-            if from_ids is not None and fitted is not None and fitted is not from_ids:
-                reason, detail = _compare_ids(tokenizer, from_ids[1], fitted[1])
-                if reason is None:
-                    n_ids_matched += 1  # same ids: keep the re-render (its mask covers a prefill)
-                else:
-                    _drop(mismatches, run_id, ref.episode_id, reason, detail, item.turn)
-                    fitted = from_ids
-            if from_ids is not None and fitted is None:
-                fitted = from_ids if len(from_ids[1].input_ids) <= options.max_length else None
-            if fitted is None:
-                drop(
-                    "too_long",
-                    f"over max_length={options.max_length} tokens with the supervised turn kept",
-                    item.turn,
-                )
-                continue
-            conv, enc = fitted
-            n_sup = sum(enc.assistant_masks)
-            if n_sup < options.min_supervised_tokens:
-                drop("too_few_supervised", f"{n_sup} supervised tokens", item.turn)
-                continue
-            n_truncated += conv.n_turns_dropped > 0
-            n_turns_dropped += conv.n_turns_dropped
-            n_appended += enc.appended_closer
-            n_reasoning_kept += conv.n_reasoning
-            exported.add(ref.episode_id)
-            rows.append(
-                example_row(
-                    conv,
-                    enc,
-                    episode_id=ref.episode_id,
-                    run_id=run_id,
-                    room_id=traj.start.room.room_id,
-                    task_id=traj.start.task_id,
-                    pass_rate=score.pass_rate if score else None,
-                    coverage=score.coverage if score else coverages.get(ref.episode_id),
-                )
-            )
-        if len(rows) > n_rows_before:
-            n_reasoning_turns += n_thought
+                traj, items, recorded = ep.traj, ep.items, ep.recorded
+                assert traj is not None
+                score = (scores or {}).get(ref.episode_id)
+                n_rows_before = len(rows)
+                for item in items:
+                    if isinstance(item, RenderFailure):
+                        drop(item.reason, item.detail, item.turn)
+                        continue
+                    where = f"episode {ref.episode_id} turn {item.turn}"
+                    from_ids: tuple[Conversation, Encoded] | None = None
+                    if options.from_ids:
+                        turn = next(t for t in traj.turns if t.turn == item.turn)
+                        made = _from_recorded(turn, recorded.get(item.turn), item, info)
+                        if isinstance(made, str):
+                            drop("no_token_ids", made, item.turn)
+                            continue
+                        from_ids = made
+                    try:
+                        if id(item) in ep.tool_errors:
+                            raise ep.tool_errors[id(item)]
+                        fitted = encoder.fit(item, where)
+                    except ToolCallError as exc:
+                        drop("malformed_tool_call", str(exc), item.turn)
+                        continue
+                    except DefaultSystemPromptError:
+                        raise
+                    except TemplateError as exc:
+                        if from_ids is None:
+                            drop("template_mismatch", str(exc), item.turn)
+                            continue
+                        _drop(
+                            mismatches,
+                            run_id,
+                            ref.episode_id,
+                            "rerender_failed",
+                            str(exc),
+                            item.turn,
+                        )
+                        fitted = from_ids
+                    if from_ids is not None and fitted is not None and fitted is not from_ids:
+                        reason, detail = _compare_ids(tokenizer, from_ids[1], fitted[1])
+                        if reason is None:
+                            n_ids_matched += (
+                                1  # same ids: keep the re-render (its mask covers a prefill)
+                            )
+                        else:
+                            _drop(mismatches, run_id, ref.episode_id, reason, detail, item.turn)
+                            fitted = from_ids
+                    if from_ids is not None and fitted is None:
+                        fitted = (
+                            from_ids if len(from_ids[1].input_ids) <= options.max_length else None
+                        )
+                    if fitted is None:
+                        drop(
+                            "too_long",
+                            f"over max_length={options.max_length} tokens with the supervised turn kept",
+                            item.turn,
+                        )
+                        continue
+                    conv, enc = fitted
+                    n_sup = sum(enc.assistant_masks)
+                    if n_sup < options.min_supervised_tokens:
+                        drop("too_few_supervised", f"{n_sup} supervised tokens", item.turn)
+                        continue
+                    n_truncated += conv.n_turns_dropped > 0
+                    n_turns_dropped += conv.n_turns_dropped
+                    n_appended += enc.appended_closer
+                    n_reasoning_kept += conv.n_reasoning
+                    exported.add(ref.episode_id)
+                    rows.append(
+                        example_row(
+                            conv,
+                            enc,
+                            episode_id=ref.episode_id,
+                            run_id=run_id,
+                            room_id=traj.start.room.room_id,
+                            task_id=traj.start.task_id,
+                            pass_rate=score.pass_rate if score else None,
+                            coverage=score.coverage if score else coverages.get(ref.episode_id),
+                        )
+                    )
+                if len(rows) > n_rows_before:
+                    n_reasoning_turns += ep.n_thought
+            encoder.clear()
+    bar.close()
 
     counts = dict(Counter(d.reason for d in dropped).most_common())
     if not rows:

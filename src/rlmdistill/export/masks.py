@@ -33,22 +33,34 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+import numpy as np
+
 __all__ = [
+    "ConversationInput",
     "DefaultSystemPromptError",
     "Encoded",
     "ReasoningTemplateError",
     "TemplateError",
     "TemplateInfo",
+    "Tokens",
     "check_turn_prompt",
+    "clear_tokenizer_cache",
     "encode_conversation",
+    "encode_conversations",
+    "finish_conversations",
     "first_difference",
     "load_tokenizer",
     "probe_template",
+    "render_conversations",
+    "tokenize_batch",
+    "turn_prompt_text",
 ]
 
 _PROBE_USER = "Probe user message 7Q2."
@@ -161,7 +173,35 @@ class TemplateInfo:
         }
 
 
-def load_tokenizer(spec: str, chat_template: str | Path | None = None) -> tuple[Any, Path]:
+_TOKENIZER_CACHE: OrderedDict[tuple[str, str, str | None], tuple[Any, int, str]] = OrderedDict()
+"""(directory, files sha256, template override) -> (tokenizer, vocabulary size, template)."""
+_TOKENIZER_CACHE_SIZE = 4
+_TOKENIZER_LOCK = threading.Lock()
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".onnx", ".h5", ".msgpack")
+
+
+def _tokenizer_files_sha256(directory: Path) -> str:
+    """sha256 over the names and bytes of the files a tokenizer may be loaded from: every
+    regular file of ``directory`` (and ``additional_chat_templates/``) but model weights."""
+    h = hashlib.sha256()
+    extra = directory / "additional_chat_templates"
+    files = [*directory.iterdir(), *(extra.iterdir() if extra.is_dir() else [])]
+    for f in sorted(files):
+        if f.is_file() and not f.name.endswith(_WEIGHT_SUFFIXES):
+            h.update(f"{f.relative_to(directory)}\0{f.stat().st_size}\0".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def clear_tokenizer_cache() -> None:
+    """Forget every tokenizer :func:`load_tokenizer` has cached."""
+    with _TOKENIZER_LOCK:
+        _TOKENIZER_CACHE.clear()
+
+
+def load_tokenizer(
+    spec: str, chat_template: str | Path | None = None, *, cache: bool = True
+) -> tuple[Any, Path]:
     """Load a tokenizer from a local directory or a pulled embedded model name (never a hub).
 
     ``spec``: a directory holding ``tokenizer.json``/``tokenizer_config.json``, or the name of
@@ -169,12 +209,17 @@ def load_tokenizer(spec: str, chat_template: str | Path | None = None) -> tuple[
     :mod:`rlmdistill.models.registry`). ``chat_template``: optional ``.jinja`` file that
     replaces the tokenizer's template. Returns ``(tokenizer, directory)``.
 
+    Loaded once per process: the tokenizer is cached (the last 4) under its resolved
+    directory, the sha256 of its files (every file but weights, see
+    :func:`_tokenizer_files_sha256`) and the chat template text, so an edited tokenizer or
+    template is loaded afresh. The cached object is shared: callers must not change it; one
+    whose chat template or vocabulary size was changed all the same is detected and
+    reloaded. ``cache=False`` always loads a private copy.
+
     Raises ``FileNotFoundError`` naming the spec when it is neither, or when the embedded
     model is not pulled; :class:`TemplateError` when the tokenizer has no chat template or is
     not a fast tokenizer (offsets are needed).
     """
-    from transformers import AutoTokenizer
-
     from rlmdistill.models.pull import resolve_local
     from rlmdistill.models.registry import EMBEDDED_MODELS
 
@@ -190,14 +235,39 @@ def load_tokenizer(spec: str, chat_template: str | Path | None = None) -> tuple[
                 f"tokenizer {spec!r}: not a directory with tokenizer.json/tokenizer_config.json "
                 f"nor an embedded model name ({known})"
             )
+    template = (
+        Path(chat_template).read_text(encoding="utf-8") if chat_template is not None else None
+    )
+    if not cache:
+        return _load_checked(spec, directory, template), directory
+    key = (str(directory.resolve()), _tokenizer_files_sha256(directory), template)
+    with _TOKENIZER_LOCK:
+        hit = _TOKENIZER_CACHE.get(key)
+        if hit is not None:
+            tokenizer, n_vocab, loaded_template = hit
+            if len(tokenizer) == n_vocab and tokenizer.chat_template == loaded_template:
+                _TOKENIZER_CACHE.move_to_end(key)
+                return tokenizer, directory
+            del _TOKENIZER_CACHE[key]
+    tokenizer = _load_checked(spec, directory, template)
+    with _TOKENIZER_LOCK:
+        _TOKENIZER_CACHE[key] = (tokenizer, len(tokenizer), tokenizer.chat_template)
+        while len(_TOKENIZER_CACHE) > _TOKENIZER_CACHE_SIZE:
+            _TOKENIZER_CACHE.popitem(last=False)
+    return tokenizer, directory
+
+
+def _load_checked(spec: str, directory: Path, template: str | None) -> Any:
+    from transformers import AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
-    if chat_template is not None:
-        tokenizer.chat_template = Path(chat_template).read_text(encoding="utf-8")
+    if template is not None:
+        tokenizer.chat_template = template
     if not getattr(tokenizer, "chat_template", None):
         raise TemplateError(f"tokenizer {spec!r} has no chat template; pass chat_template=FILE")
     if not getattr(tokenizer, "is_fast", False):
         raise TemplateError(f"tokenizer {spec!r} is not a fast tokenizer: offsets are needed")
-    return tokenizer, directory
+    return tokenizer
 
 
 def _render(tokenizer: Any, messages: Sequence[dict[str, Any]], **kw: Any) -> str:
@@ -375,6 +445,248 @@ def _locate(
     return out
 
 
+class ConversationInput(NamedTuple):
+    """One conversation to encode (the arguments of :func:`encode_conversation`)."""
+
+    messages: Sequence[dict[str, Any]]
+    supervised: Sequence[bool]
+    tools: list[dict[str, Any]] | None = None
+    prefill_chars: Sequence[int] | None = None
+    where: str = "conversation"
+    trim_tail: bool = False
+
+
+def _render_checked(
+    tokenizer: Any,
+    info: TemplateInfo,
+    conv: ConversationInput,
+    default_system: Literal["refuse", "allow"],
+) -> str:
+    """The one full render of ``conv`` after the checks that need no tokens."""
+    messages, supervised, where = conv.messages, conv.supervised, conv.where
+    if len(supervised) != len(messages):
+        raise ValueError(f"{where}: supervised has {len(supervised)} flags for {len(messages)}")
+    if not any(supervised):
+        raise TemplateError(f"{where}: no assistant message is supervised")
+    if (
+        info.default_system is not None
+        and default_system == "refuse"
+        and not (messages and messages[0]["role"] == "system")
+    ):
+        raise DefaultSystemPromptError(
+            f"{where}: no system message, and the chat template would inject its default "
+            f"system prompt ({info.default_system[:60]!r}...); add a system prompt or allow it"
+        )
+    kw: dict[str, Any] = {"tools": conv.tools} if conv.tools else {}
+    return _render(tokenizer, messages, **kw)
+
+
+class Tokens(NamedTuple):
+    """A text's tokens as the tokenizer gives them: ``ids`` and the character ``offsets``
+    (``(start, end)`` of each token in the text, end exclusive), both of length n."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+
+
+def _backend_as_called(tokenizer: Any) -> Any | None:
+    """The Rust tokenizer when calling it directly gives what ``tokenizer(texts,
+    add_special_tokens=False, return_offsets_mapping=True)`` gives, else ``None``.
+
+    ``transformers`` (``TokenizersBackend._encode_plus``) calls
+    ``backend.encode_batch(texts, add_special_tokens=...)`` and copies ``ids`` and ``offsets``
+    of each encoding, after switching off any truncation or padding and setting
+    ``encode_special_tokens`` to ``split_special_tokens``; when the backend is already in that
+    state the direct call is the same call without the conversion of every encoding to
+    Python lists of attention masks and type ids."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not hasattr(backend, "encode_batch"):
+        return None
+    split = getattr(tokenizer, "split_special_tokens", False)
+    if backend.truncation is not None or backend.padding is not None:
+        return None
+    if getattr(backend, "encode_special_tokens", False) != bool(split):
+        return None
+    return backend
+
+
+def tokenize_batch(tokenizer: Any, texts: Sequence[str]) -> list[Tokens]:
+    """Tokenise ``texts`` in ONE call of the fast tokenizer (``add_special_tokens=False``,
+    with offsets): the same ids and offsets as ``tokenizer(text, add_special_tokens=False,
+    return_offsets_mapping=True)`` for each text, with the per-call cost paid once and the
+    texts encoded in parallel by the Rust backend (``encode_batch``, which releases the GIL).
+    The backend is called directly when that is the same call (:func:`_backend_as_called`)."""
+    if not texts:
+        return []
+    backend = _backend_as_called(tokenizer)
+    if backend is not None:
+        encs = backend.encode_batch(list(texts), add_special_tokens=False)
+        return [Tokens(e.ids, e.offsets) for e in encs]
+    enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+    return [
+        Tokens(list(ids), [tuple(o) for o in offs])  # type: ignore[misc]
+        for ids, offs in zip(enc["input_ids"], enc["offset_mapping"], strict=True)
+    ]
+
+
+def _eot_strings(tokenizer: Any, info: TemplateInfo) -> list[str]:
+    return [t for t in tokenizer.convert_ids_to_tokens(sorted(info.eot_ids)) if t]
+
+
+class _Span(NamedTuple):
+    """Where a supervised assistant turn's tokens start (chars) and where its end-of-turn
+    token is searched from, and the last character before the next message."""
+
+    message: int
+    span_start: int
+    after: int
+    boundary: int
+    closer: int
+
+
+def _spans(
+    info: TemplateInfo, conv: ConversationInput, located: list[_Located], n_chars: int
+) -> Iterator[_Span]:
+    """The supervised assistant turns in order; lazily, so an error about message ``i`` comes
+    after the marks of the turns before it (the order of the token loop)."""
+    messages, where = conv.messages, conv.where
+    for i, (msg, sup) in enumerate(zip(messages, conv.supervised, strict=True)):
+        if not sup:
+            continue
+        if msg["role"] != "assistant":
+            raise ValueError(f"{where}: message {i} is {msg['role']!r}, only assistant is trained")
+        loc = located[i]
+        pre = conv.prefill_chars
+        if pre is not None and pre[i] > 0 and loc.end > loc.start:
+            span_start = loc.start + max(0, pre[i] - loc.lead_stripped)
+        else:
+            span_start = loc.header_end
+        after = loc.end if loc.end > loc.start else loc.header_end
+        boundary = n_chars
+        if i + 1 < len(messages):
+            nxt = located[i + 1]
+            boundary = nxt.start if nxt.header_end < 0 else nxt.header_end
+        closer = info.tool_closer_id if msg.get("tool_calls") else info.closer_id
+        yield _Span(i, span_start, after, boundary, info.closer_id if closer is None else closer)
+
+
+def _no_closer(conv: ConversationInput, i: int) -> TemplateError:
+    return TemplateError(
+        f"{conv.where}: message {i}: no end-of-turn token closes this assistant turn "
+        "before the next message (case S3)"
+    )
+
+
+def _mask_scalar(
+    info: TemplateInfo,
+    conv: ConversationInput,
+    spans: Iterator[_Span],
+    n_chars: int,
+    tokens: Tokens,
+) -> tuple[list[int], list[int], bool]:
+    """Token by token, as the export did before :func:`_mask_windows` (kept as its
+    reference): ``(ids, mask, appended)``."""
+    ids = [int(t) for t in tokens.ids]
+    offsets = [(int(a), int(b)) for a, b in tokens.offsets]
+    starts = [a for a, _ in offsets]
+    mask = [0] * len(ids)
+    appended = False
+    for sp in spans:
+        span_end = -1
+        for k in range(bisect.bisect_left(starts, sp.after), len(starts)):
+            if ids[k] in info.eot_ids:
+                if starts[k] < sp.boundary:
+                    span_end = offsets[k][1]
+                break
+        if span_end < 0:
+            if sp.message + 1 < len(conv.messages):
+                raise _no_closer(conv, sp.message)
+            ids.append(sp.closer)
+            mask.append(1)
+            appended = True
+            span_end = n_chars
+        # tokens overlapping [span_start, span_end)
+        k = max(0, bisect.bisect_left(starts, sp.span_start) - 1)
+        while k < len(starts) and starts[k] < span_end:
+            s, e = offsets[k]
+            if e > sp.span_start and e > s:
+                mask[k] = 1
+            k += 1
+    return ids, mask, appended
+
+
+def _start(offset: tuple[int, int]) -> int:
+    return offset[0]
+
+
+def _mask_windows(
+    info: TemplateInfo,
+    conv: ConversationInput,
+    spans: Iterator[_Span],
+    n_chars: int,
+    tokens: Tokens,
+) -> tuple[list[int], list[int], bool]:
+    """:func:`_mask_scalar` without a pass over every token in Python: the end-of-turn
+    tokens are found with numpy, token positions by binary search over the offsets (the
+    same searches, so the same result in any order), and each supervised window
+    ``[lo, hi)`` is marked with one numpy comparison. ``hi`` is taken from a binary search
+    only when the window proves it is where the token loop stops (every start in it below
+    the span's end, the next one not); otherwise the window is walked as the loop walks it.
+    """
+    ids, offsets = tokens.ids, tokens.offsets
+    n = len(offsets)
+    eot_at = np.flatnonzero(
+        np.isin(np.asarray(ids, dtype=np.int64), np.fromiter(info.eot_ids, dtype=np.int64))
+    )
+    mask = np.zeros(n, dtype=np.int8)
+    extra: list[int] = []
+    for sp in spans:
+        span_end = -1
+        k0 = bisect.bisect_left(offsets, sp.after, key=_start)
+        j = int(np.searchsorted(eot_at, k0, "left"))
+        if j < len(eot_at) and offsets[eot_at[j]][0] < sp.boundary:
+            span_end = offsets[eot_at[j]][1]
+        if span_end < 0:
+            if sp.message + 1 < len(conv.messages):
+                raise _no_closer(conv, sp.message)
+            extra.append(sp.closer)
+            span_end = n_chars
+        lo = max(0, bisect.bisect_left(offsets, sp.span_start, key=_start) - 1)
+        hi = max(lo, bisect.bisect_left(offsets, span_end, lo=lo, key=_start))
+        win = np.asarray(offsets[lo:hi], dtype=np.int64).reshape(-1, 2)
+        if not (bool(np.all(win[:, 0] < span_end)) and (hi == n or offsets[hi][0] >= span_end)):
+            hi = lo  # offsets out of order here: walk as the loop does
+            while hi < n and offsets[hi][0] < span_end:
+                hi += 1
+            win = np.asarray(offsets[lo:hi], dtype=np.int64).reshape(-1, 2)
+        mask[lo:hi] |= (win[:, 1] > sp.span_start) & (win[:, 1] > win[:, 0])
+    return list(ids) + extra, mask.tolist() + [1] * len(extra), bool(extra)
+
+
+def _masked(
+    tokenizer: Any,
+    info: TemplateInfo,
+    conv: ConversationInput,
+    text: str,
+    tokens: Tokens,
+    *,
+    vectorised: bool = True,
+) -> Encoded:
+    """Locate the messages in ``text``, mark the supervised tokens, apply ``trim_tail``."""
+    located = _locate(
+        text, conv.messages, info.assistant_header, _eot_strings(tokenizer, info), conv.where
+    )
+    spans = _spans(info, conv, located, len(text))
+    mark = _mask_windows if vectorised else _mask_scalar
+    ids, mask, appended = mark(info, conv, spans, len(text), tokens)
+    if not any(mask):
+        raise TemplateError(f"{conv.where}: assistant mask sums to zero (case S1)")
+    if conv.trim_tail:
+        last = len(mask) - 1 - mask[::-1].index(1)
+        ids, mask = ids[: last + 1], mask[: last + 1]
+    return Encoded(ids, mask, appended, text)
+
+
 def encode_conversation(
     tokenizer: Any,
     info: TemplateInfo,
@@ -395,79 +707,92 @@ def encode_conversation(
     must already be mappings (see :func:`rlmdistill.export.tools.normalize_tool_calls`).
     ``where`` names the episode/example in errors. ``trim_tail`` drops the unsupervised
     tokens after the last supervised one (turn mode: the model never saw them then).
+    :func:`encode_conversations` does the same for many conversations with one tokenizer
+    call.
 
     Raises :class:`DefaultSystemPromptError` when there is no system message, the template
     injects one and ``default_system == "refuse"``; :class:`TemplateError` when a message or
     an end-of-turn token cannot be located, or when no token ends up supervised (S1, S2).
     """
-    if len(supervised) != len(messages):
-        raise ValueError(f"{where}: supervised has {len(supervised)} flags for {len(messages)}")
-    if not any(supervised):
-        raise TemplateError(f"{where}: no assistant message is supervised")
-    if (
-        info.default_system is not None
-        and default_system == "refuse"
-        and not (messages and messages[0]["role"] == "system")
-    ):
-        raise DefaultSystemPromptError(
-            f"{where}: no system message, and the chat template would inject its default "
-            f"system prompt ({info.default_system[:60]!r}...); add a system prompt or allow it"
-        )
-    kw: dict[str, Any] = {"tools": tools} if tools else {}
-    text = _render(tokenizer, messages, **kw)
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids: list[int] = [int(t) for t in enc["input_ids"]]
-    offsets: list[tuple[int, int]] = [(int(s), int(e)) for s, e in enc["offset_mapping"]]
-    starts = [s for s, _ in offsets]
-    eot_strings = [t for t in tokenizer.convert_ids_to_tokens(sorted(info.eot_ids)) if t]
-    located = _locate(text, messages, info.assistant_header, eot_strings, where)
-    mask = [0] * len(ids)
-    appended = False
-    for i, (msg, sup) in enumerate(zip(messages, supervised, strict=True)):
-        if not sup:
+    conv = ConversationInput(messages, supervised, tools, prefill_chars, where, trim_tail)
+    text = _render_checked(tokenizer, info, conv, default_system)
+    (tokens,) = tokenize_batch(tokenizer, [text])
+    return _masked(tokenizer, info, conv, text, tokens)
+
+
+def render_conversations(
+    tokenizer: Any,
+    info: TemplateInfo,
+    convs: Sequence[ConversationInput],
+    *,
+    default_system: Literal["refuse", "allow"] = "refuse",
+) -> list[str | Exception]:
+    """The first stage of :func:`encode_conversations`: each conversation's one full render
+    after the checks that need no tokens, or the exception that stopped it (returned)."""
+    out: list[str | Exception] = []
+    for conv in convs:
+        try:
+            out.append(_render_checked(tokenizer, info, conv, default_system))
+        except Exception as exc:  # returned in its place, raised by the caller
+            out.append(exc)
+    return out
+
+
+def finish_conversations(
+    tokenizer: Any,
+    info: TemplateInfo,
+    convs: Sequence[ConversationInput],
+    rendered: Sequence[str | Exception],
+    tokens: Sequence[Tokens],
+) -> list[Encoded | Exception]:
+    """The last stage of :func:`encode_conversations`: masks from ``tokens``, the tokens of
+    the rendered texts in order (those of :func:`render_conversations` that are ``str``)."""
+    it = iter(tokens)
+    out: list[Encoded | Exception] = []
+    for conv, r in zip(convs, rendered, strict=True):
+        if not isinstance(r, str):
+            out.append(r)
             continue
-        if msg["role"] != "assistant":
-            raise ValueError(f"{where}: message {i} is {msg['role']!r}, only assistant is trained")
-        loc = located[i]
-        if prefill_chars is not None and prefill_chars[i] > 0 and loc.end > loc.start:
-            span_start = loc.start + max(0, prefill_chars[i] - loc.lead_stripped)
-        else:
-            span_start = loc.header_end
-        after = loc.end if loc.end > loc.start else loc.header_end
-        boundary = len(text)
-        if i + 1 < len(messages):
-            nxt = located[i + 1]
-            boundary = nxt.start if nxt.header_end < 0 else nxt.header_end
-        span_end = -1
-        for k in range(bisect.bisect_left(starts, after), len(starts)):
-            if ids[k] in info.eot_ids:
-                if starts[k] < boundary:
-                    span_end = offsets[k][1]
-                break
-        if span_end < 0:
-            if i + 1 < len(messages):
-                raise TemplateError(
-                    f"{where}: message {i}: no end-of-turn token closes this assistant turn "
-                    "before the next message (case S3)"
-                )
-            closer = info.tool_closer_id if msg.get("tool_calls") else info.closer_id
-            ids.append(info.closer_id if closer is None else closer)
-            mask.append(1)
-            appended = True
-            span_end = len(text)
-        # tokens overlapping [span_start, span_end): starts are non-decreasing
-        k = max(0, bisect.bisect_left(starts, span_start) - 1)
-        while k < len(starts) and starts[k] < span_end:
-            s, e = offsets[k]
-            if e > span_start and e > s:
-                mask[k] = 1
-            k += 1
-    if sum(mask) == 0:
-        raise TemplateError(f"{where}: assistant mask sums to zero (case S1)")
-    if trim_tail:
-        last = max(k for k, m in enumerate(mask) if m)
-        ids, mask = ids[: last + 1], mask[: last + 1]
-    return Encoded(ids, mask, appended, text)
+        try:
+            out.append(_masked(tokenizer, info, conv, r, next(it)))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+def encode_conversations(
+    tokenizer: Any,
+    info: TemplateInfo,
+    convs: Sequence[ConversationInput],
+    *,
+    default_system: Literal["refuse", "allow"] = "refuse",
+    extra_texts: Sequence[str] = (),
+) -> tuple[list[Encoded | Exception], list[Tokens]]:
+    """:func:`encode_conversation` of each of ``convs``, with ONE tokenizer call for all.
+
+    Returns ``(results, extra)``: ``results[i]`` is the :class:`Encoded` of ``convs[i]``, or
+    the exception :func:`encode_conversation` would have raised for it (returned, not
+    raised, so one bad conversation does not stop the batch; the caller raises or counts
+    it); ``extra`` the tokens of ``extra_texts``, tokenised in the same call (e.g. the turn
+    prompts of :func:`check_turn_prompt`). Ids and masks equal the unbatched ones exactly.
+    The stages (:func:`render_conversations`, :func:`tokenize_batch`,
+    :func:`finish_conversations`) may also be run apart, e.g. to tokenise one batch in a
+    thread while the next is rendered.
+    """
+    rendered = render_conversations(tokenizer, info, convs, default_system=default_system)
+    texts = [r for r in rendered if isinstance(r, str)]
+    tokens = tokenize_batch(tokenizer, [*texts, *extra_texts])
+    out = finish_conversations(tokenizer, info, convs, rendered, tokens[: len(texts)])
+    return out, tokens[len(texts) :]
+
+
+def turn_prompt_text(
+    tokenizer: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> str:
+    """The prompt a turn-mode example's model saw: ``render(messages[:-1],
+    add_generation_prompt=True)`` (the reply prefill not included)."""
+    kw: dict[str, Any] = {"tools": tools} if tools else {}
+    return _render(tokenizer, messages[:-1], add_generation_prompt=True, **kw)
 
 
 def check_turn_prompt(
@@ -478,23 +803,28 @@ def check_turn_prompt(
     tools: list[dict[str, Any]] | None = None,
     prefill: str = "",
     where: str = "conversation",
+    seen: str | None = None,
+    seen_ids: Sequence[int] | None = None,
 ) -> None:
     """Check that a turn-mode example is exactly prompt as seen + reply as produced.
 
     The prompt as the model saw it is ``render(messages[:-1], add_generation_prompt=True)``
     (+ ``prefill``, which the root was given): the full render must start with it, and the
     example's first ids must equal the tokenisation of that prompt + prefill (the prefill is
-    supervised by default, yet was part of the prompt). Raises
-    :class:`TemplateError` naming where the texts or ids first differ.
+    supervised by default, yet was part of the prompt). ``seen`` (:func:`turn_prompt_text`)
+    and ``seen_ids`` (the ids of ``seen + prefill``) may be given when computed in a batch.
+    Raises :class:`TemplateError` naming where the texts or ids first differ.
     """
-    kw: dict[str, Any] = {"tools": tools} if tools else {}
-    seen = _render(tokenizer, messages[:-1], add_generation_prompt=True, **kw)
+    if seen is None:
+        seen = turn_prompt_text(tokenizer, messages, tools)
     if not enc.text.startswith(seen):
         raise TemplateError(
             f"{where}: the rendered example does not start with the prompt the model saw "
             f"(template is not prefix-preserving here); {first_difference(seen, enc.text)}"
         )
-    seen_ids = [int(t) for t in tokenizer(seen + prefill, add_special_tokens=False)["input_ids"]]
+    if seen_ids is None:
+        seen_ids = tokenize_batch(tokenizer, [seen + prefill])[0].ids
+    seen_ids = list(seen_ids)
     got = enc.input_ids[: len(seen_ids)]
     if got != seen_ids:
         k = next((i for i, (a, b) in enumerate(zip(seen_ids, got, strict=False)) if a != b), None)

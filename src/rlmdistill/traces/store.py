@@ -1,8 +1,10 @@
 """JSON Lines storage for run directories: append-only writes, torn-tail tolerant reads.
 
-Case T3 (``shared/cases``): a crash can leave a half-written last line. Readers return every
-complete record and report the torn tail; the next append first closes the tail with a newline
-so it never fuses with a new record; a bad line in the *middle* of a file is an error.
+Case T3 (tests ``test_torn_last_line_is_reported_and_next_append_starts_fresh_case_t3`` and
+``test_corruption_in_the_middle_is_an_error_case_t3`` in ``tests/test_store.py``): a crash can
+leave a half-written last line. Readers return every complete record and report the torn tail;
+the next append first closes the tail with a newline so it never fuses with a new record; a bad
+line in the *middle* of a file is an error.
 Case T2: strings are sanitised at this boundary (lone UTF-16 surrogates become U+FFFD) so a
 record always encodes to UTF-8 and reads back equal to what was written.
 """
