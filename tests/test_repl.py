@@ -44,6 +44,38 @@ def echo(prompts, sources):
     ]
 
 
+def test_a_repl_that_came_up_before_its_first_use_is_up_after_the_startup_limit(snapshot, tmp_path):
+    """The first block of an episode runs after the first root request, which can outlast
+    ``startup_timeout_s`` (minutes for a local root on a CPU; the quickstart's base arm ended
+    every episode ``repl_timeout`` at turn 0 that way). A worker whose ``ready`` line is in the
+    pipe is up, however late it is read. Waits on events (the pipe readable, the limit passed),
+    not on a guess of how long a start takes."""
+    import select
+
+    limits = ReplLimits(startup_timeout_s=0.2)
+    with ReplProcess(snapshot, tmp_path / "scratch", limits, wait_ready=False) as r:
+        poller = select.poll()
+        poller.register(r._proc.stdout.fileno(), select.POLLIN)
+        assert poller.poll(120_000), "the worker never wrote its ready line"
+        while time.monotonic() < r._ready_deadline:
+            time.sleep(0.05)
+        out = r.execute("print(len(room))", echo)
+    assert out.stdout == "2\n"
+
+
+def test_a_repl_that_never_comes_up_still_fails_at_its_startup_limit(snapshot, tmp_path):
+    """The other side: nothing in the pipe at the limit is a start-up that timed out."""
+    limits = ReplLimits(startup_timeout_s=0.2)
+    with ReplProcess(snapshot, tmp_path / "scratch", limits, wait_ready=False) as r:
+        os.kill(r._proc.pid, 19)  # SIGSTOP before it can come up (or just after: then it is up)
+        while time.monotonic() < r._ready_deadline:
+            time.sleep(0.05)
+        if r._buf or r._poller.poll(0):
+            pytest.skip("the worker came up before it was stopped")
+        with pytest.raises(ReplDied, match="time limit"):
+            r.execute("print(1)", echo)
+
+
 def test_state_survives_exception_and_subcall_is_kept_case_r2(repl):
     calls = []
 

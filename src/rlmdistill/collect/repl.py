@@ -359,12 +359,18 @@ class ReplProcess:
         """Wait for the worker's ``ready`` message (once; later calls return at once).
 
         Raises :class:`ReplDied` (or :class:`SandboxUnavailable` under bwrap) when the worker
-        does not come up within ``limits.startup_timeout_s`` of its start."""
+        does not come up within ``limits.startup_timeout_s`` of its start. A worker that came
+        up while nobody was reading (the episode's first root request outlasted the start-up
+        limit: a local root takes minutes per turn on a CPU) is up: its ``ready`` line, already
+        in the pipe, is read, not taken for a start-up that timed out."""
         with self._ready_lock:
             if self._ready:
                 return
+            deadline = self._ready_deadline
+            if time.monotonic() >= deadline and (self._buf or self._poller.poll(0)):
+                deadline = time.monotonic() + 5.0  # the rest of a line already under way
             try:
-                msg = self._read(self._ready_deadline)
+                msg = self._read(deadline)
                 if msg["op"] != "ready":
                     self._protocol_error(f"{msg['op']} message before ready")
             except ReplDied as exc:
