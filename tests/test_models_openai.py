@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -241,26 +242,21 @@ def test_chat_batch_one_failure_fails_only_that_prompt_case_t4() -> None:
         ),
     )
     prompts = [f"doc {k}" for k in range(6)] + ["BAD one", "HUGE one"]
-    # concurrency as an event, not a time bound: no request is answered before all 8 have
-    # arrived, which only a concurrent client can do (the wait is a deadlock guard: a serial
-    # client's first request waits it out once, then the test fails on the counts below)
-    lock, arrived, all_in = threading.Lock(), [0], threading.Event()
+    # concurrency by what the server saw, not by a time bound: every reply is held 5 s by
+    # the server (an asyncio sleep; its handlers must not block), so a concurrent client has
+    # all 8 requests in flight at once and a serial one never more than 1
 
-    def gated(req: dict) -> FakeReply | str:
-        with lock:
-            arrived[0] += 1
-            if arrived[0] == len(prompts):
-                all_in.set()
-        if not all_in.wait(30):
-            all_in.set()
-        return handler(req)
+    def held(req: dict) -> FakeReply:
+        out = handler(req)
+        reply = FakeReply(text=out) if isinstance(out, str) else out
+        return dataclasses.replace(reply, delay_s=5.0)
 
     with (
-        FakeOpenAIServer(gated) as server,
+        FakeOpenAIServer(held) as server,
         fast_client(server, max_concurrency=8, timeout_s=60.0) as client,
     ):
         results = client.chat_batch([user(p) for p in prompts], GREEDY)
-        assert server.max_in_flight == len(prompts) == arrived[0]
+        assert server.max_in_flight == len(prompts) == len(server.requests)
     assert [r.text for r in results[:6] if isinstance(r, ChatResult)] == prompts[:6]
     assert isinstance(results[6], FatalModelError)
     assert isinstance(results[7], ContextExceededError)
