@@ -4,7 +4,7 @@ Builds a synthetic room (default 5,000 documents at ``--length-scale 4``, >= 320
 under a temporary folder (never in the repository; deleted at the end, ``--tmp`` picks the
 parent folder), then, each step in a fresh process so that its peak RSS is its own:
 
-1. **cold**: :meth:`DataRoom.load` + the REPL snapshot (``runner.ensure_snapshot``) + the
+1. **cold**: :meth:`DataRoom.load` + the REPL snapshot (``prepare.ensure_snapshot``) + the
    coverage index (:meth:`CoverageIndex.load_or_build`, empty cache): seconds for each and the
    process's peak RSS (``VmHWM``: heap plus every resident page of the files it maps),
    also as a multiple of the room's text (its UTF-8 bytes, the snapshot blob); the duplicate
@@ -72,7 +72,7 @@ def _in_child(fn: Any, *args: Any) -> Any:
 def _cold(room_dir: str, cache: str) -> dict[str, Any]:
     os.environ["RLMDISTILL_ROOM_CACHE"] = cache
     from rlmdistill.collect.coverage import CoverageIndex
-    from rlmdistill.collect.runner import ensure_snapshot
+    from rlmdistill.collect.prepare import ensure_snapshot
     from rlmdistill.rooms import DataRoom
 
     rss0 = _peak_rss_mib()
