@@ -190,15 +190,11 @@ class ClusterLimits(RunLimits):
             self.n_requests += 1
 
     def after_response(self, model_id: str, usage: Usage) -> None:
-        """Charge the cluster's limiter for one answered request."""
+        """Charge the cluster's limiter for one answered request (and this node's own
+        counters, as :meth:`RunLimits.after_response` does)."""
         ray = import_ray()
         ray.get(self._actor.after_response.remote(model_id, usage))
-        cost = self.cost_usd(model_id, usage)
-        with self._lock:
-            if cost is None:
-                self.n_unpriced += 1
-            else:
-                self.spent_usd += cost
+        super().after_response(model_id, usage)
 
 
 # ------------------------------------------------------------------------------ node worker
