@@ -439,9 +439,7 @@ def _report_fields(report: object) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_ROOMS))
-def test_rooms_are_byte_identical_to_the_if_chain_generator(
-    name: str, tmp_path: Path
-) -> None:
+def test_rooms_are_byte_identical_to_the_if_chain_generator(name: str, tmp_path: Path) -> None:
     """Issue 19 item 4: the table of issue kinds builds the same bytes as the if-chains did
     (every document, task.json, room.json, ATTRIBUTION.md), and the same report, which is
     all ``rooms synth`` prints besides the folder and the build time."""
@@ -471,7 +469,9 @@ def test_golden_rooms_plant_every_kind_and_both_consent_wordings() -> None:
     for name in ("n300-s11", "n60-s5-nocuad-x0.3", "n80-s9-part1of2-x0.25"):
         kw: dict[str, Any] = dict(GOLDEN_ROOMS[name])
         source = kw.get("cuad_source", SAMPLE_SOURCE)
-        pool = _cuad_pool(None if source is None else source.resolve(), kw.get("cuad_partition", (0, 1)))
+        pool = _cuad_pool(
+            None if source is None else source.resolve(), kw.get("cuad_partition", (0, 1))
+        )
         _, issues = _plan(kw["n_docs"], kw["seed"], kw.get("length_scale", 1.0), pool)
         kinds |= {i.kind for i in issues}
         consent_categories |= {i.category for i in issues if i.kind == "consent"}
@@ -525,9 +525,13 @@ def test_a_new_issue_kind_is_one_table_entry() -> None:
     assert doc.category == "02_Material_Contracts" and doc.kind is not None
     assert doc.kind.family == "contract"
     short = doc.cp.split()[0].rstrip(",")
-    assert span.text == f"{short} has made a warranty claim of $1,250,000 under a 24-month warranty."
+    assert (
+        span.text == f"{short} has made a warranty claim of $1,250,000 under a 24-month warranty."
+    )
     assert issue.title == f"Memo reports {short}'s warranty claim"
-    assert issue.match == f"PASS if the memo reports the claim in {doc.id} (2 years). FAIL otherwise."
+    assert (
+        issue.match == f"PASS if the memo reports the claim in {doc.id} (2 years). FAIL otherwise."
+    )
     assert [a.value for a in issue.amounts] == [1_250_000.0]
     assert issue.amounts[0].model_fields_set == {"value", "tolerance"}  # unit left unset
     assert issue.amount_what == f"the warranty claim by {short}"
@@ -593,7 +597,13 @@ def test_a_bad_table_entry_names_the_kind_and_the_field(case: str) -> None:
 
 def test_a_text_that_cannot_be_filled_names_the_kind_and_the_field() -> None:
     """Names are checked when a template is made; attributes only when it is planted."""
-    from rlmdistill.rooms.synth_issues import IssueTemplate, IssueTemplateError, Pick, SpanRule, plant
+    from rlmdistill.rooms.synth_issues import (
+        IssueTemplate,
+        IssueTemplateError,
+        Pick,
+        SpanRule,
+        plant,
+    )
 
     tpl = IssueTemplate(
         kind="x-kind",
@@ -648,5 +658,7 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] != ["--record"]:
-        raise SystemExit("usage: PYTHONPATH=<src to record from> python tests/test_synth.py --record")
+        raise SystemExit(
+            "usage: PYTHONPATH=<src to record from> python tests/test_synth.py --record"
+        )
     _record()

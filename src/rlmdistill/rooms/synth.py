@@ -243,7 +243,9 @@ def _leaf_plan(counts: list[int], n_leaves: int) -> list[int]:
     return opened
 
 
-def _plan(n_docs: int, seed: int, scale: float, cuad: list[Path]) -> tuple[PlanContext, list[PlantedIssue]]:
+def _plan(
+    n_docs: int, seed: int, scale: float, cuad: list[Path]
+) -> tuple[PlanContext, list[PlantedIssue]]:
     rng = random.Random(f"{GENERATOR}:plan:{seed}")
     target = target_for_seed(seed)
     t = short_name(target)
@@ -327,7 +329,9 @@ def _plan(n_docs: int, seed: int, scale: float, cuad: list[Path]) -> tuple[PlanC
     assert loi is not None
     structure_text = _STRUCTURE_TEXT[structure].format(buyer=buyer, target=target)
     loi.fixed.append(structure_text)
-    ctx = PlanContext(rng, target, t, buyer, structure, structure_text, loi, docs, by_category, taken)
+    ctx = PlanContext(
+        rng, target, t, buyer, structure, structure_text, loi, docs, by_category, taken
+    )
 
     n_issues = n_issues_for(n_docs)
     n_multi = max(1, round(n_issues * _CLASS_SHARE["multi"]))
@@ -414,7 +418,9 @@ def _key_terms(spans: list[str], exclude: set[str]) -> list[str]:
     return [w for w, _ in counts.most_common(6)]
 
 
-def _criteria(ctx: PlanContext, issues: list[PlantedIssue]) -> tuple[list[Criterion], list[dict[str, Any]]]:
+def _criteria(
+    ctx: PlanContext, issues: list[PlantedIssue]
+) -> tuple[list[Criterion], list[dict[str, Any]]]:
     width = max(3, len(str(len(issues))))
     names = {w for n in (ctx.target, ctx.buyer) for w in content_words(n)}
     criteria: list[Criterion] = []

@@ -43,7 +43,13 @@ from types import SimpleNamespace
 from typing import Any, Literal, NamedTuple
 
 from rlmdistill.rooms.synth_catalog import DocKind
-from rlmdistill.rooms.synth_text import company_name, format_usd, person_name, random_date, short_name
+from rlmdistill.rooms.synth_text import (
+    company_name,
+    format_usd,
+    person_name,
+    random_date,
+    short_name,
+)
 from rlmdistill.rooms.task import Amount
 from rlmdistill.rooms.text import slugify
 
@@ -563,6 +569,9 @@ def plant(template: IssueTemplate, ctx: PlanContext) -> PlantedIssue:
         absent=(
             None
             if absent is None
-            else {"title": fill(absent[0], "absent[0]"), "would_be_id": fill(absent[1], "absent[1]")}
+            else {
+                "title": fill(absent[0], "absent[0]"),
+                "would_be_id": fill(absent[1], "absent[1]"),
+            }
         ),
     )

@@ -171,7 +171,9 @@ ISSUE_TEMPLATES: tuple[IssueTemplate, ...] = (
         severity="medium",
         category="Exclusivity",
         values={
-            "region": Choice(("Canada", "the European Union", "Latin America", "Japan", "Australia"))
+            "region": Choice(
+                ("Canada", "the European Union", "Latin America", "Japan", "Australia")
+            )
         },
         spans=(
             SpanRule(
