@@ -619,6 +619,24 @@ def test_a_text_that_cannot_be_filled_names_the_kind_and_the_field() -> None:
         plant(tpl, _small_ctx())  # type: ignore[arg-type]
 
 
+def test_the_example_entry_in_docs_synth_md_is_a_valid_template() -> None:
+    """docs/synth.md's example of a new kind stays a working table entry."""
+    import rlmdistill.rooms.synth_issues as si
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "synth.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(IssueTemplate\(.*?\n\)),?\n```", doc, re.S)
+    assert block is not None
+    names = {n: getattr(si, n) for n in si.__all__}
+    template = eval(block.group(1), names)  # the docs' own text, no input from outside
+    issue = si.plant(template, _small_ctx())  # type: ignore[arg-type]
+    (span,) = issue.spans
+    assert span.doc.category == "02_Material_Contracts"
+    assert issue.kind == "warranty-claim" and len(issue.amounts) == 1
+    value = issue.amounts[0].value
+    assert 100_000 <= value <= 2_000_000 and value % 5_000 == 0
+    assert f"${value:,.0f}" in span.text and "{" not in span.text
+
+
 def _record(path: Path = GOLDEN) -> None:
     """Write :data:`GOLDEN` from the code on ``PYTHONPATH`` (the generator to pin)."""
     import os
