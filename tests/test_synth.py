@@ -370,8 +370,9 @@ def test_synonym_choices_leave_slots_and_capitals_alone() -> None:
 # ----------------------------------------------------------------------------- issue table
 GOLDEN = Path(__file__).resolve().parent / "data" / "synth_rooms_sha256.json"
 """sha256 of every file of the rooms below, recorded from the if-chain generator (commit
-73ea734, ``synth-v3``) before issue kinds became a table: ``python tests/test_synth.py
---record`` (with the code to record from on ``PYTHONPATH``) rewrites it."""
+73ea734, ``synth-v3``) before issue kinds became a table (re-recording from the table code gives the same file).
+``SYNTH_GOLDEN_FROM=<commit> PYTHONPATH=<that commit's src> python tests/test_synth.py --record``
+rewrites it; do so only with a new :data:`~rlmdistill.rooms.synth.GENERATOR`."""
 GOLDEN_ROOMS: dict[str, dict[str, object]] = {
     "n20-s7": {"n_docs": 20, "seed": 7},
     "n300-s11": {"n_docs": 300, "seed": 11},
