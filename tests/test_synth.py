@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -22,6 +23,7 @@ from rlmdistill.rooms.cuad import SAMPLE_SOURCE
 from rlmdistill.rooms.synth import (
     CHARS_PER_TOKEN,
     SynthError,
+    _cuad_pool,
     _plan,
     build_synth_room,
     n_issues_for,
@@ -363,3 +365,319 @@ def test_synonym_choices_leave_slots_and_capitals_alone() -> None:
     slots = {"t": "Norva", "T": "Norva Robotics, Inc.", "cp": "Kesri", "CP": "Kesri Supply LLC"}
     texts = {render("c_item", rng, slots) for _ in range(200)}
     assert len(texts) > 150 and not any("[" in t or "|" in t for t in texts)
+
+
+# ----------------------------------------------------------------------------- issue table
+GOLDEN = Path(__file__).resolve().parent / "data" / "synth_rooms_sha256.json"
+"""sha256 of every file of the rooms below, recorded from the if-chain generator (commit
+73ea734, ``synth-v3``) before issue kinds became a table (re-recording from the table code gives the same file).
+``SYNTH_GOLDEN_FROM=<commit> PYTHONPATH=<that commit's src> python tests/test_synth.py --record``
+rewrites it; do so only with a new :data:`~rlmdistill.rooms.synth.GENERATOR`."""
+GOLDEN_ROOMS: dict[str, dict[str, object]] = {
+    "n20-s7": {"n_docs": 20, "seed": 7},
+    "n300-s11": {"n_docs": 300, "seed": 11},
+    "n60-s5-nocuad-x0.3": {"n_docs": 60, "seed": 5, "cuad_source": None, "length_scale": 0.3},
+    "n80-s9-part1of2-x0.25": {
+        "n_docs": 80,
+        "seed": 9,
+        "cuad_partition": (1, 2),
+        "length_scale": 0.25,
+    },
+}
+"""Rooms pinned byte for byte. ``n300-s11`` plants every issue kind; the 60- and
+80-document rooms plant every multi-document kind (consent included) under the other deal
+structures, so both consent wordings are pinned."""
+GOLDEN_PLANS = {"n5000-s0": (5000, 0), "n1000-s3": (1000, 3)}
+"""Plans (no documents written) whose criteria and issue metadata are pinned: many issues per
+kind, so the draws of later cycles are checked too."""
+
+
+def _room_json_sha(path: Path, built_by: str) -> str:
+    """sha256 of ``room.json`` with ``built_by`` (the package version) set to ``built_by``,
+    so that a version bump alone does not fail the byte check. Re-dumping is faithful: it
+    gives the file's own bytes back when nothing is replaced (asserted)."""
+    raw = path.read_bytes()
+    meta = json.loads(raw)
+    assert (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode("utf-8") == raw
+    meta["built_by"] = built_by
+    dumped = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
+    return hashlib.sha256(dumped.encode("utf-8")).hexdigest()
+
+
+def _room_digest(out: Path, built_by: str) -> dict[str, str]:
+    digest = _tree_digest(out)
+    digest["room.json"] = _room_json_sha(out / "room.json", built_by)
+    return digest
+
+
+def _plan_digest(n_docs: int, seed: int) -> str:
+    from rlmdistill.rooms.synth import _criteria
+
+    ctx, issues = _plan(n_docs, seed, 1.0, [])
+    criteria, meta = _criteria(ctx, issues)
+    dumped = json.dumps(
+        {
+            "criteria": [c.model_dump(mode="json", exclude_unset=True) for c in criteria],
+            "issues": meta,
+            "inserts": {d.id: d.inserts for d in ctx.docs if d.inserts},
+        },
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(dumped.encode("utf-8")).hexdigest()
+
+
+def _golden() -> dict[str, object]:
+    return json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+def _report_fields(report: object) -> dict[str, object]:
+    import dataclasses
+
+    fields = dataclasses.asdict(report)  # type: ignore[call-overload]
+    del fields["out"]
+    return json.loads(json.dumps(fields))
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_ROOMS))
+def test_rooms_are_byte_identical_to_the_if_chain_generator(name: str, tmp_path: Path) -> None:
+    """Issue 19 item 4: the table of issue kinds builds the same bytes as the if-chains did
+    (every document, task.json, room.json, ATTRIBUTION.md), and the same report, which is
+    all ``rooms synth`` prints besides the folder and the build time."""
+    golden = _golden()
+    expected = golden["rooms"][name]  # type: ignore[index]
+    out = tmp_path / "room"
+    report = build_synth_room(out, **GOLDEN_ROOMS[name])  # type: ignore[arg-type]
+    digest = _room_digest(out, golden["built_by"])  # type: ignore[arg-type]
+    assert sorted(digest) == sorted(expected["files"])
+    differ = sorted(k for k in digest if digest[k] != expected["files"][k])
+    assert differ == [], f"{name}: {len(differ)} files differ, e.g. {differ[:5]}"
+    assert _report_fields(report) == expected["report"]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_PLANS))
+def test_large_plans_are_identical_to_the_if_chain_generator(name: str) -> None:
+    assert _plan_digest(*GOLDEN_PLANS[name]) == _golden()["plans"][name]  # type: ignore[index]
+
+
+def test_golden_rooms_plant_every_kind_and_both_consent_wordings() -> None:
+    """The pinned rooms exercise every table entry, and consent under an asset purchase
+    (anti-assignment) and under a share purchase or merger (change of control)."""
+    from rlmdistill.rooms.synth_kinds import TEMPLATES_BY_KIND
+
+    kinds: set[str] = set()
+    consent_categories: set[str] = set()
+    for name in ("n300-s11", "n60-s5-nocuad-x0.3", "n80-s9-part1of2-x0.25"):
+        kw: dict[str, Any] = dict(GOLDEN_ROOMS[name])
+        source = kw.get("cuad_source", SAMPLE_SOURCE)
+        pool = _cuad_pool(
+            None if source is None else source.resolve(), kw.get("cuad_partition", (0, 1))
+        )
+        _, issues = _plan(kw["n_docs"], kw["seed"], kw.get("length_scale", 1.0), pool)
+        kinds |= {i.kind for i in issues}
+        consent_categories |= {i.category for i in issues if i.kind == "consent"}
+    assert kinds == set(TEMPLATES_BY_KIND)
+    assert consent_categories == {"Anti-Assignment", "Change Of Control"}
+
+
+def _small_ctx() -> object:
+    ctx, _ = _plan(20, 0, 1.0, [])
+    return ctx
+
+
+def test_a_new_issue_kind_is_one_table_entry() -> None:
+    """A template written here (not in the table) plants through the same renderer: the
+    document comes from its category, degenerate ranges fix the values, so the text, the
+    criterion and the amount are known by hand."""
+    from rlmdistill.rooms.synth_issues import (
+        AmountRule,
+        Calc,
+        Choice,
+        IssueTemplate,
+        Money,
+        Pick,
+        SpanRule,
+        Text,
+        plant,
+    )
+
+    warranty = IssueTemplate(
+        kind="warranty-claim",
+        klass="single",
+        severity="medium",
+        category="Warranty Duration",
+        values={
+            "doc": Pick("02_Material_Contracts", contract=True),
+            "amount": Money(1_250_000, 1_250_000, 50_000),
+            "months": Choice((24,)),
+            "years": Calc(lambda v: v["months"] / 12),
+            "claim": Text("a warranty claim of {amount:usd}"),
+        },
+        spans=(SpanRule("doc", "{doc.short} has made {claim} under a {months}-month warranty."),),
+        title="Memo reports {doc.short}'s warranty claim",
+        match="PASS if the memo reports the claim in {doc.id} ({years:g} years). FAIL otherwise.",
+        amounts=(AmountRule("amount"),),
+        amount_what="the warranty claim by {doc.short}",
+    )
+    ctx = _small_ctx()
+    issue = plant(warranty, ctx)  # type: ignore[arg-type]
+    (span,) = issue.spans
+    doc = span.doc
+    assert doc.category == "02_Material_Contracts" and doc.kind is not None
+    assert doc.kind.family == "contract"
+    short = doc.cp.split()[0].rstrip(",")
+    assert (
+        span.text == f"{short} has made a warranty claim of $1,250,000 under a 24-month warranty."
+    )
+    assert issue.title == f"Memo reports {short}'s warranty claim"
+    assert (
+        issue.match == f"PASS if the memo reports the claim in {doc.id} (2 years). FAIL otherwise."
+    )
+    assert [a.value for a in issue.amounts] == [1_250_000.0]
+    assert issue.amounts[0].model_fields_set == {"value", "tolerance"}  # unit left unset
+    assert issue.amount_what == f"the warranty claim by {short}"
+    assert (issue.kind, issue.klass, issue.category) == (
+        "warranty-claim",
+        "single",
+        "Warranty Duration",
+    )
+
+
+_BAD_ENTRIES = {
+    "undefined name": ("title", "Memo flags {nope}", "title: nope not defined before use"),
+    "no spans": ("spans", (), "no spans"),
+    "missing without absent": ("klass", "missing", "absent document"),
+    "unknown severity": ("severity", "grave", "severity 'grave'"),
+    "exclude a later pick": ("values", "exclude-later", "excludes 'other', not picked before"),
+    "span in an unpicked document": ("spans", "span-bank", "document 'bank' is not picked"),
+    "shadow a base value": ("values", "shadow", "'t' is already defined"),
+    "text before its value": ("values", "text-early", "values['a']: b not defined before use"),
+    "not a spec": ("values", "not-a-spec", "is not a spec"),
+    "deal case missing": ("values", "by-deal", "no 'merger'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_ENTRIES))
+def test_a_bad_table_entry_names_the_kind_and_the_field(case: str) -> None:
+    from rlmdistill.rooms.synth_issues import (
+        ByDeal,
+        Choice,
+        IssueTemplate,
+        IssueTemplateError,
+        Pick,
+        SpanRule,
+        Text,
+    )
+
+    doc = Pick("08_Tax")
+    special: dict[str, object] = {
+        "exclude-later": {"doc": Pick("08_Tax", exclude=("other",)), "other": Pick("07_Finance")},
+        "span-bank": (SpanRule("bank", "{t} owes tax."),),
+        "shadow": {"doc": doc, "t": Choice(("a",))},
+        "text-early": {"doc": doc, "a": Text("{b}"), "b": Choice(("x",))},
+        "not-a-spec": {"doc": doc, "x": 3},
+        "by-deal": {"doc": doc, "deal": ByDeal({"share purchase": {}, "asset purchase": {}})},
+    }
+    base: dict[str, object] = {
+        "kind": "x-kind",
+        "klass": "single",
+        "severity": "high",
+        "category": "Tax",
+        "values": {"doc": doc},
+        "spans": (SpanRule("doc", "{t} owes tax."),),
+        "title": "Memo flags the tax",
+        "match": "PASS if the memo cites {doc.id}.",
+    }
+    IssueTemplate(**base)  # type: ignore[arg-type]  # the base entry is good
+    key, value, message = _BAD_ENTRIES[case]
+    base[key] = special.get(value, value) if isinstance(value, str) else value
+    with pytest.raises(IssueTemplateError, match=re.escape(message)) as info:
+        IssueTemplate(**base)  # type: ignore[arg-type]
+    assert "issue kind 'x-kind'" in str(info.value)
+
+
+def test_a_text_that_cannot_be_filled_names_the_kind_and_the_field() -> None:
+    """Names are checked when a template is made; attributes only when it is planted."""
+    from rlmdistill.rooms.synth_issues import (
+        IssueTemplate,
+        IssueTemplateError,
+        Pick,
+        SpanRule,
+        plant,
+    )
+
+    tpl = IssueTemplate(
+        kind="x-kind",
+        klass="single",
+        severity="low",
+        category="Tax",
+        values={"doc": Pick("08_Tax")},
+        spans=(SpanRule("doc", "{doc.owner} owes tax."),),
+        title="Memo flags the tax",
+        match="PASS if the memo cites {doc.id}.",
+    )
+    with pytest.raises(IssueTemplateError, match=r"issue kind 'x-kind', spans\[0\]: .*owner"):
+        plant(tpl, _small_ctx())  # type: ignore[arg-type]
+
+
+def test_the_example_entry_in_docs_synth_md_is_a_valid_template() -> None:
+    """docs/synth.md's example of a new kind stays a working table entry."""
+    import rlmdistill.rooms.synth_issues as si
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "synth.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(IssueTemplate\(.*?\n\)),?\n```", doc, re.S)
+    assert block is not None
+    names = {n: getattr(si, n) for n in si.__all__}
+    template = eval(block.group(1), names)  # the docs' own text, no input from outside
+    issue = si.plant(template, _small_ctx())  # type: ignore[arg-type]
+    (span,) = issue.spans
+    assert span.doc.category == "02_Material_Contracts"
+    assert issue.kind == "warranty-claim" and len(issue.amounts) == 1
+    value = issue.amounts[0].value
+    assert 100_000 <= value <= 2_000_000 and value % 5_000 == 0
+    assert f"${value:,.0f}" in span.text and "{" not in span.text
+
+
+def _record(path: Path = GOLDEN) -> None:
+    """Write :data:`GOLDEN` from the code on ``PYTHONPATH`` (the generator to pin)."""
+    import os
+    import tempfile
+
+    from rlmdistill import __version__
+    from rlmdistill.rooms.synth import GENERATOR
+
+    built_by = f"rlmdistill {__version__}"
+    rooms: dict[str, object] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, kwargs in sorted(GOLDEN_ROOMS.items()):
+            out = Path(tmp) / name
+            report = build_synth_room(out, **kwargs)  # type: ignore[arg-type]
+            args = {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}
+            rooms[name] = {
+                "args": args,
+                "report": _report_fields(report),
+                "files": _room_digest(out, built_by),
+            }
+    plans = {name: _plan_digest(*args) for name, args in sorted(GOLDEN_PLANS.items())}
+    commit = os.environ.get("SYNTH_GOLDEN_FROM", "")  # the commit the code was taken from
+    doc = {
+        "about": "sha256 per file of synthetic rooms; see GOLDEN in tests/test_synth.py",
+        "generator": GENERATOR,
+        "built_by": built_by,
+        "recorded_from": commit or "unknown",
+        "rooms": rooms,
+        "plans": plans,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {path}: {len(rooms)} rooms, {len(plans)} plans")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--record"]:
+        raise SystemExit(
+            "usage: PYTHONPATH=<src to record from> python tests/test_synth.py --record"
+        )
+    _record()

@@ -20,6 +20,11 @@ half single-document, 30% needing two or three documents combined and 20% missin
 - **missing**: a document refers to another document (a side letter, a shareholders'
   agreement, ...) that is not in the room.
 
+The kinds are data: one :class:`~rlmdistill.rooms.synth_issues.IssueTemplate` each in
+:data:`~rlmdistill.rooms.synth_kinds.ISSUE_TEMPLATES` (documents, values drawn, planted text,
+criterion texts, amounts), rendered by :func:`~rlmdistill.rooms.synth_issues.plant`; this
+module sizes and plans the room, cycles through each class's kinds and writes the files.
+
 Each issue becomes one or more rubric criteria (``task.json``, LAB shape with this project's
 extensions): the finding (``finding`` or ``missing-evidence``), a ``quantification`` criterion
 with the gold amount and a 5% tolerance when the issue has one, a ``citation`` criterion for
@@ -48,18 +53,26 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rlmdistill import __version__
 from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
 from rlmdistill.rooms.output import prepare_room_folder
-from rlmdistill.rooms.synth_catalog import CATEGORIES, FAMILY_CHARS, DocKind
+from rlmdistill.rooms.synth_catalog import CATEGORIES, FAMILY_CHARS
+from rlmdistill.rooms.synth_issues import (
+    DEAL_STRUCTURES,
+    DealStructure,
+    IssueClass,
+    PlanContext,
+    PlannedDoc,
+    PlantedIssue,
+    Severity,
+    plant,
+)
+from rlmdistill.rooms.synth_kinds import ISSUE_TEMPLATES, TEMPLATES_BY_KIND
 from rlmdistill.rooms.synth_text import (
-    CITIES,
-    PRODUCTS,
     STATES,
     company_name,
     filler_sections,
@@ -69,7 +82,7 @@ from rlmdistill.rooms.synth_text import (
     short_name,
     target_name,
 )
-from rlmdistill.rooms.task import Amount, Criterion, Evidence, Task, save_task
+from rlmdistill.rooms.task import Criterion, Evidence, Task, save_task
 from rlmdistill.rooms.text import content_words, slugify
 
 __all__ = [
@@ -87,7 +100,8 @@ __all__ = [
 ]
 
 GENERATOR = "synth-v3"
-"""Generator version written to ``room.json``; bump when the same seed would give other bytes."""
+"""Generator version written to ``room.json``; bump when the same seed would give other bytes
+(``tests/data/synth_rooms_sha256.json`` pins the bytes of ``synth-v3`` rooms)."""
 MIN_DOCS = 20
 """Smallest room (documents)."""
 MAX_DOCS = 5000
@@ -97,15 +111,9 @@ CHARS_PER_TOKEN = 4.0
 rule of thumb for English; ``benchmarks/bench_synth_room.py`` measures it with a real
 tokenizer)."""
 
-IssueClass = Literal["single", "multi", "missing"]
-"""Kinds of planted issue: one document, two or more documents combined, absent document."""
-DealStructure = Literal["share purchase", "merger", "asset purchase"]
-
-_Severity = Literal["high", "medium", "low"]
-_WEIGHT: dict[_Severity, float] = {"high": 3.0, "medium": 2.0, "low": 1.0}
+_WEIGHT: dict[Severity, float] = {"high": 3.0, "medium": 2.0, "low": 1.0}
 _CLASS_SHARE: dict[IssueClass, float] = {"multi": 0.3, "missing": 0.2}
 _CUAD_EVERY = 10
-_AMOUNT_TOLERANCE = 0.05
 
 
 class SynthError(ValueError):
@@ -176,731 +184,29 @@ def target_for_seed(seed: int) -> str:
     return target_name(random.Random(f"{GENERATOR}:target:{seed}"))
 
 
-# ----------------------------------------------------------------------------- plan records
-@dataclass
-class _Doc:
-    index: int
-    id: str
-    category: str
-    kind: DocKind | None
-    """``None`` for a CUAD contract and for the letter of intent."""
-    cp: str
-    """Counterparty (full name)."""
-    n_chars: int
-    """Filler characters to generate."""
-    cuad: Path | None = None
-    inserts: list[str] = field(default_factory=list)
-    """Planted paragraphs, each placed as its own paragraph in a random section."""
-    fixed: list[str] = field(default_factory=list)
-    """Paragraphs the document always opens with (the letter of intent's deal terms)."""
-
-
-@dataclass
-class _Span:
-    doc: _Doc
-    text: str
-    planted: bool = True
-    """``False`` for text the document holds anyway (the letter of intent's structure)."""
-
-
-@dataclass
-class _Issue:
-    kind: str
-    klass: IssueClass
-    severity: _Severity
-    category: str
-    title: str
-    match: str
-    spans: list[_Span]
-    amounts: list[Amount] = field(default_factory=list)
-    amount_what: str = ""
-    recommendation: tuple[str, str] | None = None
-    absent: dict[str, str] | None = None
-
-
-@dataclass
-class _Ctx:
-    rng: random.Random
-    target: str
-    t: str
-    buyer: str
-    structure: DealStructure
-    structure_text: str
-    loi: _Doc
-    docs: list[_Doc]
-    by_category: dict[str, list[_Doc]]
-    taken_ids: set[str]
-
-    def pick(
-        self, category: str, *, exclude: tuple[_Doc, ...] = (), contract: bool = False
-    ) -> _Doc:
-        """A generated document of ``category`` (fewest planted paragraphs first)."""
-        pool = [d for d in self.by_category[category] if d.kind is not None and d not in exclude]
-        if contract:
-            pool = [d for d in pool if d.kind is not None and d.kind.family == "contract"] or pool
-        if not pool:
-            pool = [d for d in self.docs if d.kind is not None and d not in exclude]
-        fewest = min(len(d.inserts) for d in pool)
-        return self.rng.choice([d for d in pool if len(d.inserts) == fewest])
-
-
-def _title(doc: _Doc) -> str:
-    return doc.kind.title if doc.kind is not None else "document"
-
-
-def _days(rng: random.Random) -> str:
-    n = rng.choice((15, 30, 45, 60, 90))
-    return f"{n} days"
-
-
-def _money(rng: random.Random, lo: int, hi: int, step: int = 5_000) -> int:
-    return rng.randrange(lo // step, hi // step + 1) * step
-
-
-# ----------------------------------------------------------------------------- issue kinds
-def _single(ctx: _Ctx, kind: str) -> _Issue:
-    rng, t = ctx.rng, ctx.t
-    mc = "02_Material_Contracts"
-    if kind in {
-        "coc-termination",
-        "uncapped-indemnity",
-        "non-compete",
-        "exclusivity",
-        "mfn",
-        "minimum-commitment",
-    }:
-        doc = ctx.pick(mc, contract=True)
-        cp = short_name(doc.cp)
-        product = rng.choice(PRODUCTS)
-        if kind == "coc-termination":
-            text = (
-                f"If {t} undergoes a Change of Control, {cp} may terminate this Agreement with "
-                f"immediate effect by written notice given within {_days(rng)} after it learns "
-                "of the Change of Control."
-            )
-            return _Issue(
-                kind,
-                "single",
-                "high",
-                "Change Of Control",
-                f"Memo flags {cp}'s right to terminate the {_title(doc)} on a change of control of {t}",
-                f"PASS if the memo states that {doc.cp} may terminate the {_title(doc)} ({doc.id}) "
-                f"upon a change of control of {t} and cites {doc.id}. FAIL if the right is "
-                "not mentioned or the document is not cited.",
-                [_Span(doc, text)],
-            )
-        if kind == "uncapped-indemnity":
-            text = (
-                f"The limitations of liability in this Agreement do not apply to {t}'s "
-                "indemnification obligations for third-party intellectual property claims, which "
-                "are unlimited in amount."
-            )
-            return _Issue(
-                kind,
-                "single",
-                "high",
-                "Uncapped Liability",
-                f"Memo flags {t}'s uncapped IP indemnity in the {_title(doc)} with {cp}",
-                f"PASS if the memo states that {t}'s indemnity for third-party IP claims "
-                f"under {doc.id} is not subject to the liability cap (uncapped) and cites "
-                f"{doc.id}. FAIL otherwise.",
-                [_Span(doc, text)],
-            )
-        if kind == "non-compete":
-            years = rng.choice(("two (2)", "three (3)", "five (5)"))
-            text = (
-                f"During the term of this Agreement and for {years} years after it ends, {t} "
-                f"shall not, directly or indirectly, develop, sell or market any product that "
-                f"competes with the products of {cp} anywhere in North America."
-            )
-            return _Issue(
-                kind,
-                "single",
-                "high",
-                "Non-Compete",
-                f"Memo flags the non-compete binding {t} in the {_title(doc)} with {cp}",
-                f"PASS if the memo identifies the non-compete restricting {t} for {years} "
-                f"years after the end of {doc.id}, notes that it may bind the buyer's "
-                f"group after closing, and cites {doc.id}. FAIL otherwise.",
-                [_Span(doc, text)],
-            )
-        if kind == "exclusivity":
-            region = rng.choice(
-                ("Canada", "the European Union", "Latin America", "Japan", "Australia")
-            )
-            text = (
-                f"{cp} is appointed the sole and exclusive distributor of {t}'s {product} in "
-                f"{region}, and {t} shall not sell the {product} in {region} other than through {cp}."
-            )
-            return _Issue(
-                kind,
-                "single",
-                "medium",
-                "Exclusivity",
-                f"Memo flags {cp}'s exclusive distribution rights for {region}",
-                f"PASS if the memo states that {doc.cp} holds exclusive rights to the "
-                f"{product} in {region} under {doc.id} and cites it. FAIL otherwise.",
-                [_Span(doc, text)],
-            )
-        if kind == "mfn":
-            text = (
-                f"If {t} offers any other customer prices for the {product} lower than those "
-                f"charged to {cp}, {t} shall promptly offer the same lower prices to {cp} and "
-                "refund the difference for the preceding twelve months."
-            )
-            return _Issue(
-                kind,
-                "single",
-                "medium",
-                "Most Favored Nation",
-                f"Memo flags the most-favoured-customer pricing owed to {cp}",
-                f"PASS if the memo identifies the most-favoured-nation pricing and refund "
-                f"obligation in {doc.id} and cites it. FAIL otherwise.",
-                [_Span(doc, text)],
-            )
-        amount = _money(rng, 500_000, 12_000_000, 50_000)
-        text = (
-            f"{t} shall purchase from {cp} products with an aggregate price of at least "
-            f"{format_usd(amount)} in each contract year, and shall pay {cp} any shortfall within "
-            f"{_days(rng)} after the end of the contract year."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "medium",
-            "Minimum Commitment",
-            f"Memo flags {t}'s take-or-pay minimum purchase commitment to {cp}",
-            f"PASS if the memo identifies the annual minimum purchase commitment with "
-            f"shortfall payment in {doc.id} and cites it. FAIL otherwise.",
-            [_Span(doc, text)],
-            [Amount(value=amount, tolerance=_AMOUNT_TOLERANCE)],
-            "the annual minimum purchase commitment",
-        )
-    if kind == "litigation":
-        doc = ctx.pick("05_Litigation")
-        plaintiff = company_name(rng)
-        amount = _money(rng, 750_000, 25_000_000, 50_000)
-        text = (
-            f"In the action filed on {random_date(rng, 2021, 2024)} in the {rng.choice(STATES)} "
-            f"Superior Court, {plaintiff} alleges that {t} breached a supply contract and "
-            f"misappropriated trade secrets, and seeks damages of not less than {format_usd(amount)}."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "high",
-            "Litigation",
-            f"Memo reports the pending action by {plaintiff} against {t}",
-            f"PASS if the memo reports the pending lawsuit by {plaintiff} (breach of "
-            f"contract and trade secrets) and cites {doc.id}. FAIL otherwise.",
-            [_Span(doc, text)],
-            [Amount(value=amount, tolerance=_AMOUNT_TOLERANCE)],
-            f"the damages claimed by {plaintiff}",
-        )
-    if kind == "tax-assessment":
-        doc = ctx.pick("08_Tax")
-        amount = _money(rng, 150_000, 6_000_000)
-        y1 = rng.randint(2016, 2020)
-        state = rng.choice(STATES)
-        text = (
-            f"On {random_date(rng, 2022, 2024)} the {state} Department of Revenue issued {t} a "
-            f"notice of proposed assessment of {format_usd(amount)} in sales and use tax, "
-            f"penalties and interest for the tax years {y1} through {y1 + 3}; {t} has not "
-            "recorded a reserve for it."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "high",
-            "Tax",
-            f"Memo reports the unreserved {state} sales and use tax assessment",
-            f"PASS if the memo reports the proposed {state} sales and use tax "
-            f"assessment against {t}, notes that no reserve is recorded, and cites "
-            f"{doc.id}. FAIL otherwise.",
-            [_Span(doc, text)],
-            [Amount(value=amount, tolerance=_AMOUNT_TOLERANCE)],
-            "the proposed tax assessment",
-        )
-    if kind == "contamination":
-        doc = ctx.pick("12_Environmental")
-        amount = _money(rng, 250_000, 9_000_000)
-        city = rng.choice(CITIES)
-        text = (
-            f"Soil sampling at {t}'s {city} facility found trichloroethylene above state "
-            f"cleanup levels; the consultant estimates the cost of remediation at "
-            f"{format_usd(amount)}."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "high",
-            "Environmental",
-            f"Memo reports the soil contamination at the {city} facility",
-            f"PASS if the memo reports the trichloroethylene contamination at {t}'s "
-            f"{city} facility and cites {doc.id}. FAIL otherwise.",
-            [_Span(doc, text)],
-            [Amount(value=amount, tolerance=_AMOUNT_TOLERANCE)],
-            f"the estimated remediation cost at {city}",
-        )
-    if kind == "data-breach":
-        doc = ctx.pick("11_Data_Privacy")
-        n = rng.randrange(5_000, 900_000)
-        text = (
-            f"On {random_date(rng, 2022, 2024)} an unauthorised third party accessed a {t} "
-            f"database holding the names and payment card details of {n:,} customers; {t} has "
-            "not notified the affected individuals or any regulator."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "high",
-            "Data Privacy",
-            f"Memo reports the unnotified data breach affecting {n:,} customers",
-            f"PASS if the memo reports the breach of payment card data of about {n:,} "
-            f"customers, notes that no notification was made, and cites {doc.id}. "
-            "FAIL otherwise.",
-            [_Span(doc, text)],
-        )
-    if kind == "ip-not-assigned":
-        doc = ctx.pick("03_Intellectual_Property")
-        number = f"{rng.randint(9, 11)},{rng.randint(100, 999)},{rng.randint(100, 999)}"
-        founder = person_name(rng)
-        text = (
-            f"U.S. Patent No. {number}, which covers the core technology of the "
-            f"{rng.choice(PRODUCTS)}, is registered in the name of {founder}, a founder of {t}, "
-            f"and no assignment of it to {t} has been executed or recorded."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "high",
-            "Ip Ownership Assignment",
-            f"Memo flags that Patent No. {number} is owned by {founder}, not {t}",
-            f"PASS if the memo states that U.S. Patent No. {number} is held by the "
-            f"founder {founder} and not assigned to {t}, and cites {doc.id}. FAIL "
-            "otherwise.",
-            [_Span(doc, text)],
-        )
-    if kind == "permit-expired":
-        doc = ctx.pick("09_Regulatory")
-        permit = f"{rng.choice('ABCDEFG')}{rng.choice('KLMNPQR')}-{rng.randint(1000, 9999)}"
-        city = rng.choice(CITIES)
-        text = (
-            f"Operating permit No. {permit} for {t}'s {city} plant expired on "
-            f"{random_date(rng, 2022, 2024)}, and {t} has continued operations without filing "
-            "an application for renewal."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "medium",
-            "Regulatory",
-            f"Memo flags the expired operating permit {permit} at the {city} plant",
-            f"PASS if the memo reports that permit {permit} for the {city} plant has "
-            f"expired with no renewal filed and cites {doc.id}. FAIL otherwise.",
-            [_Span(doc, text)],
-        )
-    if kind == "insurance-lapse":
-        doc = ctx.pick("10_Insurance")
-        date = random_date(rng, 2024, 2025)
-        text = (
-            f"{t}'s directors and officers liability policy expires on {date} and contains no "
-            "run-off or extended reporting period, so claims first made after that date are "
-            "not covered."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "medium",
-            "Insurance",
-            f"Memo flags the D&O policy expiring on {date} without run-off cover",
-            f"PASS if the memo notes that the D&O policy expires on {date} with no "
-            f"run-off or tail cover and cites {doc.id}. FAIL otherwise.",
-            [_Span(doc, text)],
-        )
-    if kind == "covenant-breach":
-        doc = ctx.pick("07_Finance")
-        bank = company_name(rng)
-        ratio = f"{rng.randint(4, 6)}.{rng.randint(10, 95)}"
-        text = (
-            f"As of {random_date(rng, 2023, 2024)}, {t} was not in compliance with the maximum "
-            f"leverage ratio of 3.50 to 1.00 under its credit agreement with {bank} (actual "
-            f"ratio: {ratio} to 1.00), and {short_name(bank)} has reserved all of its rights."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "high",
-            "Finance",
-            f"Memo flags the leverage covenant breach under the {short_name(bank)} credit agreement",
-            f"PASS if the memo reports that {t} breaches the 3.50x leverage covenant "
-            f"(actual {ratio}x) under its credit agreement with {bank} and cites "
-            f"{doc.id}. FAIL otherwise.",
-            [_Span(doc, text)],
-        )
-    if kind == "lease-termination":
-        doc = ctx.pick("06_Real_Estate", contract=True)
-        city = rng.choice(CITIES)
-        text = (
-            f"The Landlord may terminate this lease of {t}'s premises in {city} at any time on "
-            f"{_days(rng)}' notice without paying any compensation to {t}."
-        )
-        return _Issue(
-            kind,
-            "single",
-            "medium",
-            "Termination For Convenience",
-            f"Memo flags the landlord's right to terminate the {city} lease at will",
-            f"PASS if the memo states that the landlord may terminate the lease of the "
-            f"{city} premises for convenience without compensation and cites {doc.id}. "
-            "FAIL otherwise.",
-            [_Span(doc, text)],
-        )
-    # misclassification
-    doc = ctx.pick("04_Employment")
-    n = rng.randint(12, 180)
-    amount = _money(rng, 200_000, 4_000_000)
-    text = (
-        f"{n} individuals who work full time for {t} under its direction are engaged as "
-        "independent contractors and receive no overtime or benefits; counsel estimates back "
-        f"pay and penalties of {format_usd(amount)} if they are reclassified as employees."
-    )
-    return _Issue(
-        "misclassification",
-        "single",
-        "medium",
-        "Employment",
-        f"Memo flags the misclassification of {n} contractors",
-        f"PASS if the memo reports that {n} full-time workers are treated as "
-        f"contractors, with back-pay exposure, and cites {doc.id}. FAIL otherwise.",
-        [_Span(doc, text)],
-        [Amount(value=amount, tolerance=_AMOUNT_TOLERANCE)],
-        "the reclassification exposure",
-    )
-
-
-_SINGLE_KINDS = (
-    "coc-termination",
-    "uncapped-indemnity",
-    "non-compete",
-    "exclusivity",
-    "mfn",
-    "minimum-commitment",
-    "litigation",
-    "tax-assessment",
-    "contamination",
-    "data-breach",
-    "ip-not-assigned",
-    "permit-expired",
-    "insurance-lapse",
-    "covenant-breach",
-    "lease-termination",
-    "misclassification",
-)
-
-
-def _multi(ctx: _Ctx, kind: str) -> _Issue:
-    rng, t = ctx.rng, ctx.t
-    loi = _Span(ctx.loi, ctx.structure_text, planted=False)
-    if kind == "consent":
-        doc = ctx.pick("02_Material_Contracts", contract=True)
-        cp = short_name(doc.cp)
-        if ctx.structure == "asset purchase":
-            text = (
-                f"Neither {t} nor {cp} may assign or transfer this Agreement or any right under "
-                "it, by operation of law or otherwise, without the prior written consent of the "
-                "other, and any purported assignment without that consent is void."
-            )
-            category, why = (
-                "Anti-Assignment",
-                "the asset purchase transfers the contract to the buyer",
-            )
-        else:
-            text = (
-                f"A Change of Control of {t}, including a merger or a sale of more than fifty "
-                f"percent of its voting securities, is treated as an assignment of this "
-                f"Agreement and requires the prior written consent of {cp}, which {cp} may "
-                "withhold in its sole discretion."
-            )
-            category, why = (
-                "Change Of Control",
-                f"the {ctx.structure} is a change of control of {t}",
-            )
-        return _Issue(
-            kind,
-            "multi",
-            "high",
-            category,
-            f"Memo concludes that the deal needs {cp}'s consent under the {_title(doc)}",
-            f"PASS if the memo connects the consent requirement in {doc.id} with the deal "
-            f"structure in {ctx.loi.id} ({why}) and concludes that {doc.cp}'s consent is needed "
-            "for the transaction. FAIL if either fact is missing or no consent requirement is "
-            "concluded.",
-            [_Span(doc, text), loi],
-            recommendation=(
-                f"Memo recommends obtaining {cp}'s consent before closing",
-                f"PASS if the memo recommends obtaining {doc.cp}'s written consent (or making it a "
-                "closing condition) before closing. FAIL otherwise.",
-            ),
-        )
-    if kind == "loan-acceleration":
-        doc = ctx.pick("07_Finance")
-        other = ctx.pick("07_Finance", exclude=(doc,))
-        bank = company_name(rng)
-        amount = _money(rng, 2_000_000, 60_000_000, 100_000)
-        clause = (
-            f"It is an event of default under {t}'s term loan from {bank} if {t} undergoes a "
-            "change of control or sells all or substantially all of its assets, whereupon all "
-            "outstanding loans become immediately due and payable."
-        )
-        balance = (
-            f"The outstanding principal of {t}'s term loan from {short_name(bank)} at the "
-            f"balance sheet date was {format_usd(amount)}."
-        )
-        return _Issue(
-            kind,
-            "multi",
-            "high",
-            "Change Of Control",
-            f"Memo concludes that the {short_name(bank)} term loan becomes repayable at closing",
-            f"PASS if the memo connects the change-of-control default in {doc.id}, the deal "
-            f"structure in {ctx.loi.id} and the outstanding balance in {other.id}, and concludes "
-            "that the loan will have to be repaid or waived at closing. FAIL otherwise.",
-            [_Span(doc, clause), _Span(other, balance), loi],
-            [Amount(value=amount, tolerance=_AMOUNT_TOLERANCE)],
-            f"the term loan from {short_name(bank)} repayable at closing",
-        )
-    if kind == "customer-concentration":
-        doc = ctx.pick("02_Material_Contracts", contract=True)
-        fin = ctx.pick("07_Finance")
-        cp = short_name(doc.cp)
-        pct = rng.randint(18, 46)
-        revenue = _money(rng, 3_000_000, 80_000_000, 100_000)
-        clause = f"{cp} may terminate this Agreement for convenience at any time on {_days(rng)}' written notice to {t}."
-        share = (
-            f"Sales to {doc.cp} were {format_usd(revenue)}, or {pct}% of {t}'s total revenue, "
-            f"making it {t}'s largest customer."
-        )
-        return _Issue(
-            kind,
-            "multi",
-            "high",
-            "Termination For Convenience",
-            f"Memo flags that {t}'s largest customer ({pct}% of revenue) can terminate for convenience",
-            f"PASS if the memo connects {cp}'s right to terminate for convenience in {doc.id} with "
-            f"its {pct}% share of revenue in {fin.id}. FAIL if either fact is missing.",
-            [_Span(doc, clause), _Span(fin, share)],
-            [
-                Amount(value=pct, unit="%", tolerance=_AMOUNT_TOLERANCE),
-                Amount(value=revenue, tolerance=_AMOUNT_TOLERANCE),
-            ],
-            f"the revenue at risk from {cp}",
-        )
-    if kind == "lease-consent":
-        lease = ctx.pick("06_Real_Estate", contract=True)
-        other = ctx.pick("06_Real_Estate", exclude=(lease,))
-        landlord = lease.cp
-        city = rng.choice(CITIES)
-        pct = rng.randint(30, 90)
-        clause = (
-            f"Any transfer of a controlling interest in {t}, or any sale of all or substantially "
-            f"all of its assets, is deemed an assignment of this lease of the {city} premises "
-            f"and requires the prior written consent of the Landlord, {landlord}."
-        )
-        fact = (
-            f"The {city} premises house {t}'s only manufacturing line, which produced {pct}% "
-            f"of {t}'s revenue last year."
-        )
-        return _Issue(
-            kind,
-            "multi",
-            "high",
-            "Anti-Assignment",
-            f"Memo concludes that the landlord's consent is needed for {t}'s only plant in {city}",
-            f"PASS if the memo connects the landlord-consent clause in {lease.id} with the "
-            f"importance of the {city} site in {other.id} and concludes that the landlord's "
-            "consent is needed for the deal. FAIL otherwise.",
-            [_Span(lease, clause), _Span(other, fact)],
-            recommendation=(
-                f"Memo recommends securing the {city} landlord's consent before closing",
-                f"PASS if the memo recommends obtaining {landlord}'s consent (or a closing "
-                "condition) before closing. FAIL otherwise.",
-            ),
-        )
-    if kind == "executive-payment":
-        agreement = ctx.pick("04_Employment")
-        census = ctx.pick("04_Employment", exclude=(agreement,))
-        exec_name = person_name(rng)
-        role = rng.choice(
-            ("Chief Technology Officer", "Chief Operating Officer", "Chief Revenue Officer")
-        )
-        salary = _money(rng, 220_000, 650_000, 5_000)
-        mult = rng.choice((1.5, 2, 2.5, 3))
-        mult_text = {1.5: "one and one-half", 2: "two", 2.5: "two and one-half", 3: "three"}[mult]
-        clause = (
-            f"If the employment of {exec_name} ends for any reason within twelve months after a "
-            f"Change in Control of {t}, {t} shall pay {exec_name} a lump sum equal to "
-            f"{mult_text} times the executive's annual base salary."
-        )
-        row = f"{exec_name}, {role} of {t}: annual base salary {format_usd(salary)}."
-        payment = mult * salary
-        return _Issue(
-            kind,
-            "multi",
-            "medium",
-            "Change Of Control",
-            f"Memo quantifies the change-in-control payment to {exec_name}",
-            f"PASS if the memo identifies the change-in-control payment to {exec_name} in "
-            f"{agreement.id} and uses the salary in {census.id}. FAIL otherwise.",
-            [_Span(agreement, clause), _Span(census, row)],
-            [
-                Amount(
-                    value=payment,
-                    tolerance=_AMOUNT_TOLERANCE,
-                    note=f"{mult_text} times the base salary of {format_usd(salary)}",
-                )
-            ],
-            f"the change-in-control payment to {exec_name}",
-        )
-    # uninsured-environmental
-    site = ctx.pick("12_Environmental")
-    policy = ctx.pick("10_Insurance")
-    city = rng.choice(CITIES)
-    amount = _money(rng, 400_000, 12_000_000)
-    estimate = (
-        f"Remediation of the former plating area at {t}'s {city} site is estimated to cost "
-        f"{format_usd(amount)}."
-    )
-    exclusion = (
-        f"The general liability policy of {t} excludes all loss arising from the discharge or "
-        f"release of pollutants, and {t} holds no separate pollution legal liability policy."
-    )
-    return _Issue(
-        "uninsured-environmental",
-        "multi",
-        "high",
-        "Environmental",
-        f"Memo concludes that the {city} remediation cost is uninsured",
-        f"PASS if the memo connects the remediation estimate in {site.id} with the pollution "
-        f"exclusion in {policy.id} and concludes that the cost is uninsured. FAIL otherwise.",
-        [_Span(site, estimate), _Span(policy, exclusion)],
-        [Amount(value=amount, tolerance=_AMOUNT_TOLERANCE)],
-        f"the uninsured remediation cost at {city}",
-    )
-
-
-_MULTI_KINDS = (
-    "consent",
-    "loan-acceleration",
-    "customer-concentration",
-    "lease-consent",
-    "executive-payment",
-    "uninsured-environmental",
-)
-
-
-def _missing(ctx: _Ctx, kind: str) -> _Issue:
-    rng, t, target = ctx.rng, ctx.t, ctx.target
-    date = random_date(rng, 2016, 2023)
-    if kind == "side-letter":
-        doc = ctx.pick("02_Material_Contracts", contract=True)
-        title = f"Side Letter between {target} and {doc.cp} dated {date}"
-        text = (
-            f"Pricing under this Agreement is subject to the Side Letter between {target} and "
-            f'{doc.cp} dated {date} (the "Side Letter"), which is incorporated by reference.'
-        )
-        would_be = f"{doc.id.rsplit('/', 1)[0]}/side_letter_{slugify(short_name(doc.cp), '_')}.txt"
-    elif kind == "shareholders-agreement":
-        doc = ctx.pick("01_Corporate")
-        title = f"Shareholders' Agreement of {target} dated {date}"
-        text = (
-            f"The Board noted that any transfer of shares in {t} is subject to the rights of "
-            f"first refusal in the Shareholders' Agreement of {target} dated {date}."
-        )
-        would_be = "01_Corporate/shareholders_agreement.txt"
-    elif kind == "settlement":
-        doc = ctx.pick("05_Litigation")
-        other = company_name(rng)
-        title = f"Settlement Agreement between {target} and {other} dated {date}"
-        text = (
-            f"The dispute with {other} was resolved under the Settlement Agreement between "
-            f"{target} and {other} dated {date}, under which {t} agreed to pay amounts in "
-            f"instalments through {rng.randint(2025, 2028)}."
-        )
-        would_be = f"05_Litigation/settlement_agreement_{slugify(short_name(other), '_')}.txt"
-    elif kind == "intercreditor":
-        doc = ctx.pick("07_Finance")
-        bank1, bank2 = company_name(rng), company_name(rng)
-        title = f"Intercreditor Agreement between {bank1} and {bank2} dated {date}"
-        text = (
-            f"The security granted by {t} over its assets is shared under the Intercreditor "
-            f"Agreement between {bank1} and {bank2} dated {date}."
-        )
-        would_be = "07_Finance/intercreditor_agreement.txt"
-    elif kind == "soc2-report":
-        doc = ctx.pick("13_Information_Technology")
-        auditor = company_name(rng)
-        title = f"SOC 2 Type II report for the period ended {date}, prepared by {auditor}"
-        text = (
-            f"{t}'s customer contracts rely on its SOC 2 Type II report for the period ended "
-            f"{date}, prepared by {auditor}, as evidence of its security controls."
-        )
-        would_be = "13_Information_Technology/soc2_type_ii_report.txt"
-    else:  # permit-conditions
-        doc = ctx.pick("12_Environmental")
-        number = rng.randint(2, 9)
-        title = (
-            f"Schedule {number} (Special Conditions) to {target}'s discharge permit dated {date}"
-        )
-        text = (
-            f"The wastewater discharge permit held by {t} is issued subject to the conditions in "
-            f"Schedule {number} (Special Conditions) to {target}'s discharge permit dated {date}."
-        )
-        would_be = f"12_Environmental/permit_schedule_{number}.txt"
-    return _Issue(
-        kind,
-        "missing",
-        "medium",
-        "Missing Document",
-        f"Memo notes that the {title} is not in the data room",
-        f"PASS if the memo states that the {title}, referred to in {doc.id}, is missing from "
-        "the data room and asks for it (or treats its terms as unknown). FAIL if the memo does "
-        "not mention it or describes its terms as if it had been reviewed.",
-        [_Span(doc, text)],
-        absent={"title": title, "would_be_id": would_be},
-    )
-
-
-_MISSING_KINDS = (
-    "side-letter",
-    "shareholders-agreement",
-    "settlement",
-    "intercreditor",
-    "soc2-report",
-    "permit-conditions",
-)
-
-
 # ----------------------------------------------------------------------------- planning
-_STRUCTURES: tuple[DealStructure, ...] = ("share purchase", "merger", "asset purchase")
-
-
-def _structure_text(structure: DealStructure, buyer: str, target: str) -> str:
-    if structure == "share purchase":
-        return (
-            f"{buyer} will acquire all of the issued and outstanding shares of {target} from its "
-            f"shareholders, following which {target} will be a wholly owned subsidiary of {buyer}."
-        )
-    if structure == "merger":
-        return (
-            f"A wholly owned subsidiary of {buyer} will merge with and into {target}, with "
-            f"{target} surviving the merger as a wholly owned subsidiary of {buyer}."
-        )
-    return (
-        f"{buyer} will purchase substantially all of the assets of {target}, including its "
+_STRUCTURE_TEXT: dict[DealStructure, str] = {
+    "share purchase": (
+        "{buyer} will acquire all of the issued and outstanding shares of {target} from its "
+        "shareholders, following which {target} will be a wholly owned subsidiary of {buyer}."
+    ),
+    "merger": (
+        "A wholly owned subsidiary of {buyer} will merge with and into {target}, with "
+        "{target} surviving the merger as a wholly owned subsidiary of {buyer}."
+    ),
+    "asset purchase": (
+        "{buyer} will purchase substantially all of the assets of {target}, including its "
         "rights under the contracts listed in the disclosure schedule, and will assume only the "
         "liabilities expressly listed there."
-    )
+    ),
+}
+"""The letter of intent's paragraph stating each deal structure."""
+_KINDS_OF: dict[IssueClass, tuple[str, ...]] = {
+    "single": tuple(t.kind for t in ISSUE_TEMPLATES if t.klass == "single"),
+    "multi": tuple(t.kind for t in ISSUE_TEMPLATES if t.klass == "multi"),
+    "missing": tuple(t.kind for t in ISSUE_TEMPLATES if t.klass == "missing"),
+}
+"""Issue kinds of each class, in the table's order (the plan shuffles from it)."""
 
 
 def _cuad_pool(source: Path | None, partition: tuple[int, int]) -> list[Path]:
@@ -937,12 +243,14 @@ def _leaf_plan(counts: list[int], n_leaves: int) -> list[int]:
     return opened
 
 
-def _plan(n_docs: int, seed: int, scale: float, cuad: list[Path]) -> tuple[_Ctx, list[_Issue]]:
+def _plan(
+    n_docs: int, seed: int, scale: float, cuad: list[Path]
+) -> tuple[PlanContext, list[PlantedIssue]]:
     rng = random.Random(f"{GENERATOR}:plan:{seed}")
     target = target_for_seed(seed)
     t = short_name(target)
     buyer = company_name(rng).split()[0] + " Acquisition Holdings LLC"
-    structure = rng.choice(_STRUCTURES)
+    structure = rng.choice(DEAL_STRUCTURES)
     n_cuad = min(len(cuad), n_docs // _CUAD_EVERY)
     chosen_cuad = sorted(rng.sample(cuad, n_cuad)) if n_cuad else []
 
@@ -954,22 +262,22 @@ def _plan(n_docs: int, seed: int, scale: float, cuad: list[Path]) -> tuple[_Ctx,
     opened = _leaf_plan(counts, n_leaf_folders_for(n_docs))
     counterparties = sorted({company_name(rng) for _ in range(max(12, n_docs // 3))})
 
-    docs: list[_Doc] = []
+    docs: list[PlannedDoc] = []
     taken: set[str] = set()
-    by_category: dict[str, list[_Doc]] = {c.folder: [] for c in CATEGORIES}
+    by_category: dict[str, list[PlannedDoc]] = {c.folder: [] for c in CATEGORIES}
 
-    def add(category: str, leaf: str, stem: str, suffix: str, **kw: Any) -> _Doc:
+    def add(category: str, leaf: str, stem: str, suffix: str, **kw: Any) -> PlannedDoc:
         base = f"{leaf}/{stem}"
         doc_id, k = f"{base}{suffix}", 2
         while doc_id in taken:
             doc_id, k = f"{base}_{k}{suffix}", k + 1
         taken.add(doc_id)
-        doc = _Doc(index=len(docs), id=doc_id, category=category, **kw)
+        doc = PlannedDoc(index=len(docs), id=doc_id, category=category, **kw)
         docs.append(doc)
         by_category[category].append(doc)
         return doc
 
-    loi: _Doc | None = None
+    loi: PlannedDoc | None = None
     for ci, (cat, count) in enumerate(zip(CATEGORIES, counts, strict=True)):
         subs = cat.subfolders[: opened[ci]]
         leaves = [cat.folder] if len(subs) == 1 else [f"{cat.folder}/{s.name}" for s in subs]
@@ -1019,9 +327,11 @@ def _plan(n_docs: int, seed: int, scale: float, cuad: list[Path]) -> tuple[_Ctx,
                 n_chars=max(500, int(rng.randint(lo, hi) * scale)),
             )
     assert loi is not None
-    structure_text = _structure_text(structure, buyer, target)
+    structure_text = _STRUCTURE_TEXT[structure].format(buyer=buyer, target=target)
     loi.fixed.append(structure_text)
-    ctx = _Ctx(rng, target, t, buyer, structure, structure_text, loi, docs, by_category, taken)
+    ctx = PlanContext(
+        rng, target, t, buyer, structure, structure_text, loi, docs, by_category, taken
+    )
 
     n_issues = n_issues_for(n_docs)
     n_multi = max(1, round(n_issues * _CLASS_SHARE["multi"]))
@@ -1029,23 +339,18 @@ def _plan(n_docs: int, seed: int, scale: float, cuad: list[Path]) -> tuple[_Ctx,
     n_single = n_issues - n_multi - n_missing
     plan: list[tuple[IssueClass, str]] = []
     groups: tuple[tuple[IssueClass, tuple[str, ...], int], ...] = (
-        ("single", _SINGLE_KINDS, n_single),
-        ("multi", _MULTI_KINDS, n_multi),
-        ("missing", _MISSING_KINDS, n_missing),
+        ("single", _KINDS_OF["single"], n_single),
+        ("multi", _KINDS_OF["multi"], n_multi),
+        ("missing", _KINDS_OF["missing"], n_missing),
     )
     for klass, kinds, n in groups:
         order = list(kinds)
         rng.shuffle(order)
         plan += [(klass, order[i % len(order)]) for i in range(n)]
     rng.shuffle(plan)
-    makers: dict[IssueClass, Callable[[_Ctx, str], _Issue]] = {
-        "single": _single,
-        "multi": _multi,
-        "missing": _missing,
-    }
-    issues: list[_Issue] = []
-    for klass, issue_kind in plan:
-        issue = makers[klass](ctx, issue_kind)
+    issues: list[PlantedIssue] = []
+    for _klass, issue_kind in plan:
+        issue = plant(TEMPLATES_BY_KIND[issue_kind], ctx)
         for span in issue.spans:
             if span.planted:
                 span.doc.inserts.append(span.text)
@@ -1054,7 +359,7 @@ def _plan(n_docs: int, seed: int, scale: float, cuad: list[Path]) -> tuple[_Ctx,
 
 
 # ----------------------------------------------------------------------------- rendering
-def _render(doc: _Doc, ctx: _Ctx, seed: int) -> str:
+def _render(doc: PlannedDoc, ctx: PlanContext, seed: int) -> str:
     """Full text of one generated document (planted paragraphs placed in random sections)."""
     rng = random.Random(f"{GENERATOR}:doc:{seed}:{doc.index}")
     kind = doc.kind
@@ -1113,7 +418,9 @@ def _key_terms(spans: list[str], exclude: set[str]) -> list[str]:
     return [w for w, _ in counts.most_common(6)]
 
 
-def _criteria(ctx: _Ctx, issues: list[_Issue]) -> tuple[list[Criterion], list[dict[str, Any]]]:
+def _criteria(
+    ctx: PlanContext, issues: list[PlantedIssue]
+) -> tuple[list[Criterion], list[dict[str, Any]]]:
     width = max(3, len(str(len(issues))))
     names = {w for n in (ctx.target, ctx.buyer) for w in content_words(n)}
     criteria: list[Criterion] = []
@@ -1256,7 +563,7 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
     prepare_room_folder(out, overwrite, SynthError)
 
 
-def _attribution(cuad_docs: list[_Doc]) -> str:
+def _attribution(cuad_docs: list[PlannedDoc]) -> str:
     lines = [
         "# Attribution",
         "",
