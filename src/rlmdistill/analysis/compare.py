@@ -38,6 +38,7 @@ from rlmdistill.analysis.metrics import (
 from rlmdistill.analysis.schema import (
     EMA_BETA,
     REPORT_VERSION,
+    AdapterCheck,
     ArmInfo,
     ArmMetric,
     Comparison,
@@ -70,6 +71,7 @@ __all__ = [
     "EMA_BETA",
     "METHODS",
     "REPORT_VERSION",
+    "AdapterCheck",
     "ArmInfo",
     "ArmMetric",
     "Comparison",
@@ -119,6 +121,7 @@ def build_report(
     seed: int = 0,
     confidence: float = DEFAULT_CONFIDENCE,
     trajectories: bool = True,
+    adapter_checks: Sequence[AdapterCheck] = (),
     overwrite: bool = False,
     draw: bool = True,
 ) -> Report:
@@ -134,6 +137,8 @@ def build_report(
         n_resamples, seed, confidence: bootstrap settings (see :mod:`analysis.stats`).
         trajectories: compute the trajectory metrics (reads every trajectory file once).
         overwrite: replace a report already in ``out``.
+        adapter_checks: checks computed by the caller (the loop's greedy check), stored in
+            ``report.json`` and rendered into ``report.md`` from there.
         draw: render the PNG figures (``False`` writes only the data, e.g. for benchmarks).
 
     Raises:
@@ -199,6 +204,7 @@ def build_report(
             arms, rows, rooms, sizes, shares, ablations, grids, training, prices.version
         ),
         notes=sections.report_notes(arms),
+        adapter_checks=list(adapter_checks),
     )
     _write(report, rows, out, overwrite=overwrite, draw=draw)
     return report
@@ -232,7 +238,8 @@ def _write(
     if draw:
         for fig in report.figures:
             render_figure(fig, out)
-    text = report.model_dump_json(indent=1)
+    # a report without checks keeps the version-1 bytes (no empty adapter_checks key)
+    text = report.model_dump_json(indent=1, exclude=None if report.adapter_checks else {"adapter_checks"})
     json.loads(text)  # fails loudly rather than write an unreadable file
     (out / layout.REPORT_JSON).write_text(text + "\n", encoding="utf-8")
     (out / layout.REPORT_MD).write_text(render_markdown(report), encoding="utf-8")

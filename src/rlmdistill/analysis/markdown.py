@@ -337,6 +337,28 @@ def _training_and_figures(report: Report) -> list[str]:
     return lines
 
 
+def _adapter_checks(report: Report) -> list[str]:
+    if not report.adapter_checks:
+        return []
+    lines = ["", "## Does the adapter change the root?"]
+    for c in report.adapter_checks:
+        first = (
+            f" (first difference at token {c.first_difference})"
+            if c.changed and c.first_difference is not None
+            else ""
+        )
+        lines += [
+            "",
+            f"Adapter `{c.adapter}`: greedy decoding of {c.max_new_tokens} tokens on "
+            f"{c.prompt_source}: **{'changed' if c.changed else 'UNCHANGED'}**{first}; max "
+            f"|logit difference| at the first position {_n(c.max_abs_logit_diff)}.",
+            "",
+            f"- base: `{c.base_text[:300]!r}`",
+            f"- tuned: `{c.tuned_text[:300]!r}`",
+        ]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     """The report as Markdown; every number in it is a field of ``report`` (report.json)."""
     lines = [
@@ -346,5 +368,6 @@ def render_markdown(report: Report) -> str:
         *_sizes_and_tokens(report),
         *_ablations_and_grids(report),
         *_training_and_figures(report),
+        *_adapter_checks(report),
     ]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.analysis.checks import AdapterCheck
 from rlmdistill.analysis.figures import FigureData
 from rlmdistill.analysis.stats import Correlation, Estimate, PairedComparison
 from rlmdistill.analysis.summary import Stat
@@ -21,6 +22,7 @@ from rlmdistill.analysis.summary import Stat
 __all__ = [
     "EMA_BETA",
     "REPORT_VERSION",
+    "AdapterCheck",
     "ArmInfo",
     "ArmMetric",
     "Comparison",
@@ -287,4 +289,7 @@ class Report(BaseModel):
     training: list[TrainingCurve]
     figures: list[FigureData]
     notes: list[str] = Field(default_factory=list)
+    adapter_checks: list[AdapterCheck] = Field(default_factory=list)
+    """Checks the caller handed in (the loop: does the adapter change the greedy output?).
+    Left out of ``report.json`` when empty, so a report without one reads as before."""
 
