@@ -250,6 +250,30 @@ def test_trajectory_the_fast_reader_refuses_goes_to_the_validated_reader(
         metrics_table(run, prices=PRICES)
 
 
+def test_verdicts_are_read_as_columns_and_a_bad_one_is_named(collected_run, tmp_path, monkeypatch):
+    """Verdicts are read as checked columns; a file whose columns fail the record model's
+    checks goes to the validated reader, which names the file and line."""
+    import rlmdistill.analysis.metrics as metrics_mod
+
+    validated = metrics_mod.load_verdicts
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the validated reader was used on a clean verdict file")
+
+    monkeypatch.setattr(metrics_mod, "load_verdicts", refuse)
+    want = metrics_table(collected_run, prices=PRICES, trajectories=False)
+    monkeypatch.setattr(metrics_mod, "load_verdicts", validated)
+    assert all(r.pass_rate is not None for r in want)
+    run = _copy(collected_run, tmp_path)
+    path = run / "verdicts" / "reference.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    bad = json.loads(lines[1])
+    bad["verdict"] = "MAYBE"
+    path.write_text("\n".join([lines[0], json.dumps(bad), *lines[2:]]) + "\n", encoding="utf-8")
+    with pytest.raises(TraceFileError, match=r"reference\.jsonl:2: record 2 is invalid"):
+        metrics_table(run, prices=PRICES, trajectories=False)
+
+
 def test_answer_reach_measure():
     memo = word_tokens("Finding: The Agreement may NOT be assigned without prior written consent.")
     grams = {tuple(memo[i : i + 8]) for i in range(len(memo) - 7)}
