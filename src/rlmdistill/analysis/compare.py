@@ -239,7 +239,9 @@ def _write(
         for fig in report.figures:
             render_figure(fig, out)
     # a report without checks keeps the version-1 bytes (no empty adapter_checks key)
-    text = report.model_dump_json(indent=1, exclude=None if report.adapter_checks else {"adapter_checks"})
+    text = report.model_dump_json(
+        indent=1, exclude=None if report.adapter_checks else {"adapter_checks"}
+    )
     json.loads(text)  # fails loudly rather than write an unreadable file
     (out / layout.REPORT_JSON).write_text(text + "\n", encoding="utf-8")
     (out / layout.REPORT_MD).write_text(render_markdown(report), encoding="utf-8")

@@ -266,7 +266,9 @@ def _opt_str(v: object) -> bool:
     return v is None or type(v) is str
 
 
-def _light_records(records: list[dict[str, Any]], episode_id: str) -> tuple[list[_Turn], list[_Call]] | None:
+def _light_records(
+    records: list[dict[str, Any]], episode_id: str
+) -> tuple[list[_Turn], list[_Call]] | None:
     """The trajectory metrics' fields read from raw records (``read_jsonl`` dicts), without
     validating whole records with pydantic (that was most of the report's time over 10,000
     trajectories). Every field used is type-checked; ``None`` when anything is not as a

@@ -292,4 +292,3 @@ class Report(BaseModel):
     adapter_checks: list[AdapterCheck] = Field(default_factory=list)
     """Checks the caller handed in (the loop: does the adapter change the greedy output?).
     Left out of ``report.json`` when empty, so a report without one reads as before."""
-

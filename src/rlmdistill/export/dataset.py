@@ -898,7 +898,10 @@ def _card(m: ExportManifest, r: ExportReport, extra: str) -> str:
         "",
         *markdown_table(
             ["", "n", "total", "min", "mean", "p50", "p95", "max"],
-            [_stats_row("tokens per example", m.tokens), _stats_row("supervised tokens", m.supervised)],
+            [
+                _stats_row("tokens per example", m.tokens),
+                _stats_row("supervised tokens", m.supervised),
+            ],
         ),
         "",
         "## Columns",

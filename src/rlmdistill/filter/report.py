@@ -26,9 +26,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill import __version__
-from rlmdistill.mdtable import Cell, markdown_table
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRules
 from rlmdistill.filter.select import FilterDecision, RoomThresholds, RunInfo, Selection
+from rlmdistill.mdtable import Cell, markdown_table
 from rlmdistill.traces import layout
 from rlmdistill.traces.schema import SCHEMA_VERSION, utcnow
 from rlmdistill.traces.store import append_records
