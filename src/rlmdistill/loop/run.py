@@ -258,8 +258,9 @@ class _Loop:
 
         Up to date, hence skipped, when its fingerprint is unchanged: the fingerprint is its
         inputs (each run's ``episodes.jsonl`` and verdict files, the adapter's ``sft.json``
-        and ``train_log.jsonl``, the report settings, and the greedy check's: the base and
-        whether it runs; its prompt is the base run's first episode), not the clock.
+        and ``train_log.jsonl``, their paths, the report settings, and the greedy check's:
+        the base and whether it runs; its prompt is the base run's first episode), not the
+        clock.
         """
         from rlmdistill.analysis.checks import AdapterCheck
         from rlmdistill.analysis.main import ReportConfig
@@ -276,10 +277,12 @@ class _Loop:
                    if not p.name.endswith((".cache.jsonl", ".usage.jsonl")))
             for r in runs
         ]  # fmt: skip
+        # absolute paths: report.json names the runs and the adapter by path, so a moved
+        # workspace rebuilds its report (every other input is content)
         fp = self.cfg.fingerprint(
             "report",
-            [[self.rel(r), _sha_files(r / layout.EPISODES, *v)] for r, v in zip(runs, verdicts, strict=True)],
-            [self.rel(adapter), _sha_files(adapter / layout.SFT_MANIFEST, adapter / layout.TRAIN_LOG)],
+            [[str(r.resolve()), _sha_files(r / layout.EPISODES, *v)] for r, v in zip(runs, verdicts, strict=True)],
+            [str(adapter.resolve()), _sha_files(adapter / layout.SFT_MANIFEST, adapter / layout.TRAIN_LOG)],
             settings,
             {"check_greedy_change": self.cfg.check_greedy_change, "base": self.cfg.base},
         )  # fmt: skip
