@@ -62,12 +62,14 @@ from rlmdistill.analysis.sections import (
     read_training_curve,
 )
 from rlmdistill.analysis.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from rlmdistill.analysis.trajectory_cache import cache_file
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.traces import layout
 
 __all__ = [
     "BASE_METRICS",
+    "CACHE_DIR",
     "EMA_BETA",
     "METHODS",
     "REPORT_VERSION",
@@ -90,6 +92,11 @@ __all__ = [
     "build_report",
     "read_training_curve",
 ]
+
+CACHE_DIR = ".cache"
+"""Under the report folder: the trajectory-metrics cache of each run
+(:mod:`rlmdistill.analysis.trajectory_cache`), so a rebuilt report reads only the trajectories
+that changed."""
 
 
 def _labels(run_dirs: Sequence[Path], labels: Sequence[str] | None) -> list[str]:
@@ -135,7 +142,8 @@ def build_report(
         prices: price table for cost.
         labels: arm labels (default: run folder names, made unique).
         n_resamples, seed, confidence: bootstrap settings (see :mod:`analysis.stats`).
-        trajectories: compute the trajectory metrics (reads every trajectory file once).
+        trajectories: compute the trajectory metrics (reads every trajectory file once, or only
+            those changed since this report was last built: ``out/.cache``).
         overwrite: replace a report already in ``out``.
         adapter_checks: checks computed by the caller (the loop's greedy check), stored in
             ``report.json`` and rendered into ``report.md`` from there.
@@ -158,7 +166,13 @@ def build_report(
     arm_labels = _labels(run_dirs, labels)
     ctx = SectionContext(n_resamples, seed, confidence)
     loaded = [
-        load_run_metrics(Path(d), grader, prices=prices, trajectories=trajectories)
+        load_run_metrics(
+            Path(d),
+            grader,
+            prices=prices,
+            trajectories=trajectories,
+            trajectory_cache=cache_file(out / CACHE_DIR, Path(d)),
+        )
         for d in run_dirs
     ]
     rows = {label: lm.rows for label, lm in zip(arm_labels, loaded, strict=True)}

@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.analysis.trajectory_cache import TrajectoryCache
 from rlmdistill.models.base import Usage
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
@@ -400,10 +401,16 @@ def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
             )
         return out
     cols = table.select(["episode_id", "criterion_id", "verdict", "memo_sha256"]).to_pydict()
-    for row in zip(
+    new = tuple.__new__  # a row without the Python-level NamedTuple constructor (200,000 rows)
+    for values in zip(
         cols["episode_id"], cols["criterion_id"], cols["verdict"], cols["memo_sha256"], strict=True
     ):
-        out.setdefault(row[0], []).append(_VerdictRow(*row))
+        row = new(_VerdictRow, values)
+        rows = out.get(row[0])
+        if rows is None:
+            out[row[0]] = [row]
+        else:
+            rows.append(row)
     return out
 
 
@@ -557,6 +564,7 @@ def load_run_metrics(
     trajectories: bool = True,
     give_up_read_share: float = GIVE_UP_READ_SHARE,
     reach_ngram: int = REACH_NGRAM,
+    trajectory_cache: Path | None = None,
 ) -> RunMetrics:
     """Metrics of every finished episode of ``run_dir`` plus what was read to compute them.
 
@@ -568,6 +576,10 @@ def load_run_metrics(
             episode); ``False`` leaves them ``None``.
         give_up_read_share: threshold of the early give-up rule (module docstring).
         reach_ngram: words an answer must share with the memo (module docstring).
+        trajectory_cache: a cache file of the trajectory metrics
+            (:mod:`rlmdistill.analysis.trajectory_cache`, e.g. in the report's folder): an
+            episode whose trajectory, memo and turn count are unchanged is not read again.
+            ``None``: every trajectory is read.
 
     Raises:
         NotARunError: no ``run.json``.
@@ -593,6 +605,11 @@ def load_run_metrics(
     tasks = room_tasks.tasks
     problems = {p.room_hash: p for p in room_tasks.problems}
     scores = score_episodes(summaries, verdicts, tasks)
+    cache = (
+        TrajectoryCache(trajectory_cache, run_dir, reach_ngram)
+        if trajectories and trajectory_cache is not None
+        else None
+    )
     rows = []
     for e in summaries:
         row = _episode_row(
@@ -606,10 +623,19 @@ def load_run_metrics(
             give_up_read_share,
         )
         if trajectories:
-            turns, calls = _read_trajectory_fields(run_dir, e.episode_id)
-            fields = _trajectory_fields(turns, calls, e.memo, e.n_turns, reach_ngram)
+            key = fields = None
+            if cache is not None:
+                key = cache.key(trajectory_path(run_dir, e.episode_id), e.memo_sha256, e.n_turns)
+                fields = cache.get(e.episode_id, key)
+            if fields is None:
+                turns, calls = _read_trajectory_fields(run_dir, e.episode_id)
+                fields = _trajectory_fields(turns, calls, e.memo, e.n_turns, reach_ngram)
+                if cache is not None:
+                    cache.put(e.episode_id, key, fields)
             row = row.model_copy(update=fields)
         rows.append(row)
+    if cache is not None:
+        cache.save()
     return RunMetrics(manifest=manifest, grader=grader, rows=rows, tasks=tasks)
 
 
