@@ -30,6 +30,7 @@ written, whether sub-call answers reach the memo) and are read only when asked f
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from pathlib import Path
@@ -414,8 +415,10 @@ def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def _model_id(spec: str) -> str:
-    """Canonical model id of a spec (what price patterns match); the spec itself if unparsable."""
+    """Canonical model id of a spec (what price patterns match); the spec itself if unparsable.
+    Cached: every episode of a run names the same few specs."""
     try:
         return parse_spec(spec).model_id
     except ValueError:

@@ -309,6 +309,30 @@ def room_means(
     return {k: sums[k] / counts[k] for k in sums}, values
 
 
+def _labeled_means(
+    rows: Sequence[EpisodeMetrics],
+    labels: Sequence[str],
+    get: Callable[[EpisodeMetrics], float | None],
+) -> tuple[dict[str, float], list[float]]:
+    """:func:`room_means` with each row's room label given (``labels[i]`` of ``rows[i]``)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    values: list[float] = []
+    isfinite = math.isfinite
+    for r, label in zip(rows, labels, strict=True):
+        v = get(r)
+        if v is None or not isfinite(v):
+            continue
+        if label in sums:
+            sums[label] += v
+            counts[label] += 1
+        else:
+            sums[label] = 0.0 + v  # as room_means sums, to the last bit
+            counts[label] = 1
+        values.append(v)
+    return {k: sums[k] / counts[k] for k in sums}, values
+
+
 def mean_of_room_means(ctx: SectionContext, means: dict[str, float]) -> Estimate:
     """Mean of room means with the percentile cluster-bootstrap interval over rooms
     (:func:`~rlmdistill.analysis.stats.bootstrap_mean`)."""
@@ -342,8 +366,9 @@ def per_arm_metrics(
     out: dict[str, list[ArmMetric]] = {}
     for a in arms:
         out[a.label] = []
+        labels = [rooms[r.room_hash].label for r in rows[a.label]]  # once for every metric
         for m in metrics:
-            means, values = room_means(rows[a.label], m.get, rooms)
+            means, values = _labeled_means(rows[a.label], labels, m.get)
             out[a.label].append(
                 ArmMetric(
                     metric=m.name,
