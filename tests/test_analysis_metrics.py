@@ -302,33 +302,3 @@ def test_answer_reach_measure():
 )
 def test_memo_write_pattern(code, writes):
     assert bool(MEMO_WRITE.search(code)) is writes
-
-
-def test_trajectories_read_in_two_processes_give_the_same_rows(
-    collected_run, tmp_path, monkeypatch
-):
-    """Over ``PARALLEL_MIN_EPISODES`` the second half of the trajectories is read by a forked
-    process: the same rows, and a missing trajectory is still the error naming its episode."""
-    import rlmdistill.analysis.metrics as metrics_mod
-
-    serial = metrics_table(collected_run, prices=PRICES)
-    pools: list[object] = []
-
-    class Counted(metrics_mod.ProcessPoolExecutor):  # type: ignore[misc, name-defined]
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            pools.append(self)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(metrics_mod, "ProcessPoolExecutor", Counted)
-    monkeypatch.setattr(metrics_mod, "PARALLEL_MIN_EPISODES", 2)
-    monkeypatch.setattr(metrics_mod.threading, "active_count", lambda: 1)
-    monkeypatch.setattr(metrics_mod.os, "cpu_count", lambda: 2)
-    assert [r.model_dump() for r in metrics_table(collected_run, prices=PRICES)] == [
-        r.model_dump() for r in serial
-    ]
-    assert len(pools) == 1
-    run = _copy(collected_run, tmp_path)
-    second = serial[1].episode_id  # read by the forked process
-    (run / "trajectories" / f"{second}.jsonl").unlink()
-    with pytest.raises(FileNotFoundError, match=f"no trajectory for episode {second}"):
-        metrics_table(run, prices=PRICES)

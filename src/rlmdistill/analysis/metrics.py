@@ -31,12 +31,8 @@ written, whether sub-call answers reach the memo) and are read only when asked f
 from __future__ import annotations
 
 import functools
-import multiprocessing
-import os
 import re
-import threading
 import unicodedata
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -464,47 +460,6 @@ def _trajectory_fields(
     }
 
 
-PARALLEL_MIN_EPISODES = 2000
-"""Trajectories to read before :func:`load_run_metrics` reads half of them in a second process
-(a fork, only where ``fork`` exists, the CPU has 2+ cores and no other Python thread runs)."""
-
-_Item = tuple[str, str | None, int]
-"""``(episode_id, memo, n_turns)`` of an episode whose trajectory metrics are computed."""
-
-
-def _fields_batch(run_dir: Path, items: list[_Item], reach_ngram: int) -> list[dict[str, object]]:
-    out = []
-    for episode_id, memo, n_turns in items:
-        turns, calls = _read_trajectory_fields(run_dir, episode_id)
-        out.append(_trajectory_fields(turns, calls, memo, n_turns, reach_ngram))
-    return out
-
-
-def _fields_of(run_dir: Path, items: list[_Item], reach_ngram: int) -> list[dict[str, object]]:
-    """Trajectory metrics of ``items``, in order. From :data:`PARALLEL_MIN_EPISODES` items
-    on a machine with 2+ cores, the second half is read by a forked process while this one
-    reads the first (decoding JSON holds the GIL, so threads would not help); the values are
-    the same, and the first error in episode order is raised as it would be read one by one.
-    A process with other Python threads running (the dashboard) never forks."""
-    if (
-        len(items) < PARALLEL_MIN_EPISODES
-        or (os.cpu_count() or 1) < 2
-        or threading.active_count() > 1
-        or "fork" not in multiprocessing.get_all_start_methods()
-    ):
-        return _fields_batch(run_dir, items, reach_ngram)
-    half = len(items) // 2
-    ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        second = pool.submit(_fields_batch, run_dir, items[half:], reach_ngram)
-        try:
-            first = _fields_batch(run_dir, items[:half], reach_ngram)
-        except BaseException:
-            second.cancel()
-            raise
-        return first + second.result()
-
-
 def _episode_row(
     e: EpisodeSummary,
     grader: str | None,
@@ -658,8 +613,9 @@ def load_run_metrics(
         if trajectories and trajectory_cache is not None
         else None
     )
-    rows = [
-        _episode_row(
+    rows = []
+    for e in summaries:
+        row = _episode_row(
             e,
             grader,
             e.episode_id in graded,
@@ -669,25 +625,20 @@ def load_run_metrics(
             prices,
             give_up_read_share,
         )
-        for e in summaries
-    ]
-    if not trajectories:
-        return RunMetrics(manifest=manifest, grader=grader, rows=rows, tasks=tasks)
-    found: list[dict[str, object] | None] = [None] * len(summaries)
-    keys: list[Any] = [None] * len(summaries)
-    if cache is not None:
-        for i, e in enumerate(summaries):
-            keys[i] = cache.key(trajectory_path(run_dir, e.episode_id), e.memo_sha256, e.n_turns)
-            found[i] = cache.get(e.episode_id, keys[i])
-    todo = [i for i, f in enumerate(found) if f is None]
-    items = [(summaries[i].episode_id, summaries[i].memo, summaries[i].n_turns) for i in todo]
-    for i, fields in zip(todo, _fields_of(run_dir, items, reach_ngram), strict=True):
-        found[i] = fields
-        if cache is not None:
-            cache.put(summaries[i].episode_id, keys[i], fields)
+        if trajectories:
+            key = fields = None
+            if cache is not None:
+                key = cache.key(trajectory_path(run_dir, e.episode_id), e.memo_sha256, e.n_turns)
+                fields = cache.get(e.episode_id, key)
+            if fields is None:
+                turns, calls = _read_trajectory_fields(run_dir, e.episode_id)
+                fields = _trajectory_fields(turns, calls, e.memo, e.n_turns, reach_ngram)
+                if cache is not None:
+                    cache.put(e.episode_id, key, fields)
+            row = row.model_copy(update=fields)
+        rows.append(row)
     if cache is not None:
         cache.save()
-    rows = [row.model_copy(update=f) for row, f in zip(rows, found, strict=True)]
     return RunMetrics(manifest=manifest, grader=grader, rows=rows, tasks=tasks)
 
 
