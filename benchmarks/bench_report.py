@@ -7,7 +7,10 @@ Writes two synthetic runs with the schema models (``RunManifest``, ``EpisodeSumm
 times :func:`rlmdistill.analysis.compare.build_report`:
 
 1. summaries + verdicts only (``trajectories=False``), figures drawn;
-2. with every trajectory read (batch sizes, answer reach, memo timing), figures drawn.
+2. with every trajectory read (batch sizes, answer reach, memo timing), figures drawn: the
+   full report, as ``rlmdistill report`` builds it by default, into a new folder;
+3. the full report rebuilt in the same folder with nothing changed (its trajectory-metrics
+   cache, ``reports/NAME/.cache``, answers instead of the trajectory files).
 
 It also times loading the metrics of one run alone, to show where the time goes.
 
@@ -22,6 +25,7 @@ import hashlib
 import os
 import platform
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -246,39 +250,51 @@ def write_trajectory(
     )
 
 
+def uptime() -> str:
+    """The machine's load as `uptime` prints it (every figure is printed beside it)."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=10_000, help="Episodes over both runs.")
     ap.add_argument("--rooms", type=int, default=500, help="Rooms (each run covers all).")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", type=Path, default=None, help="Write runs/report here and keep them.")
+    ap.add_argument(
+        "--full-only",
+        action="store_true",
+        help="Time only the full report (trajectories read, figures drawn), e.g. under py-spy.",
+    )
     args = ap.parse_args()
     per_room = max(1, args.episodes // (2 * args.rooms))
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
     rng = np.random.default_rng(args.seed)
     try:
         t0 = time.perf_counter()
-        rooms = make_rooms(work / "rooms", args.rooms, rng)
         runs = [work / "runs" / "base", work / "runs" / "tuned"]
-        write_run(runs[0], rooms, per_room, 0.35, "openai:base@http://127.0.0.1:8000/v1", rng)
-        write_run(runs[1], rooms, per_room, 0.45, "openai:tuned@http://127.0.0.1:8000/v1", rng)
+        if not (runs[1] / "episodes.jsonl").exists():  # --keep DIR: reuse the runs written
+            rooms = make_rooms(work / "rooms", args.rooms, rng)
+            write_run(runs[0], rooms, per_room, 0.35, "openai:base@http://127.0.0.1:8000/v1", rng)
+            write_run(runs[1], rooms, per_room, 0.45, "openai:tuned@http://127.0.0.1:8000/v1", rng)
         n = 2 * args.rooms * per_room
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}")
         print(
             f"wrote 2 runs, {n} episodes, {n * N_CRITERIA} verdicts, {args.rooms} rooms in {time.perf_counter() - t0:.1f} s"
         )
-
-        t = time.perf_counter()
-        load_run_metrics(runs[0], trajectories=False)
-        print(
-            f"metrics of one run ({n // 2} episodes), summaries + verdicts: {time.perf_counter() - t:.2f} s"
-        )
-        t = time.perf_counter()
-        load_run_metrics(runs[0], trajectories=True)
-        print(
-            f"metrics of one run ({n // 2} episodes), with trajectories: {time.perf_counter() - t:.2f} s"
-        )
-        for traj in (False, True):
+        print(f"uptime: {uptime()}", flush=True)
+        if not args.full_only:
+            for traj in (False, True):
+                t = time.perf_counter()
+                load_run_metrics(runs[0], trajectories=traj)
+                print(
+                    f"metrics of one run ({n // 2} episodes), trajectories={traj}: "
+                    f"{time.perf_counter() - t:.2f} s"
+                )
+        for traj in (False, True) if not args.full_only else (True,):
             t = time.perf_counter()
             report = build_report(
                 runs, work / "reports" / f"traj-{traj}", trajectories=traj, overwrite=True
@@ -286,9 +302,18 @@ def main() -> None:
             took = time.perf_counter() - t
             rows = len(report.comparisons[0].rows)
             print(
-                f"report over {n} episodes (trajectories={traj}): {took:.2f} s "
-                f"({rows} metrics compared, {len(report.figures)} figures)"
+                f"report over {n} episodes (trajectories={traj}{', the full report' if traj else ''}): "
+                f"{took:.2f} s ({rows} metrics compared, {len(report.figures)} figures drawn)",
+                flush=True,
             )
+        t = time.perf_counter()
+        build_report(runs, work / "reports" / "traj-True", trajectories=True, overwrite=True)
+        print(
+            f"the full report rebuilt in its folder, nothing changed (trajectory metrics from "
+            f"its .cache): {time.perf_counter() - t:.2f} s",
+            flush=True,
+        )
+        print(f"uptime: {uptime()}")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -17,6 +17,7 @@ from rlmdistill.analysis.metrics import (
 )
 from rlmdistill.models.limits import ModelPrice, PriceTable
 from rlmdistill.traces.runs import NotARunError
+from rlmdistill.traces.store import TraceFileError
 
 PRICES = PriceTable(
     version="test-prices-1",
@@ -208,6 +209,69 @@ def test_missing_trajectory_is_an_error_naming_the_episode(collected_run, tmp_pa
     (run / "trajectories" / f"{eid}.jsonl").unlink()
     with pytest.raises(FileNotFoundError, match=f"no trajectory for episode {eid}"):
         metrics_table(run)
+
+
+def _set_in_sub_calls(path: Path, **fields: object) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for line in lines:
+        rec = json.loads(line)
+        if rec["record_type"] == "sub_call":
+            rec.update(fields)
+        out.append(json.dumps(rec))
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+def test_trajectory_the_fast_reader_refuses_goes_to_the_validated_reader(
+    collected_run, tmp_path, monkeypatch
+):
+    """The trajectory metrics read raw records and type-check the fields they use; a record
+    they do not take as written falls back to pydantic: what pydantic accepts gives the same
+    row, anything else is an error naming the file and record."""
+    import rlmdistill.analysis.metrics as metrics_mod
+
+    validated = metrics_mod.load_trajectory
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the validated reader was used on a clean trajectory")
+
+    monkeypatch.setattr(metrics_mod, "load_trajectory", refuse)
+    want = metrics_table(collected_run, prices=PRICES)  # every file read by the fast reader
+    monkeypatch.setattr(metrics_mod, "load_trajectory", validated)
+    run = _copy(collected_run, tmp_path)
+    eid = want[0].episode_id
+    path = run / "trajectories" / f"{eid}.jsonl"
+    _set_in_sub_calls(path, batch_id="0")  # a numeric string: lax pydantic reads it as 0
+    got = metrics_table(run, prices=PRICES)
+    assert [r.model_dump() for r in got] == [r.model_dump() for r in want]
+    assert got[0].root_batch_sizes == [3]
+    _set_in_sub_calls(path, batch_id="first")
+    with pytest.raises(TraceFileError, match=rf"{eid}\.jsonl: record \d+ is invalid"):
+        metrics_table(run, prices=PRICES)
+
+
+def test_verdicts_are_read_as_columns_and_a_bad_one_is_named(collected_run, tmp_path, monkeypatch):
+    """Verdicts are read as checked columns; a file whose columns fail the record model's
+    checks goes to the validated reader, which names the file and line."""
+    import rlmdistill.analysis.metrics as metrics_mod
+
+    validated = metrics_mod.load_verdicts
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the validated reader was used on a clean verdict file")
+
+    monkeypatch.setattr(metrics_mod, "load_verdicts", refuse)
+    want = metrics_table(collected_run, prices=PRICES, trajectories=False)
+    monkeypatch.setattr(metrics_mod, "load_verdicts", validated)
+    assert all(r.pass_rate is not None for r in want)
+    run = _copy(collected_run, tmp_path)
+    path = run / "verdicts" / "reference.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    bad = json.loads(lines[1])
+    bad["verdict"] = "MAYBE"
+    path.write_text("\n".join([lines[0], json.dumps(bad), *lines[2:]]) + "\n", encoding="utf-8")
+    with pytest.raises(TraceFileError, match=r"reference\.jsonl:2: record 2 is invalid"):
+        metrics_table(run, prices=PRICES, trajectories=False)
 
 
 def test_answer_reach_measure():

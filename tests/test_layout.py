@@ -27,7 +27,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rlmdistill"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 BASE = "base"
 """Name of the ground floor in the block: the top-level modules below."""
-BASE_MODULES = {"__init__", "compat", "hardware", "paths", "provenance"}
+BASE_MODULES = {"__init__", "compat", "hardware", "mdtable", "paths", "provenance"}
 
 
 def read_layering(doc: Path) -> dict[str, set[str]]:

@@ -3,7 +3,9 @@
 Training data comes from a scripted root on the loopback fake server (``train_root``); the
 base is a tiny random Llama with the real SmolLM2 tokenizer, so SFT and both held-out arms run
 in process in seconds. Checks: stages run in order and write lineage, the rooms share no
-document, base and tuned arms use the same seeds, a second call skips every stage.
+document, base and tuned arms use the same seeds, a second call skips every stage (the report
+too: its fingerprint is its inputs), a changed input rebuilds the report alone, and the greedy
+check is a section of report.json that report.md is rendered from.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import pytest
 import yaml
 from conftest import _scripted
 
+from rlmdistill.analysis.markdown import render_markdown
+from rlmdistill.analysis.schema import Report
 from rlmdistill.loop.config import ExperimentError, load_experiment
 from rlmdistill.loop.lineage import latest_records, render_tree
 from rlmdistill.loop.run import run_loop
@@ -70,9 +74,14 @@ def test_loop_runs_every_stage_then_skips_them(tmp_path, tiny_llama_dir):
         assert report  # built by the analysis stage; its numbers are tested there
         check = json.loads((res.rounds[0].report / "adapter_check.json").read_text())
         assert check["max_abs_logit_diff"] > 0
-        assert (
-            "Does the adapter change the root?" in (res.rounds[0].report / "report.md").read_text()
-        )
+        # the check is a section of report.json, and report.md is rendered from report.json alone
+        report_md = (res.rounds[0].report / "report.md").read_text(encoding="utf-8")
+        assert "Does the adapter change the root?" in report_md
+        [section] = report["adapter_checks"]
+        assert section["max_abs_logit_diff"] == check["max_abs_logit_diff"]
+        assert section["adapter"] == "adapters/r1"
+        stored = Report.model_validate_json((res.rounds[0].report / "report.json").read_text())
+        assert render_markdown(stored) == report_md
         latest = latest_records(ws)
         assert {"runs/eval-base", "runs/r1-train", "datasets/r1/export.json",
                 "adapters/r1/sft.json", "runs/r1-eval-tuned", "reports/r1"} <= latest.keys()  # fmt: skip
@@ -83,10 +92,24 @@ def test_loop_runs_every_stage_then_skips_them(tmp_path, tiny_llama_dir):
 
         logs.clear()
         run_loop(cfg, log=logs.append, progress=False)
-    skipped = [line for line in logs if line.startswith("[skip]")]
-    assert len(skipped) == 5, logs  # eval-base, train, dataset, adapter, eval-tuned
-    assert not any(line.startswith("[run ] sft") or ("collect" in line and "[run ]" in line)
-                   for line in logs)  # fmt: skip
+        second = list(logs)
+        # a changed input (one more logged training step) rebuilds the report, and only it
+        train_log = res.rounds[0].adapter / "train_log.jsonl"
+        last = json.loads(train_log.read_text(encoding="utf-8").splitlines()[-1])
+        with train_log.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({**last, "step": last["step"] + 1}) + "\n")
+        logs.clear()
+        run_loop(cfg, log=logs.append, progress=False)
+        third = list(logs)
+    ran = [line for line in third if line.startswith("[run ]")]
+    assert len(ran) == 1 and ran[0].startswith("[run ] report runs/eval-base vs"), third
+    rebuilt = json.loads((res.rounds[0].report / "report.json").read_text())
+    assert len(rebuilt["training"][0]["steps"]) == len(report["training"][0]["steps"]) + 1
+    assert rebuilt["training"][0]["steps"][-1] == last["step"] + 1
+    skipped = [line for line in second if line.startswith("[skip]")]
+    assert len(skipped) == 6, second  # eval-base, train, dataset, adapter, eval-tuned, report
+    assert "[skip] reports/r1: report up to date" in second
+    assert not any(line.startswith("[run ]") for line in second), second
     new = (ws / "lineage.jsonl").read_text().splitlines()[n_records:]
     assert {json.loads(x)["kind"] for x in new} <= {"check", "report"}
 

@@ -139,7 +139,10 @@ def render_figure(fig: FigureData, report_dir: Path) -> Path:
         ax.set_title(fig.title, fontsize=10)
         ax.set_xlabel(fig.x_label)
         ax.set_ylabel(fig.y_label)
-        figure.tight_layout()
+        if fig.kind == "heatmap" or not has_data:  # rotated labels, colorbar: measured layout
+            figure.tight_layout()
+        else:  # fixed margins: tight_layout measured every tick label (40% of a figure's time)
+            figure.subplots_adjust(left=0.12, right=0.97, bottom=0.12, top=0.93)
         figure.savefig(path, format="png")
     finally:
         plt.close(figure)

@@ -1,5 +1,5 @@
 """The analysis (``report``) stage as a function: :func:`run` takes a :class:`ReportConfig`
-and returns the :class:`~rlmdistill.analysis.compare.Report` it wrote (``rlmdistill report``,
+and returns the :class:`~rlmdistill.analysis.schema.Report` it wrote (``rlmdistill report``,
 the loop and the dashboard call it; the typer command in :mod:`rlmdistill.analysis.cli` maps
 the report to output and an exit code).
 """
@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from rlmdistill.analysis.checks import AdapterCheck
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 
 if TYPE_CHECKING:
-    from rlmdistill.analysis.compare import Report
+    from rlmdistill.analysis.schema import Report
 
 __all__ = ["ReportConfig", "run"]
 
@@ -34,6 +35,9 @@ class ReportConfig(BaseModel):
         trajectories: compute the trajectory metrics (reads every trajectory file once).
         overwrite: replace a report already in ``out``.
         draw: render the PNG figures (``False`` writes only their data).
+        adapter_checks: sections computed by the caller (the loop's greedy check of the
+            adapter, :class:`~rlmdistill.analysis.checks.AdapterCheck`), stored in
+            ``report.json`` and rendered into ``report.md`` from there.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -50,6 +54,7 @@ class ReportConfig(BaseModel):
     trajectories: bool = True
     overwrite: bool = False
     draw: bool = True
+    adapter_checks: list[AdapterCheck] = Field(default_factory=list)
 
 
 def run(config: ReportConfig) -> Report:
@@ -73,4 +78,5 @@ def run(config: ReportConfig) -> Report:
         trajectories=c.trajectories,
         overwrite=c.overwrite,
         draw=c.draw,
+        adapter_checks=list(c.adapter_checks),
     )

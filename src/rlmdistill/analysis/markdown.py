@@ -1,5 +1,5 @@
 """``report.md``: the behaviour-shift report as Markdown, rendered from a
-:class:`~rlmdistill.analysis.compare.Report` only, so every number shown is in ``report.json``.
+:class:`~rlmdistill.analysis.schema.Report` only, so every number shown is in ``report.json``.
 
 Numbers are rounded to 4 significant digits; an undefined value or interval is written as
 ``undefined [k]`` / ``(no CI [k])`` with footnote ``[k]`` under the table giving the reason.
@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rlmdistill.analysis.stats import Correlation, Estimate, PairedComparison
+from rlmdistill.mdtable import markdown_table
 
 if TYPE_CHECKING:
-    from rlmdistill.analysis.compare import Report
+    from rlmdistill.analysis.schema import Report
 
 __all__ = ["render_markdown"]
 
@@ -70,12 +71,6 @@ def _p(p: PairedComparison, notes: _Notes) -> str:
     return _n(w.p_value) if w.p_value is not None else f"undefined {notes.ref(w.reason)}"
 
 
-def _table(header: list[str], body: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
-    return out
-
-
 def _runs(report: Report) -> list[str]:
     s = report.settings
     lines = [
@@ -89,7 +84,7 @@ def _runs(report: Report) -> list[str]:
         "",
         "## Runs",
         "",
-        *_table(
+        *markdown_table(
             ["arm", "run", "root", "sub", "depth", "grader", "episodes", "rooms", "statuses"],
             [
                 [
@@ -127,7 +122,7 @@ def _per_arm(report: Report) -> list[str]:
     by = {(lab, am.metric): am for lab in labels for am in report.per_arm[lab]}
     notes = _Notes()
     lines = [f"## Per-arm means (mean of room means, {conf} cluster-bootstrap CI over rooms)", ""]
-    lines += _table(
+    lines += markdown_table(
         ["metric", *labels],
         [
             [
@@ -155,7 +150,7 @@ def _comparisons(report: Report) -> list[str]:
             f"{', '.join(c.rooms_only_in_b) or 'none'}. Difference = {c.b} - {c.a}.",
             "",
         ]
-        lines += _table(
+        lines += markdown_table(
             [
                 "metric",
                 f"{c.a} mean",
@@ -189,7 +184,7 @@ def _comparisons(report: Report) -> list[str]:
             "",
         ]
         if f.rows:
-            lines += _table(
+            lines += markdown_table(
                 ["room", "criterion", "type", f"{c.a} pass share", f"{c.b} pass share", "change"],
                 [
                     [
@@ -212,7 +207,7 @@ def _comparisons(report: Report) -> list[str]:
 def _sizes_and_tokens(report: Report) -> list[str]:
     notes = _Notes()
     lines = ["## Sub-calls vs room size (one point per room: room mean of sub-calls)", ""]
-    lines += _table(
+    lines += markdown_table(
         ["arm", "room size", "rooms", "Pearson r [Fisher z CI]", "Spearman rho [bootstrap CI]"],
         [
             [s.arm, s.x, str(len(s.rooms)), _corr(s.pearson, notes), _corr(s.spearman, notes)]
@@ -221,7 +216,7 @@ def _sizes_and_tokens(report: Report) -> list[str]:
     )
     lines += notes.lines()
     lines += ["## Root vs sub tokens (all episodes)", ""]
-    lines += _table(
+    lines += markdown_table(
         [
             "arm",
             "root in",
@@ -269,7 +264,7 @@ def _ablations_and_grids(report: Report) -> list[str]:
             f"{_est(p.mean_difference, notes)}; Wilcoxon p {_p(p, notes)}.",
             *notes.lines(),
         ]
-        lines += _table(
+        lines += markdown_table(
             ["arm", "episodes", "no memo", "read but wrote no memo"],
             [
                 [lab, str(ab.n_episodes[lab]), str(ab.no_memo[lab]), str(ab.read_no_memo[lab])]
@@ -281,7 +276,7 @@ def _ablations_and_grids(report: Report) -> list[str]:
         notes = _Notes()
         cell = {(c.root, c.sub): c for c in g.cells}
         lines += [f"## Root x sub grid (depth {g.depth}): mean pass rate", ""]
-        lines += _table(
+        lines += markdown_table(
             ["root \\ sub", *g.subs],
             [
                 [
@@ -318,7 +313,7 @@ def _training_and_figures(report: Report) -> list[str]:
     lines: list[str] = []
     if report.training:
         lines += ["## Training curves", ""]
-        lines += _table(
+        lines += markdown_table(
             ["adapter", "logged steps", "final loss", "final EMA loss", "non-finite losses"],
             [
                 [
@@ -342,6 +337,28 @@ def _training_and_figures(report: Report) -> list[str]:
     return lines
 
 
+def _adapter_checks(report: Report) -> list[str]:
+    if not report.adapter_checks:
+        return []
+    lines = ["", "## Does the adapter change the root?"]
+    for c in report.adapter_checks:
+        first = (
+            f" (first difference at token {c.first_difference})"
+            if c.changed and c.first_difference is not None
+            else ""
+        )
+        lines += [
+            "",
+            f"Adapter `{c.adapter}`: greedy decoding of {c.max_new_tokens} tokens on "
+            f"{c.prompt_source}: **{'changed' if c.changed else 'UNCHANGED'}**{first}; max "
+            f"|logit difference| at the first position {_n(c.max_abs_logit_diff)}.",
+            "",
+            f"- base: `{c.base_text[:300]!r}`",
+            f"- tuned: `{c.tuned_text[:300]!r}`",
+        ]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     """The report as Markdown; every number in it is a field of ``report`` (report.json)."""
     lines = [
@@ -351,5 +368,6 @@ def render_markdown(report: Report) -> str:
         *_sizes_and_tokens(report),
         *_ablations_and_grids(report),
         *_training_and_figures(report),
+        *_adapter_checks(report),
     ]
     return "\n".join(lines) + "\n"

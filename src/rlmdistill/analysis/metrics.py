@@ -30,17 +30,22 @@ written, whether sub-call answers reach the memo) and are read only when asked f
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.analysis.trajectory_cache import TrajectoryCache
 from rlmdistill.models.base import Usage
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
 from rlmdistill.rooms.task import Task
+from rlmdistill.traces.columns import read_table
+from rlmdistill.traces.layout import trajectory_path, verdicts_path
 from rlmdistill.traces.runs import (
     RoomTaskProblem,
     Trajectory,
@@ -51,8 +56,9 @@ from rlmdistill.traces.runs import (
     load_trajectory,
     load_verdicts,
 )
-from rlmdistill.traces.schema import EpisodeSummary, RunManifest
+from rlmdistill.traces.schema import SCHEMA_VERSION, EpisodeSummary, RunManifest
 from rlmdistill.traces.scores import EpisodeScore, read_no_memo, resolve_grader, score_episodes
+from rlmdistill.traces.store import read_jsonl
 
 __all__ = [
     "GIVE_UP_READ_SHARE",
@@ -209,19 +215,210 @@ def answer_reaches_memo(
     return f" {' '.join(answer_words)} " in memo_joined
 
 
-def memo_first_turn(traj: Trajectory) -> int | None:
-    """First root turn writing a memo variable (:data:`MEMO_WRITE`) or giving the final answer."""
-    for turn in traj.turns:
-        if turn.final_answer_source is not None:
-            return turn.turn
-        codes = [b.code for b in turn.blocks] or [turn.completion]
-        if any(MEMO_WRITE.search(code) for code in codes):
-            return turn.turn
+class _Call(NamedTuple):
+    """What the trajectory metrics use of one sub-call record."""
+
+    depth: int
+    batch_id: int
+    error: str | None
+    response: str | None
+    has_sources: bool
+
+
+class _Turn(NamedTuple):
+    """What the trajectory metrics use of one root turn: its code blocks' code, or the
+    completion itself when no block ran."""
+
+    turn: int
+    final_answer_source: str | None
+    codes: list[str]
+
+
+def _first_memo_turn(turns: list[_Turn]) -> int | None:
+    for t in turns:
+        if t.final_answer_source is not None:
+            return t.turn
+        if any(MEMO_WRITE.search(code) for code in t.codes):
+            return t.turn
     return None
 
 
+def _light(traj: Trajectory) -> tuple[list[_Turn], list[_Call]]:
+    """The validated trajectory reduced to what the trajectory metrics use."""
+    turns = [
+        _Turn(t.turn, t.final_answer_source, [b.code for b in t.blocks] or [t.completion])
+        for t in traj.turns
+    ]
+    calls = [
+        _Call(c.depth, c.batch_id, c.error, c.response, bool(c.sources)) for c in traj.sub_calls
+    ]
+    return turns, calls
+
+
+def memo_first_turn(traj: Trajectory) -> int | None:
+    """First root turn writing a memo variable (:data:`MEMO_WRITE`) or giving the final answer."""
+    return _first_memo_turn(_light(traj)[0])
+
+
+_RECORD_TYPES = {"episode_start", "turn", "subagent_turn", "sub_call", "episode_end"}
+_FINAL_SOURCES = {None, "text", "final_call", "final_var"}
+
+
+def _opt_str(v: object) -> bool:
+    return v is None or type(v) is str
+
+
+def _light_records(
+    records: list[dict[str, Any]], episode_id: str
+) -> tuple[list[_Turn], list[_Call]] | None:
+    """The trajectory metrics' fields read from raw records (``read_jsonl`` dicts), without
+    validating whole records with pydantic (that was most of the report's time over 10,000
+    trajectories). Every field used is type-checked; ``None`` when anything is not as a
+    record of this schema writes it (another episode, no leading ``episode_start``, a newer
+    ``schema_version``, a missing or mistyped field), so the caller falls back to the
+    validated reader, which accepts what pydantic accepts and names the file and record of
+    anything it does not."""
+    if not records or records[0].get("record_type") != "episode_start":
+        return None
+    turns: list[_Turn] = []
+    calls: list[_Call] = []
+    starts = 0
+    try:
+        for rec in records:
+            version = rec.get("schema_version", 1)
+            kind = rec.get("record_type")
+            if (
+                rec.get("episode_id") != episode_id
+                or type(version) is not int
+                or version > SCHEMA_VERSION
+                or kind not in _RECORD_TYPES
+            ):
+                return None
+            if kind == "sub_call":
+                depth, batch = rec.get("depth", 1), rec["batch_id"]
+                error, response = rec.get("error"), rec.get("response")
+                sources = rec.get("sources", [])
+                if (
+                    type(depth) is not int
+                    or type(batch) is not int
+                    or not _opt_str(error)
+                    or not _opt_str(response)
+                    or type(sources) is not list
+                    or not all(type(s) is dict for s in sources)
+                ):
+                    return None
+                calls.append(_Call(depth, batch, error, response, bool(sources)))
+            elif kind == "turn":
+                turn, final = rec["turn"], rec.get("final_answer_source")
+                completion, blocks = rec["completion"], rec.get("blocks", [])
+                codes = [b["code"] for b in blocks]
+                if (
+                    type(turn) is not int
+                    or final not in _FINAL_SOURCES
+                    or type(completion) is not str
+                    or not all(type(c) is str for c in codes)
+                ):
+                    return None
+                turns.append(_Turn(turn, final, codes or [completion]))
+            elif kind == "episode_start":
+                starts += 1
+                if starts > 1:
+                    return None
+    except (KeyError, TypeError):
+        return None
+    return turns, calls
+
+
+def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[_Turn], list[_Call]]:
+    """Root turns and sub-calls of an episode's trajectory, read fast when the file is as
+    this schema writes it (:func:`_light_records`), else through the validated
+    :func:`~rlmdistill.traces.runs.load_trajectory` (same errors: ``FileNotFoundError``
+    naming the episode, ``TraceFileError`` naming the file and record)."""
+    path = trajectory_path(run_dir, episode_id)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no trajectory for episode {episode_id}")
+    light = _light_records(read_jsonl(path).records, episode_id)
+    return light if light is not None else _light(load_trajectory(run_dir, episode_id))
+
+
+class _VerdictRow(NamedTuple):
+    """What scoring reads of one verdict (a :class:`~rlmdistill.traces.scores.MemoVerdict`)."""
+
+    episode_id: str
+    criterion_id: str
+    verdict: str
+    memo_sha256: str | None
+
+
+_VERDICT_READ = pa.schema(
+    [
+        ("record_type", pa.string()),
+        ("schema_version", pa.int64()),
+        ("episode_id", pa.string()),
+        ("grader", pa.string()),
+        ("grader_version", pa.string()),
+        ("criterion_id", pa.string()),
+        ("verdict", pa.string()),
+        ("reason", pa.string()),
+        ("memo_sha256", pa.string()),
+    ]
+)
+"""The columns of ``verdicts/<grader>.jsonl`` read (other fields are skipped unparsed)."""
+_REQUIRED = ("episode_id", "grader", "grader_version", "criterion_id", "verdict", "reason")
+_LABELS = {"PASS", "FAIL", "UNGRADABLE"}
+
+
+def _columns_ok(table: pa.Table) -> bool:
+    """The checks the record model makes of the columns read: every required field present,
+    a verdict record of a schema this package knows, a PASS/FAIL/UNGRADABLE label."""
+    if any(table.column(name).null_count for name in _REQUIRED):
+        return False
+    kinds = set(table.column("record_type").to_pylist())
+    versions = [v for v in table.column("schema_version").to_pylist() if v is not None]
+    labels = set(table.column("verdict").to_pylist())
+    return (
+        kinds <= {"verdict", None}
+        and (not versions or max(versions) <= SCHEMA_VERSION)
+        and labels <= _LABELS
+    )
+
+
+def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
+    """One grader's verdicts of a run grouped by episode id (file order kept).
+
+    Read as columns (:func:`~rlmdistill.traces.columns.read_table`): validating 200,000
+    verdicts one by one with pydantic was a large share of a 10,000-episode report. The
+    columns are checked as the record model checks them (:func:`_columns_ok`); when pyarrow
+    cannot read the file or a check fails, the validated
+    :func:`~rlmdistill.traces.runs.load_verdicts` reads it instead, which names the file and
+    line of an invalid record.
+    """
+    table = read_table(verdicts_path(run_dir, grader), _VERDICT_READ)
+    out: dict[str, list[_VerdictRow]] = {}
+    if table is None or not _columns_ok(table):
+        for v in load_verdicts(run_dir, grader):
+            out.setdefault(v.episode_id, []).append(
+                _VerdictRow(v.episode_id, v.criterion_id, v.verdict, v.memo_sha256)
+            )
+        return out
+    cols = table.select(["episode_id", "criterion_id", "verdict", "memo_sha256"]).to_pydict()
+    new = tuple.__new__  # a row without the Python-level NamedTuple constructor (200,000 rows)
+    for values in zip(
+        cols["episode_id"], cols["criterion_id"], cols["verdict"], cols["memo_sha256"], strict=True
+    ):
+        row = new(_VerdictRow, values)
+        rows = out.get(row[0])
+        if rows is None:
+            out[row[0]] = [row]
+        else:
+            rows.append(row)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
 def _model_id(spec: str) -> str:
-    """Canonical model id of a spec (what price patterns match); the spec itself if unparsable."""
+    """Canonical model id of a spec (what price patterns match); the spec itself if unparsable.
+    Cached: every episode of a run names the same few specs."""
     try:
         return parse_spec(spec).model_id
     except ValueError:
@@ -233,9 +430,9 @@ def _share(part: int, whole: int) -> float | None:
 
 
 def _trajectory_fields(
-    traj: Trajectory, memo: str | None, n_turns: int, reach_ngram: int
+    turns: list[_Turn], calls: list[_Call], memo: str | None, n_turns: int, reach_ngram: int
 ) -> dict[str, object]:
-    root_calls = [c for c in traj.sub_calls if c.depth == 1]
+    root_calls = [c for c in calls if c.depth == 1]
     batches: dict[int, int] = {}
     for c in root_calls:
         batches[c.batch_id] = batches.get(c.batch_id, 0) + 1
@@ -248,8 +445,8 @@ def _trajectory_fields(
     answers = [word_tokens(c.response or "") for c in root_calls if c.error is None]
     answers = [a for a in answers if a]
     reached = sum(answer_reaches_memo(a, ngrams, joined, reach_ngram) for a in answers)
-    first = memo_first_turn(traj)
-    with_text = sum(1 for c in root_calls if c.sources)
+    first = _first_memo_turn(turns)
+    with_text = sum(1 for c in root_calls if c.has_sources)
     return {
         "root_batch_sizes": sizes,
         "mean_batch_size": sum(sizes) / len(sizes) if sizes else None,
@@ -370,6 +567,7 @@ def load_run_metrics(
     trajectories: bool = True,
     give_up_read_share: float = GIVE_UP_READ_SHARE,
     reach_ngram: int = REACH_NGRAM,
+    trajectory_cache: Path | None = None,
 ) -> RunMetrics:
     """Metrics of every finished episode of ``run_dir`` plus what was read to compute them.
 
@@ -381,6 +579,10 @@ def load_run_metrics(
             episode); ``False`` leaves them ``None``.
         give_up_read_share: threshold of the early give-up rule (module docstring).
         reach_ngram: words an answer must share with the memo (module docstring).
+        trajectory_cache: a cache file of the trajectory metrics
+            (:mod:`rlmdistill.analysis.trajectory_cache`, e.g. in the report's folder): an
+            episode whose trajectory, memo and turn count are unchanged is not read again.
+            ``None``: every trajectory is read.
 
     Raises:
         NotARunError: no ``run.json``.
@@ -400,12 +602,17 @@ def load_run_metrics(
     manifest = load_manifest(run_dir)
     summaries = load_summaries(run_dir)
     grader = resolve_grader({str(run_dir): grader_ids(run_dir)}, grader, hint="grader=")
-    verdicts = load_verdicts(run_dir, grader) if grader is not None else []
-    graded = {v.episode_id for v in verdicts}
+    verdicts = _verdict_rows(run_dir, grader) if grader is not None else {}
+    graded = set(verdicts)
     room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid", run_dir=run_dir)
     tasks = room_tasks.tasks
     problems = {p.room_hash: p for p in room_tasks.problems}
     scores = score_episodes(summaries, verdicts, tasks)
+    cache = (
+        TrajectoryCache(trajectory_cache, run_dir, reach_ngram)
+        if trajectories and trajectory_cache is not None
+        else None
+    )
     rows = []
     for e in summaries:
         row = _episode_row(
@@ -419,10 +626,19 @@ def load_run_metrics(
             give_up_read_share,
         )
         if trajectories:
-            traj = load_trajectory(run_dir, e.episode_id)
-            fields = _trajectory_fields(traj, e.memo, e.n_turns, reach_ngram)
+            key = fields = None
+            if cache is not None:
+                key = cache.key(trajectory_path(run_dir, e.episode_id), e.memo_sha256, e.n_turns)
+                fields = cache.get(e.episode_id, key)
+            if fields is None:
+                turns, calls = _read_trajectory_fields(run_dir, e.episode_id)
+                fields = _trajectory_fields(turns, calls, e.memo, e.n_turns, reach_ngram)
+                if cache is not None:
+                    cache.put(e.episode_id, key, fields)
             row = row.model_copy(update=fields)
         rows.append(row)
+    if cache is not None:
+        cache.save()
     return RunMetrics(manifest=manifest, grader=grader, rows=rows, tasks=tasks)
 
 

@@ -64,6 +64,7 @@ from rlmdistill.export.render import (
     turn_reasoning,
 )
 from rlmdistill.export.tools import ToolCallError, normalize_tool_calls
+from rlmdistill.mdtable import Cell, markdown_table
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.traces.artefacts import (
     DroppedItem,
@@ -801,13 +802,19 @@ def _compare_ids(tokenizer: Any, recorded: Encoded, rendered: Encoded) -> tuple[
     )
 
 
-def _stats_line(name: str, s: LengthStats) -> str:
-    if s.n == 0:
-        return f"| {name} | 0 | | | | | |"
-    return (
-        f"| {name} | {s.n} | {s.total:,} | {s.min} | {s.mean:.1f} | {s.p50:.0f} | {s.p95:.0f} "
-        f"| {s.max} |"
-    )
+def _stats_row(name: str, s: LengthStats) -> list[Cell]:
+    if s.n == 0:  # one cell per column (before: 7 cells under 8 headers)
+        return [name, 0, "", "", "", "", "", ""]
+    return [
+        name,
+        s.n,
+        f"{s.total:,}",
+        str(s.min),
+        f"{s.mean:.1f}",
+        f"{s.p50:.0f}",
+        f"{s.p95:.0f}",
+        str(s.max),
+    ]
 
 
 _REASONING_NOTES = {
@@ -820,7 +827,7 @@ _REASONING_NOTES = {
 
 def _card(m: ExportManifest, r: ExportReport, extra: str) -> str:
     """The dataset card (Markdown)."""
-    drops = "\n".join(f"| {k} | {v} |" for k, v in m.dropped.items()) or "| (none) | 0 |"
+    drops: list[list[Cell]] = [[k, v] for k, v in m.dropped.items()] or [["(none)", 0]]
     srcs = "\n".join(
         f"- `{s.run_dir}` (run `{s.run_id}`): {len(s.episode_ids)} episodes" for s in m.sources
     )
@@ -885,16 +892,17 @@ def _card(m: ExportManifest, r: ExportReport, extra: str) -> str:
         f"{m.n_examples} examples; {m.n_truncated} examples had leading turns dropped "
         f"({r.n_turns_dropped} turns).",
         "",
-        "| dropped: reason | items |",
-        "|---|---|",
-        drops,
+        *markdown_table(["dropped: reason", "items"], drops),
         "",
         "## Token lengths",
         "",
-        "| | n | total | min | mean | p50 | p95 | max |",
-        "|---|---|---|---|---|---|---|---|",
-        _stats_line("tokens per example", m.tokens),
-        _stats_line("supervised tokens", m.supervised),
+        *markdown_table(
+            ["", "n", "total", "min", "mean", "p50", "p95", "max"],
+            [
+                _stats_row("tokens per example", m.tokens),
+                _stats_row("supervised tokens", m.supervised),
+            ],
+        ),
         "",
         "## Columns",
         "",

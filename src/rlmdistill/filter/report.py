@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlmdistill import __version__
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRules
 from rlmdistill.filter.select import FilterDecision, RoomThresholds, RunInfo, Selection
+from rlmdistill.mdtable import Cell, markdown_table
 from rlmdistill.traces import layout
 from rlmdistill.traces.schema import SCHEMA_VERSION, utcnow
 from rlmdistill.traces.store import append_records
@@ -254,13 +255,18 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _dist_row(label: str, d: Distribution) -> str:
+def _dist_row(label: str, d: Distribution) -> list[Cell]:
     q = d.quantiles
-    return (
-        f"| {label} | {d.n} | {d.n_missing} | {_fmt(d.mean)} | {_fmt(d.sd)} | {_fmt(d.min)} | "
-        + " | ".join(_fmt(q.get(str(x))) for x in QUANTILES)
-        + f" | {_fmt(d.max)} |"
-    )
+    return [
+        label,
+        d.n,
+        d.n_missing,
+        _fmt(d.mean),
+        _fmt(d.sd),
+        _fmt(d.min),
+        *(_fmt(q.get(str(x))) for x in QUANTILES),
+        _fmt(d.max),
+    ]
 
 
 def _reasons(dropped: dict[str, int]) -> str:
@@ -279,13 +285,18 @@ def render_markdown(report: FilterReport) -> str:
         "",
         "## Runs",
         "",
-        "| run id | path | episodes | graders |",
-        "|---|---|---|---|",
+        *markdown_table(
+            ["run id", "path", "episodes", "graders"],
+            [
+                [run.run_id, f"`{run.run_dir}`", run.n_episodes, ", ".join(run.graders) or "-"]
+                for run in report.runs
+            ],
+        ),
     ]
-    for run in report.runs:
-        lines.append(
-            f"| {run.run_id} | `{run.run_dir}` | {run.n_episodes} | {', '.join(run.graders) or '-'} |"
-        )
+    by_reason: list[list[Cell]] = [
+        [reason, report.dropped_by_reason.get(reason, 0), report.failed_by_rule.get(reason, 0)]
+        for reason in REASON_ORDER
+    ]
     warnings = [f"- {run.run_id}: {w}" for run in report.runs for w in run.warnings]
     if warnings:
         lines += ["", "Warnings:", "", *warnings]
@@ -296,53 +307,56 @@ def render_markdown(report: FilterReport) -> str:
         "Primary reason = the first rule an episode failed (rule order below); "
         "'failed' counts every rule an episode failed.",
         "",
-        "| reason | primary | failed |",
-        "|---|---|---|",
+        *markdown_table(["reason", "primary", "failed"], [r for r in by_reason if r[1] or r[2]]),
     ]
-    for reason in REASON_ORDER:
-        p = report.dropped_by_reason.get(reason, 0)
-        f = report.failed_by_rule.get(reason, 0)
-        if p or f:
-            lines.append(f"| {reason} | {p} | {f} |")
-    header = (
-        "| | n | missing | mean | sd | min | "
-        + " | ".join(f"q{int(q * 100)}" for q in QUANTILES)
-        + " | max |"
+    lines += ["", "## Score distributions", ""]
+    lines += markdown_table(
+        ["", "n", "missing", "mean", "sd", "min", *(f"q{int(q * 100)}" for q in QUANTILES), "max"],
+        [
+            _dist_row(f"{report.pass_rate_field} before", report.pass_rate.before),
+            _dist_row(f"{report.pass_rate_field} after", report.pass_rate.after),
+            _dist_row("coverage before", report.coverage.before),
+            _dist_row("coverage after", report.coverage.after),
+        ],
     )
-    sep = "|---" * (7 + len(QUANTILES)) + "|"
-    lines += ["", "## Score distributions", "", header, sep]
-    lines.append(_dist_row(f"{report.pass_rate_field} before", report.pass_rate.before))
-    lines.append(_dist_row(f"{report.pass_rate_field} after", report.pass_rate.after))
-    lines.append(_dist_row("coverage before", report.coverage.before))
-    lines.append(_dist_row("coverage after", report.coverage.after))
-    lines += [
-        "",
-        "## Per room",
-        "",
-        "| room | task | documents | episodes | kept | dropped | pass-rate threshold | "
-        "coverage threshold | mean pass rate before/after | mean coverage before/after |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for room in report.rooms:
-        t = room.thresholds
-        lines.append(
-            f"| {room.room_id} | {room.task_id} | {room.room_docs} | {room.n_total} | "
-            f"{room.n_kept} | {_reasons(room.dropped)} | {_fmt(t.pass_rate_threshold)} | "
-            f"{_fmt(t.coverage_threshold)} | {_fmt(room.pass_rate.before.mean)} / "
-            f"{_fmt(room.pass_rate.after.mean)} | {_fmt(room.coverage.before.mean)} / "
-            f"{_fmt(room.coverage.after.mean)} |"
-        )
-    lines += [
-        "",
-        "## Per room size (documents, log-spaced buckets)",
-        "",
-        "| documents | rooms | episodes | kept | dropped |",
-        "|---|---|---|---|---|",
-    ]
-    for b in report.size_buckets:
-        lines.append(
-            f"| {b.size_bucket} | {b.n_rooms} | {b.n_total} | {b.n_kept} | {_reasons(b.dropped)} |"
-        )
+    lines += ["", "## Per room", ""]
+    lines += markdown_table(
+        [
+            "room",
+            "task",
+            "documents",
+            "episodes",
+            "kept",
+            "dropped",
+            "pass-rate threshold",
+            "coverage threshold",
+            "mean pass rate before/after",
+            "mean coverage before/after",
+        ],
+        [
+            [
+                room.room_id,
+                room.task_id,
+                room.room_docs,
+                room.n_total,
+                room.n_kept,
+                _reasons(room.dropped),
+                _fmt(room.thresholds.pass_rate_threshold),
+                _fmt(room.thresholds.coverage_threshold),
+                f"{_fmt(room.pass_rate.before.mean)} / {_fmt(room.pass_rate.after.mean)}",
+                f"{_fmt(room.coverage.before.mean)} / {_fmt(room.coverage.after.mean)}",
+            ]
+            for room in report.rooms
+        ],
+    )
+    lines += ["", "## Per room size (documents, log-spaced buckets)", ""]
+    lines += markdown_table(
+        ["documents", "rooms", "episodes", "kept", "dropped"],
+        [
+            [b.size_bucket, b.n_rooms, b.n_total, b.n_kept, _reasons(b.dropped)]
+            for b in report.size_buckets
+        ],
+    )
     rules_json = report.rules.model_dump_json(indent=2)
     lines += [
         "",
@@ -367,9 +381,10 @@ def render_card_section(report: FilterReport) -> str:
         "",
         f"{report.n_kept} of {report.n_total} episodes kept (grader: {report.grader or 'none'}).",
         "",
-        "| dropped because | episodes |",
-        "|---|---|",
-        *(f"| {reason} | {n} |" for reason, n in report.dropped_by_reason.items()),
+        *markdown_table(
+            ["dropped because", "episodes"],
+            [[reason, n] for reason, n in report.dropped_by_reason.items()],
+        ),
         "",
         "Runs: " + ", ".join(f"{r.run_id} (`{r.run_dir}`)" for r in report.runs) + ".",
         "",

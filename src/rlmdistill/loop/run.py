@@ -254,35 +254,59 @@ class _Loop:
                   examples=res.n_examples, eval_losses=evals)  # fmt: skip
 
     def report(self, base_run: Path, tuned_run: Path, adapter: Path, out: Path, rnd: int) -> None:
+        """Report base vs tuned (+ the greedy check of the adapter as a report section).
+
+        Up to date, hence skipped, when its fingerprint is unchanged: the fingerprint is its
+        inputs (each run's ``episodes.jsonl`` and verdict files, the adapter's ``sft.json``
+        and ``train_log.jsonl``, their paths, the report settings, and the greedy check's:
+        the base and whether it runs; its prompt is the base run's first episode), not the
+        clock.
+        """
+        from rlmdistill.analysis.checks import AdapterCheck
         from rlmdistill.analysis.main import ReportConfig
         from rlmdistill.analysis.main import run as analysis_stage
 
+        runs = [base_run, tuned_run]
+        config = ReportConfig(
+            runs=runs, out=out, grader=self.cfg.grader, sft=[adapter],
+            labels=["base", f"tuned-r{rnd}"], overwrite=True,
+        )  # fmt: skip
+        settings = config.model_dump(mode="json", exclude={"runs", "out", "sft", "overwrite"})
+        verdicts = [
+            sorted(p for p in layout.verdicts_dir(r).glob("*.jsonl")
+                   if not p.name.endswith((".cache.jsonl", ".usage.jsonl")))
+            for r in runs
+        ]  # fmt: skip
+        # absolute paths: report.json names the runs and the adapter by path, so a moved
+        # workspace rebuilds its report (every other input is content)
+        fp = self.cfg.fingerprint(
+            "report",
+            [[str(r.resolve()), _sha_files(r / layout.EPISODES, *v)] for r, v in zip(runs, verdicts, strict=True)],
+            [str(adapter.resolve()), _sha_files(adapter / layout.SFT_MANIFEST, adapter / layout.TRAIN_LOG)],
+            settings,
+            {"check_greedy_change": self.cfg.check_greedy_change, "base": self.cfg.base},
+        )  # fmt: skip
+        if self.up_to_date(out, fp) and (out / layout.REPORT_JSON).is_file():
+            self.log(f"[skip] {self.rel(out)}: report up to date")
+            return
         self.log(f"[run ] report {self.rel(base_run)} vs {self.rel(tuned_run)} -> {self.rel(out)}")
-        analysis_stage(
-            ReportConfig(
-                runs=[base_run, tuned_run],
-                out=out,
-                grader=self.cfg.grader,
-                sft=[adapter],
-                labels=["base", f"tuned-r{rnd}"],
-                overwrite=True,
-            )
-        )
         check = None
+        checks: list[AdapterCheck] = []
         if self.cfg.check_greedy_change:
             check = self.greedy_check(base_run, adapter)
+            checks.append(AdapterCheck(
+                adapter=self.rel(adapter), prompt_source=check.prompt_source,
+                max_new_tokens=check.max_new_tokens, changed=check.changed,
+                first_difference=check.first_difference,
+                max_abs_logit_diff=check.max_abs_logit_diff, base_text=check.base_text,
+                tuned_text=check.tuned_text,
+            ))  # fmt: skip
+        analysis_stage(config.model_copy(update={"adapter_checks": checks}))
+        if check is not None:
             (out / "adapter_check.json").write_text(check.model_dump_json(indent=2) + "\n")
-            with (out / layout.REPORT_MD).open("a", encoding="utf-8") as f:
-                f.write(
-                    "\n## Does the adapter change the root?\n\n"
-                    f"Greedy decoding of {check.max_new_tokens} tokens on {check.prompt_source}: "
-                    f"**{'changed' if check.changed else 'UNCHANGED'}**"
-                    + (f" (first difference at token {check.first_difference})" if check.changed else "")
-                    + f"; max |logit difference| at the first position {check.max_abs_logit_diff:.4f}.\n\n"
-                    f"- base: `{check.base_text[:300]!r}`\n- tuned: `{check.tuned_text[:300]!r}`\n"
-                )  # fmt: skip
-        self.note(out, "report", "report", rnd, [base_run, tuned_run, adapter / layout.SFT_MANIFEST],
-                  self.cfg.fingerprint(time.time()),
+        else:  # a check of an earlier build would not match this report
+            (out / "adapter_check.json").unlink(missing_ok=True)
+        self.note(out, "report", "report", rnd, [*runs, adapter / layout.SFT_MANIFEST], fp,
                   adapter_changed_greedy=None if check is None else check.changed)  # fmt: skip
 
     def greedy_check(self, base_run: Path, adapter: Path) -> Any:
