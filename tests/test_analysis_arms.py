@@ -17,6 +17,7 @@ import pytest
 
 from rlmdistill.analysis import arms as arm_sections
 from rlmdistill.analysis import sections
+from rlmdistill.analysis.figure_data import report_figures
 from rlmdistill.analysis.markdown import render_markdown
 from rlmdistill.analysis.metrics import EpisodeMetrics
 from rlmdistill.analysis.schema import ArmInfo, ArmTable, ArmTableCell, Report, RoomInfoRow
@@ -375,6 +376,9 @@ def _report(labels: list[str]) -> Report:
     per_arm = sections.per_arm_metrics(arms, rows, rooms, CTX, metrics)
     ablations = sections.depth_ablations(arms, rows, rooms, CTX)
     flags = arm_sections.timeout_flags(arms, rows, ablations)
+    sizes = sections.size_correlations(arms, rows, rooms, CTX)
+    shares = sections.token_shares(arms, rows)
+    figures = report_figures(arms, rows, rooms, sizes, shares, ablations, [], [], "test")
     return Report(
         created_at=dt.datetime(2026, 12, 2, tzinfo=dt.UTC),
         settings={
@@ -393,12 +397,12 @@ def _report(labels: list[str]) -> Report:
         metric_descriptions={m.name: m.description for m in metrics},
         per_arm=per_arm,
         comparisons=sections.comparisons(arms, rows, rooms, CTX, per_arm),
-        size_correlations=sections.size_correlations(arms, rows, rooms, CTX),
-        token_shares=sections.token_shares(arms, rows),
+        size_correlations=sizes,
+        token_shares=shares,
         depth_ablations=ablations,
         grids=[],
         training=[],
-        figures=[],
+        figures=figures,
         notes=[*sections.report_notes(arms), *(f.note for f in flags)],
         arm_table=arm_sections.arm_table(arms, rows, rooms, CTX),
         size_correlation_changes=arm_sections.size_correlation_changes(arms, rows, rooms, CTX),
@@ -430,6 +434,12 @@ def test_markdown_shows_the_new_sections_from_report_json():
     assert "**Timeouts differ:** base and r1 differ in episodes ended by the wall-clock" in md
     assert "- base and r2 differ in episodes ended by the wall-clock limit (timeout)" in md
     assert "| base | room_tokens | 2 (1 of unknown size left out) |" in md
+    figs = {f.name: f for f in report.figures}
+    tokens = figs["sub_calls_vs_room_tokens"]
+    assert [s.label for s in tokens.series] == ["base", "r1", "r2"]
+    assert tokens.series[1].x == [250.0, 5000.0, 400.0] and tokens.series[1].ids == ["A", "C", "D"]
+    assert tokens.notes[0] == "base: rooms of unknown size left out: B"
+    assert figs["sub_calls_vs_room_documents"].series[0].x == [1.0, 3.0, 8.0]
 
 
 def test_report_json_from_before_issue_21_still_loads_and_renders():
