@@ -36,8 +36,9 @@ def report_figures(
 ) -> list[FigureData]:
     """Every figure of a report, in this order: pass rate vs coverage (one point per episode,
     log-scale coverage), pass rate vs cost (room means), sub-calls vs room size (characters,
-    then documents and tokens when ``sizes`` has them), root vs sub token shares, one paired plot per depth ablation, one heatmap per grid, and the training
-    loss (when ``training`` is not empty). ``arms``, ``rows`` and ``rooms`` are the inputs of
+    then documents and tokens when ``sizes`` has them), root vs sub token shares, one paired
+    plot per depth ablation, one heatmap per grid, and the training loss (when ``training``
+    is not empty). ``arms``, ``rows`` and ``rooms`` are the inputs of
     :mod:`rlmdistill.analysis.sections`; ``sizes`` .. ``training`` its sections; each figure's
     ``notes`` say what was left out and why (``price_version`` names the price table)."""
     figs: list[FigureData] = []
