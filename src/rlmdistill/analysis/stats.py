@@ -52,6 +52,7 @@ __all__ = [
     "EXHAUSTIVE_MAX_RESAMPLES",
     "MIN_UNITS",
     "SPEARMAN_EXACT_MAX_N",
+    "TIE_TOLERANCE",
     "WILCOXON_METHOD",
     "Correlation",
     "CorrelationChange",
@@ -301,6 +302,15 @@ def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult:
     )
 
 
+TIE_TOLERANCE = 1e-12
+"""A paired difference ``b - a`` with ``|b - a| <= TIE_TOLERANCE * max(1, |a|, |b|)`` is a tie."""
+
+
+def _tie_to_zero(b: float, a: float) -> float:
+    d = b - a
+    return 0.0 if abs(d) <= TIE_TOLERANCE * max(1.0, abs(a), abs(b)) else d
+
+
 def paired_comparison(
     a: Mapping[str, float],
     b: Mapping[str, float],
@@ -313,10 +323,13 @@ def paired_comparison(
     """Compare per-unit values (e.g. room means) of arm B with arm A, paired by key.
 
     Only keys present in both mappings pair up (in ``a``'s order); the others are listed in
-    ``only_in_a`` / ``only_in_b``. Differences are ``b - a``.
+    ``only_in_a`` / ``only_in_b``. Differences are ``b - a``; one within
+    :data:`TIE_TOLERANCE` (relative) of zero is a tie, 0 exactly: room means of equal values
+    summed in another order differ by rounding only (``(0.2 + 0.4) / 2 - 0.3 = 5.6e-17``),
+    and such a difference must count as tied, not declined, and drop out of the Wilcoxon test.
     """
     keys = [k for k in a if k in b]
-    diffs = [float(b[k]) - float(a[k]) for k in keys]
+    diffs = [_tie_to_zero(float(b[k]), float(a[k])) for k in keys]
     mean_diff = bootstrap_mean(
         diffs, unit=f"paired {unit}", n_resamples=n_resamples, confidence=confidence, seed=seed
     )
