@@ -115,7 +115,9 @@ def _row(arm: str, room: str, i: int, ep: Episode, depth: int = 1) -> EpisodeMet
     )
 
 
-def _arm(label: str, rows: list[EpisodeMetrics], depth: int = 1, root: str | None = None) -> ArmInfo:
+def _arm(
+    label: str, rows: list[EpisodeMetrics], depth: int = 1, root: str | None = None
+) -> ArmInfo:
     statuses: dict[str, int] = {}
     for r in rows:
         statuses[r.status] = statuses.get(r.status, 0) + 1
@@ -140,7 +142,11 @@ def _inputs(
     labels: list[str],
 ) -> tuple[list[ArmInfo], dict[str, list[EpisodeMetrics]], dict[str, RoomInfoRow]]:
     rows = {
-        lab: [_row(lab, room, i, ep) for room, eps in EPISODES[lab].items() for i, ep in enumerate(eps)]
+        lab: [
+            _row(lab, room, i, ep)
+            for room, eps in EPISODES[lab].items()
+            for i, ep in enumerate(eps)
+        ]
         for lab in labels
     }
     arms = [_arm(lab, rows[lab]) for lab in labels]
@@ -319,7 +325,11 @@ def _pearson(x: list[float], y: list[float]) -> float:
 
 def test_depth_table_hand_computed():
     # depth 1: base's episodes; depth 2: r2's episodes, both under the same root and sub
-    d1 = [_row("d1", room, i, ep) for room, eps in EPISODES["base"].items() for i, ep in enumerate(eps)]
+    d1 = [
+        _row("d1", room, i, ep)
+        for room, eps in EPISODES["base"].items()
+        for i, ep in enumerate(eps)
+    ]
     d2 = [
         _row("d2", room, i, ep, depth=2)
         for room, eps in EPISODES["r2"].items()
@@ -330,7 +340,14 @@ def test_depth_table_hand_computed():
     rooms = sections.room_labels([d1, d2])
     (ab,) = sections.depth_ablations(arms, rows, rooms, CTX)
     by = {m.metric: m for m in ab.metrics}
-    assert list(by) == ["pass_rate", "coverage", "has_memo", "read_no_memo", "n_sub_calls", "timeout"]
+    assert list(by) == [
+        "pass_rate",
+        "coverage",
+        "has_memo",
+        "read_no_memo",
+        "n_sub_calls",
+        "timeout",
+    ]
     assert by["pass_rate"].depth1.value == pytest.approx(1 / 3)
     assert by["pass_rate"].depth2.value == pytest.approx(7 / 30)
     assert by["pass_rate"].paired.mean_difference.value == pytest.approx(-0.1)
@@ -349,7 +366,7 @@ def test_depth_table_hand_computed():
 
 
 def test_timeout_flags_compare_shares():
-    arms, rows, rooms = _inputs(["base", "r1", "r2"])
+    arms, rows, _ = _inputs(["base", "r1", "r2"])
     flags = arm_sections.timeout_flags(arms, rows)
     assert [(f.a, f.b) for f in flags] == [("base", "r1"), ("base", "r2")]
     f = flags[0]
@@ -361,7 +378,10 @@ def test_timeout_flags_compare_shares():
     )
     assert arm_sections.timeout_flags(arms[1:], rows) == []  # 0 of 8 and 0 of 6: equal shares
     # 1 of 2 and 2 of 4 are the same share: not flagged; 1 of 2 and 1 of 4 are
-    one = [_row("x", "A", 0, (0.5, 0.5, False, 0, "timeout")), _row("x", "A", 1, EPISODES["r2"]["A"][0])]
+    one = [
+        _row("x", "A", 0, (0.5, 0.5, False, 0, "timeout")),
+        _row("x", "A", 1, EPISODES["r2"]["A"][0]),
+    ]
     two = [*one, *one]
     half = [one[0], *[_row("z", "A", i, EPISODES["r2"]["A"][0]) for i in range(3)]]
     rows2 = {"x": one, "y": two, "z": half}

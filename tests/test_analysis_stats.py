@@ -263,7 +263,9 @@ def test_correlation_change_every_resample_one_side_gives_p_zero_with_note():
     assert (res.low, res.high) == (pytest.approx(2.0), pytest.approx(2.0))
     assert res.p_value == 0.0
     assert res.reason is not None
-    assert res.reason.endswith("no defined resample fell on the other side of 0 (read p as < 0.00794)")
+    assert res.reason.endswith(
+        "no defined resample fell on the other side of 0 (read p as < 0.00794)"
+    )
 
 
 def test_correlation_change_undefined_with_reason():

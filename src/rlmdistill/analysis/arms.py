@@ -124,9 +124,9 @@ def arm_table(
         ]
         table_rows.append(ArmTableRow(metric=m.name, cells=cells))
     left_out = {
-        a.label: sorted({rooms[r.room_hash].label for r in rows[a.label]} - {
-            rooms[h].label for h in common
-        })
+        a.label: sorted(
+            {rooms[r.room_hash].label for r in rows[a.label]} - {rooms[h].label for h in common}
+        )
         for a in arms
     }
     return ArmTable(
@@ -237,15 +237,15 @@ def timeout_flags(
     included) are not flagged; shares are compared exactly (``t_a n_b != t_b n_a``)."""
     if not arms:
         return []
-    sections: dict[tuple[str, str], list[str]] = {}
+    pairs: dict[tuple[str, str], list[str]] = {}
     base = arms[0].label
-    for b in arms[1:]:
-        sections[(base, b.label)] = ["comparison", "arm_table", "size_correlation_change"]
+    for other in arms[1:]:
+        pairs[(base, other.label)] = ["comparison", "arm_table", "size_correlation_change"]
     for ab in ablations:
-        sections.setdefault((ab.depth1_arm, ab.depth2_arm), []).append("depth_ablation")
+        pairs.setdefault((ab.depth1_arm, ab.depth2_arm), []).append("depth_ablation")
     counts = timeouts(arms, rows)
     out = []
-    for (a, b), where in sections.items():
+    for (a, b), where in pairs.items():
         ta, tb = counts[a], counts[b]
         na, nb = len(rows[a]), len(rows[b])
         if ta * nb == tb * na:

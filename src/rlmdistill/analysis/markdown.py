@@ -396,8 +396,7 @@ def _arm_table(report: Report) -> list[str]:
             if c.difference is not None:
                 d = c.difference
                 line += [
-                    f"{_est(d.mean_difference, notes)} ({d.n_improved}/{d.n_declined}/"
-                    f"{d.n_tied})",
+                    f"{_est(d.mean_difference, notes)} ({d.n_improved}/{d.n_declined}/{d.n_tied})",
                     _p(d, notes),
                 ]
         body.append(line)

@@ -413,4 +413,3 @@ class Report(BaseModel):
     """Arm label -> episodes that ended ``timeout`` (episode wall-time limit)."""
     timeout_flags: list[TimeoutFlag] = Field(default_factory=list)
     """Compared arm pairs whose shares of ``timeout`` episodes differ (also in ``notes``)."""
-

@@ -212,9 +212,7 @@ def dynamic_metrics(arms: Sequence[list[EpisodeMetrics]]) -> list[Metric]:
         Metric(f"pass_rate[{t}]", f"pass rate over the {t} criteria", _type_getter(t))
         for t in types
     ]
-    out += [
-        Metric(f"coverage[{f}]", f"coverage of folder {f}", _folder_getter(f)) for f in folders
-    ]
+    out += [Metric(f"coverage[{f}]", f"coverage of folder {f}", _folder_getter(f)) for f in folders]
     return out
 
 
@@ -348,9 +346,7 @@ def mean_of_room_means(ctx: SectionContext, means: dict[str, float]) -> Estimate
     )
 
 
-def paired_rooms(
-    ctx: SectionContext, a: dict[str, float], b: dict[str, float]
-) -> PairedComparison:
+def paired_rooms(ctx: SectionContext, a: dict[str, float], b: dict[str, float]) -> PairedComparison:
     """``b - a`` paired over the rooms both have (room label -> mean), with bootstrap interval
     and Wilcoxon test (:func:`~rlmdistill.analysis.stats.paired_comparison`)."""
     return paired_comparison(
@@ -789,8 +785,7 @@ def grids(
                 if est.value is not None:
                     value[(root, sub)] = est.value
         root_gaps = [
-            model_gap("sub", sub, {r: v for (r, s), v in value.items() if s == sub})
-            for sub in subs
+            model_gap("sub", sub, {r: v for (r, s), v in value.items() if s == sub}) for sub in subs
         ]
         sub_gaps = [
             model_gap("root", root, {s: v for (r, s), v in value.items() if r == root})
