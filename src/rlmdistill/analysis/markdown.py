@@ -407,7 +407,8 @@ def _arm_table(report: Report) -> list[str]:
         f"{len(t.rooms)} rooms every arm ran ({', '.join(t.rooms) or 'none'}); rooms left out "
         f"(not run by every arm): {left or 'none'}. Each cell: mean of room means "
         f"[{report.settings['confidence']:.0%} cluster-bootstrap CI] (episodes); differences "
-        "are arm - baseline per room, paired (rooms up/down/tied).",
+        "are arm - baseline per room, paired (rooms up/down/tied). `has_memo` is the memo "
+        "rate, `timeout` the share of episodes that ended `timeout` (episode wall-time limit).",
         "",
         *_table(header, body),
         *notes.lines(),
