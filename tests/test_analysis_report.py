@@ -269,7 +269,11 @@ def test_report_over_two_real_runs(collected_run, lazy_run, tmp_path):
     # correlations over one room: undefined with the reason (case A1)
     for s in report["size_correlations"]:
         assert s["pearson"]["value"] is None and s["spearman"]["value"] is None
-        assert s["pearson"]["reason"] == "n = 1 < 3 points: a correlation needs at least 3"
+        if s["x"] == "room_tokens":  # the fake root has no tokenizer: sizes unknown (issue 21)
+            assert s["pearson"]["reason"].startswith("room size in tokens unknown for 1 of 1 rooms")
+            assert s["rooms"] == [] and len(s["rooms_without_size"]) == 1
+        else:
+            assert s["pearson"]["reason"] == "n = 1 < 3 points: a correlation needs at least 3"
     # per-episode metrics are written beside the report for traceability
     rows = _lines(out / "metrics" / "lazy.jsonl")
     assert {r["episode_id"] for r in rows} == {e["episode_id"] for e in _episodes(lazy_run)}

@@ -11,6 +11,7 @@ from rlmdistill.analysis.stats import (
     bootstrap_mean,
     cluster_bootstrap_mean,
     cluster_means,
+    correlation_change,
     ema,
     paired_comparison,
     pearson,
@@ -118,6 +119,10 @@ def test_paired_comparison_pairs_by_room_key():
     assert res.wilcoxon.p_value is None  # only two non-zero differences
     assert res.only_in_a == ["r4"] and res.only_in_b == ["r5"]
     _no_nan(res)
+    # (0.2 + 0.4) / 2 is 0.30000000000000004: a tie with 0.3 up to rounding, not a decline
+    tie = paired_comparison({"r1": (0.2 + 0.4) / 2, "r2": 0.1}, {"r1": 0.3, "r2": 0.2})
+    assert tie.differences[0] == 0.0
+    assert (tie.n_improved, tie.n_declined, tie.n_tied) == (1, 0, 1)
 
 
 def test_pearson_hand_computed_with_fisher_interval():
@@ -172,3 +177,150 @@ def test_bad_input_raises_naming_the_problem():
         bootstrap_mean([1.0, float("nan"), 2.0])
     with pytest.raises(ValueError, match="x has 3 values but y has 2"):
         pearson([1, 2, 3], [1, 2])
+
+
+# ------------------------------------------------------------ change of a correlation (issue 21)
+# Three rooms: x = room size, y = each arm's room-mean sub-calls. Exhaustive bootstrap: all
+# 3^3 = 27 resamples of room indices, each with probability 1/27.
+#   - 3 resamples repeat one room: x is constant, no correlation (left out);
+#   - 6 are permutations of the three rooms: the full-sample correlations;
+#   - 18 hold exactly two distinct rooms (6 per pair): two distinct points lie on a line, so
+#     each correlation is +1 or -1 (the sign of dx * dy), for Pearson and Spearman alike.
+X3 = [1.0, 2.0, 3.0]
+YA3 = [3.0, 1.0, 2.0]
+"""r_a: dx = [-1, 0, 1], dy = [1, -1, 0]: sum dx dy = -1, sum dx^2 = sum dy^2 = 2, r = -0.5
+(ranks equal the values, so Spearman's rho is -0.5 too)."""
+YB3 = [1.0, 2.0, 10.0]
+"""Pearson r_b: mean y = 13/3, dy = [-10/3, -7/3, 17/3]: sum dx dy = 27/3 = 9, sum dy^2 = 438/9,
+r = 9 / sqrt(2 * 438 / 9) = 27 / sqrt(876) = 0.912245; Spearman: ranks [1, 2, 3], rho = 1."""
+
+
+def test_correlation_change_exhaustive_bootstrap_hand_computed():
+    r_b = 27 / math.sqrt(876)
+    for kind, full in (("pearson", r_b + 0.5), ("spearman", 1.5)):
+        res = correlation_change(X3, YA3, YB3, kind=kind, a="base", b="r1")
+        assert res.kind == kind and (res.a, res.b) == ("base", "r1")
+        assert res.r_a == pytest.approx(-0.5)
+        assert res.r_b == pytest.approx(r_b if kind == "pearson" else 1.0)
+        assert res.value == pytest.approx(full)
+        assert res.exhaustive and res.n_resamples == 27 and res.n_undefined == 3
+        assert res.n == 3
+        # two-room resamples: rooms (0, 1): x up, y_a down, y_b up -> d = 1 - (-1) = 2;
+        # rooms (0, 2): likewise d = 2; rooms (1, 2): x, y_a, y_b all up -> d = 0.
+        # Defined: 24 = d 0 x 6, d `full` x 6, d 2 x 12; G(0) = 1/4, G(full) = 1/2, G(2) = 1.
+        # 95 %: G^-1(0.025) = 0, G^-1(0.975) = 2
+        assert (res.low, res.high) == (pytest.approx(0.0), pytest.approx(2.0))
+        # p = 2 * min(#{d <= 0} = 6, #{d >= 0} = 24) / 24 = 0.5
+        assert res.p_value == pytest.approx(0.5)
+        assert res.reason == (
+            "3 of 27 resamples had a constant x or y (a correlation undefined) and were left out"
+        )
+        assert "exhaustive: all 3^3 = 27 resamples" in res.method
+        assert "Efron & Tibshirani 1993, sec. 15.4" in res.method
+        _no_nan(res)
+        # 20 %: G^-1(0.4) = full (G(0) = 0.25 < 0.4 <= G(full) = 0.5), G^-1(0.6) = 2
+        narrow = correlation_change(X3, YA3, YB3, kind=kind, confidence=0.2)
+        assert (narrow.low, narrow.high) == (pytest.approx(full), pytest.approx(2.0))
+        assert narrow.p_value == pytest.approx(0.5)
+
+
+def test_correlation_change_counts_and_leaves_out_undefined_resamples():
+    # y_a = [0, 0, 1]: r_a = sqrt(3)/2 (Pearson: sum dx dy = 1, sum dy^2 = 2/3,
+    # r = 1 / sqrt(4/3); Spearman: ranks [1.5, 1.5, 3], 1.5 / sqrt(2 * 1.5)); r_b = 1.
+    # Undefined: 3 one-room resamples + 6 resamples of rooms (0, 1), where y_a is constant.
+    # Defined 18: rooms (0, 2) and (1, 2) give +1 for both arms (d = 0, 12 resamples), the 6
+    # permutations give d = 1 - sqrt(3)/2.
+    for kind in ("pearson", "spearman"):
+        res = correlation_change(X3, [0.0, 0.0, 1.0], X3, kind=kind)
+        small = 1 - math.sqrt(3) / 2
+        assert res.r_a == pytest.approx(math.sqrt(3) / 2)
+        assert res.value == pytest.approx(small)
+        assert (res.n_resamples, res.n_undefined) == (27, 9)
+        assert (res.low, res.high) == (pytest.approx(0.0), pytest.approx(small))
+        assert res.p_value == pytest.approx(1.0)  # min(1, 2 * 18 / 18)
+        assert res.reason is not None and res.reason.startswith("9 of 27 resamples")
+    # x = [0.1, 0.1, 0.7]: the 8 resamples drawn from rooms 0 and 1 only have a constant x
+    # (0.1 is not exact in binary: the test is equality, not a rounded variance), plus the
+    # one-room resample of room 2: 9 left out.
+    res = correlation_change([0.1, 0.1, 0.7], X3, YA3, kind="pearson")
+    assert (res.n_resamples, res.n_undefined) == (27, 9)
+    # more than half undefined: y_a constant on rooms {0, 1} (8 resamples), y_b on {1, 2}
+    # (8), overlap (1, 1, 1): 15 of 27 -> no interval, no p, the value stands
+    few = correlation_change(X3, [0.0, 0.0, 1.0], [1.0, 0.0, 0.0], kind="pearson")
+    assert few.value == pytest.approx(-math.sqrt(3))
+    assert few.low is None and few.high is None and few.p_value is None
+    assert few.n_undefined == 15
+    assert few.reason is not None and few.reason.startswith("no interval or p-value: 15 of 27")
+    _no_nan(few)
+
+
+def test_correlation_change_every_resample_one_side_gives_p_zero_with_note():
+    # r_a = -1, r_b = +1 in every resample with two or more distinct rooms: d = 2 always;
+    # 4^4 = 256 resamples, 4 repeat one room
+    res = correlation_change([1, 2, 3, 4], [4, 3, 2, 1], [1, 2, 3, 4], kind="spearman")
+    assert res.exhaustive and (res.n_resamples, res.n_undefined) == (256, 4)
+    assert res.value == pytest.approx(2.0)
+    assert (res.low, res.high) == (pytest.approx(2.0), pytest.approx(2.0))
+    assert res.p_value == 0.0
+    assert res.reason is not None
+    assert res.reason.endswith(
+        "no defined resample fell on the other side of 0 (read p as < 0.00794)"
+    )
+
+
+def test_correlation_change_undefined_with_reason():
+    names = {"a": "base", "b": "r1", "x_name": "room size", "y_name": "sub-calls"}
+    none = correlation_change([1, 2, 3], [0, 0, 0], [1, 2, 4], **names)
+    assert none.value is None and none.r_a is None and none.r_b == pytest.approx(1.0)
+    assert none.low is None and none.p_value is None and none.n_resamples == 0
+    assert none.reason == (
+        "arm base made no sub-calls in any of the 3 rooms: its correlation with room size is "
+        "undefined"
+    )
+    _no_nan(none)
+    same = correlation_change([1, 2, 3], [1, 2, 4], [2, 2, 2], kind="pearson", **names)
+    assert same.value is None and same.r_a == pytest.approx(0.9819805)  # 3 / sqrt(2 * 14/3)
+    assert same.reason == (
+        "arm r1 has the same sub-calls (2) in all 3 rooms: its correlation with room size is "
+        "undefined"
+    )
+    both = correlation_change([1, 2, 3], [0, 0, 0], [2, 2, 2], **names)
+    assert both.reason is not None and both.reason.count("its correlation") == 2
+    flat = correlation_change([5, 5, 5], [1, 2, 3], [3, 2, 1], **names)
+    assert flat.value is None and flat.r_a is None and flat.r_b is None
+    assert flat.reason == (
+        "no variance in room size (all 3 rooms have 5): no correlation with room size is defined"
+    )
+    two = correlation_change([1, 2], [1, 2], [2, 1], **names)
+    assert two.value is None
+    assert two.reason == "n = 2 < 3 rooms: a correlation needs at least 3"
+    with pytest.raises(ValueError, match="x has 3 values, y_a 3 and y_b 2"):
+        correlation_change([1, 2, 3], [1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="y of arm B: non-finite values at positions"):
+        correlation_change([1, 2, 3], [1, 2, 3], [1, float("inf"), 2])
+    with pytest.raises(ValueError, match=r"8\^8 = 16,777,216 resamples"):
+        correlation_change(range(8), range(8), range(8), exhaustive=True)
+
+
+def test_correlation_change_monte_carlo_agrees_with_exhaustive():
+    # an independent path: the exact bootstrap distribution (5^5 = 3125 resamples) against
+    # 20,000 seeded draws; the p-value's Monte Carlo sd is about 2 * sqrt(p(1-p)/B) <= 0.007
+    x = [1.0, 2.0, 3.0, 5.0, 8.0]
+    ya = [2.0, 1.0, 2.0, 1.0, 3.0]
+    yb = [1.0, 2.0, 4.0, 5.0, 9.0]
+    for kind in ("pearson", "spearman"):
+        ex = correlation_change(x, ya, yb, kind=kind, exhaustive=True)
+        mc = correlation_change(x, ya, yb, kind=kind, n_resamples=20_000, seed=1, exhaustive=False)
+        assert ex.exhaustive and ex.n_resamples == 3125 and not mc.exhaustive
+        assert mc.value == ex.value
+        assert ex.p_value is not None and mc.p_value is not None
+        assert abs(mc.p_value - ex.p_value) < 0.03
+        # undefined: 5 one-room resamples + y_a constant on rooms {0, 2} or {1, 3}: 2 * (2^5 - 2)
+        assert ex.n_undefined == 65
+        assert mc.n_undefined / 20_000 == pytest.approx(65 / 3125, abs=0.01)
+    # default at B = 2000: 5^5 > 2000, so 2000 seeded draws, reproducible
+    default = correlation_change(x, ya, yb)
+    assert not default.exhaustive and default.n_resamples == 2000
+    assert correlation_change(x, ya, yb) == default
+    assert "B=2000, seed=0" in default.method
+    assert correlation_change(x[:4], ya[:4], yb[:4]).exhaustive  # 4^4 = 256 <= 2000

@@ -15,6 +15,8 @@ Two changes are intended, and every figure they change is listed (:data:`DASHBOA
 2. one scoring function (:func:`rlmdistill.traces.scores.score_episodes`): an episode whose
    only verdicts grade an older memo is not graded. The filter and the report already said so;
    ``show`` and the dashboard counted it as graded with pass rate 0.
+Report fields added after the recording (issue 21) are set aside by :func:`_before_issue21`
+before the comparison; the recorded ones must not change.
 The fixture was built by ``tests/golden/build_fixture.py``.
 """
 
@@ -128,6 +130,37 @@ def _compare(name: str, got: Any) -> None:
     assert got == _clean(expected[name], Path("/nonexistent"))
 
 
+ISSUE21_REPORT_FIELDS = ("arm_table", "size_correlation_changes", "timeouts", "timeout_flags")
+"""Report fields added after the recording (issue 21: the multi-arm table, the change of the
+sub-calls/room-size correlation, timeouts); they have defaults, so the recorded report still
+loads (tests/test_analysis_arms.py checks them by hand)."""
+
+
+def _before_issue21(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` without what issue 21 added, everything recorded left as it is: the new
+    top-level fields and methods, the ``room_tokens`` size correlations and each record's
+    ``rooms_without_size``, the depth table (``metrics``, ``timeouts``) of each depth ablation,
+    and the timeout flags' notes."""
+    out = {k: v for k, v in report.items() if k not in ISSUE21_REPORT_FIELDS}
+    flagged = {f["note"] for f in report.get("timeout_flags", [])}
+    out["notes"] = [n for n in report["notes"] if n not in flagged]
+    out["methods"] = {
+        k: v
+        for k, v in report["methods"].items()
+        if k not in ("arm_table", "correlation_change", "timeouts")
+    }
+    out["size_correlations"] = [
+        {k: v for k, v in s.items() if k != "rooms_without_size"}
+        for s in report["size_correlations"]
+        if s["x"] != "room_tokens"
+    ]
+    out["depth_ablations"] = [
+        {k: v for k, v in ab.items() if k not in ("metrics", "timeouts")}
+        for ab in report["depth_ablations"]
+    ]
+    return out
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     return load_fixture(tmp_path)
@@ -150,6 +183,10 @@ def test_golden_report(ws: Path, tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
     report.pop("figures", None)
     got = _clean(report, tmp_path)
+    if not WRITE:
+        # base: 1 of 6 episodes ended timeout, deep: 0 of 6 -> flagged (issue 21)
+        assert [(f["a"], f["b"]) for f in got["timeout_flags"]] == [("base", "deep")]
+        got = _before_issue21(got)
     _compare("report", _clean(got, ws))
 
 

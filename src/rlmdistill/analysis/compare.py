@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from rlmdistill.analysis import arms as arm_sections
 from rlmdistill.analysis import sections
 from rlmdistill.analysis.figure_data import report_figures
 from rlmdistill.analysis.figures import render_figure
@@ -186,6 +187,7 @@ def build_report(
     sizes = sections.size_correlations(arms, rows, rooms, ctx)
     shares = sections.token_shares(arms, rows)
     ablations = sections.depth_ablations(arms, rows, rooms, ctx)
+    flags = arm_sections.timeout_flags(arms, rows, ablations)
     grids = sections.grids(arms, rows, rooms, ctx)
     training = [read_training_curve(Path(d)) for d in sft_dirs]
     report = Report(
@@ -205,7 +207,7 @@ def build_report(
         git_commit=git_state()[0],
         arms=arms,
         rooms=sorted(rooms.values(), key=lambda r: r.label),
-        methods=METHODS,
+        methods={**METHODS, **arm_sections.ARM_METHODS},
         metric_descriptions={m.name: m.description for m in metrics},
         per_arm=per_arm,
         comparisons=sections.comparisons(arms, rows, rooms, ctx, per_arm),
@@ -217,7 +219,11 @@ def build_report(
         figures=report_figures(
             arms, rows, rooms, sizes, shares, ablations, grids, training, prices.version
         ),
-        notes=sections.report_notes(arms),
+        notes=[*sections.report_notes(arms), *(f.note for f in flags)],
+        arm_table=arm_sections.arm_table(arms, rows, rooms, ctx),
+        size_correlation_changes=arm_sections.size_correlation_changes(arms, rows, rooms, ctx),
+        timeouts=arm_sections.timeouts(arms, rows),
+        timeout_flags=flags,
         adapter_checks=list(adapter_checks),
     )
     _write(report, rows, out, overwrite=overwrite, draw=draw)

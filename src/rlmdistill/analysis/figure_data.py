@@ -35,9 +35,10 @@ def report_figures(
     price_version: str,
 ) -> list[FigureData]:
     """Every figure of a report, in this order: pass rate vs coverage (one point per episode,
-    log-scale coverage), pass rate vs cost (room means), sub-calls vs room size, root vs sub
-    token shares, one paired plot per depth ablation, one heatmap per grid, and the training
-    loss (when ``training`` is not empty). ``arms``, ``rows`` and ``rooms`` are the inputs of
+    log-scale coverage), pass rate vs cost (room means), sub-calls vs room size (characters,
+    then documents and tokens when ``sizes`` has them), root vs sub token shares, one paired
+    plot per depth ablation, one heatmap per grid, and the training loss (when ``training``
+    is not empty). ``arms``, ``rows`` and ``rooms`` are the inputs of
     :mod:`rlmdistill.analysis.sections`; ``sizes`` .. ``training`` its sections; each figure's
     ``notes`` say what was left out and why (``price_version`` names the price table)."""
     figs: list[FigureData] = []
@@ -115,6 +116,31 @@ def report_figures(
             ],
         )
     )
+    # sub-calls vs room size in documents and in tokens (issue 21); rooms of unknown size
+    # (tokens) are off the axis and counted in the notes
+    for x, unit in (("room_documents", "documents"), ("room_tokens", "tokens")):
+        chosen = [s for s in sizes if s.x == x]
+        if not chosen:
+            continue
+        figs.append(
+            FigureData(
+                name=f"sub_calls_vs_{x}",
+                file=f"figures/sub_calls_vs_{x}.png",
+                title=f"Sub-calls vs room size in {unit} (room means)",
+                kind="scatter",
+                x_label=f"room size ({unit})",
+                y_label="mean sub-calls per episode",
+                series=[
+                    Series(label=s.arm, x=list(s.xs), y=list(s.ys), ids=list(s.rooms))
+                    for s in chosen
+                ],
+                notes=[
+                    f"{s.arm}: rooms of unknown size left out: {', '.join(s.rooms_without_size)}"
+                    for s in chosen
+                    if s.rooms_without_size
+                ],
+            )
+        )
     # root vs sub token shares
     parts = ["root_input", "root_output", "sub_input", "sub_output"]
     figs.append(

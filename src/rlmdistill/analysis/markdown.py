@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlmdistill.analysis.stats import Correlation, Estimate, PairedComparison
+from rlmdistill.analysis.stats import Correlation, CorrelationChange, Estimate, PairedComparison
 from rlmdistill.mdtable import markdown_table
 
 if TYPE_CHECKING:
-    from rlmdistill.analysis.schema import Report
+    from rlmdistill.analysis.schema import DepthAblation, Report
 
 __all__ = ["render_markdown"]
 
@@ -150,6 +150,11 @@ def _comparisons(report: Report) -> list[str]:
             f"{', '.join(c.rooms_only_in_b) or 'none'}. Difference = {c.b} - {c.a}.",
             "",
         ]
+        lines += [
+            f"**Timeouts differ:** {f.note}.\n"
+            for f in report.timeout_flags
+            if (f.a, f.b) == (c.a, c.b) and "comparison" in f.sections
+        ]
         lines += markdown_table(
             [
                 "metric",
@@ -210,7 +215,18 @@ def _sizes_and_tokens(report: Report) -> list[str]:
     lines += markdown_table(
         ["arm", "room size", "rooms", "Pearson r [Fisher z CI]", "Spearman rho [bootstrap CI]"],
         [
-            [s.arm, s.x, str(len(s.rooms)), _corr(s.pearson, notes), _corr(s.spearman, notes)]
+            [
+                s.arm,
+                s.x,
+                str(len(s.rooms))
+                + (
+                    f" ({len(s.rooms_without_size)} of unknown size left out)"
+                    if s.rooms_without_size
+                    else ""
+                ),
+                _corr(s.pearson, notes),
+                _corr(s.spearman, notes),
+            ]
             for s in report.size_correlations
         ],
     )
@@ -272,6 +288,7 @@ def _ablations_and_grids(report: Report) -> list[str]:
             ],
         )
         lines.append("")
+        lines += _depth_table(report, ab)
     for g in report.grids:
         notes = _Notes()
         cell = {(c.root, c.sub): c for c in g.cells}
@@ -359,13 +376,156 @@ def _adapter_checks(report: Report) -> list[str]:
     return lines
 
 
+def _change(c: CorrelationChange, notes: _Notes) -> str:
+    """``r_b - r_a`` with its interval and p, or ``undefined [k]``."""
+    if c.value is None:
+        return f"undefined {notes.ref(c.reason)}"
+    if c.low is not None and c.high is not None:
+        ci = f"[{_n(c.low)}, {_n(c.high)}]" + (f" {notes.ref(c.reason)}" if c.reason else "")
+    else:
+        ci = f"(no CI {notes.ref(c.reason)})"
+    p = f", p = {_n(c.p_value)}" if c.p_value is not None else ""
+    return f"{_n(c.r_a)} -> {_n(c.r_b)}: {_n(c.value)} {ci}{p}"
+
+
+def _resamples(c: CorrelationChange) -> str:
+    if not c.n_resamples:
+        return "-"
+    kind = f"all {c.n_resamples} (exhaustive)" if c.exhaustive else str(c.n_resamples)
+    return f"{kind}, {c.n_undefined} left out"
+
+
+def _arm_table(report: Report) -> list[str]:
+    t = report.arm_table
+    if t is None:
+        return []
+    notes = _Notes()
+    cells = {(row.metric, c.arm): c for row in t.rows for c in row.cells}
+    header = ["metric", t.baseline]
+    for arm in t.arms[1:]:
+        header += [arm, f"{arm} - {t.baseline}", "Wilcoxon p"]
+    body = []
+    for row in t.rows:
+        line = [row.metric]
+        for arm in t.arms:
+            c = cells[(row.metric, arm)]
+            line.append(f"{_est(c.mean, notes)} ({c.n_episodes} ep)")
+            if c.difference is not None:
+                d = c.difference
+                line += [
+                    f"{_est(d.mean_difference, notes)} ({d.n_improved}/{d.n_declined}/{d.n_tied})",
+                    _p(d, notes),
+                ]
+        body.append(line)
+    left = "; ".join(f"{arm}: {', '.join(v)}" for arm, v in t.rooms_left_out.items())
+    lines = [
+        "## Arms on the same rooms",
+        "",
+        f"{len(t.rooms)} rooms every arm ran ({', '.join(t.rooms) or 'none'}); rooms left out "
+        f"(not run by every arm): {left or 'none'}. Each cell: mean of room means "
+        f"[{report.settings['confidence']:.0%} cluster-bootstrap CI] (episodes); differences "
+        "are arm - baseline per room, paired (rooms up/down/tied). `has_memo` is the memo "
+        "rate, `timeout` the share of episodes that ended `timeout` (episode wall-time limit).",
+        "",
+        *markdown_table(header, body),
+        *notes.lines(),
+        "Episodes that ended `timeout` (episode wall-time limit) in these rooms: "
+        + ", ".join(f"{arm} {t.timeouts[arm]} of {t.n_episodes[arm]}" for arm in t.arms)
+        + ".",
+        "",
+    ]
+    flagged = [f for f in report.timeout_flags if "arm_table" in f.sections]
+    lines += [f"**Timeouts differ:** {f.note}." for f in flagged]
+    return [*lines, ""] if flagged else lines
+
+
+def _correlation_changes(report: Report) -> list[str]:
+    if not report.size_correlation_changes:
+        return []
+    notes = _Notes()
+    base = report.size_correlation_changes[0].a
+    lines = [
+        f"## Change of the sub-calls vs room size correlation from {base}",
+        "",
+        "Over the rooms both arms ran: r(baseline) -> r(arm): r(arm) - r(baseline) "
+        f"[{report.settings['confidence']:.0%} paired percentile bootstrap CI over rooms], "
+        "two-sided bootstrap p.",
+        "",
+    ]
+    lines += markdown_table(
+        ["arm", "room size", "rooms", "Pearson r change", "Spearman rho change", "resamples"],
+        [
+            [
+                c.b,
+                c.x,
+                str(len(c.rooms)),
+                _change(c.pearson, notes),
+                _change(c.spearman, notes),
+                _resamples(c.spearman),
+            ]
+            for c in report.size_correlation_changes
+        ],
+    )
+    lines += notes.lines()
+    flagged = [f for f in report.timeout_flags if "size_correlation_change" in f.sections]
+    lines += [f"**Timeouts differ:** {f.note}." for f in flagged]
+    return [*lines, ""] if flagged else lines
+
+
+def _depth_table(report: Report, ab: DepthAblation) -> list[str]:
+    if not ab.metrics:
+        return []
+    notes = _Notes()
+    lines = [
+        f"Depth table ({ab.depth1_arm} depth 1, {ab.depth2_arm} depth 2; means of room means, "
+        "change paired over rooms):",
+        "",
+    ]
+    lines += markdown_table(
+        [
+            "metric",
+            "depth 1",
+            "depth 2",
+            "depth 2 - depth 1",
+            "Wilcoxon p",
+            "rooms (up/down/tied)",
+        ],
+        [
+            [
+                m.metric,
+                f"{_est(m.depth1, notes)} ({m.n_episodes_depth1} ep)",
+                f"{_est(m.depth2, notes)} ({m.n_episodes_depth2} ep)",
+                _est(m.paired.mean_difference, notes),
+                _p(m.paired, notes),
+                f"{m.paired.n_pairs} ({m.paired.n_improved}/{m.paired.n_declined}/"
+                f"{m.paired.n_tied})",
+            ]
+            for m in ab.metrics
+        ],
+    )
+    lines += notes.lines()
+    if ab.timeouts:
+        lines += [
+            "Episodes that ended `timeout`: "
+            + ", ".join(f"{k} {v} of {ab.n_episodes.get(k, 0)}" for k, v in ab.timeouts.items())
+            + ".",
+            "",
+        ]
+    pair = (ab.depth1_arm, ab.depth2_arm)
+    flagged = [f for f in report.timeout_flags if (f.a, f.b) == pair]
+    lines += [f"**Timeouts differ:** {f.note}." for f in flagged]
+    return [*lines, ""] if flagged else lines
+
+
 def render_markdown(report: Report) -> str:
     """The report as Markdown; every number in it is a field of ``report`` (report.json)."""
     lines = [
         *_runs(report),
         *_per_arm(report),
+        *_arm_table(report),
         *_comparisons(report),
         *_sizes_and_tokens(report),
+        *_correlation_changes(report),
         *_ablations_and_grids(report),
         *_training_and_figures(report),
         *_adapter_checks(report),

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.analysis.checks import AdapterCheck
 from rlmdistill.analysis.figures import FigureData
-from rlmdistill.analysis.stats import Correlation, Estimate, PairedComparison
+from rlmdistill.analysis.stats import Correlation, CorrelationChange, Estimate, PairedComparison
 from rlmdistill.analysis.summary import Stat
 
 __all__ = [
@@ -25,9 +25,13 @@ __all__ = [
     "AdapterCheck",
     "ArmInfo",
     "ArmMetric",
+    "ArmTable",
+    "ArmTableCell",
+    "ArmTableRow",
     "Comparison",
     "ComparisonRow",
     "DepthAblation",
+    "DepthMetricRow",
     "FlipTable",
     "FlippedCriterion",
     "Grid",
@@ -35,7 +39,10 @@ __all__ = [
     "ModelGap",
     "Report",
     "RoomInfoRow",
+    "RoomSize",
     "SizeCorrelation",
+    "SizeCorrelationChange",
+    "TimeoutFlag",
     "TokenShares",
     "TrainingCurve",
 ]
@@ -151,19 +158,27 @@ class Comparison(BaseModel):
     rooms_only_in_b: list[str]
 
 
+RoomSize = Literal["room_chars", "room_documents", "room_tokens"]
+"""How a room's size is measured: characters, documents, or tokens of the root model's
+tokenizer (``RoomInfo.n_tokens``; known only when the root had a tokenizer at collection).
+Reports before issue 21 hold only ``room_chars`` and ``room_documents``."""
+
+
 class SizeCorrelation(BaseModel):
     """Correlation between room size and the arm's mean sub-calls per room (one point per room)."""
 
     model_config = ConfigDict(extra="forbid")
 
     arm: str
-    x: Literal["room_chars", "room_documents"]
+    x: RoomSize
     y: str
     rooms: list[str]
     xs: list[float]
     ys: list[float]
     pearson: Correlation
     spearman: Correlation
+    rooms_without_size: list[str] = Field(default_factory=list)
+    """Rooms of the arm left out because their size in ``x`` is unknown (token counts only)."""
 
 
 class TokenShares(BaseModel):
@@ -184,6 +199,22 @@ class TokenShares(BaseModel):
     """``root_input``, ``root_output``, ``sub_input``, ``sub_output`` over ``total``."""
 
 
+class DepthMetricRow(BaseModel):
+    """One metric of the depth table: depth 1 against depth 2 over the rooms both ran."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str
+    depth1: Estimate
+    """Mean of room means of the depth-1 arm (cluster-bootstrap interval over rooms)."""
+    depth2: Estimate
+    paired: PairedComparison
+    """``depth 2 - depth 1`` per room, paired (mean with interval, Wilcoxon test)."""
+    n_episodes_depth1: int
+    """Episodes of the depth-1 arm with a value of the metric."""
+    n_episodes_depth2: int
+
+
 class DepthAblation(BaseModel):
     """Depth 1 against depth 2: pass rate per room, paired."""
 
@@ -201,6 +232,11 @@ class DepthAblation(BaseModel):
     """Arm label -> episodes that read at least one document and wrote no memo."""
     no_memo: dict[str, int]
     n_episodes: dict[str, int]
+    metrics: list[DepthMetricRow] = Field(default_factory=list)
+    """The depth table (issue 21): pass rate, coverage, memo rate, read-no-memo, sub-calls and
+    timeouts, depth 1 against depth 2 paired over rooms (empty in reports before issue 21)."""
+    timeouts: dict[str, int] = Field(default_factory=dict)
+    """Arm label -> episodes that ended ``timeout`` (episode wall-time limit)."""
 
 
 class GridCell(BaseModel):
@@ -265,6 +301,87 @@ class TrainingCurve(BaseModel):
     final_ema_loss: float | None
 
 
+class SizeCorrelationChange(BaseModel):
+    """Change of the sub-calls-vs-room-size correlation from the baseline arm ``a`` to arm
+    ``b``, paired over the rooms both ran (:func:`~rlmdistill.analysis.stats.correlation_change`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    a: str
+    b: str
+    x: RoomSize
+    y: str
+    rooms: list[str]
+    """Rooms both arms ran with a known size, in the order of ``xs``."""
+    xs: list[float]
+    ys_a: list[float]
+    ys_b: list[float]
+    pearson: CorrelationChange
+    spearman: CorrelationChange
+
+
+class ArmTableCell(BaseModel):
+    """One arm's value of one metric in the multi-arm table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arm: str
+    mean: Estimate
+    """Mean of room means over the table's rooms (cluster-bootstrap interval over rooms)."""
+    n_episodes: int
+    """Episodes of the arm in the table's rooms with a value of the metric."""
+    difference: PairedComparison | None = None
+    """``arm - baseline`` per room, paired over the table's rooms; ``None`` for the baseline."""
+
+
+class ArmTableRow(BaseModel):
+    """One metric of the multi-arm table: a cell per arm, in arm order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str
+    cells: list[ArmTableCell]
+
+
+class ArmTable(BaseModel):
+    """Every arm on the same rooms: per metric each arm's mean and its difference from the
+    baseline (the first arm), paired over rooms."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    baseline: str
+    arms: list[str]
+    rooms: list[str]
+    """Rooms every arm ran (by content hash, shown by label): the only rooms in the table."""
+    rooms_left_out: dict[str, list[str]] = Field(default_factory=dict)
+    """Arm label -> its rooms that not every arm ran (left out of the table)."""
+    rows: list[ArmTableRow]
+    timeouts: dict[str, int]
+    """Arm label -> episodes in the table's rooms that ended ``timeout``."""
+    n_episodes: dict[str, int]
+    """Arm label -> episodes in the table's rooms."""
+
+
+class TimeoutFlag(BaseModel):
+    """Two compared arms whose shares of episodes ended by the wall-clock limit differ.
+
+    A wall-clock ``timeout`` depends on machine load, not only on the root: a comparison whose
+    arms differ in timeouts may measure the machine (issue 21, item 4)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    a: str
+    b: str
+    sections: list[str]
+    """Where the pair is compared: ``comparison``, ``arm_table``, ``size_correlation_change``,
+    ``depth_ablation``."""
+    timeouts_a: int
+    timeouts_b: int
+    n_episodes_a: int
+    n_episodes_b: int
+    note: str
+
+
 class Report(BaseModel):
     """``report.json``: every number the report shows, and each figure's data."""
 
@@ -292,3 +409,12 @@ class Report(BaseModel):
     adapter_checks: list[AdapterCheck] = Field(default_factory=list)
     """Checks the caller handed in (the loop: does the adapter change the greedy output?).
     Left out of ``report.json`` when empty, so a report without one reads as before."""
+    # issue 21: fields with defaults, so reports written before load unchanged
+    arm_table: ArmTable | None = None
+    """Every arm on the rooms all arms ran (``None``: one arm, or a report before issue 21)."""
+    size_correlation_changes: list[SizeCorrelationChange] = Field(default_factory=list)
+    """Each arm after the baseline: change of each size correlation from the baseline."""
+    timeouts: dict[str, int] = Field(default_factory=dict)
+    """Arm label -> episodes that ended ``timeout`` (episode wall-time limit)."""
+    timeout_flags: list[TimeoutFlag] = Field(default_factory=list)
+    """Compared arm pairs whose shares of ``timeout`` episodes differ (also in ``notes``)."""

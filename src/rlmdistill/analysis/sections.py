@@ -39,18 +39,22 @@ from rlmdistill.analysis.schema import (
     Comparison,
     ComparisonRow,
     DepthAblation,
+    DepthMetricRow,
     FlippedCriterion,
     FlipTable,
     Grid,
     GridCell,
     ModelGap,
     RoomInfoRow,
+    RoomSize,
     SizeCorrelation,
     TokenShares,
     TrainingCurve,
 )
 from rlmdistill.analysis.stats import (
+    MIN_UNITS,
     WILCOXON_METHOD,
+    Correlation,
     Estimate,
     PairedComparison,
     bootstrap_mean,
@@ -66,6 +70,10 @@ from rlmdistill.traces.artefacts import read_train_log
 __all__ = [
     "BASE_METRICS",
     "METHODS",
+    "OUTCOME_METRICS",
+    "ROOM_SIZES",
+    "ROOM_SIZE_WORDS",
+    "TIMEOUT_METRIC",
     "Metric",
     "SectionContext",
     "arm_info",
@@ -74,6 +82,7 @@ __all__ = [
     "comparisons",
     "criterion_shares",
     "depth_ablations",
+    "depth_table",
     "dynamic_metrics",
     "flipped_criteria",
     "grids",
@@ -86,8 +95,10 @@ __all__ = [
     "report_notes",
     "room_labels",
     "room_means",
+    "room_size",
     "short_name",
     "size_correlations",
+    "timeout_count",
     "token_shares",
 ]
 
@@ -167,6 +178,21 @@ BASE_METRICS: list[Metric] = [
     Metric("wall_time_s", "episode wall time in seconds", lambda r: r.wall_time_s),
 ]
 """The metrics every report shows, in this order (defined in ``docs/analysis.md``)."""
+
+TIMEOUT_METRIC = Metric(
+    "timeout",
+    "episodes that ended `timeout`, the episode wall-time limit (share)",
+    lambda r: float(r.status == "timeout"),
+)
+"""Wall-clock timeouts: a safety net whose count depends on machine load (issue 21, item 4)."""
+
+_OUTCOME_NAMES = ("pass_rate", "coverage", "has_memo", "read_no_memo", "n_sub_calls")
+OUTCOME_METRICS: list[Metric] = [
+    *(next(m for m in BASE_METRICS if m.name == name) for name in _OUTCOME_NAMES),
+    TIMEOUT_METRIC,
+]
+"""The metrics of the multi-arm table and the depth table: pass rate, coverage, memo rate
+(``has_memo``), "read but wrote no memo", sub-calls and timeouts."""
 
 
 def _type_getter(t: str) -> Callable[[EpisodeMetrics], float | None]:
@@ -523,37 +549,100 @@ def token_shares(arms: list[ArmInfo], rows: dict[str, list[EpisodeMetrics]]) -> 
     return [arm_token_shares(a.label, rows[a.label]) for a in arms]
 
 
+ROOM_SIZES: tuple[RoomSize, ...] = ("room_chars", "room_documents", "room_tokens")
+"""Room sizes the sub-calls are correlated with, in report order."""
+ROOM_SIZE_WORDS: dict[str, str] = {
+    "room_chars": "room size in characters",
+    "room_documents": "room size in documents",
+    "room_tokens": "room size in tokens",
+}
+"""How the report names each of :data:`ROOM_SIZES` in prose (reasons, headings)."""
+
+
+def room_size(room: RoomInfoRow, x: RoomSize) -> float | None:
+    """Size of ``room`` measured as ``x``; ``None`` when unknown (tokens: the root model had
+    no tokenizer when the room was prepared for collection)."""
+    if x == "room_chars":
+        return float(room.n_chars)
+    if x == "room_documents":
+        return float(room.n_documents)
+    return None if room.n_tokens is None else float(room.n_tokens)
+
+
+def _size_reason(
+    c: Correlation,
+    label: str,
+    x: RoomSize,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    unknown: int,
+) -> Correlation:
+    """``c`` with its reason in the report's words when it is undefined because sizes are
+    unknown, every room has the same size, or the arm's sub-calls do not vary (the
+    statistics module speaks of x and y)."""
+    if c.value is not None:
+        return c
+    n = len(ys)
+    what = ROOM_SIZE_WORDS[x]
+    if n < MIN_UNITS:
+        if not unknown:
+            return c
+        why = (
+            f"{what} unknown for {unknown} of {n + unknown} rooms (counted only when the root "
+            f"model has a tokenizer at collection); {n} rooms left: a correlation needs at "
+            f"least {MIN_UNITS}"
+        )
+    elif all(v == xs[0] for v in xs):
+        why = f"all {n} rooms have the same {what} ({xs[0]:g}): no spread, so no correlation"
+    elif all(v == 0 for v in ys):
+        why = (
+            f"arm {label} made no sub-calls in any of the {n} rooms: its correlation with "
+            f"{what} is undefined"
+        )
+    elif all(v == ys[0] for v in ys):
+        why = (
+            f"arm {label} made the same mean number of sub-calls ({ys[0]:g}) in all {n} rooms: "
+            f"its correlation with {what} is undefined"
+        )
+    else:
+        return c
+    return c.model_copy(update={"reason": why})
+
+
 def arm_size_correlations(
     label: str,
     rows: Sequence[EpisodeMetrics],
     rooms: dict[str, RoomInfoRow],
     ctx: SectionContext,
 ) -> list[SizeCorrelation]:
-    """Room mean of ``n_sub_calls`` against room characters, then against room documents
-    (one point per room of the arm): Pearson (Fisher z interval) and Spearman (bootstrap
-    interval over points)."""
+    """Room mean of ``n_sub_calls`` against room characters, room documents and room tokens
+    (:data:`ROOM_SIZES`; one point per room of the arm): Pearson (Fisher z interval) and
+    Spearman (bootstrap interval over points). Rooms of unknown size (tokens) are left out
+    and listed; an undefined correlation says why in the report's words (e.g. "arm base made
+    no sub-calls in any of the 4 rooms: its correlation with room size in tokens is
+    undefined")."""
     means, _ = room_means(rows, lambda r: float(r.n_sub_calls), rooms)
     by_label = {row.label: row for row in rooms.values()}
-    keys = list(means)
     out = []
-    for x in ("room_chars", "room_documents"):
-        xs = [
-            float(by_label[k].n_chars if x == "room_chars" else by_label[k].n_documents)
-            for k in keys
-        ]
+    for x in ROOM_SIZES:
+        sizes = {k: room_size(by_label[k], x) for k in means}
+        keys = [k for k, v in sizes.items() if v is not None]
+        unknown = [k for k, v in sizes.items() if v is None]
+        xs = [v for v in (sizes[k] for k in keys) if v is not None]
         ys = [means[k] for k in keys]
+        r = pearson(xs, ys, confidence=ctx.confidence)
+        rho = spearman(xs, ys, n_resamples=ctx.resamples, confidence=ctx.confidence, seed=ctx.seed)
         out.append(
             SizeCorrelation(
                 arm=label,
-                x=x,  # type: ignore[arg-type]
+                x=x,
                 y="n_sub_calls (room mean)",
                 rooms=keys,
                 xs=xs,
                 ys=ys,
-                pearson=pearson(xs, ys, confidence=ctx.confidence),
-                spearman=spearman(
-                    xs, ys, n_resamples=ctx.resamples, confidence=ctx.confidence, seed=ctx.seed
-                ),
+                pearson=_size_reason(r, label, x, xs, ys, len(unknown)),
+                spearman=_size_reason(rho, label, x, xs, ys, len(unknown)),
+                rooms_without_size=unknown,
             )
         )
     return out
@@ -565,11 +654,45 @@ def size_correlations(
     rooms: dict[str, RoomInfoRow],
     ctx: SectionContext,
 ) -> list[SizeCorrelation]:
-    """:func:`arm_size_correlations` of every arm, in arm order (two records per arm)."""
+    """:func:`arm_size_correlations` of every arm, in arm order (one record per arm and
+    :data:`ROOM_SIZES` entry)."""
     return [s for a in arms for s in arm_size_correlations(a.label, rows[a.label], rooms, ctx)]
 
 
 # ----------------------------------------------------------------------------- depth, grid
+def timeout_count(rows: Sequence[EpisodeMetrics]) -> int:
+    """Episodes of ``rows`` that ended ``timeout`` (the episode wall-time limit)."""
+    return sum(1 for r in rows if r.status == "timeout")
+
+
+def depth_table(
+    depth1_rows: Sequence[EpisodeMetrics],
+    depth2_rows: Sequence[EpisodeMetrics],
+    rooms: dict[str, RoomInfoRow],
+    ctx: SectionContext,
+    metrics: Sequence[Metric] = OUTCOME_METRICS,
+) -> list[DepthMetricRow]:
+    """Depth 1 against depth 2, one row per metric (default :data:`OUTCOME_METRICS`: pass
+    rate, coverage, memo rate, read-no-memo, sub-calls, timeouts): each arm's mean of room
+    means over all its rooms with a cluster-bootstrap interval, and ``depth 2 - depth 1``
+    paired over the rooms both ran (mean with interval, Wilcoxon test)."""
+    out = []
+    for m in metrics:
+        m1, v1 = room_means(depth1_rows, m.get, rooms)
+        m2, v2 = room_means(depth2_rows, m.get, rooms)
+        out.append(
+            DepthMetricRow(
+                metric=m.name,
+                depth1=mean_of_room_means(ctx, m1),
+                depth2=mean_of_room_means(ctx, m2),
+                paired=paired_rooms(ctx, m1, m2),
+                n_episodes_depth1=len(v1),
+                n_episodes_depth2=len(v2),
+            )
+        )
+    return out
+
+
 def depth_ablations(
     arms: list[ArmInfo],
     rows: dict[str, list[EpisodeMetrics]],
@@ -578,8 +701,9 @@ def depth_ablations(
 ) -> list[DepthAblation]:
     """Depth 1 against depth 2 (empty unless both depths are among ``arms``): each depth-1 arm
     paired with each depth-2 arm of the same (root, sub) short names, or, when none match, the
-    first of each with a note. Pass rate per room, paired (``depth 2 - depth 1``), and per arm
-    the episodes with no memo and those that read but wrote no memo."""
+    first of each with a note. Pass rate per room, paired (``depth 2 - depth 1``), per arm
+    the episodes with no memo, those that read but wrote no memo and those that ended
+    ``timeout``, and the depth table (:func:`depth_table`)."""
     d1 = [a for a in arms if a.depth == 1]
     d2 = [a for a in arms if a.depth == 2]
     if not d1 or not d2:
@@ -613,6 +737,8 @@ def depth_ablations(
                 },
                 no_memo={x.label: sum(1 for r in rows[x.label] if not r.has_memo) for x in (a, b)},
                 n_episodes={x.label: len(rows[x.label]) for x in (a, b)},
+                metrics=depth_table(rows[a.label], rows[b.label], rooms, ctx),
+                timeouts={x.label: timeout_count(rows[x.label]) for x in (a, b)},
             )
         )
     return out

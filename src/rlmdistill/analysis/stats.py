@@ -22,6 +22,11 @@ Methods (named in every result's ``method`` field; sources in ``docs/analysis.md
   approximation; interval by a percentile bootstrap over (x, y) pairs (``B = 2000``, fixed
   seed); resamples in which x or y has no variance have no rho and are left out and counted;
   no interval when |rho| = 1 (every resample is then perfectly monotone too).
+- **Change of a correlation between two arms** (:func:`correlation_change`): ``r_B - r_A`` of the
+  correlation of room size with each arm's room-mean sub-calls on the same rooms; paired
+  percentile bootstrap over rooms (the same resampled rooms for both arms; exhaustive over all
+  ``n**n`` resamples when that is no more than B), two-sided bootstrap p-value
+  (:data:`CORRELATION_CHANGE_P_METHOD`, Efron & Tibshirani 1993, sec. 15.4).
 
 Undefined rather than a made-up number: fewer than 3 units (rooms, pairs, points), zero
 variance, every paired difference zero. No result ever holds NaN or infinity.
@@ -40,18 +45,24 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
 __all__ = [
+    "CORRELATION_CHANGE_P_METHOD",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_RESAMPLES",
+    "DIFF_DECIMALS",
+    "EXHAUSTIVE_MAX_RESAMPLES",
     "MIN_UNITS",
     "SPEARMAN_EXACT_MAX_N",
+    "TIE_TOLERANCE",
     "WILCOXON_METHOD",
     "Correlation",
+    "CorrelationChange",
     "Estimate",
     "PairedComparison",
     "TestResult",
     "bootstrap_mean",
     "cluster_bootstrap_mean",
     "cluster_means",
+    "correlation_change",
     "ema",
     "paired_comparison",
     "pearson",
@@ -291,6 +302,15 @@ def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult:
     )
 
 
+TIE_TOLERANCE = 1e-12
+"""A paired difference ``b - a`` with ``|b - a| <= TIE_TOLERANCE * max(1, |a|, |b|)`` is a tie."""
+
+
+def _tie_to_zero(b: float, a: float) -> float:
+    d = b - a
+    return 0.0 if abs(d) <= TIE_TOLERANCE * max(1.0, abs(a), abs(b)) else d
+
+
 def paired_comparison(
     a: Mapping[str, float],
     b: Mapping[str, float],
@@ -303,10 +323,13 @@ def paired_comparison(
     """Compare per-unit values (e.g. room means) of arm B with arm A, paired by key.
 
     Only keys present in both mappings pair up (in ``a``'s order); the others are listed in
-    ``only_in_a`` / ``only_in_b``. Differences are ``b - a``.
+    ``only_in_a`` / ``only_in_b``. Differences are ``b - a``; one within
+    :data:`TIE_TOLERANCE` (relative) of zero is a tie, 0 exactly: room means of equal values
+    summed in another order differ by rounding only (``(0.2 + 0.4) / 2 - 0.3 = 5.6e-17``),
+    and such a difference must count as tied, not declined, and drop out of the Wilcoxon test.
     """
     keys = [k for k in a if k in b]
-    diffs = [float(b[k]) - float(a[k]) for k in keys]
+    diffs = [_tie_to_zero(float(b[k]), float(a[k])) for k in keys]
     mean_diff = bootstrap_mean(
         diffs, unit=f"paired {unit}", n_resamples=n_resamples, confidence=confidence, seed=seed
     )
@@ -405,14 +428,18 @@ def pearson(
 
 
 def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson r of each row of ``a`` with the same row of ``b``; NaN where a row is constant."""
+    """Pearson r of each row of ``a`` with the same row of ``b``; NaN where a row is constant.
+
+    A row is constant when all its values are equal (tested exactly, not through the centred
+    sum of squares, which rounding can leave a hair above 0). Values are clipped to [-1, 1].
+    """
     ac = a - a.mean(axis=1, keepdims=True)
     bc = b - b.mean(axis=1, keepdims=True)
     den = np.sqrt((ac * ac).sum(axis=1) * (bc * bc).sum(axis=1))
     num = (ac * bc).sum(axis=1)
     out = np.full(a.shape[0], np.nan)
-    ok = den > 0
-    out[ok] = num[ok] / den[ok]
+    ok = ~(np.all(a == a[:, :1], axis=1) | np.all(b == b[:, :1], axis=1)) & (den > 0)
+    out[ok] = np.clip(num[ok] / den[ok], -1.0, 1.0)
     return out
 
 
@@ -510,6 +537,250 @@ def spearman(
         method=method,
         confidence=confidence,
         reason=note,
+    )
+
+
+EXHAUSTIVE_MAX_RESAMPLES = 1_000_000
+"""Most resamples an exhaustive bootstrap may enumerate (``n**n``: n <= 7)."""
+DIFF_DECIMALS = 12
+"""Bootstrap differences of correlations are rounded to this many decimals, so that two equal
+correlations (both arms at r = 1 in a resample, say) differ by exactly 0 and count on both
+sides of 0 in the p-value rather than on a side chosen by rounding error."""
+
+CORRELATION_CHANGE_P_METHOD = (
+    "two-sided bootstrap p = min(1, 2 min(#{d* <= 0}, #{d* >= 0}) / B'), B' = resamples with "
+    "both correlations defined: the achieved significance level of the percentile interval "
+    "(Efron & Tibshirani 1993, sec. 15.4, one-sided ASL #{d* <= 0}/B), doubled for two sides"
+)
+"""Definition of :attr:`CorrelationChange.p_value` (quoted in its ``method``)."""
+
+
+class CorrelationChange(BaseModel):
+    """Change of a correlation with x between two arms measured on the same units (rooms).
+
+    ``value = r_b - r_a`` where ``r_a = corr(x, y_a)`` and ``r_b = corr(x, y_b)`` over all units.
+    ``low``/``high``: percentile interval of the paired bootstrap of ``r_b* - r_a*`` (the same
+    resampled units for both arms); ``p_value``: see :data:`CORRELATION_CHANGE_P_METHOD`.
+    ``value is None`` (with ``reason``) when either correlation is undefined; ``low``/``high``
+    and ``p_value`` ``None`` (with ``reason``) when too few resamples have both defined.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["pearson", "spearman"]
+    a: str
+    """Label of the first arm (the baseline)."""
+    b: str
+    r_a: float | None
+    """Correlation of x with arm A's y over all units (``None``: undefined, see ``reason``)."""
+    r_b: float | None
+    value: float | None
+    """``r_b - r_a``, in [-2, 2]."""
+    low: float | None = None
+    high: float | None = None
+    p_value: float | None = None
+    confidence: float = DEFAULT_CONFIDENCE
+    n: int
+    """Units (rooms) both arms have, i.e. points of each correlation."""
+    unit: str = "rooms"
+    n_resamples: int = 0
+    """Resamples drawn (Monte Carlo) or enumerated (exhaustive: ``n**n``); 0 when none ran."""
+    n_undefined: int = 0
+    """Resamples in which x, y_a or y_b was constant (a correlation undefined): left out."""
+    exhaustive: bool = False
+    """Every one of the ``n**n`` resamples was enumerated (the exact bootstrap distribution)."""
+    method: str
+    reason: str | None = None
+
+    @property
+    def defined(self) -> bool:
+        """Whether there is a point value."""
+        return self.value is not None
+
+
+def _constant_y_reason(arm: str, y: np.ndarray, y_name: str, x_name: str, unit: str) -> str:
+    n = int(y.size)
+    v = float(y[0])
+    if v == 0:
+        return (
+            f"arm {arm} made no {y_name} in any of the {n} {unit}: its correlation with "
+            f"{x_name} is undefined"
+        )
+    return (
+        f"arm {arm} has the same {y_name} ({v:g}) in all {n} {unit}: its correlation with "
+        f"{x_name} is undefined"
+    )
+
+
+def _point_corr(kind: str, x: np.ndarray, y: np.ndarray) -> float:
+    res = scipy.stats.pearsonr(x, y) if kind == "pearson" else scipy.stats.spearmanr(x, y)
+    return float(np.clip(res.statistic, -1.0, 1.0))
+
+
+def _resample_indices(
+    n: int, n_resamples: int, exhaustive: bool | None, seed: int
+) -> tuple[np.ndarray, bool]:
+    """Rows of unit indices: all ``n**n`` tuples (exhaustive) or ``n_resamples`` drawn ones."""
+    total = n**n
+    if exhaustive is None:
+        exhaustive = total <= n_resamples
+    if exhaustive:
+        if total > EXHAUSTIVE_MAX_RESAMPLES:
+            raise ValueError(
+                f"exhaustive bootstrap of {n} units needs {n}^{n} = {total:,} resamples, more "
+                f"than {EXHAUSTIVE_MAX_RESAMPLES:,}; use the Monte Carlo bootstrap"
+            )
+        idx = np.stack(np.unravel_index(np.arange(total), (n,) * n), axis=1)
+        return idx.astype(np.intp), True
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n, size=(n_resamples, n)), False
+
+
+def correlation_change(
+    x: Sequence[float],
+    y_a: Sequence[float],
+    y_b: Sequence[float],
+    *,
+    kind: Literal["pearson", "spearman"] = "spearman",
+    a: str = "A",
+    b: str = "B",
+    x_name: str = "x",
+    y_name: str = "y",
+    unit: str = "rooms",
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+    exhaustive: bool | None = None,
+) -> CorrelationChange:
+    """Change ``r_b - r_a`` of the correlation of ``x`` with ``y`` from arm A to arm B, with a
+    paired bootstrap over units.
+
+    Shapes: ``x``, ``y_a``, ``y_b`` are aligned, one value per unit (room): ``x[i]`` the room's
+    size, ``y_a[i]``/``y_b[i]`` each arm's room-mean sub-calls in that room. The caller pairs
+    the rooms (only rooms both arms ran).
+
+    Method: resample the ``n`` units with replacement, the same indices for both arms (a
+    room's size and both arms' values travel together, so the dependence between the two
+    correlations is kept; resampling whole cases as for the bootstrap of a correlation,
+    Efron & Tibshirani 1993, ch. 6), and compute ``d* = r_b* - r_a*`` in each resample; Pearson on the
+    values, Spearman on the ranks within the resample (ties: average ranks). The interval is
+    the percentile interval ``[G^-1(alpha/2), G^-1(1 - alpha/2)]``, ``alpha = 1 - confidence``,
+    of the distribution ``G`` of the defined ``d*`` with ``G^-1(q) = min{v : G(v) >= q}``
+    (``numpy.quantile(method="inverted_cdf")``, no interpolation; Efron & Tibshirani 1993,
+    sec. 13.3). The p-value is defined in :data:`CORRELATION_CHANGE_P_METHOD`.
+
+    Resamples: ``exhaustive=True`` enumerates all ``n**n`` index tuples (each has probability
+    ``n**-n``, so ``G`` is the exact bootstrap distribution, no Monte Carlo error);
+    ``False`` draws ``n_resamples`` (seeded by ``seed``); ``None`` (default) enumerates when
+    ``n**n <= n_resamples`` (n <= 4 at B = 2000), else draws.
+
+    Undefined resamples: one in which x, y_a or y_b is constant has no correlation; it is
+    left out of ``G`` and counted in ``n_undefined`` (and in ``reason``), so ``G`` is the
+    bootstrap distribution conditional on both correlations being defined. When fewer than
+    half of the resamples are defined there is no interval and no p-value. Each ``d*`` is
+    rounded to :data:`DIFF_DECIMALS` decimals so that equal correlations give exactly 0.
+
+    Undefined result (``value=None`` with ``reason``): fewer than :data:`MIN_UNITS` units; x
+    constant; y_a or y_b constant (e.g. "arm base made no sub-calls in any of the 4 rooms: its
+    correlation with room size is undefined").
+
+    Raises:
+        ValueError: unequal lengths, non-finite values, an unknown ``kind``, or an exhaustive
+            enumeration larger than :data:`EXHAUSTIVE_MAX_RESAMPLES`.
+    """
+    if kind not in ("pearson", "spearman"):
+        raise ValueError(f"correlation_change: kind must be 'pearson' or 'spearman', got {kind!r}")
+    if not (len(x) == len(y_a) == len(y_b)):
+        raise ValueError(
+            f"correlation_change: x has {len(x)} values, y_a {len(y_a)} and y_b {len(y_b)}"
+        )
+    xa = _as_array(x, "correlation_change x")
+    ya = _as_array(y_a, f"correlation_change y of arm {a}")
+    yb = _as_array(y_b, f"correlation_change y of arm {b}")
+    n = int(xa.size)
+    name = "Pearson r" if kind == "pearson" else "Spearman rho (ranks within each resample)"
+
+    def make(how: str, **fields: object) -> CorrelationChange:
+        method = (
+            f"change of {name} between arms, {b} - {a}; paired percentile bootstrap over "
+            f"{unit} (same resampled units for both arms), {how}; resamples with a constant "
+            f"{x_name} or {y_name} left out; {CORRELATION_CHANGE_P_METHOD}"
+        )
+        return CorrelationChange.model_validate(
+            {
+                "kind": kind,
+                "a": a,
+                "b": b,
+                "n": n,
+                "unit": unit,
+                "confidence": confidence,
+                "method": method,
+                **fields,
+            }
+        )
+
+    if n < MIN_UNITS:
+        why = f"n = {n} < {MIN_UNITS} {unit}: a correlation needs at least {MIN_UNITS}"
+        return make("no resamples drawn", r_a=None, r_b=None, value=None, reason=why)
+    if _all_equal(xa):
+        why = (
+            f"no variance in {x_name} (all {n} {unit} have {float(xa[0]):g}): no correlation "
+            f"with {x_name} is defined"
+        )
+        return make("no resamples drawn", r_a=None, r_b=None, value=None, reason=why)
+    r_a = None if _all_equal(ya) else _point_corr(kind, xa, ya)
+    r_b = None if _all_equal(yb) else _point_corr(kind, xa, yb)
+    if r_a is None or r_b is None:
+        why = "; ".join(
+            _constant_y_reason(arm, arr, y_name, x_name, unit)
+            for arm, arr in ((a, ya), (b, yb))
+            if _all_equal(arr)
+        )
+        return make("no resamples drawn", r_a=r_a, r_b=r_b, value=None, reason=why)
+    idx, exact = _resample_indices(n, n_resamples, exhaustive, seed)
+    total = int(idx.shape[0])
+    how = f"exhaustive: all {n}^{n} = {total} resamples" if exact else f"B={total}, seed={seed}"
+    xs, yas, ybs = xa[idx], ya[idx], yb[idx]
+    if kind == "spearman":
+        xs = scipy.stats.rankdata(xs, axis=1)
+        yas = scipy.stats.rankdata(yas, axis=1)
+        ybs = scipy.stats.rankdata(ybs, axis=1)
+    # rounded so that equal correlations (both arms at r = 1, say) give d* = 0 exactly
+    d = np.round(_rowwise_pearson(xs, ybs) - _rowwise_pearson(xs, yas), DIFF_DECIMALS)
+    good = d[np.isfinite(d)]
+    dropped = total - int(good.size)
+    notes = []
+    if dropped:
+        notes.append(
+            f"{dropped} of {total} resamples had a constant {x_name} or {y_name} (a "
+            "correlation undefined) and were left out"
+        )
+    fields: dict[str, object] = {
+        "r_a": r_a,
+        "r_b": r_b,
+        "value": r_b - r_a,
+        "n_resamples": total,
+        "n_undefined": dropped,
+        "exhaustive": exact,
+    }
+    if good.size < total / 2:
+        return make(how, **fields, reason="no interval or p-value: " + "; ".join(notes))
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(good, [alpha, 1 - alpha], method="inverted_cdf")
+    below = int(np.count_nonzero(good <= 0))
+    above = int(np.count_nonzero(good >= 0))
+    p = min(1.0, 2 * min(below, above) / good.size)
+    if p == 0:
+        notes.append(
+            f"no defined resample fell on the other side of 0 (read p as < {2 / good.size:.3g})"
+        )
+    return make(
+        how,
+        **fields,
+        low=float(low),
+        high=float(high),
+        p_value=p,
+        reason="; ".join(notes) or None,
     )
 
 
