@@ -97,8 +97,6 @@ Run = Path | RunView
 """A run folder or its :class:`RunView` (a page passes the view it computed for the rerun)."""
 
 
-    "workspace_from_env",
-]
 
 
 class Workspace(NamedTuple):

@@ -13,13 +13,16 @@ from rlmdistill.dashboard.data import Workspace
 from rlmdistill.dashboard.widgets import fmt_num, fmt_pct, pick_run
 
 
-def runs_frame(ws: Workspace) -> pd.DataFrame:
+def runs_frame(ws: Workspace, views: dict[Path, data.RunView] | None = None) -> pd.DataFrame:
     """One row per run: name, run id, root, sub, depth, rooms, episodes done/planned, status
-    counts, mean coverage, mean pass rate per grader, mean sub-calls and turns."""
+    counts, and means of room means (as in the report) of coverage, pass rate per grader,
+    sub-calls and turns. A run that cannot be read gets a row with its ``error``. ``views``: the
+    rerun's views by run folder (computed here for the runs it lacks)."""
     rows: list[dict[str, object]] = []
+    views = views or {}
     for run_dir in data.list_runs(ws):
         try:
-            o = data.run_overview(run_dir)
+            o = data.run_overview(views.get(run_dir) or run_dir)
         except ValueError as exc:  # a corrupt run must not hide the others
             rows.append({"run": run_dir.name, "error": str(exc)})
             continue
@@ -80,7 +83,8 @@ def _lineage(ws: Workspace, run_dir: Path) -> None:
 
 def render(ws: Workspace) -> None:
     """Render the Runs page."""
-    table = runs_frame(ws)
+    views = {rd: data.run_view(rd) for rd in data.list_runs(ws)}
+    table = runs_frame(ws, views)
     if table.empty:
         st.info(f"No runs in `{ws.runs}`.")
         return
@@ -89,7 +93,13 @@ def render(ws: Workspace) -> None:
     run_dir = pick_run(ws, "runs_run")
     if run_dir is None:
         return
-    o = data.run_overview(run_dir)
+    view = views.get(run_dir) or data.run_view(run_dir)
+    try:
+        o = data.run_overview(view)
+    except ValueError as exc:
+        st.error(str(exc))
+        return
+    st.caption("means of room means (each room weighs the same), as in the report")
     cols = st.columns(5)
     cols[0].metric("episodes", f"{o.n_episodes}/{o.n_planned}")
     cols[1].metric("mean coverage", fmt_pct(o.mean_coverage))
@@ -105,7 +115,7 @@ def render(ws: Workspace) -> None:
         )
         st.dataframe(counts, hide_index=True)
     with right:
-        manifest = data.run_manifest(run_dir)
+        manifest = view.manifest
         with st.expander("Config (run.json)"):
             st.json(manifest.config)
         st.caption(
@@ -115,7 +125,7 @@ def render(ws: Workspace) -> None:
         _lineage(ws, run_dir)
     st.markdown("**Episodes**")
     st.dataframe(
-        data.run_table(run_dir),
+        view.table(),
         hide_index=True,
         width="stretch",
         column_config={"coverage": st.column_config.ProgressColumn(min_value=0, max_value=1)},
