@@ -261,7 +261,7 @@ def run_overview(run: Run) -> RunOverview:
         rooms=[r.room_id for r in m.rooms],
         n_planned=len(m.rooms) * int(cfg.get("episodes", 0)),
         n_episodes=len(rows),
-        status_counts=dict(pd.Series([r.status for r in rows]).value_counts()) if rows else {},
+        status_counts=pd.Series([r.status for r in rows]).value_counts().to_dict() if rows else {},
         mean_coverage=mean_of_room_means(rows, lambda r: r.coverage),
         mean_pass_rate={
             g: mean_of_room_means(view.metrics(g).rows, lambda r: r.pass_rate) for g in graders
