@@ -1,5 +1,5 @@
 """The analysis (``report``) stage as a function: :func:`run` takes a :class:`ReportConfig`
-and returns the :class:`~rlmdistill.analysis.compare.Report` it wrote (``rlmdistill report``,
+and returns the :class:`~rlmdistill.analysis.schema.Report` it wrote (``rlmdistill report``,
 the loop and the dashboard call it; the typer command in :mod:`rlmdistill.analysis.cli` maps
 the report to output and an exit code).
 """
@@ -15,7 +15,7 @@ from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 
 if TYPE_CHECKING:
-    from rlmdistill.analysis.compare import Report
+    from rlmdistill.analysis.schema import Report
 
 __all__ = ["ReportConfig", "run"]
 

@@ -1,5 +1,5 @@
 """``report.md``: the behaviour-shift report as Markdown, rendered from a
-:class:`~rlmdistill.analysis.compare.Report` only, so every number shown is in ``report.json``.
+:class:`~rlmdistill.analysis.schema.Report` only, so every number shown is in ``report.json``.
 
 Numbers are rounded to 4 significant digits; an undefined value or interval is written as
 ``undefined [k]`` / ``(no CI [k])`` with footnote ``[k]`` under the table giving the reason.
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rlmdistill.analysis.stats import Correlation, Estimate, PairedComparison
 
 if TYPE_CHECKING:
-    from rlmdistill.analysis.compare import Report
+    from rlmdistill.analysis.schema import Report
 
 __all__ = ["render_markdown"]
 

@@ -1,0 +1,726 @@
+"""The sections of a behaviour-shift report, each computed by one pure function.
+
+Every section function takes the same inputs, in this order:
+
+- ``arms``: the :class:`~rlmdistill.analysis.schema.ArmInfo` of each run (the first is the
+  baseline; :func:`arm_info` builds one from :func:`~rlmdistill.analysis.metrics.load_run_metrics`);
+- ``rows``: arm label -> the arm's :class:`~rlmdistill.analysis.metrics.EpisodeMetrics`
+  (one per episode);
+- ``rooms``: room content hash -> :class:`~rlmdistill.analysis.schema.RoomInfoRow`, from
+  :func:`room_labels` over every arm's rows (a room is named by its label everywhere);
+- ``ctx``: the :class:`SectionContext` (bootstrap resamples, seed, confidence),
+
+and returns the records stored in ``report.json``. :func:`~rlmdistill.analysis.compare.
+build_report` calls them, and the dashboard calls the same functions, so its tables equal the
+report's for the same runs. None of them reads or writes a file except
+:func:`read_training_curve`. The methods are described in ``docs/analysis.md`` and in
+:data:`METHODS` (stored in every report).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from rlmdistill.analysis.metrics import (
+    GIVE_UP_READ_SHARE,
+    REACH_NGRAM,
+    EpisodeMetrics,
+    RunMetrics,
+)
+from rlmdistill.analysis.schema import (
+    EMA_BETA,
+    ArmInfo,
+    ArmMetric,
+    Comparison,
+    ComparisonRow,
+    DepthAblation,
+    FlippedCriterion,
+    FlipTable,
+    Grid,
+    GridCell,
+    ModelGap,
+    RoomInfoRow,
+    SizeCorrelation,
+    TokenShares,
+    TrainingCurve,
+)
+from rlmdistill.analysis.stats import (
+    WILCOXON_METHOD,
+    Estimate,
+    PairedComparison,
+    bootstrap_mean,
+    ema,
+    paired_comparison,
+    pearson,
+    spearman,
+)
+from rlmdistill.analysis.summary import Stat
+from rlmdistill.models.spec import parse_spec
+from rlmdistill.traces.artefacts import read_train_log
+
+__all__ = [
+    "BASE_METRICS",
+    "METHODS",
+    "Metric",
+    "SectionContext",
+    "arm_info",
+    "arm_size_correlations",
+    "arm_token_shares",
+    "comparisons",
+    "criterion_shares",
+    "depth_ablations",
+    "dynamic_metrics",
+    "flipped_criteria",
+    "grids",
+    "mean_of_room_means",
+    "model_gap",
+    "paired_rooms",
+    "per_arm_metrics",
+    "read_training_curve",
+    "report_metrics",
+    "report_notes",
+    "room_labels",
+    "room_means",
+    "short_name",
+    "size_correlations",
+    "token_shares",
+]
+
+
+# ----------------------------------------------------------------------------- settings
+class SectionContext(NamedTuple):
+    """Bootstrap settings every interval of a report uses (see :mod:`analysis.stats`).
+
+    Fields: ``resamples`` (B, >= 100), ``seed`` (of every resampling; the same seed gives the
+    same intervals), ``confidence`` (two-sided level in [0.5, 1)).
+    """
+
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = 0
+    confidence: float = DEFAULT_CONFIDENCE
+
+
+# ----------------------------------------------------------------------------- metrics
+class Metric(NamedTuple):
+    """One metric of the report: its name, a one-line description (stored in
+    ``report.json``'s ``metric_descriptions``) and how to read it from an episode's row
+    (``None``: not measured or undefined for that episode)."""
+
+    name: str
+    description: str
+    get: Callable[[EpisodeMetrics], float | None]
+
+
+def _f(v: float | int | bool | None) -> float | None:
+    return None if v is None else float(v)
+
+
+BASE_METRICS: list[Metric] = [
+    Metric("pass_rate", "passed / all criteria of the room", lambda r: r.pass_rate),
+    Metric("graded_pass_rate", "passed / (passed + failed)", lambda r: r.graded_pass_rate),
+    Metric("weighted_pass_rate", "weight of passed / all weight", lambda r: r.weighted_pass_rate),
+    Metric("coverage", "share of room characters that reached a model", lambda r: r.coverage),
+    Metric("docs_read_share", "share of documents with coverage > 0", lambda r: r.docs_read_share),
+    Metric("n_sub_calls", "sub-calls, every depth", lambda r: _f(r.n_sub_calls)),
+    Metric("n_sub_batches", "llm_query(_batched) calls", lambda r: _f(r.n_sub_batches)),
+    Metric("mean_batch_size", "mean size of the root's batches", lambda r: r.mean_batch_size),
+    Metric(
+        "n_sub_calls_with_text",
+        "root sub-calls whose prompt carried document text (REPL-tracked sources)",
+        lambda r: _f(r.n_sub_calls_with_text),
+    ),
+    Metric(
+        "share_sub_calls_with_text",
+        "share of the root's sub-calls carrying document text",
+        lambda r: r.share_sub_calls_with_text,
+    ),
+    Metric(
+        "answer_reach",
+        f"share of sub-call answers sharing {REACH_NGRAM} consecutive words with the memo",
+        lambda r: r.answer_reach,
+    ),
+    Metric("n_turns", "root turns", lambda r: _f(r.n_turns)),
+    Metric("memo_chars", "memo length in characters", lambda r: _f(r.memo_chars)),
+    Metric(
+        "memo_first_turn_share",
+        "(turn the memo is first written + 1) / turns",
+        lambda r: r.memo_first_turn_share,
+    ),
+    Metric("has_memo", "episodes with a memo (share)", lambda r: _f(r.has_memo)),
+    Metric(
+        "early_give_up",
+        f"no memo, or memo after reading < {GIVE_UP_READ_SHARE:.0%} of documents (share)",
+        lambda r: _f(r.early_give_up),
+    ),
+    Metric("read_no_memo", "read >= 1 document, no memo (share)", lambda r: _f(r.read_no_memo)),
+    Metric("sub_token_share", "sub tokens / all tokens", lambda r: r.sub_token_share),
+    Metric("sub_input_share", "sub prompt / all prompt tokens", lambda r: r.sub_input_share),
+    Metric(
+        "sub_output_share", "sub completion / all completion tokens", lambda r: r.sub_output_share
+    ),
+    Metric("cost_usd", "root + sub cost in USD (price table)", lambda r: r.cost_usd),
+    Metric("wall_time_s", "episode wall time in seconds", lambda r: r.wall_time_s),
+]
+"""The metrics every report shows, in this order (defined in ``docs/analysis.md``)."""
+
+
+def _type_getter(t: str) -> Callable[[EpisodeMetrics], float | None]:
+    return lambda r: r.pass_rate_by_type.get(t)
+
+
+def _folder_getter(f: str) -> Callable[[EpisodeMetrics], float | None]:
+    return lambda r: r.coverage_per_folder.get(f)
+
+
+def dynamic_metrics(arms: Sequence[list[EpisodeMetrics]]) -> list[Metric]:
+    """``pass_rate[<type>]`` per criterion type and ``coverage[<folder>]`` per folder seen in
+    any of ``arms`` (each a list of episode rows), each sorted by name."""
+    types = sorted({t for rows in arms for r in rows for t in r.pass_rate_by_type})
+    folders = sorted({f for rows in arms for r in rows for f in r.coverage_per_folder})
+    out = [
+        Metric(f"pass_rate[{t}]", f"pass rate over the {t} criteria", _type_getter(t))
+        for t in types
+    ]
+    out += [
+        Metric(f"coverage[{f}]", f"coverage of folder {f}", _folder_getter(f)) for f in folders
+    ]
+    return out
+
+
+def report_metrics(rows: dict[str, list[EpisodeMetrics]]) -> list[Metric]:
+    """The metrics of a report over ``rows``: :data:`BASE_METRICS`, then
+    :func:`dynamic_metrics` of every arm."""
+    return BASE_METRICS + dynamic_metrics(list(rows.values()))
+
+
+METHODS = {
+    "mean": (
+        "mean of room means (each room weighs the same); 95% interval by percentile bootstrap "
+        "resampling rooms with replacement (cluster bootstrap; Efron & Tibshirani 1993; "
+        "Davison & Hinkley 1997 sec. 3.8), scipy.stats.bootstrap"
+    ),
+    "paired_difference": (
+        "per room: mean(B) - mean(A) over rooms both arms ran (paired by room content hash); "
+        "mean of the differences with the same percentile bootstrap over rooms"
+    ),
+    "wilcoxon": WILCOXON_METHOD,
+    "pearson": "Pearson r, Fisher z interval (Fisher 1921), scipy.stats.pearsonr",
+    "spearman": "Spearman rho, percentile bootstrap interval over points, scipy.stats.spearmanr",
+    "undefined": (
+        "fewer than 3 rooms/points, zero variance or all-zero differences give 'undefined' "
+        "with the reason, never a number"
+    ),
+    "flipped_criteria": (
+        "per (room, criterion): pass share = PASS verdicts / episodes scored (UNGRADABLE and "
+        "missing count as not passed); majority PASS if > 0.5, FAIL if < 0.5, TIE if = 0.5; a "
+        "criterion flipped when the majority differs between A and B (gained: B's share higher)"
+    ),
+    "training_ema": (
+        f"bias-corrected EMA of the logged loss, beta={EMA_BETA} (m_t = beta m_(t-1) + "
+        "(1-beta) x_t, shown m_t / (1 - beta^t); Kingma & Ba 2015)"
+    ),
+}
+"""Method name -> how it is computed and its source (``report.json``'s ``methods``)."""
+
+
+# ----------------------------------------------------------------------------- arms, rooms
+def short_name(spec: str) -> str:
+    """Short name of a model spec: the served model name (``openai``), or the embedded
+    model's folder name, plus ``+<adapter folder>`` when the spec has an adapter. A spec
+    :func:`~rlmdistill.models.spec.parse_spec` cannot read is returned as it is."""
+    try:
+        s = parse_spec(spec)
+    except ValueError:
+        return spec
+    name = s.name if s.kind == "openai" else Path(s.name).name or s.name
+    if s.adapter:
+        name += f"+{Path(s.adapter).name}"
+    return name
+
+
+def arm_info(label: str, run_dir: Path | str, loaded: RunMetrics) -> ArmInfo:
+    """The :class:`ArmInfo` of one run, from what
+    :func:`~rlmdistill.analysis.metrics.load_run_metrics` read of it (manifest, grader, rows)."""
+    cfg = loaded.manifest.config
+    return ArmInfo(
+        label=label,
+        run_dir=str(run_dir),
+        run_id=loaded.manifest.run_id,
+        root=str(cfg.get("root")),
+        sub=str(cfg.get("sub")),
+        root_name=short_name(str(cfg.get("root"))),
+        sub_name=short_name(str(cfg.get("sub"))),
+        depth=int(cfg.get("depth", 1)),
+        grader=loaded.grader,
+        n_episodes=len(loaded.rows),
+        n_rooms=len({r.room_hash for r in loaded.rows}),
+        status_counts=dict(Counter(r.status for r in loaded.rows)),
+        n_unscored=sum(1 for r in loaded.rows if r.pass_rate is None),
+    )
+
+
+def room_labels(arms: Sequence[list[EpisodeMetrics]]) -> dict[str, RoomInfoRow]:
+    """Room hash -> room row over every arm's rows (``arms``: one list of rows per arm); the
+    label is the room id, or ``id#hash6`` (first 6 hex digits of the content hash) when two
+    rooms share an id. Size fields come from the first row seen of the room."""
+    first: dict[str, EpisodeMetrics] = {}
+    for rows in arms:
+        for r in rows:
+            first.setdefault(r.room_hash, r)
+    ids = Counter(r.room_id for r in first.values())
+    return {
+        h: RoomInfoRow(
+            label=r.room_id if ids[r.room_id] == 1 else f"{r.room_id}#{h[:6]}",
+            room_id=r.room_id,
+            room_hash=h,
+            n_documents=r.room_documents,
+            n_chars=r.room_chars,
+            n_tokens=r.room_tokens,
+        )
+        for h, r in first.items()
+    }
+
+
+def room_means(
+    rows: Sequence[EpisodeMetrics],
+    get: Callable[[EpisodeMetrics], float | None],
+    rooms: dict[str, RoomInfoRow],
+) -> tuple[dict[str, float], list[float]]:
+    """Per-room means of ``get`` over ``rows`` and the episode values behind them.
+
+    Returns ``(room label -> mean over the room's episodes with a finite value, every finite
+    value in row order)``; episodes whose value is ``None`` or not finite are left out, and a
+    room with no value has no entry.
+    """
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    values: list[float] = []
+    for r in rows:
+        v = get(r)
+        if v is None or not math.isfinite(v):
+            continue
+        label = rooms[r.room_hash].label
+        sums[label] = sums.get(label, 0.0) + v
+        counts[label] = counts.get(label, 0) + 1
+        values.append(v)
+    return {k: sums[k] / counts[k] for k in sums}, values
+
+
+def mean_of_room_means(ctx: SectionContext, means: dict[str, float]) -> Estimate:
+    """Mean of room means with the percentile cluster-bootstrap interval over rooms
+    (:func:`~rlmdistill.analysis.stats.bootstrap_mean`)."""
+    return bootstrap_mean(
+        list(means.values()),
+        n_resamples=ctx.resamples,
+        confidence=ctx.confidence,
+        seed=ctx.seed,
+    )
+
+
+def paired_rooms(
+    ctx: SectionContext, a: dict[str, float], b: dict[str, float]
+) -> PairedComparison:
+    """``b - a`` paired over the rooms both have (room label -> mean), with bootstrap interval
+    and Wilcoxon test (:func:`~rlmdistill.analysis.stats.paired_comparison`)."""
+    return paired_comparison(
+        a, b, n_resamples=ctx.resamples, confidence=ctx.confidence, seed=ctx.seed
+    )
+
+
+# ----------------------------------------------------------------------------- per arm
+def per_arm_metrics(
+    arms: list[ArmInfo],
+    rows: dict[str, list[EpisodeMetrics]],
+    rooms: dict[str, RoomInfoRow],
+    ctx: SectionContext,
+    metrics: Sequence[Metric] | None = None,
+) -> dict[str, list[ArmMetric]]:
+    """Arm label -> one :class:`ArmMetric` per metric (default :func:`report_metrics` of
+    ``rows``): mean of room means with its interval, episode-level descriptives, room means."""
+    metrics = report_metrics(rows) if metrics is None else metrics
+    out: dict[str, list[ArmMetric]] = {}
+    for a in arms:
+        out[a.label] = []
+        for m in metrics:
+            means, values = room_means(rows[a.label], m.get, rooms)
+            out[a.label].append(
+                ArmMetric(
+                    metric=m.name,
+                    mean=mean_of_room_means(ctx, means),
+                    episodes=Stat.of(values),
+                    room_means=means,
+                )
+            )
+    return out
+
+
+# ----------------------------------------------------------------------------- comparisons
+def _majority(share: float) -> Literal["PASS", "FAIL", "TIE"]:
+    return "PASS" if share > 0.5 else "FAIL" if share < 0.5 else "TIE"
+
+
+def criterion_shares(
+    rows: Sequence[EpisodeMetrics], rooms: dict[str, RoomInfoRow]
+) -> dict[tuple[str, str], tuple[float, int, str | None]]:
+    """``(room label, criterion id) -> (pass share, episodes scored, criterion type)`` over the
+    scored episodes of ``rows``: PASS verdicts / scored episodes (UNGRADABLE and missing count
+    as not passed)."""
+    passed: dict[tuple[str, str], list[bool]] = {}
+    types: dict[tuple[str, str], str | None] = {}
+    for r in rows:
+        if r.pass_rate is None:
+            continue
+        for cid, label in r.criteria.items():
+            key = (rooms[r.room_hash].label, cid)
+            passed.setdefault(key, []).append(label == "PASS")
+            types[key] = r.criterion_types.get(cid)
+    return {k: (sum(v) / len(v), len(v), types[k]) for k, v in passed.items()}
+
+
+def flipped_criteria(
+    a_rows: Sequence[EpisodeMetrics],
+    b_rows: Sequence[EpisodeMetrics],
+    rooms: dict[str, RoomInfoRow],
+) -> FlipTable:
+    """Criteria whose majority verdict differs between arm A and arm B, compared where both
+    arms scored the (room, criterion) (rule: :data:`METHODS` ``flipped_criteria``)."""
+    a = criterion_shares(a_rows, rooms)
+    b = criterion_shares(b_rows, rooms)
+    common = [k for k in a if k in b]
+    flips = []
+    for key in common:
+        (sa, na, ta), (sb, nb, _) = a[key], b[key]
+        ma, mb = _majority(sa), _majority(sb)
+        if ma != mb:
+            flips.append(
+                FlippedCriterion(
+                    room=key[0],
+                    criterion_id=key[1],
+                    criterion_type=ta,
+                    a_pass_share=sa,
+                    b_pass_share=sb,
+                    a_n=na,
+                    b_n=nb,
+                    a_majority=ma,
+                    b_majority=mb,
+                    direction="gained" if sb > sa else "lost",
+                )
+            )
+    return FlipTable(
+        rule=METHODS["flipped_criteria"],
+        n_compared=len(common),
+        n_gained=sum(f.direction == "gained" for f in flips),
+        n_lost=sum(f.direction == "lost" for f in flips),
+        rows=flips,
+    )
+
+
+def comparisons(
+    arms: list[ArmInfo],
+    rows: dict[str, list[EpisodeMetrics]],
+    rooms: dict[str, RoomInfoRow],
+    ctx: SectionContext,
+    per_arm: dict[str, list[ArmMetric]] | None = None,
+) -> list[Comparison]:
+    """Each arm after the first (B) against the baseline ``arms[0]`` (A): one
+    :class:`ComparisonRow` per metric of ``per_arm`` (A's and B's means, the difference paired
+    over rooms, episodes with a value), the criteria that flipped and which rooms pair.
+
+    ``per_arm`` is :func:`per_arm_metrics` of the same inputs (computed when not given; the
+    means are deterministic for a seed, so passing it only saves the bootstrap)."""
+    per_arm = per_arm_metrics(arms, rows, rooms, ctx) if per_arm is None else per_arm
+    base = arms[0]
+    by = {(a.label, am.metric): am for a in arms for am in per_arm[a.label]}
+    names = [am.metric for am in per_arm[base.label]]
+    out = []
+    for b in arms[1:]:
+        crows = []
+        for name in names:
+            ma, mb = by[(base.label, name)], by[(b.label, name)]
+            crows.append(
+                ComparisonRow(
+                    metric=name,
+                    a=ma.mean,
+                    b=mb.mean,
+                    paired=paired_rooms(ctx, ma.room_means, mb.room_means),
+                    n_episodes_a=ma.episodes.n,
+                    n_episodes_b=mb.episodes.n,
+                )
+            )
+        ra = {rooms[r.room_hash].label for r in rows[base.label]}
+        rb = {rooms[r.room_hash].label for r in rows[b.label]}
+        out.append(
+            Comparison(
+                a=base.label,
+                b=b.label,
+                rows=crows,
+                flipped=flipped_criteria(rows[base.label], rows[b.label], rooms),
+                rooms_paired=sorted(ra & rb),
+                rooms_only_in_a=sorted(ra - rb),
+                rooms_only_in_b=sorted(rb - ra),
+            )
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- tokens, size
+def _known_sum(values: Sequence[int | None]) -> int | None:
+    """Sum of ``values``; ``None`` (unknown) when any of them is unknown."""
+    return None if any(v is None for v in values) else sum(v or 0 for v in values)
+
+
+def arm_token_shares(label: str, rows: Sequence[EpisodeMetrics]) -> TokenShares:
+    """Token totals of one arm (root/sub x prompt/cached/completion) and each part's share of
+    all tokens (``None`` when the arm spent no tokens; cached totals ``None`` when any
+    episode's server did not report them)."""
+    rp = sum(r.root_prompt_tokens for r in rows)
+    rc = sum(r.root_completion_tokens for r in rows)
+    sp = sum(r.sub_prompt_tokens for r in rows)
+    sc = sum(r.sub_completion_tokens for r in rows)
+    total = rp + rc + sp + sc
+    parts = {"root_input": rp, "root_output": rc, "sub_input": sp, "sub_output": sc}
+    return TokenShares(
+        arm=label,
+        root_prompt=rp,
+        root_cached=_known_sum([r.root_cached_tokens for r in rows]),
+        root_completion=rc,
+        sub_prompt=sp,
+        sub_cached=_known_sum([r.sub_cached_tokens for r in rows]),
+        sub_completion=sc,
+        total=total,
+        shares={k: (v / total if total else None) for k, v in parts.items()},
+    )
+
+
+def token_shares(arms: list[ArmInfo], rows: dict[str, list[EpisodeMetrics]]) -> list[TokenShares]:
+    """:func:`arm_token_shares` of every arm, in arm order."""
+    return [arm_token_shares(a.label, rows[a.label]) for a in arms]
+
+
+def arm_size_correlations(
+    label: str,
+    rows: Sequence[EpisodeMetrics],
+    rooms: dict[str, RoomInfoRow],
+    ctx: SectionContext,
+) -> list[SizeCorrelation]:
+    """Room mean of ``n_sub_calls`` against room characters, then against room documents
+    (one point per room of the arm): Pearson (Fisher z interval) and Spearman (bootstrap
+    interval over points)."""
+    means, _ = room_means(rows, lambda r: float(r.n_sub_calls), rooms)
+    by_label = {row.label: row for row in rooms.values()}
+    keys = list(means)
+    out = []
+    for x in ("room_chars", "room_documents"):
+        xs = [
+            float(by_label[k].n_chars if x == "room_chars" else by_label[k].n_documents)
+            for k in keys
+        ]
+        ys = [means[k] for k in keys]
+        out.append(
+            SizeCorrelation(
+                arm=label,
+                x=x,  # type: ignore[arg-type]
+                y="n_sub_calls (room mean)",
+                rooms=keys,
+                xs=xs,
+                ys=ys,
+                pearson=pearson(xs, ys, confidence=ctx.confidence),
+                spearman=spearman(
+                    xs, ys, n_resamples=ctx.resamples, confidence=ctx.confidence, seed=ctx.seed
+                ),
+            )
+        )
+    return out
+
+
+def size_correlations(
+    arms: list[ArmInfo],
+    rows: dict[str, list[EpisodeMetrics]],
+    rooms: dict[str, RoomInfoRow],
+    ctx: SectionContext,
+) -> list[SizeCorrelation]:
+    """:func:`arm_size_correlations` of every arm, in arm order (two records per arm)."""
+    return [s for a in arms for s in arm_size_correlations(a.label, rows[a.label], rooms, ctx)]
+
+
+# ----------------------------------------------------------------------------- depth, grid
+def depth_ablations(
+    arms: list[ArmInfo],
+    rows: dict[str, list[EpisodeMetrics]],
+    rooms: dict[str, RoomInfoRow],
+    ctx: SectionContext,
+) -> list[DepthAblation]:
+    """Depth 1 against depth 2 (empty unless both depths are among ``arms``): each depth-1 arm
+    paired with each depth-2 arm of the same (root, sub) short names, or, when none match, the
+    first of each with a note. Pass rate per room, paired (``depth 2 - depth 1``), and per arm
+    the episodes with no memo and those that read but wrote no memo."""
+    d1 = [a for a in arms if a.depth == 1]
+    d2 = [a for a in arms if a.depth == 2]
+    if not d1 or not d2:
+        return []
+    pairs = [
+        (a, b) for a in d1 for b in d2 if (a.root_name, a.sub_name) == (b.root_name, b.sub_name)
+    ]
+    note = None
+    if not pairs:
+        pairs = [(d1[0], d2[0])]
+        note = (
+            f"no depth-1/depth-2 arms share root and sub; {d1[0].label} and {d2[0].label} "
+            "also differ in model"
+        )
+    out = []
+    get = next(m.get for m in BASE_METRICS if m.name == "pass_rate")
+    for a, b in pairs:
+        ma, _ = room_means(rows[a.label], get, rooms)
+        mb, _ = room_means(rows[b.label], get, rooms)
+        out.append(
+            DepthAblation(
+                depth1_arm=a.label,
+                depth2_arm=b.label,
+                note=note,
+                metric="pass_rate",
+                depth1_room_means=ma,
+                depth2_room_means=mb,
+                paired=paired_rooms(ctx, ma, mb),
+                read_no_memo={
+                    x.label: sum(1 for r in rows[x.label] if r.read_no_memo) for x in (a, b)
+                },
+                no_memo={x.label: sum(1 for r in rows[x.label] if not r.has_memo) for x in (a, b)},
+                n_episodes={x.label: len(rows[x.label]) for x in (a, b)},
+            )
+        )
+    return out
+
+
+def model_gap(role: Literal["root", "sub"], fixed: str, values: dict[str, float]) -> ModelGap:
+    """Best minus worst of ``values`` (the other model's short name -> mean pass rate) with
+    the ``role`` model ``fixed``; undefined with the reason when fewer than two are given."""
+    if len(values) < 2:
+        return ModelGap(
+            fixed_role=role,
+            fixed=fixed,
+            best=None,
+            worst=None,
+            best_value=None,
+            worst_value=None,
+            gap=None,
+            reason=f"needs >= 2 {'roots' if role == 'sub' else 'subs'} with a defined mean "
+            f"(got {len(values)})",
+        )
+    best = max(values, key=lambda k: values[k])
+    worst = min(values, key=lambda k: values[k])
+    return ModelGap(
+        fixed_role=role,
+        fixed=fixed,
+        best=best,
+        worst=worst,
+        best_value=values[best],
+        worst_value=values[worst],
+        gap=values[best] - values[worst],
+    )
+
+
+def grids(
+    arms: list[ArmInfo],
+    rows: dict[str, list[EpisodeMetrics]],
+    rooms: dict[str, RoomInfoRow],
+    ctx: SectionContext,
+) -> list[Grid]:
+    """Root x sub grid per depth where the arms at that depth differ in root or sub model:
+    per (root, sub) cell the mean of room means of the pass rate, pooled over the arms that ran
+    the pair, and the best-minus-worst gaps (:func:`model_gap`) per sub and per root."""
+    out = []
+    for depth in sorted({a.depth for a in arms}):
+        at = [a for a in arms if a.depth == depth]
+        roots = sorted({a.root_name for a in at})
+        subs = sorted({a.sub_name for a in at})
+        if len(roots) < 2 and len(subs) < 2:
+            continue
+        cells: list[GridCell] = []
+        value: dict[tuple[str, str], float] = {}
+        for root in roots:
+            for sub in subs:
+                members = [a for a in at if (a.root_name, a.sub_name) == (root, sub)]
+                if not members:
+                    continue
+                pooled = [r for a in members for r in rows[a.label]]
+                means, vals = room_means(pooled, lambda r: r.pass_rate, rooms)
+                est = mean_of_room_means(ctx, means)
+                cells.append(
+                    GridCell(
+                        root=root,
+                        sub=sub,
+                        arms=[a.label for a in members],
+                        mean=est,
+                        n_episodes=len(vals),
+                    )
+                )
+                if est.value is not None:
+                    value[(root, sub)] = est.value
+        root_gaps = [
+            model_gap("sub", sub, {r: v for (r, s), v in value.items() if s == sub})
+            for sub in subs
+        ]
+        sub_gaps = [
+            model_gap("root", root, {s: v for (r, s), v in value.items() if r == root})
+            for root in roots
+        ]
+        out.append(
+            Grid(
+                depth=depth,
+                roots=roots,
+                subs=subs,
+                cells=cells,
+                root_gaps=root_gaps,
+                sub_gaps=sub_gaps,
+            )
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- training, notes
+def read_training_curve(adapter_dir: Path, beta: float = EMA_BETA) -> TrainingCurve:
+    """Read ``adapter_dir/train_log.jsonl`` (SFT contract) into raw and EMA loss curves.
+
+    Lines with a non-finite loss are left out and counted; a torn last line is ignored and
+    flagged. Raises ``FileNotFoundError`` when the log is missing and ``ValueError`` naming
+    the file and line when a line is not a valid log entry.
+    """
+    log = read_train_log(Path(adapter_dir))
+    path = log.path
+    entries = [e for e in log.records if math.isfinite(e.loss)]
+    nonfinite = log.n_nonfinite
+    losses = [e.loss for e in entries]
+    smooth = ema(losses, beta) if losses else []
+    return TrainingCurve(
+        adapter=Path(adapter_dir).resolve().name,
+        path=str(path),
+        steps=[e.step for e in entries],
+        loss=losses,
+        ema_loss=smooth,
+        ema_beta=beta,
+        learning_rate=[e.learning_rate for e in entries],
+        tokens_seen=[e.tokens_seen for e in entries],
+        n_nonfinite=nonfinite,
+        torn_tail=log.torn_tail,
+        final_loss=losses[-1] if losses else None,
+        final_ema_loss=smooth[-1] if smooth else None,
+    )
+
+
+def report_notes(arms: list[ArmInfo]) -> list[str]:
+    """The report's notes on its arms: arms scored by different graders, and per arm the
+    episodes without a pass rate."""
+    notes = []
+    graders = {a.grader for a in arms}
+    if len(graders) > 1:
+        notes.append(f"arms were scored by different graders: {sorted(map(str, graders))}")
+    for a in arms:
+        if a.n_unscored:
+            notes.append(f"{a.label}: {a.n_unscored} of {a.n_episodes} episodes have no pass rate")
+    return notes
