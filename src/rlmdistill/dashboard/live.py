@@ -21,7 +21,6 @@ settings (plain strings and numbers, case A3); they are read-only for every page
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
