@@ -31,7 +31,7 @@ pytestmark = [
 
 PAGES = {
     "runs": ["Runs", "2/2", "completed"],
-    "compare": ["Behaviour shift", "sub-calls", "Pass rate vs coverage"],
+    "compare": ["Behaviour shift", "Sub-calls vs room size", "Pass rate vs coverage"],
     "trace": ["Trace viewer", "Turn 0", "Root completion", "sub-call(s) made by block 0"],
     "filter": ["Filter preview", "Dropped by reason", "duplicate"],
     "sft": ["SFT jobs", "Start SFT job", "a1"],
