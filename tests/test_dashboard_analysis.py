@@ -121,7 +121,9 @@ def test_live_sections_equal_the_report_value_by_value(synthetic_ws: tuple[Path,
     assert ablations.grids == report.grids
     # and so are the tables built from them
     _equal(tables.comparison_frame(live.comparisons), tables.comparison_frame(report.comparisons))
-    _equal(tables.depth_frame(ablations.depth_ablations), tables.depth_frame(report.depth_ablations))
+    _equal(
+        tables.depth_frame(ablations.depth_ablations), tables.depth_frame(report.depth_ablations)
+    )
     _equal(tables.grid_frame(ablations.grids), tables.grid_frame(report.grids))
 
 
@@ -182,9 +184,7 @@ def test_compare_and_ablations_pages_display_the_report_tables(
     at = _open("compare")
     at.multiselect(key="compare_runs").set_value(list(PASSES)).run()
     assert not at.exception, [e.value for e in at.exception]
-    _equal(
-        _frame_with(at, tables.COMPARISON_COLUMNS), tables.comparison_frame(report.comparisons)
-    )
+    _equal(_frame_with(at, tables.COMPARISON_COLUMNS), tables.comparison_frame(report.comparisons))
     _equal(_frame_with(at, tables.ARM_COLUMNS), tables.arm_frame(report.per_arm))
     at = _open("ablations")
     assert at.multiselect(key="ablation_runs").value == list(PASSES)

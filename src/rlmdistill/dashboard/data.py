@@ -97,8 +97,6 @@ Run = Path | RunView
 """A run folder or its :class:`RunView` (a page passes the view it computed for the rerun)."""
 
 
-
-
 class Workspace(NamedTuple):
     """The folders of one workspace (``root`` and its standard sub-folders)."""
 
@@ -133,8 +131,6 @@ def workspace_from_env(argv: list[str] | None = None) -> Workspace:
         if a.startswith("--workspace="):
             return Workspace.at(a.split("=", 1)[1])
     return Workspace.at(os.environ.get(ENV_WORKSPACE) or ".")
-
-
 
 
 # ------------------------------------------------------------------------------ workspace

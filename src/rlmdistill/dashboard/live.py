@@ -26,8 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import streamlit as st
 
-from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
-from rlmdistill.analysis import sections
+from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, sections
 from rlmdistill.analysis.metrics import EpisodeMetrics
 from rlmdistill.analysis.schema import (
     ArmInfo,

@@ -37,7 +37,9 @@ def _show(sections: LiveAblations, where: str) -> None:
             depth_frame(sections.depth_ablations),
             depth_summary_frame(sections.depth_ablations),
         ):
-            st.dataframe(frame, hide_index=True, width="stretch", column_config=number_format(frame))
+            st.dataframe(
+                frame, hide_index=True, width="stretch", column_config=number_format(frame)
+            )
     st.markdown(f"**Root x subagent: mean pass rate** ({where})")
     if not sections.grids:
         st.caption("No grid: at each depth the runs share one root and one subagent model.")

@@ -67,7 +67,9 @@ def _live(views: list[RunView], settings: LiveSettings) -> None:
         st.caption("One run picked: its means below (pick two to see changes).")
     per_arm = arm_frame(live.per_arm)
     with st.expander("Means per run (every metric of the report)", expanded=not live.comparisons):
-        st.dataframe(per_arm, hide_index=True, width="stretch", column_config=number_format(per_arm))
+        st.dataframe(
+            per_arm, hide_index=True, width="stretch", column_config=number_format(per_arm)
+        )
     episodes = episode_points(arms)
     left, right = st.columns(2)
     with left:

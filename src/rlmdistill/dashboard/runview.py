@@ -187,7 +187,9 @@ class RunView:
             everything = self._parts.get("summaries")
         if everything is not None:
             if episode_id not in everything:
-                raise KeyError(f"{self.run_dir}: episode {episode_id} has no line in episodes.jsonl")
+                raise KeyError(
+                    f"{self.run_dir}: episode {episode_id} has no line in episodes.jsonl"
+                )
             return everything[episode_id]  # type: ignore[no-any-return]
         return self._part(("summary", episode_id), lambda: load_summary(self.run_dir, episode_id))
 

@@ -11,6 +11,7 @@ column (never a made-up number, cases A1/A2). The pages format them for display.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -50,7 +51,7 @@ DEPTH_SUMMARY_COLUMNS = [
     "depth 2 episodes", "note", "why undefined",
 ]  # fmt: skip
 """Columns of :func:`depth_summary_frame`."""
-GRID_COLUMNS = ["depth", "root", "sub", "mean pass rate", "low", "high", "rooms", "episodes", "arms"]
+GRID_COLUMNS = ["depth", "root", "sub", "mean pass rate", "low", "high", "rooms", "episodes", "arms"]  # fmt: skip
 """Columns of :func:`grid_frame`."""
 GAP_COLUMNS = ["depth", "fixed", "model", "best", "worst", "best value", "worst value", "gap", "why undefined"]  # fmt: skip
 """Columns of :func:`gap_frame`."""
@@ -100,7 +101,9 @@ def comparison_frame(comparisons: Sequence[Comparison]) -> pd.DataFrame:
                     "rooms paired": r.paired.n_pairs,
                     "episodes A": r.n_episodes_a,
                     "episodes B": r.n_episodes_b,
-                    "why undefined": _why(("A", r.a), ("B", r.b), ("B - A", d), ("Wilcoxon", w.reason)),
+                    "why undefined": _why(
+                        ("A", r.a), ("B", r.b), ("B - A", d), ("Wilcoxon", w.reason)
+                    ),
                 }
             )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
@@ -174,7 +177,9 @@ def depth_summary_frame(ablations: Sequence[DepthAblation]) -> pd.DataFrame:
                 "depth 1 episodes": d.n_episodes.get(a),
                 "depth 2 episodes": d.n_episodes.get(b),
                 "note": d.note or "",
-                "why undefined": _why(("mean change", p.mean_difference), ("Wilcoxon", p.wilcoxon.reason)),
+                "why undefined": _why(
+                    ("mean change", p.mean_difference), ("Wilcoxon", p.wilcoxon.reason)
+                ),
             }
         )
     return pd.DataFrame(rows, columns=DEPTH_SUMMARY_COLUMNS)
@@ -224,7 +229,7 @@ def gap_frame(grids: Sequence[Grid]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=GAP_COLUMNS)
 
 
-def number_format(frame: pd.DataFrame, digits: int = 3) -> dict[str, object]:
+def number_format(frame: pd.DataFrame, digits: int = 3) -> dict[str, Any]:
     """``column_config`` for ``st.dataframe`` showing the float columns of ``frame`` with
     ``digits`` decimals (the values stay full-precision floats)."""
     import streamlit as st
