@@ -245,6 +245,10 @@ def run_overview(run: Run) -> RunOverview:
     Raises what :meth:`RunView.metrics` raises (``ValueError`` naming an invalid
     ``task.json``; ``NotARunError``/``TraceFileError`` naming the run file)."""
     view = run_view(run)
+    return view.derived("overview", lambda: _overview(view))
+
+
+def _overview(view: RunView) -> RunOverview:
     m = view.manifest
     cfg = m.config
     graders = view.graders

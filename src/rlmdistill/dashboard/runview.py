@@ -155,6 +155,12 @@ class RunView:
         """The run folder's name (how the pages and the report label the run)."""
         return self.run_dir.name
 
+    def derived(self, key: str, make: Callable[[], _T]) -> _T:
+        """A value derived from this view's parts (e.g. the Runs page's overview), computed
+        once by ``make`` and kept under ``key`` for the view's life (its stamp). A failure is
+        not kept."""
+        return self._part(("derived", key), make)
+
     def _part(self, key: object, make: Callable[[], _T]) -> _T:
         with self._lock:
             if key not in self._parts:
