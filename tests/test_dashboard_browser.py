@@ -35,7 +35,8 @@ PAGES = {
     "trace": ["Trace viewer", "Turn 0", "Root completion", "sub-call(s) made by block 0"],
     "filter": ["Filter preview", "Dropped by reason", "duplicate"],
     "sft": ["SFT jobs", "Start SFT job", "a1"],
-    "ablations": ["Ablations", "Depth 1 vs depth 2", "cuad3"],
+    # one depth-1 run: the report's depth section is empty and says what it needs
+    "ablations": ["Ablations", "Depth 1 vs depth 2", "needs a depth-1 and a depth-2 run"],
 }
 """Page slug -> texts that must be visible once the page has rendered."""
 
