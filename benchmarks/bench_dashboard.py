@@ -200,6 +200,11 @@ def main() -> None:
         trace_warm = _time(open_trace)
         table_cold, table_warm = _time(open_table), _time(open_table)
         overview_cold, overview_warm = _time(open_overview), _time(open_overview)
+        live_s = None
+        if hasattr(data, "run_view"):  # the Compare page's live sections (this code only)
+            from rlmdistill.dashboard.live import LiveSettings, live_comparison
+
+            live_s = _time(lambda: live_comparison([data.run_view(run_dir)], LiveSettings()))
         _trace_page(data, run_dir, episode_id)  # warm every cache the page uses
         mod = sys.modules.get("rlmdistill.dashboard.runview", data)
         stamps, stats = _Counter(mod, "run_stamp"), _Counter(mod, "file_stamp")
@@ -231,6 +236,11 @@ def main() -> None:
         f"trace page rerun, warm ({code}): {rerun_s * 1e3:.1f} ms; per rerun "
         f"{stamps.n / args.reruns:.0f} run stamps, {n_stats / args.reruns:.0f} file stats"
     )
+    if live_s is not None:
+        print(
+            f"compare page, live per-run means with intervals (B=2000, every report metric): "
+            f"{live_s:.2f} s after the overview (cached afterwards)"
+        )
     print(f"uptime after: {_uptime()}", flush=True)
 
 
