@@ -24,8 +24,14 @@ from rlmdistill.analysis.main import ReportConfig, run
 from rlmdistill.analysis.schema import Report
 from rlmdistill.dashboard import data, tables
 from rlmdistill.dashboard.live import LiveSettings, live_ablations, live_comparison
-from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
+from rlmdistill.testing.scored_runs import (
+    SyntheticEpisode,
+    SyntheticRoom,
+    write_scored_run,
+    write_task_problem_run,
+)
 from rlmdistill.traces import layout
+from rlmdistill.traces.runs import load_summaries
 
 APP = str(Path(app_module.__file__))
 N_CRITERIA = 4
@@ -250,3 +256,18 @@ def test_run_view_is_one_object_per_stamp_and_rereads_a_changed_run(tmp_path: Pa
     rates = again.table().set_index("episode_id")["pass_rate:reference"]
     assert rates[eid] == 0.0
     assert {r.episode_id: r.pass_rate for r in again.metrics("reference").rows}[eid] == 0.0
+
+
+def test_runs_page_names_an_invalid_task_and_still_lists_the_episodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The metrics rows refuse a room whose task.json is invalid (as the report does): the
+    Runs page names the file and still shows the run's episodes."""
+    rd = write_task_problem_run(tmp_path / "runs" / "r", n_criteria=4)
+    monkeypatch.setenv(data.ENV_WORKSPACE, str(tmp_path))
+    at = _open("runs")
+    assert at.error and "broken" in at.error[0].value and "task.json" in at.error[0].value
+    listing = at.dataframe[0].value
+    assert list(listing["run"]) == ["r"] and "task.json" in listing["error"].iloc[0]
+    episodes = next(d.value for d in at.dataframe if "episode_id" in d.value.columns)
+    assert sorted(episodes["episode_id"]) == sorted(s.episode_id for s in load_summaries(rd))

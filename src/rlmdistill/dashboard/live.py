@@ -125,7 +125,7 @@ def arm_grader(view: RunView, grader: str | None) -> str | None:
     )
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=8, show_spinner=False)
 def _arms(
     run_dirs: tuple[str, ...], stamps: tuple[str, ...], grader: str | None, trajectories: bool
 ) -> Arms:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
@@ -94,26 +95,14 @@ def render(ws: Workspace) -> None:
     if run_dir is None:
         return
     view = views.get(run_dir) or data.run_view(run_dir)
+    head = st.container()
+    left, right = st.columns([1, 2])
     try:
         o = data.run_overview(view)
-    except ValueError as exc:
-        st.error(str(exc))
-        return
-    st.caption("means of room means (each room weighs the same), as in the report")
-    cols = st.columns(5)
-    cols[0].metric("episodes", f"{o.n_episodes}/{o.n_planned}")
-    cols[1].metric("mean coverage", fmt_pct(o.mean_coverage))
-    cols[2].metric("mean sub-calls", fmt_num(o.mean_sub_calls, 1))
-    cols[3].metric("mean turns", fmt_num(o.mean_turns, 1))
-    for g, v in list(o.mean_pass_rate.items())[:1]:
-        cols[4].metric(f"pass rate ({g})", fmt_pct(v))
-    left, right = st.columns([1, 2])
-    with left:
-        st.markdown("**Episodes by status**")
-        counts = pd.DataFrame(
-            sorted(o.status_counts.items(), key=lambda kv: -kv[1]), columns=["status", "episodes"]
-        )
-        st.dataframe(counts, hide_index=True)
+    except ValueError as exc:  # e.g. an invalid task.json: named; the episodes still show
+        head.error(str(exc))
+    else:
+        _headline(o, head, left)
     with right:
         manifest = view.manifest
         with st.expander("Config (run.json)"):
@@ -130,3 +119,21 @@ def render(ws: Workspace) -> None:
         width="stretch",
         column_config={"coverage": st.column_config.ProgressColumn(min_value=0, max_value=1)},
     )
+
+
+def _headline(o: data.RunOverview, head: DeltaGenerator, left: DeltaGenerator) -> None:
+    """The run's headline metrics in ``head``, and its status counts in the ``left`` column."""
+    head.caption("means of room means (each room weighs the same), as in the report")
+    cols = head.columns(5)
+    cols[0].metric("episodes", f"{o.n_episodes}/{o.n_planned}")
+    cols[1].metric("mean coverage", fmt_pct(o.mean_coverage))
+    cols[2].metric("mean sub-calls", fmt_num(o.mean_sub_calls, 1))
+    cols[3].metric("mean turns", fmt_num(o.mean_turns, 1))
+    for g, v in list(o.mean_pass_rate.items())[:1]:
+        cols[4].metric(f"pass rate ({g})", fmt_pct(v))
+    with left:
+        st.markdown("**Episodes by status**")
+        counts = pd.DataFrame(
+            sorted(o.status_counts.items(), key=lambda kv: -kv[1]), columns=["status", "episodes"]
+        )
+        st.dataframe(counts, hide_index=True)

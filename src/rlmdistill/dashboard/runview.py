@@ -371,7 +371,7 @@ class RunView:
         )
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=False)
 def view_at(run_dir: str, stamp: str) -> RunView:
     """The cached :class:`RunView` of ``run_dir`` at ``stamp`` (both plain strings: the cache
     key). Use :func:`run_view`, which computes the current stamp; this is for cached functions
