@@ -271,3 +271,31 @@ def test_runs_page_names_an_invalid_task_and_still_lists_the_episodes(
     assert list(listing["run"]) == ["r"] and "task.json" in listing["error"].iloc[0]
     episodes = next(d.value for d in at.dataframe if "episode_id" in d.value.columns)
     assert sorted(episodes["episode_id"]) == sorted(s.episode_id for s in load_summaries(rd))
+
+
+def test_trace_page_computes_the_run_stamp_once_per_rerun(
+    tmp_path: Path, collected_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rerun of the Trace viewer (episode, memo and verdicts, coverage map, search) makes
+    one run stamp and one view; before the run view, each loader made its own."""
+    import shutil
+
+    from rlmdistill.dashboard import runview
+
+    shutil.copytree(collected_run, tmp_path / "runs" / "base")
+    monkeypatch.setenv(data.ENV_WORKSPACE, str(tmp_path))
+    calls: list[Path] = []
+    real = runview.run_stamp
+
+    def counted(run_dir: Path) -> str:
+        calls.append(Path(run_dir))
+        return real(run_dir)
+
+    monkeypatch.setattr(runview, "run_stamp", counted)
+    at = _open("trace")
+    assert calls == [tmp_path / "runs" / "base"]
+    calls.clear()
+    at.text_input(key="search:base").set_value("assignment clause").run()
+    assert not at.exception
+    assert calls == [tmp_path / "runs" / "base"]  # the rerun: one stamp again
+    assert "#### Turn 0" in "\n".join(m.value for m in at.markdown)
