@@ -227,7 +227,7 @@ def test_golden_fixture_live_tables_equal_its_report(tmp_path: Path) -> None:
     assert depth.loc["beta", "depth 1"] == pytest.approx(0.5, abs=1e-12)
 
 
-def test_run_view_is_one_object_per_stamp_and_rereads_a_changed_run(tmp_path: Path) -> None:
+def test_run_view_is_one_object_per_stamp_and_rereads_a_changed_run_case_a3(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     base, *_ = _write_runs(ws)
     view = data.run_view(base)

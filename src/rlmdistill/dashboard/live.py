@@ -15,7 +15,8 @@ the same runs and settings the pages show the numbers of the report, value by va
 (``tests/test_dashboard_analysis.py``).
 
 Results are ``st.cache_resource`` entries keyed on the runs' paths and stamps and the
-settings (plain strings and numbers, case A3); they are read-only for every page.
+settings (plain strings and numbers, as every dashboard cache key); they are read-only for
+every page.
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 A page calls :func:`run_view` once per rerun and hands the :class:`RunView` to every helper,
 so the run's *stamp* -- ``mtime_ns:size`` of ``run.json``, ``episodes.jsonl``, every
-``verdicts/*.jsonl`` and each room's ``task.json`` (case A3) -- is computed once per rerun,
+``verdicts/*.jsonl`` and each room's ``task.json`` -- is computed once per rerun,
 not once per loader. The view is a ``st.cache_resource`` keyed on the run path and the stamp,
 both plain strings: a file that changes on disk gives a new stamp, hence a new view, on the
 next rerun; an unchanged run gives the same view object, whose parts were read once.
+Tests: ``test_run_view_is_one_object_per_stamp_and_rereads_a_changed_run_case_a3`` and
+``test_trace_page_computes_the_run_stamp_once_per_rerun`` (``tests/test_dashboard_analysis.py``).
 
 Parts are read on first use and kept on the view (read-only for every page):
 

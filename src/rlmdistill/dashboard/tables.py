@@ -5,7 +5,9 @@ The same function turns a saved report's section (``report.json``) and the live 
 the picked runs (:mod:`rlmdistill.dashboard.live`) into a table, so the two show the same
 numbers for the same runs. Every number stays a number (``float``, ``NaN`` where the report
 has none) at full precision; an undefined value's reason is in the row's ``why undefined``
-column (never a made-up number, cases A1/A2). The pages format them for display.
+column, never a made-up number (as ``test_bootstrap_identical_values_case_a2`` and
+``test_correlation_no_variance_is_undefined_case_a1`` in ``tests/test_analysis_stats.py`` hold for
+the statistics). The pages format them for display.
 """
 
 from __future__ import annotations
