@@ -7,8 +7,14 @@ episodes, 10 criteria each, verdicts of one grader) plus one trajectory of 12 tu
 sub-calls (2,000-character prompts) written with the schema records, then times the data
 functions the pages call, cold (first call, empty cache) and warm (cached, as on a rerun):
 
-- open a run = ``run_overview`` + ``run_table`` (Runs page; the table includes pass rates);
-- open one trace = ``episode_summary`` + ``trajectory`` + ``episode_verdicts`` (Trace viewer).
+- open a run = ``run_overview`` (headline means of room means from the analysis stage's
+  metrics rows) + ``run_table`` (the episode listing with pass rates; Runs page);
+- open one trace = ``episode_summary`` + ``trajectory`` + ``episode_verdicts`` (Trace viewer);
+- a warm rerun of the Trace viewer: the data calls ``pages_trace.render`` makes, with the run
+  stamps and file stats they cost (the code before the run view made one stamp per loader;
+  run the script on that code, e.g. ``git archive``, for the figure before).
+
+``uptime`` is printed before and after: quote the figures with the machine and its load.
 
 Targets (issue #8): a 10,000-episode run opens in <= 2 s, one trace in <= 0.5 s.
 """
@@ -18,6 +24,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -104,14 +112,53 @@ def _time(fn) -> float:  # type: ignore[no-untyped-def]
     return time.perf_counter() - t0
 
 
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+class _Counter:
+    """Counts the calls of a module function (the run stamps and file stats a rerun makes)."""
+
+    def __init__(self, module, name: str) -> None:  # type: ignore[no-untyped-def]
+        self.module, self.name, self.n = module, name, 0
+        self.orig = getattr(module, name)
+
+        def counted(*a, **k):  # type: ignore[no-untyped-def]
+            self.n += 1
+            return self.orig(*a, **k)
+
+        setattr(module, name, counted)
+
+
+def _trace_page(data, run_dir: Path, episode_id: str) -> None:  # type: ignore[no-untyped-def]
+    """The data calls one rerun of the Trace viewer makes (pages_trace.render)."""
+    if hasattr(data, "run_view"):  # this code: one view per rerun, handed to every helper
+        view = data.run_view(run_dir)
+        view.table()  # the episode picker
+        s = view.summary(episode_id)
+        data.trajectory(view, episode_id)
+        data.episode_verdicts(view, s.episode_id)  # memo tab
+        data.episode_summary(view, episode_id)  # coverage tab (coverage_frames)
+    else:  # the code before: every helper takes the run folder and makes its own stamp
+        data.run_table(run_dir)
+        data.episode_summary(run_dir, episode_id)
+        data.trajectory(run_dir, episode_id)
+        data.episode_summary(run_dir, episode_id)  # _memo
+        data.episode_verdicts(run_dir, episode_id)
+        data.episode_summary(run_dir, episode_id)  # _coverage
+        data.episode_summary(run_dir, episode_id)  # coverage_frames
+
+
 def main() -> None:
     """Build the synthetic run, time the loaders, print the figures."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=10_000)
+    ap.add_argument("--reruns", type=int, default=20, help="warm trace-page reruns to time")
     args = ap.parse_args()
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     from rlmdistill.dashboard import data
 
+    print(f"uptime before: {_uptime()}", flush=True)
     n_rooms = 100
     per_room = max(1, args.episodes // n_rooms)
     rooms = [SyntheticRoom(f"room{i:03d}", n_documents=20, n_criteria=10) for i in range(n_rooms)]
@@ -137,27 +184,64 @@ def main() -> None:
         build_s = time.perf_counter() - t0
         size_mb = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file()) / 1e6
 
-        def open_run() -> None:
-            data.run_overview(run_dir)
+        def open_table() -> None:
             data.run_table(run_dir)
+
+        def open_overview() -> None:
+            data.run_overview(run_dir)
 
         def open_trace() -> None:
             data.episode_summary(run_dir, episode_id)
             data.trajectory(run_dir, episode_id)
             data.episode_verdicts(run_dir, episode_id)
 
-        run_cold, run_warm = _time(open_run), _time(open_run)
-        trace_cold, trace_warm = _time(open_trace), _time(open_trace)
+        # the trace page first (a cold trace does not read the whole run), then the run
+        trace_cold = _time(open_trace)
+        trace_warm = _time(open_trace)
+        table_cold, table_warm = _time(open_table), _time(open_table)
+        overview_cold, overview_warm = _time(open_overview), _time(open_overview)
+        live_s = None
+        if hasattr(data, "run_view"):  # the Compare page's live sections (this code only)
+            from rlmdistill.dashboard.live import LiveSettings, live_comparison
+
+            live_s = _time(lambda: live_comparison([data.run_view(run_dir)], LiveSettings()))
+        _trace_page(data, run_dir, episode_id)  # warm every cache the page uses
+        mod = sys.modules.get("rlmdistill.dashboard.runview", data)
+        stamps, stats = _Counter(mod, "run_stamp"), _Counter(mod, "file_stamp")
+        if mod is not data:  # data.py's own stat calls (trajectory, json) count too
+            stats_data = _Counter(data, "file_stamp")
+        t0 = time.perf_counter()
+        for _ in range(args.reruns):
+            _trace_page(data, run_dir, episode_id)
+        rerun_s = (time.perf_counter() - t0) / args.reruns
+        n_stats = stats.n + (stats_data.n if mod is not data else 0)
         traj_mb = trajectory_path(run_dir, episode_id).stat().st_size / 1e6
+    code = "run view" if hasattr(data, "run_view") else "per-loader stamps"
     print(
         f"synthetic run: {len(eps):,} episodes, {n_rooms} rooms, {size_mb:.1f} MB (built in {build_s:.1f} s)"
     )
     print(
-        f"open a run   (run_overview + run_table):  cold {run_cold:.2f} s, warm {run_warm:.3f} s  (target <= 2 s)"
-    )
-    print(
         f"open a trace (summary + trajectory {traj_mb:.2f} MB + verdicts): cold {trace_cold:.3f} s, warm {trace_warm:.3f} s  (target <= 0.5 s)"
     )
+    print(
+        f"run table (episode listing, pass rates):  cold {table_cold:.2f} s, warm {table_warm:.3f} s"
+    )
+    print(
+        f"run overview (headline means):            cold {overview_cold:.2f} s, warm {overview_warm:.3f} s"
+    )
+    print(
+        f"open a run (overview + table):            cold {table_cold + overview_cold:.2f} s  (target <= 2 s)"
+    )
+    print(
+        f"trace page rerun, warm ({code}): {rerun_s * 1e3:.1f} ms; per rerun "
+        f"{stamps.n / args.reruns:.0f} run stamps, {n_stats / args.reruns:.0f} file stats"
+    )
+    if live_s is not None:
+        print(
+            f"compare page, live per-run means with intervals (B=2000, every report metric): "
+            f"{live_s:.2f} s after the overview (cached afterwards)"
+        )
+    print(f"uptime after: {_uptime()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -31,11 +31,12 @@ pytestmark = [
 
 PAGES = {
     "runs": ["Runs", "2/2", "completed"],
-    "compare": ["Behaviour shift", "sub-calls", "Pass rate vs coverage"],
+    "compare": ["Behaviour shift", "Sub-calls vs room size", "Pass rate vs coverage"],
     "trace": ["Trace viewer", "Turn 0", "Root completion", "sub-call(s) made by block 0"],
     "filter": ["Filter preview", "Dropped by reason", "duplicate"],
     "sft": ["SFT jobs", "Start SFT job", "a1"],
-    "ablations": ["Ablations", "Depth 1 vs depth 2", "cuad3"],
+    # one depth-1 run: the report's depth section is empty and says what it needs
+    "ablations": ["Ablations", "Depth 1 vs depth 2", "needs a depth-1 and a depth-2 run"],
 }
 """Page slug -> texts that must be visible once the page has rendered."""
 

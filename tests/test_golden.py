@@ -44,32 +44,22 @@ def _r(x: float) -> float:
 
 
 DASHBOARD_CHANGES: dict[str, dict[Any, Any]] = {
-    # (1) "read but wrote no memo" = coverage > 0 and no memo (was: sub-calls > 0, no memo).
-    #     b-al-2 (alpha, depth 1): no memo, 0 sub-calls, coverage 0.2 -> now counted;
-    #     b-be-2 (beta, depth 1): no memo, 2 sub-calls, coverage 0 -> no longer counted;
-    #     d-be-2 (beta, depth 2): no memo, 0 sub-calls, coverage 0.15 -> now counted.
+    # (1) "read but wrote no memo" = coverage > 0 and no memo: it changed only the dashboard's own
+    #     depth table, which is gone (the Ablations page shows the report's depth ablations,
+    #     tests/test_dashboard_analysis.py).
     # (2) b-be-1 (base, beta): its only verdicts grade an older memo -> not graded (was 0.0).
-    "depth_table": {
-        ("0", "depth 1 read, no memo"): (0, 1),  # (1) b-al-2
-        ("1", "depth 1 read, no memo"): (1, 0),  # (1) b-be-2
-        ("1", "depth 2 read, no memo"): (0, 1),  # (1) d-be-2
-        ("1", "depth 1 pass rate"): (0.25, 0.5),  # (2) mean of b-be-0 only
-        ("1", "change"): (0.25, 0.0),  # (2) 0.5 - 0.5
-    },
-    "episodes_of": {("4", "pass_rate"): (0.0, None), ("4", "pass_rate:reference"): (0.0, None)},
     "run_table:base": {("4", "pass_rate:reference"): (0.0, None)},  # (2) row 4 = b-be-1
-    # (2) all 8 graded episodes summed to 23/6: 23/6 / 8 before, / 7 after
-    "grid": {("root-7b", "sub-1b"): (_r(23 / 48), _r(23 / 42))},
     "run_overview:base": {"mean_pass_rate": ({"reference": 0.375}, {"reference": 0.5})},
-    "runs_frame": {("0", "pass rate (reference)"): ("37.5%", "50.0%")},
-    "shift_table": {  # (2) row 0 = pass rate; deep's mean is 7/12
-        ("0", "base (n)"): (4, 3),
-        ("0", "base mean"): (0.375, 0.5),
-        ("0", "\u0394 deep"): (_r(7 / 12 - 0.375), _r(7 / 12 - 0.5)),
+    # (3) means are means of room means, as in the report: deep's coverage is alpha (0.55 + 0.3 +
+    #     0.1) / 3 and beta (0.35 + 0.15) / 2 (d-be-1 has none) -> 0.2833; over episodes 1.45 / 5.
+    "run_overview:deep": {"mean_coverage": (0.29, _r((0.95 / 3 + 0.5 / 2) / 2))},
+    "runs_frame": {
+        ("0", "pass rate (reference)"): ("37.5%", "50.0%"),  # (2)
+        ("1", "coverage"): ("29.0%", "28.3%"),  # (3)
     },
 }
 """Every dashboard table cell that differs from the recording, ``{(row, column): (before,
-after)}`` per table, each for one of the two reasons of the module docstring."""
+after)}`` per table, each for one of the reasons above."""
 
 STALE_CHANGES = {"show:base": "b-be-1"}
 """``show`` counted an episode whose only verdicts grade an older memo as graded with pass rate
@@ -235,9 +225,9 @@ def test_golden_show_summary(ws: Path) -> None:
 
 
 def test_golden_dashboard_tables(ws: Path) -> None:
+    # The dashboard's depth, grid and shift tables are the report's sections now (compared with
+    # the report value by value in tests/test_dashboard_analysis.py), so they are not here.
     from rlmdistill.dashboard import data
-    from rlmdistill.dashboard.pages_ablations import depth_table, grid
-    from rlmdistill.dashboard.pages_compare import episodes_of, shift_table
     from rlmdistill.dashboard.pages_runs import runs_frame
     from rlmdistill.dashboard.pages_sft import adapters_frame
 
@@ -249,11 +239,6 @@ def test_golden_dashboard_tables(ws: Path) -> None:
         got[f"run_overview:{rd.name}"] = _clean(data.run_overview(rd)._asdict(), ws)
         for eid in data.run_table(rd)["episode_id"]:
             got[f"episode_verdicts:{eid}"] = _frame(data.episode_verdicts(rd, eid), ws)
-    episodes = episodes_of(runs, "reference")
-    got["episodes_of"] = _frame(episodes, ws)
-    got["shift_table"] = _frame(shift_table(episodes, ["base", "deep"]), ws)
-    got["depth_table"] = _frame(depth_table(episodes), ws)
-    got["grid"] = _frame(grid(episodes), ws)
     got["runs_frame"] = _frame(runs_frame(w), ws)
     got["adapters_frame"] = _frame(adapters_frame(w), ws)
     got["train_log"] = _frame(data.train_log(ws / "adapters" / "r1"), ws)

@@ -4,12 +4,18 @@ Every cached function takes plain strings and integers only -- a path as ``str``
 built from the modification times (``st.stat().st_mtime_ns``) and sizes of the files it reads --
 never a pydantic model, UUID or ``Path`` object, so Streamlit can hash its arguments and a file
 that changes on disk (an appended episode, a new verdict file) is re-read on the next rerun.
-Caches are bounded (``max_entries``). Listing a run reads ``run.json``, ``episodes.jsonl`` and
-``verdicts/*.jsonl`` only; a trajectory is parsed only when one episode is opened
-(:func:`trajectory`), through the shared run loader :mod:`rlmdistill.traces.runs`.
+Caches are bounded (``max_entries``).
+
+A run is read through one cached :class:`~rlmdistill.dashboard.runview.RunView` per (run
+path, stamp) (:func:`run_view`): a page computes it once per rerun and passes it on, and every
+run function here takes either the view or the run folder (then it computes the view). The
+listing reads ``run.json``, ``episodes.jsonl`` and ``verdicts/*.jsonl`` only; a trajectory is
+parsed only when one episode is opened (:func:`trajectory`), through the shared run loader
+:mod:`rlmdistill.traces.runs`. Means of metrics are the analysis stage's
+(:mod:`rlmdistill.dashboard.live`).
 
 The functions work outside a Streamlit session too (tests, ``benchmarks/bench_dashboard.py``):
-``st.cache_data`` then keeps an in-memory cache.
+``st.cache_data`` / ``st.cache_resource`` then keep an in-memory cache.
 
 Workspace layout (see ``docs/dashboard.md``)::
 
@@ -25,15 +31,23 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pandas as pd
-import pyarrow as pa
 import streamlit as st
 
 from rlmdistill.dashboard import ENV_WORKSPACE
+from rlmdistill.dashboard.live import mean_of_room_means
+from rlmdistill.dashboard.runview import (
+    RUN_COLUMNS,
+    RunView,
+    file_stamp,
+    run_stamp,
+    run_view,
+    trajectory,
+    view_at,
+)
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces import layout
 from rlmdistill.traces.artefacts import (
@@ -44,24 +58,15 @@ from rlmdistill.traces.artefacts import (
     load_sft_manifest,
     read_train_log,
 )
-from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
 from rlmdistill.traces.layout import EXPORT_MANIFEST, SFT_MANIFEST, TRAIN_LOG
-from rlmdistill.traces.runs import (
-    Trajectory,
-    grader_ids,
-    load_manifest,
-    load_room_tasks,
-    load_summaries,
-    load_summary,
-    load_trajectory,
-    load_verdicts,
-    trajectory_path,
-)
-from rlmdistill.traces.schema import EpisodeSummary, RunManifest, Verdict
-from rlmdistill.traces.scores import EpisodeKey, score_episodes
+from rlmdistill.traces.runs import load_trajectory, trajectory_path
+from rlmdistill.traces.schema import EpisodeSummary, RunManifest
 
 __all__ = [
     "ENV_WORKSPACE",
+    "RUN_COLUMNS",
+    "RunOverview",
+    "RunView",
     "SearchHit",
     "Workspace",
     "adapter_info",
@@ -80,12 +85,16 @@ __all__ = [
     "run_stamp",
     "run_summary",
     "run_table",
+    "run_view",
     "search_run",
     "sft_manifest",
     "train_log",
     "trajectory",
     "workspace_from_env",
 ]
+
+Run = Path | RunView
+"""A run folder or its :class:`RunView` (a page passes the view it computed for the rerun)."""
 
 
 class Workspace(NamedTuple):
@@ -122,33 +131,6 @@ def workspace_from_env(argv: list[str] | None = None) -> Workspace:
         if a.startswith("--workspace="):
             return Workspace.at(a.split("=", 1)[1])
     return Workspace.at(os.environ.get(ENV_WORKSPACE) or ".")
-
-
-# ------------------------------------------------------------------------------------ stamps
-def file_stamp(path: Path) -> str:
-    """``"<mtime_ns>:<size>"`` of a file, ``"-"`` when it does not exist (cache-key part)."""
-    try:
-        st_ = path.stat()
-    except FileNotFoundError:
-        return "-"
-    return f"{st_.st_mtime_ns}:{st_.st_size}"
-
-
-def run_stamp(run_dir: Path) -> str:
-    """Stamp of everything a run listing reads: ``run.json``, ``episodes.jsonl``, every
-    ``verdicts/*.jsonl`` (names, modification times, sizes) and the ``task.json`` of each room
-    of the manifest (pass rates are counted against it). Never raises: a missing or invalid
-    ``run.json`` only leaves the rooms out (the loaders then name the problem)."""
-    parts = [file_stamp(run_dir / layout.RUN_MANIFEST), file_stamp(run_dir / layout.EPISODES)]
-    vdir = run_dir / layout.VERDICTS
-    if vdir.is_dir():
-        parts += [f"{p.name}={file_stamp(p)}" for p in sorted(vdir.glob("*.jsonl"))]
-    try:
-        rooms = run_manifest(run_dir).rooms
-    except (FileNotFoundError, ValueError):
-        rooms = []
-    parts += [f"{r.room_hash}={file_stamp(Path(r.path) / 'task.json')}" for r in rooms]
-    return "|".join(parts)
 
 
 # ------------------------------------------------------------------------------ workspace
@@ -200,185 +182,27 @@ def load_json(path: Path) -> Any:
 
 
 # ----------------------------------------------------------------------------------- runs
-@st.cache_data(max_entries=64, show_spinner=False)
-def _manifest(run_dir: str, stamp: str) -> RunManifest:
-    return load_manifest(Path(run_dir))
+def run_manifest(run: Run) -> RunManifest:
+    """The run's manifest (``run.json``), cached by path + mtime. Raises
+    :class:`~rlmdistill.traces.runs.NotARunError` / ``TraceFileError`` naming the file."""
+    return run_view(run).manifest
 
 
-def run_manifest(run_dir: Path) -> RunManifest:
-    """The run's manifest (``run.json``), cached by path + mtime."""
-    return _manifest(str(run_dir), file_stamp(run_dir / layout.RUN_MANIFEST))
+def room_tasks(run: Run) -> dict[str, Task]:
+    """Task of each room of the run, by ``room_hash`` (:meth:`RunView.tasks`): rooms without a
+    usable ``task.json`` (not found, invalid, or another task than their episodes ran) are left
+    out, so their episodes have no pass rate. Cached by path + :func:`run_stamp` (which covers
+    the ``task.json`` files)."""
+    return run_view(run).tasks()
 
 
-_RAN_COLUMNS = pa.schema(
-    [("room", pa.struct([("room_hash", pa.string())])), ("task_id", pa.string())]
-)
-"""The two columns of ``episodes.jsonl`` that say which task each room's episodes ran."""
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _tasks(run_dir: str, stamp: str) -> dict[str, Task]:
-    rd = Path(run_dir)
-    table = read_table(rd / layout.EPISODES, _RAN_COLUMNS)
-    if table is None:  # pyarrow could not read it: the validated loader names the problem
-        summaries = _summaries(run_dir, file_stamp(rd / layout.EPISODES)).values()
-        return load_room_tasks(run_manifest(rd), summaries, on_error="report", run_dir=rd).tasks
-    hashes = [room["room_hash"] if room else None for room in table["room"].to_pylist()]
-    return _tasks_ran(rd, hashes, table["task_id"].to_pylist())
-
-
-def _tasks_ran(
-    run_dir: Path, room_hashes: Sequence[str | None], task_ids: Sequence[str | None]
-) -> dict[str, Task]:
-    """Usable tasks by room hash, given the (room hash, task id) of every episode."""
-    ran: dict[str, set[str]] = {}
-    for room_hash, task_id in zip(room_hashes, task_ids, strict=True):
-        if room_hash and task_id:
-            ran.setdefault(room_hash, set()).add(task_id)
-    return load_room_tasks(
-        run_manifest(run_dir), task_ids=ran, on_error="report", run_dir=run_dir
-    ).tasks
-
-
-def room_tasks(run_dir: Path) -> dict[str, Task]:
-    """Task of each room of the run, by ``room_hash``, from
-    :func:`~rlmdistill.traces.runs.load_room_tasks`: rooms without a usable ``task.json`` (not
-    found, invalid, or another task than their episodes ran) are left out, so their episodes
-    have no pass rate. Cached by path + :func:`run_stamp` (which covers the ``task.json``
-    files)."""
-    return _tasks(str(run_dir), run_stamp(run_dir))
-
-
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _summaries(run_dir: str, stamp: str) -> dict[str, EpisodeSummary]:
-    # A resource cache (no copy per hit): the summaries are read-only for every page.
-    return {s.episode_id: s for s in load_summaries(Path(run_dir))}
-
-
-@st.cache_resource(max_entries=256, show_spinner=False)
-def _summary(run_dir: str, episode_id: str, stamp: str) -> EpisodeSummary:
-    return load_summary(Path(run_dir), episode_id)
-
-
-def episode_summary(run_dir: Path, episode_id: str) -> EpisodeSummary:
+def episode_summary(run: Run, episode_id: str) -> EpisodeSummary:
     """The :class:`EpisodeSummary` of one episode (only its line is parsed). Raises
     ``KeyError`` naming the run when the episode has no summary line (not finished)."""
-    return _summary(str(run_dir), episode_id, file_stamp(run_dir / layout.EPISODES))
+    return run_view(run).summary(episode_id)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
-def _verdicts_by_episode(run_dir: str, grader: str, stamp: str) -> dict[str, list[Verdict]]:
-    # A resource cache (no copy per hit): read-only for every page.
-    out: dict[str, list[Verdict]] = {}
-    for v in load_verdicts(Path(run_dir), grader):
-        out.setdefault(v.episode_id, []).append(v)
-    return out
-
-
-def _verdicts(run_dir: Path, grader: str) -> dict[str, list[Verdict]]:
-    return _verdicts_by_episode(
-        str(run_dir), grader, file_stamp(layout.verdicts_path(run_dir, grader))
-    )
-
-
-RUN_COLUMNS = [
-    "episode_id", "run_id", "room_id", "room_hash", "task_id", "sample_index", "status", "depth",
-    "root_model", "sub_model", "n_documents", "n_chars", "n_turns", "n_sub_calls",
-    "n_sub_call_errors", "n_sub_batches", "memo", "memo_chars", "n_cited", "coverage",
-    "root_prompt_tokens", "root_completion_tokens", "sub_prompt_tokens", "sub_completion_tokens",
-    "wall_time_s",
-]  # fmt: skip
-"""Columns of :func:`run_table` before the per-grader ``pass_rate:<grader>`` columns."""
-
-
-class _VerdictRow(NamedTuple):
-    episode_id: str
-    criterion_id: str
-    verdict: str
-    memo_sha256: str | None
-
-
-def _summary_columns(run_dir: Path) -> pd.DataFrame:
-    """RUN_COLUMNS of every summary: columnar fast path, validated loader as fallback."""
-    table = read_table(run_dir / layout.EPISODES, EPISODE_COLUMNS)
-    if table is None:  # pyarrow could not read it: the validated loader names the problem
-        summaries = _summaries(str(run_dir), file_stamp(run_dir / layout.EPISODES)).values()
-        rows = [s.model_dump(mode="json", exclude={"memo"}) for s in summaries]
-    else:
-        rows = table.to_pylist()
-    out = []
-    for r in rows:
-        room, tok, cov = r["room"] or {}, r["tokens"] or {}, r.get("coverage")
-        root, sub = tok.get("root") or {}, tok.get("sub") or {}
-        out.append(
-            {
-                "episode_id": r["episode_id"],
-                "run_id": r["run_id"],
-                "room_id": room.get("room_id"),
-                "room_hash": room.get("room_hash"),
-                "task_id": r["task_id"],
-                "sample_index": r["sample_index"],
-                "status": r["status"],
-                "depth": r["depth"] or 1,
-                "root_model": r["root_model"],
-                "sub_model": r["sub_model"],
-                "n_documents": room.get("n_documents"),
-                "n_chars": room.get("n_chars"),
-                "n_turns": r["n_turns"],
-                "n_sub_calls": r["n_sub_calls"],
-                "n_sub_call_errors": r["n_sub_call_errors"] or 0,
-                "n_sub_batches": r["n_sub_batches"] or 0,
-                "memo": bool(r["memo_chars"]),
-                "memo_chars": r["memo_chars"] or 0,
-                "n_cited": len(r["cited_documents"] or []),
-                "coverage": cov.get("overall") if cov else None,
-                "root_prompt_tokens": root.get("prompt_tokens") or 0,
-                "root_completion_tokens": root.get("completion_tokens") or 0,
-                "sub_prompt_tokens": sub.get("prompt_tokens") or 0,
-                "sub_completion_tokens": sub.get("completion_tokens") or 0,
-                "wall_time_s": r["wall_time_s"],
-                "_memo_sha256": r.get("memo_sha256"),
-            }
-        )
-    return pd.DataFrame(out, columns=[*RUN_COLUMNS, "_memo_sha256"])
-
-
-def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
-    """Verdict rows by episode: columnar fast path, validated loader as fallback."""
-    table = read_table(layout.verdicts_path(run_dir, grader), VERDICT_COLUMNS)
-    out: dict[str, list[_VerdictRow]] = {}
-    if table is None:
-        for eid, vs in _verdicts(run_dir, grader).items():
-            out[eid] = [_VerdictRow(eid, v.criterion_id, v.verdict, v.memo_sha256) for v in vs]
-        return out
-    cols = table.to_pydict()
-    for row in zip(
-        cols["episode_id"], cols["criterion_id"], cols["verdict"], cols["memo_sha256"], strict=True
-    ):
-        out.setdefault(row[0], []).append(_VerdictRow(*row))
-    return out
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _run_table(run_dir: str, stamp: str) -> pd.DataFrame:
-    rd = Path(run_dir)
-    table = _summary_columns(rd)
-    # the table already holds each episode's room and task: no second read of episodes.jsonl
-    tasks = _tasks_ran(rd, list(table["room_hash"]), list(table["task_id"]))
-    keys = [
-        EpisodeKey(eid, room_hash, memo_sha)
-        for eid, room_hash, memo_sha in zip(
-            table["episode_id"], table["room_hash"], table["_memo_sha256"], strict=True
-        )
-    ]
-    for grader in grader_ids(rd):
-        scores = score_episodes(keys, _verdict_rows(rd, grader), tasks)
-        rates = [s.rates.pass_rate if (s := scores.get(k.episode_id)) else None for k in keys]
-        table[f"pass_rate:{grader}"] = pd.array(rates, dtype="Float64")
-    return table.drop(columns=["_memo_sha256"])
-
-
-def run_table(run_dir: Path) -> pd.DataFrame:
+def run_table(run: Run) -> pd.DataFrame:
     """One row per finished episode of a run (from ``episodes.jsonl``; no trajectory read).
 
     Columns: ``episode_id, run_id, room_id, room_hash, task_id, sample_index, status, depth,
@@ -386,13 +210,18 @@ def run_table(run_dir: Path) -> pd.DataFrame:
     n_sub_batches, memo (bool), memo_chars, n_cited, coverage (0..1 or NA), root/sub
     prompt/completion tokens, wall_time_s`` and one ``pass_rate:<grader>`` column per grader
     (0..1, NA when the room has no task or the episode's memo was not graded; verdicts of an
-    older memo are ignored, as in ``rlmdistill show``). Cached by path + the run's stamp.
+    older memo are ignored, as in ``rlmdistill show``). Cached by path + the run's stamp and
+    shared between pages: copy it before changing it.
     """
-    return _run_table(str(run_dir), run_stamp(run_dir))
+    return run_view(run).table()
 
 
 class RunOverview(NamedTuple):
-    """Headline figures of one run for the Runs page."""
+    """Headline figures of one run for the Runs page.
+
+    Every mean is a mean of room means (each room weighs the same, as in the report) of the
+    analysis stage's per-episode metrics (:class:`~rlmdistill.analysis.metrics.EpisodeMetrics`),
+    ``None`` when no episode has a value."""
 
     run_id: str
     root: str
@@ -404,25 +233,26 @@ class RunOverview(NamedTuple):
     status_counts: dict[str, int]
     mean_coverage: float | None
     mean_pass_rate: dict[str, float | None]
-    """Per grader: mean pass rate over graded episodes (None when none is graded)."""
+    """Per grader: mean of room means of the pass rate over graded episodes."""
     mean_sub_calls: float | None
     mean_turns: float | None
 
 
-def run_overview(run_dir: Path) -> RunOverview:
-    """Headline figures of a run (config, status counts, means), from :func:`run_table`."""
-    m = run_manifest(run_dir)
-    table = run_table(run_dir)
+def run_overview(run: Run) -> RunOverview:
+    """Headline figures of a run (config, status counts, means of room means) from the
+    analysis stage's metrics rows of its view (one set per grader; no trajectory read).
+
+    Raises what :meth:`RunView.metrics` raises (``ValueError`` naming an invalid
+    ``task.json``; ``NotARunError``/``TraceFileError`` naming the run file)."""
+    view = run_view(run)
+    return view.derived("overview", lambda: _overview(view))
+
+
+def _overview(view: RunView) -> RunOverview:
+    m = view.manifest
     cfg = m.config
-    n = len(table)
-
-    def mean(col: str) -> float | None:
-        if n == 0 or col not in table:
-            return None
-        v = table[col].dropna()
-        return float(v.mean()) if len(v) else None
-
-    graders = [c.split(":", 1)[1] for c in table.columns if c.startswith("pass_rate:")]
+    graders = view.graders
+    rows = view.metrics(graders[0] if graders else None).rows
     return RunOverview(
         run_id=m.run_id,
         root=str(cfg.get("root")),
@@ -430,19 +260,22 @@ def run_overview(run_dir: Path) -> RunOverview:
         depth=int(cfg.get("depth", 1)),
         rooms=[r.room_id for r in m.rooms],
         n_planned=len(m.rooms) * int(cfg.get("episodes", 0)),
-        n_episodes=n,
-        status_counts=table["status"].value_counts().to_dict() if n else {},
-        mean_coverage=mean("coverage"),
-        mean_pass_rate={g: mean(f"pass_rate:{g}") for g in graders},
-        mean_sub_calls=mean("n_sub_calls"),
-        mean_turns=mean("n_turns"),
+        n_episodes=len(rows),
+        status_counts=pd.Series([r.status for r in rows]).value_counts().to_dict() if rows else {},
+        mean_coverage=mean_of_room_means(rows, lambda r: r.coverage),
+        mean_pass_rate={
+            g: mean_of_room_means(view.metrics(g).rows, lambda r: r.pass_rate) for g in graders
+        },
+        mean_sub_calls=mean_of_room_means(rows, lambda r: float(r.n_sub_calls)),
+        mean_turns=mean_of_room_means(rows, lambda r: float(r.n_turns)),
     )
 
 
-def run_summary(run_dir: Path) -> Any:
+def run_summary(run: Run) -> Any:
     """The analysis stage's :class:`~rlmdistill.analysis.summary.RunSummary` (what
     ``rlmdistill show`` prints), cached by path + stamp."""
-    return _run_summary(str(run_dir), run_stamp(run_dir))
+    view = run_view(run)
+    return _run_summary(str(view.run_dir), view.stamp)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -453,47 +286,19 @@ def _run_summary(run_dir: str, stamp: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- one episode
-@st.cache_data(max_entries=32, show_spinner=False)
-def _trajectory(run_dir: str, episode_id: str, stamp: str) -> Trajectory:
-    return load_trajectory(Path(run_dir), episode_id)
-
-
-def trajectory(run_dir: Path, episode_id: str) -> Trajectory:
-    """One episode's trajectory, parsed on demand (lazily) and cached by path + mtime.
-
-    Raises ``FileNotFoundError`` / ``TraceFileError`` from :func:`load_trajectory`.
-    """
-    return _trajectory(str(run_dir), episode_id, file_stamp(trajectory_path(run_dir, episode_id)))
-
-
-@st.cache_resource(max_entries=256, show_spinner=False)
-def _episode_verdicts(run_dir: str, grader: str, episode_id: str, stamp: str) -> list[Verdict]:
-    return load_verdicts(Path(run_dir), grader, episode_id)
-
-
-def _episode_task(run_dir: Path, summary: EpisodeSummary) -> Task | None:
-    """The usable task of one episode's room (checked against the task the episode ran), read
-    without touching the run's other rooms or episodes (``None`` when unusable)."""
-    room_hash = summary.room.room_hash
-    manifest = run_manifest(run_dir)
-    one = manifest.model_copy(
-        update={"rooms": [r for r in manifest.rooms if r.room_hash == room_hash]}
-    )
-    return load_room_tasks(one, [summary], on_error="report", run_dir=run_dir).tasks.get(room_hash)
-
-
-def episode_verdicts(run_dir: Path, episode_id: str) -> pd.DataFrame:
+def episode_verdicts(run: Run, episode_id: str) -> pd.DataFrame:
     """Every grader's verdicts of one episode's *current* memo, one row per (grader,
     criterion): ``grader, criterion_id, title, criterion_type, verdict, reason``; criteria of
     the room's task with no verdict appear as ``MISSING``. Empty when nothing is graded."""
-    summary = episode_summary(run_dir, episode_id)
-    task = _episode_task(run_dir, summary)
+    view = run_view(run)
+    summary = view.summary(episode_id)
+    task = view.episode_task(summary)
     titles = {c.id: c.title for c in task.criteria} if task else {}
     frames = []
-    for grader in grader_ids(run_dir):
+    for grader in view.graders:
         latest = {
             v.criterion_id: v
-            for v in _episode_verdicts(str(run_dir), grader, episode_id, run_stamp(run_dir))
+            for v in view.verdicts(grader, episode_id)
             if v.memo_sha256 == summary.memo_sha256
         }
         mine = list(latest.values())
@@ -553,7 +358,8 @@ def _search(run_dir: str, query: str, limit: int, stamp: str) -> list[SearchHit]
     # A raw-text prefilter: the query, JSON-escaped as it is stored, must occur in the file.
     needle = json.dumps(query, ensure_ascii=False)[1:-1].lower()
     hits: list[SearchHit] = []
-    for episode_id in _summaries(run_dir, file_stamp(rd / layout.EPISODES)):
+    view = view_at(run_dir, stamp)
+    for episode_id in dict.fromkeys(view.table()["episode_id"]):
         path = trajectory_path(rd, episode_id)
         try:
             raw = path.read_text(encoding="utf-8").lower()
@@ -583,14 +389,15 @@ def _search(run_dir: str, query: str, limit: int, stamp: str) -> list[SearchHit]
     return hits
 
 
-def search_run(run_dir: Path, query: str, limit: int = 200) -> list[SearchHit]:
+def search_run(run: Run, query: str, limit: int = 200) -> list[SearchHit]:
     """Case-insensitive substring search in the message contents of a run: initial messages,
     root completions (prefill included), observations as the root saw them, sub-call prompts
     and responses. At most ``limit`` hits, in episode then message order. Only trajectory files
     whose raw text contains the query are parsed. Raises ``ValueError`` for an empty query."""
     if not query.strip():
         raise ValueError("search query is empty")
-    return _search(str(run_dir), query, limit, run_stamp(run_dir))
+    view = run_view(run)
+    return _search(str(view.run_dir), query, limit, view.stamp)
 
 
 # -------------------------------------------------------------------------------- adapters

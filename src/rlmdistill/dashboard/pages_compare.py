@@ -1,5 +1,6 @@
-"""Compare page: pick runs; the behaviour-shift table and figures, and the analysis stage's
-saved reports (``DIR/reports/*``)."""
+"""Compare page: pick runs; the analysis stage's behaviour-shift table over them (computed live
+by the report's own section functions, :mod:`rlmdistill.dashboard.live`), scatter plots of
+its per-episode metrics, and the saved reports (``DIR/reports/*``)."""
 
 from __future__ import annotations
 
@@ -11,71 +12,97 @@ import streamlit as st
 
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
+from rlmdistill.dashboard.live import Arms, LiveSettings, live_arms, live_comparison
 from rlmdistill.dashboard.reports import (
     build_analysis_report,
-    comparison_frame,
     load_report,
     pick_report,
     show_report,
 )
-from rlmdistill.dashboard.widgets import pick_runs
+from rlmdistill.dashboard.runview import RunView
+from rlmdistill.dashboard.tables import arm_frame, comparison_frame, number_format
+from rlmdistill.dashboard.widgets import live_settings, pick_runs
 
-METRICS = {
-    "pass rate": "pass_rate",
-    "coverage": "coverage",
-    "memo present": "memo",
-    "sub-calls": "n_sub_calls",
-    "sub-call batches": "n_sub_batches",
-    "turns": "n_turns",
-    "memo chars": "memo_chars",
-    "root prompt tokens": "root_prompt_tokens",
-    "sub prompt tokens": "sub_prompt_tokens",
-    "wall time (s)": "wall_time_s",
-}
-"""Metric label -> column of :func:`episodes_of` (``pass_rate`` is the chosen grader's)."""
+POINT_COLUMNS = ["run", "episode_id", "room_id", "room_documents", "coverage", "pass_rate", "n_sub_calls"]  # fmt: skip
+"""Columns of :func:`episode_points`."""
 
 
-def episodes_of(run_dirs: list[Path], grader: str | None) -> pd.DataFrame:
-    """The run tables of ``run_dirs`` stacked, with a ``run`` column (folder name) and
-    ``pass_rate`` = the ``pass_rate:<grader>`` column (NA when that grader did not grade)."""
-    frames = []
-    for rd in run_dirs:
-        t = data.run_table(rd).copy()
-        t.insert(0, "run", rd.name)
-        col = f"pass_rate:{grader}"
-        t["pass_rate"] = t[col] if col in t else pd.array([None] * len(t), dtype="Float64")
-        t["memo"] = t["memo"].astype(float)
-        frames.append(t)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def shift_table(episodes: pd.DataFrame, runs: list[str]) -> pd.DataFrame:
-    """One row per metric: ``n`` and mean per run, and the change of each later run's mean
-    from the first run's (``Δ <run>``). Means over episodes with a value; ``NA`` when a run
-    has none (never a made-up number, case A1)."""
-    rows = []
-    for label, col in METRICS.items():
-        row: dict[str, object] = {"metric": label}
-        means = {}
-        for r in runs:
-            v = pd.to_numeric(episodes.loc[episodes["run"] == r, col], errors="coerce").dropna()
-            means[r] = float(v.mean()) if len(v) else None
-            row[f"{r} (n)"] = len(v)
-            row[f"{r} mean"] = means[r]
-        for r in runs[1:]:
-            a, b = means[runs[0]], means[r]
-            row[f"Δ {r}"] = None if a is None or b is None else b - a
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _graders(run_dirs: list[Path]) -> list[str]:
-    out: set[str] = set()
-    for rd in run_dirs:
-        out |= {
-            c.split(":", 1)[1] for c in data.run_table(rd).columns if c.startswith("pass_rate:")
+def episode_points(arms: Arms) -> pd.DataFrame:
+    """One row per episode of every arm, from its metrics rows (the report's
+    :class:`~rlmdistill.analysis.metrics.EpisodeMetrics`): ``run, episode_id, room_id,
+    room_documents, coverage, pass_rate, n_sub_calls`` (``NaN`` where undefined)."""
+    rows = [
+        {
+            "run": label,
+            "episode_id": r.episode_id,
+            "room_id": r.room_id,
+            "room_documents": r.room_documents,
+            "coverage": float("nan") if r.coverage is None else r.coverage,
+            "pass_rate": float("nan") if r.pass_rate is None else r.pass_rate,
+            "n_sub_calls": r.n_sub_calls,
         }
-    return sorted(out)
+        for label, rs in arms.rows.items()
+        for r in rs
+    ]
+    return pd.DataFrame(rows, columns=POINT_COLUMNS)
+
+
+def _live(views: list[RunView], settings: LiveSettings) -> None:
+    try:
+        with st.spinner("computing the report's sections over the picked runs..."):
+            arms = live_arms(views, settings)
+            live = live_comparison(views, settings)
+    except (ValueError, FileNotFoundError) as exc:
+        st.error(f"cannot compare these runs: {exc}")
+        return
+    st.subheader("Behaviour shift (the report's comparisons of each run with the first)")
+    st.caption(
+        "means of room means (each room weighs the same) with bootstrap intervals over rooms; "
+        "B - A paired over the rooms both runs ran; as `rlmdistill report` computes them"
+    )
+    if live.comparisons:
+        table = comparison_frame(live.comparisons)
+        st.dataframe(table, hide_index=True, width="stretch", column_config=number_format(table))
+    else:
+        st.caption("One run picked: its means below (pick two to see changes).")
+    per_arm = arm_frame(live.per_arm)
+    with st.expander("Means per run (every metric of the report)", expanded=not live.comparisons):
+        st.dataframe(
+            per_arm, hide_index=True, width="stretch", column_config=number_format(per_arm)
+        )
+    episodes = episode_points(arms)
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Pass rate vs coverage (one point per episode)**")
+        pts = episodes.dropna(subset=["coverage", "pass_rate"])
+        pts = pts[pts["coverage"] > 0]  # a log axis: coverage 0 is left off, as in the report
+        if pts.empty:
+            st.caption("No episode has both a pass rate and a coverage > 0.")
+        else:
+            chart = (
+                alt.Chart(pts)
+                .mark_circle(size=60)
+                .encode(
+                    x=alt.X("coverage", scale=alt.Scale(type="log")),
+                    y="pass_rate",
+                    color="run",
+                    tooltip=["run", "episode_id", "room_id", "coverage", "pass_rate"],
+                )
+            )
+            st.altair_chart(chart, width="stretch")
+    with right:
+        st.markdown("**Sub-calls vs room size (documents)**")
+        chart = (
+            alt.Chart(episodes)
+            .mark_circle(size=60)
+            .encode(
+                x="room_documents",
+                y="n_sub_calls",
+                color="run",
+                tooltip=["run", "episode_id", "room_id", "n_sub_calls"],
+            )
+        )
+        st.altair_chart(chart, width="stretch")
 
 
 def render(ws: Workspace) -> None:
@@ -84,45 +111,10 @@ def render(ws: Workspace) -> None:
     if len(run_dirs) < 1:
         st.info("Pick at least one run (two to see changes).")
     else:
-        graders = _graders(run_dirs)
-        grader = st.selectbox("Grader", graders, key="compare_grader") if graders else None
-        episodes = episodes_of(run_dirs, grader)
-        runs = [rd.name for rd in run_dirs]
-        st.subheader("Behaviour shift (means per run; Δ from the first run)")
-        st.dataframe(shift_table(episodes, runs), hide_index=True, width="stretch")
-        left, right = st.columns(2)
-        with left:
-            st.markdown("**Pass rate vs coverage (one point per episode)**")
-            pts = episodes.dropna(subset=["coverage", "pass_rate"])
-            if pts.empty:
-                st.caption("No episode has both a pass rate and a coverage.")
-            else:
-                chart = (
-                    alt.Chart(pts.astype({"pass_rate": float}))
-                    .mark_circle(size=60)
-                    .encode(
-                        x=alt.X("coverage", scale=alt.Scale(type="log")),
-                        y="pass_rate",
-                        color="run",
-                        tooltip=["run", "episode_id", "room_id", "coverage", "pass_rate"],
-                    )
-                )
-                st.altair_chart(chart, width="stretch")
-        with right:
-            st.markdown("**Sub-calls vs room size (documents)**")
-            chart = (
-                alt.Chart(episodes)
-                .mark_circle(size=60)
-                .encode(
-                    x="n_documents",
-                    y="n_sub_calls",
-                    color="run",
-                    tooltip=["run", "episode_id", "room_id", "n_sub_calls"],
-                )
-            )
-            st.altair_chart(chart, width="stretch")
-    if len(run_dirs) >= 1:
-        _build_form(ws, run_dirs)
+        views = [data.run_view(rd) for rd in run_dirs]
+        settings = live_settings(views, "compare")
+        _live(views, settings)
+        _build_form(ws, run_dirs, settings)
     st.subheader("Behaviour-shift reports (analysis stage)")
     report_dir = pick_report(ws, "compare_report")
     if report_dir is not None:
@@ -132,14 +124,18 @@ def render(ws: Workspace) -> None:
                 "arms: " + ", ".join(a.label for a in report.arms) + " (first = baseline); "
                 "means of room means with bootstrap intervals over rooms"
             )
-            st.dataframe(comparison_frame(report), hide_index=True, width="stretch")
+            table = comparison_frame(report.comparisons)
+            st.dataframe(
+                table, hide_index=True, width="stretch", column_config=number_format(table)
+            )
         show_report(report_dir)
 
 
-def _build_form(ws: Workspace, run_dirs: list[Path]) -> None:
+def _build_form(ws: Workspace, run_dirs: list[Path], settings: LiveSettings) -> None:
     with st.form("compare_build"):
         st.markdown(
-            "**Build a report** of the picked runs (first = baseline), as `rlmdistill report`"
+            "**Build a report** of the picked runs (first = baseline), as `rlmdistill report` "
+            "(with the grader and bootstrap settings above; trajectory metrics included)"
         )
         name = st.text_input("Report name (reports/NAME)", key="compare_report_name")
         overwrite = st.checkbox("Replace an existing report", key="compare_overwrite")
@@ -151,7 +147,14 @@ def _build_form(ws: Workspace, run_dirs: list[Path]) -> None:
         return
     try:
         with st.spinner("building the report..."):
-            build_analysis_report(run_dirs, ws.reports / name.strip(), overwrite)
+            build_analysis_report(
+                run_dirs,
+                ws.reports / name.strip(),
+                overwrite,
+                grader=settings.grader,
+                resamples=settings.resamples,
+                seed=settings.seed,
+            )
     except (ValueError, OSError) as exc:
         st.error(f"report failed: {exc}")
         return

@@ -7,19 +7,23 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
 from rlmdistill.dashboard.widgets import fmt_num, fmt_pct, pick_run
 
 
-def runs_frame(ws: Workspace) -> pd.DataFrame:
+def runs_frame(ws: Workspace, views: dict[Path, data.RunView] | None = None) -> pd.DataFrame:
     """One row per run: name, run id, root, sub, depth, rooms, episodes done/planned, status
-    counts, mean coverage, mean pass rate per grader, mean sub-calls and turns."""
+    counts, and means of room means (as in the report) of coverage, pass rate per grader,
+    sub-calls and turns. A run that cannot be read gets a row with its ``error``. ``views``: the
+    rerun's views by run folder (computed here for the runs it lacks)."""
     rows: list[dict[str, object]] = []
+    views = views or {}
     for run_dir in data.list_runs(ws):
         try:
-            o = data.run_overview(run_dir)
+            o = data.run_overview(views.get(run_dir) or run_dir)
         except ValueError as exc:  # a corrupt run must not hide the others
             rows.append({"run": run_dir.name, "error": str(exc)})
             continue
@@ -80,7 +84,8 @@ def _lineage(ws: Workspace, run_dir: Path) -> None:
 
 def render(ws: Workspace) -> None:
     """Render the Runs page."""
-    table = runs_frame(ws)
+    views = {rd: data.run_view(rd) for rd in data.list_runs(ws)}
+    table = runs_frame(ws, views)
     if table.empty:
         st.info(f"No runs in `{ws.runs}`.")
         return
@@ -89,23 +94,17 @@ def render(ws: Workspace) -> None:
     run_dir = pick_run(ws, "runs_run")
     if run_dir is None:
         return
-    o = data.run_overview(run_dir)
-    cols = st.columns(5)
-    cols[0].metric("episodes", f"{o.n_episodes}/{o.n_planned}")
-    cols[1].metric("mean coverage", fmt_pct(o.mean_coverage))
-    cols[2].metric("mean sub-calls", fmt_num(o.mean_sub_calls, 1))
-    cols[3].metric("mean turns", fmt_num(o.mean_turns, 1))
-    for g, v in list(o.mean_pass_rate.items())[:1]:
-        cols[4].metric(f"pass rate ({g})", fmt_pct(v))
+    view = views.get(run_dir) or data.run_view(run_dir)
+    head = st.container()
     left, right = st.columns([1, 2])
-    with left:
-        st.markdown("**Episodes by status**")
-        counts = pd.DataFrame(
-            sorted(o.status_counts.items(), key=lambda kv: -kv[1]), columns=["status", "episodes"]
-        )
-        st.dataframe(counts, hide_index=True)
+    try:
+        o = data.run_overview(view)
+    except ValueError as exc:  # e.g. an invalid task.json: named; the episodes still show
+        head.error(str(exc))
+    else:
+        _headline(o, head, left)
     with right:
-        manifest = data.run_manifest(run_dir)
+        manifest = view.manifest
         with st.expander("Config (run.json)"):
             st.json(manifest.config)
         st.caption(
@@ -115,8 +114,26 @@ def render(ws: Workspace) -> None:
         _lineage(ws, run_dir)
     st.markdown("**Episodes**")
     st.dataframe(
-        data.run_table(run_dir),
+        view.table(),
         hide_index=True,
         width="stretch",
         column_config={"coverage": st.column_config.ProgressColumn(min_value=0, max_value=1)},
     )
+
+
+def _headline(o: data.RunOverview, head: DeltaGenerator, left: DeltaGenerator) -> None:
+    """The run's headline metrics in ``head``, and its status counts in the ``left`` column."""
+    head.caption("means of room means (each room weighs the same), as in the report")
+    cols = head.columns(5)
+    cols[0].metric("episodes", f"{o.n_episodes}/{o.n_planned}")
+    cols[1].metric("mean coverage", fmt_pct(o.mean_coverage))
+    cols[2].metric("mean sub-calls", fmt_num(o.mean_sub_calls, 1))
+    cols[3].metric("mean turns", fmt_num(o.mean_turns, 1))
+    for g, v in list(o.mean_pass_rate.items())[:1]:
+        cols[4].metric(f"pass rate ({g})", fmt_pct(v))
+    with left:
+        st.markdown("**Episodes by status**")
+        counts = pd.DataFrame(
+            sorted(o.status_counts.items(), key=lambda kv: -kv[1]), columns=["status", "episodes"]
+        )
+        st.dataframe(counts, hide_index=True)

@@ -3,6 +3,8 @@ them, the memo beside each criterion's verdict and reason, a coverage map of the
 search inside message contents across the run.
 
 Only the selected episode's trajectory is parsed (:func:`rlmdistill.dashboard.data.trajectory`).
+The page computes the run's view (:func:`rlmdistill.dashboard.data.run_view`) once per rerun
+and every helper reads that view: the run's stamp is computed once, its files read once.
 """
 
 from __future__ import annotations
@@ -14,22 +16,23 @@ import streamlit as st
 
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
+from rlmdistill.dashboard.runview import RunView
 from rlmdistill.dashboard.widgets import fmt_pct, pick_run
 from rlmdistill.traces.runs import Trajectory
-from rlmdistill.traces.schema import SubagentTurnRecord, SubCallRecord, TurnRecord
+from rlmdistill.traces.schema import EpisodeSummary, SubagentTurnRecord, SubCallRecord, TurnRecord
 from rlmdistill.traces.tokens import answer_text
 
 VERDICT_ICON = {"PASS": "✅", "FAIL": "❌", "UNGRADABLE": "❔", "MISSING": "➖"}
 
 
-def coverage_frames(run_dir: Path, episode_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def coverage_frames(run: Path | RunView, episode_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The coverage map of one episode from its summary: ``(per_folder, per_document)``.
 
     ``per_folder``: ``folder, coverage, documents`` (documents of the room in that folder);
     ``per_document``: ``folder, document, coverage`` sorted by folder then document. Both are
     empty when the episode has no coverage measurement.
     """
-    s = data.episode_summary(run_dir, episode_id)
+    s = data.episode_summary(run, episode_id)
     if s.coverage is None:
         return (
             pd.DataFrame(columns=["folder", "coverage", "documents"]),
@@ -63,14 +66,14 @@ def _episode_label(table: pd.DataFrame) -> dict[str, str]:
     }
 
 
-def _pick_episode(run_dir: Path) -> str | None:
-    table = data.run_table(run_dir)
+def _pick_episode(view: RunView) -> str | None:
+    table = view.table()
     if table.empty:
         st.info("This run has no finished episode yet.")
         return None
     labels = _episode_label(table)
     ids = list(labels)
-    key = f"trace_episode:{run_dir.name}"
+    key = f"trace_episode:{view.name}"
     if key not in st.session_state:
         wanted = st.query_params.get("episode")
         st.session_state[key] = wanted if wanted in labels else ids[0]
@@ -165,8 +168,7 @@ def _turn(turn: TurnRecord, traj: Trajectory) -> None:
             st.warning(turn.final_error)
 
 
-def _memo(run_dir: Path, episode_id: str, traj: Trajectory) -> None:
-    s = data.episode_summary(run_dir, episode_id)
+def _memo(view: RunView, s: EpisodeSummary) -> None:
     left, right = st.columns([3, 2])
     with left:
         st.markdown("**Memo**")
@@ -176,7 +178,7 @@ def _memo(run_dir: Path, episode_id: str, traj: Trajectory) -> None:
             st.markdown(s.memo)
     with right:
         st.markdown("**Rubric verdicts**")
-        verdicts = data.episode_verdicts(run_dir, episode_id)
+        verdicts = data.episode_verdicts(view, s.episode_id)
         if verdicts.empty:
             st.info("Not graded (run `rlmdistill judge`).")
         for r in verdicts.itertuples(index=False):
@@ -186,9 +188,8 @@ def _memo(run_dir: Path, episode_id: str, traj: Trajectory) -> None:
             )
 
 
-def _coverage(run_dir: Path, episode_id: str) -> None:
-    folders, docs = coverage_frames(run_dir, episode_id)
-    s = data.episode_summary(run_dir, episode_id)
+def _coverage(view: RunView, s: EpisodeSummary) -> None:
+    folders, docs = coverage_frames(view, s.episode_id)
     if s.coverage is None:
         st.info("No coverage measured for this episode.")
         return
@@ -201,11 +202,11 @@ def _coverage(run_dir: Path, episode_id: str) -> None:
         st.dataframe(docs, hide_index=True, column_config={"coverage": prog}, width="stretch")
 
 
-def _search(run_dir: Path) -> None:
-    q = st.text_input("Search message contents across this run", key=f"search:{run_dir.name}")
+def _search(view: RunView) -> None:
+    q = st.text_input("Search message contents across this run", key=f"search:{view.name}")
     if not q.strip():
         return
-    hits = data.search_run(run_dir, q)
+    hits = data.search_run(view, q)
     st.caption(f"{len(hits)} hit(s)" + (" (first 200)" if len(hits) >= 200 else ""))
     if hits:
         st.dataframe(
@@ -218,13 +219,14 @@ def render(ws: Workspace) -> None:
     run_dir = pick_run(ws, "trace_run")
     if run_dir is None:
         return
-    _search(run_dir)
-    episode_id = _pick_episode(run_dir)
+    view = data.run_view(run_dir)  # the stamp once per rerun; every helper reads this view
+    _search(view)
+    episode_id = _pick_episode(view)
     if episode_id is None:
         return
-    s = data.episode_summary(run_dir, episode_id)
+    s = view.summary(episode_id)
     try:
-        traj = data.trajectory(run_dir, episode_id)
+        traj = data.trajectory(view, episode_id)
     except (FileNotFoundError, ValueError) as exc:
         st.error(str(exc))
         return
@@ -251,6 +253,6 @@ def render(ws: Workspace) -> None:
         if traj.end is not None and traj.end.status_detail:
             st.caption(f"ended: {traj.end.status} — {traj.end.status_detail}")
     with memo_tab:
-        _memo(run_dir, episode_id, traj)
+        _memo(view, s)
     with cov_tab:
-        _coverage(run_dir, episode_id)
+        _coverage(view, s)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
+from rlmdistill.analysis import DEFAULT_RESAMPLES
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
 from rlmdistill.traces import layout
@@ -64,10 +64,10 @@ def fmt_estimate(e: Any) -> str:
 
 
 def load_report(report_dir: Path) -> Any | None:
-    """The analysis stage's :class:`~rlmdistill.analysis.compare.Report` of ``report.json``
+    """The analysis stage's :class:`~rlmdistill.analysis.schema.Report` of ``report.json``
     (cached by path + mtime), ``None`` when the folder has none. Raises ``ValueError`` naming
     the file when it does not validate."""
-    from rlmdistill.analysis.compare import Report
+    from rlmdistill.analysis.schema import Report
 
     raw = data.load_json(report_dir / layout.REPORT_JSON)
     if raw is None:
@@ -78,72 +78,28 @@ def load_report(report_dir: Path) -> Any | None:
         raise ValueError(f"{report_dir / 'report.json'}: not a report: {exc}") from exc
 
 
-def comparison_frame(report: Any) -> pd.DataFrame:
-    """The behaviour-shift table of a report: one row per (comparison, metric) with arm A and
-    B means over rooms (bootstrap interval over rooms), the paired mean difference ``B - A``
-    with its interval, the Wilcoxon signed-rank p-value, rooms paired and episodes per arm."""
-    rows = []
-    for comp in report.comparisons:
-        for r in comp.rows:
-            p = r.paired.wilcoxon.p_value
-            rows.append(
-                {
-                    "comparison": f"{comp.b} vs {comp.a}",
-                    "metric": r.metric,
-                    "A": fmt_estimate(r.a),
-                    "B": fmt_estimate(r.b),
-                    "B - A": fmt_estimate(r.paired.mean_difference),
-                    "Wilcoxon p": "undefined" if p is None else f"{p:.3g}",
-                    "rooms paired": r.paired.n_pairs,
-                    "episodes A": r.n_episodes_a,
-                    "episodes B": r.n_episodes_b,
-                }
-            )
-    cols = ["comparison", "metric", "A", "B", "B - A", "Wilcoxon p", "rooms paired"]
-    return pd.DataFrame(rows, columns=[*cols, "episodes A", "episodes B"])
-
-
-def depth_frame(report: Any) -> pd.DataFrame:
-    """Depth-1 vs depth-2 ablations of a report: one row per (ablation, room) with the two
-    room means and their difference; ``NA`` where a room ran at one depth only."""
-    rows = []
-    for d in report.depth_ablations:
-        for room in sorted(set(d.depth1_room_means) | set(d.depth2_room_means)):
-            a, b = d.depth1_room_means.get(room), d.depth2_room_means.get(room)
-            rows.append(
-                {
-                    "depth 1 arm": d.depth1_arm,
-                    "depth 2 arm": d.depth2_arm,
-                    "room": room,
-                    f"depth 1 {d.metric}": a,
-                    f"depth 2 {d.metric}": b,
-                    "change": None if a is None or b is None else b - a,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def grid_frame(report: Any) -> pd.DataFrame:
-    """Root x subagent grids of a report: one row per cell (depth, root, sub, mean pass rate
-    with interval, episodes)."""
-    rows = [
-        {
-            "depth": g.depth,
-            "root": c.root,
-            "sub": c.sub,
-            "mean pass rate": fmt_estimate(c.mean),
-            "episodes": c.n_episodes,
-        }
-        for g in report.grids
-        for c in g.cells
-    ]
-    return pd.DataFrame(rows, columns=["depth", "root", "sub", "mean pass rate", "episodes"])
-
-
-def build_analysis_report(run_dirs: list[Path], out: Path, overwrite: bool) -> Any:
+def build_analysis_report(
+    run_dirs: list[Path],
+    out: Path,
+    overwrite: bool,
+    *,
+    grader: str | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> Any:
     """Write a report with the analysis stage :func:`rlmdistill.analysis.main.run` (the
-    function behind ``rlmdistill report``; first run = baseline) and return it. Raises what
-    it raises (``ValueError``, ``FileExistsError``, ...)."""
+    function behind ``rlmdistill report``; first run = baseline; ``grader``, ``resamples``,
+    ``seed`` as its ``--grader``, ``--resamples``, ``--seed``) and return it. Raises what it
+    raises (``ValueError``, ``FileExistsError``, ...)."""
     from rlmdistill.analysis.main import ReportConfig, run
 
-    return run(ReportConfig(runs=run_dirs, out=out, overwrite=overwrite))
+    return run(
+        ReportConfig(
+            runs=run_dirs,
+            out=out,
+            overwrite=overwrite,
+            grader=grader,
+            resamples=resamples,
+            seed=seed,
+        )
+    )

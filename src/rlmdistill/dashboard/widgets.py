@@ -1,4 +1,5 @@
-"""Small widgets shared by the dashboard pages (run pickers, number formatting)."""
+"""Small widgets shared by the dashboard pages (run pickers, number formatting, the settings
+of the live analysis tables)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 import streamlit as st
 
 from rlmdistill.dashboard.data import Workspace, list_runs
+from rlmdistill.dashboard.live import LiveSettings
+from rlmdistill.dashboard.runview import RunView
 
 
 def fmt_pct(x: float | None) -> str:
@@ -48,3 +51,30 @@ def pick_runs(ws: Workspace, key: str, label: str = "Runs", default_n: int = 2) 
     names = [r.name for r in runs]
     chosen = st.multiselect(label, names, default=names[:default_n], key=key)
     return [ws.runs / n for n in chosen]
+
+
+def live_settings(views: list[RunView], key: str) -> LiveSettings:
+    """Widgets choosing how the live tables are computed (:class:`LiveSettings`): the grader
+    (among those of the picked runs), whether to read trajectories for the trajectory
+    metrics, and the bootstrap (resamples, seed; ``rlmdistill report``'s defaults)."""
+    graders = sorted({g for v in views for g in v.graders})
+    grader = st.selectbox("Grader", graders, key=f"{key}_grader") if graders else None
+    defaults = LiveSettings()
+    with st.expander("Settings (as `rlmdistill report`)"):
+        trajectories = st.checkbox(
+            "trajectory metrics (reads every trajectory file)",
+            value=defaults.trajectories,
+            key=f"{key}_trajectories",
+        )
+        c = st.columns(2)
+        resamples = c[0].number_input(
+            "bootstrap resamples", min_value=100, value=defaults.resamples, key=f"{key}_resamples"
+        )
+        seed = c[1].number_input("seed", min_value=0, value=defaults.seed, key=f"{key}_seed")
+    return LiveSettings(
+        grader=None if grader is None else str(grader),
+        trajectories=bool(trajectories),
+        resamples=int(resamples),
+        seed=int(seed),
+        confidence=defaults.confidence,
+    )
