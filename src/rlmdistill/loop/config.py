@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlmdistill.filter.rules import FilterRules
 from rlmdistill.loop.serving import ServingConfig
+from rlmdistill.rooms.roomset import SizeSchedule
 
 __all__ = ["CuadRooms", "ExperimentConfig", "ExperimentError", "load_experiment"]
 
@@ -30,7 +31,15 @@ class ExperimentError(ValueError):
 
 
 class CuadRooms(BaseModel):
-    """Training and held-out rooms cut from one CUAD source with no contract in common."""
+    """Training and held-out rooms cut from one CUAD source with no contract in common.
+
+    Room sizes: every room holds ``contracts_per_room`` contracts unless its side has a size
+    list (``holdout_sizes: [1, 2, 3, 5, 8, 12]``: one room per entry, which sets
+    ``holdout_rooms``) or a size schedule (``holdout_size_schedule: {min: 1, max: 12,
+    spacing: log}`` over ``holdout_rooms`` rooms, sizes rounded half up, duplicates kept as
+    replicates: :func:`~rlmdistill.rooms.roomset.scheduled_sizes`); the same for training
+    rooms. Without either, the rooms drawn are exactly those drawn before sizes could vary.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -43,6 +52,74 @@ class CuadRooms(BaseModel):
     train_rooms: int = Field(4, ge=1, description="Rooms whose episodes become training data.")
     holdout_rooms: int = Field(4, ge=1, description="Rooms kept for base-vs-tuned evaluation.")
     seed: int = Field(0, description="Seed of the contract sampling (room k uses seed + k).")
+    train_sizes: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="Contracts of each training room (sets train_rooms); default: "
+        "contracts_per_room each.",
+    )
+    holdout_sizes: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="Contracts of each held-out room (sets holdout_rooms), e.g. [1, 2, 3, 5, "
+        "8, 12] for delegation against room size; default: contracts_per_room each.",
+    )
+    train_size_schedule: SizeSchedule | None = Field(
+        None, description="Sizes of the train_rooms training rooms from min to max contracts."
+    )
+    holdout_size_schedule: SizeSchedule | None = Field(
+        None,
+        description="Sizes of the holdout_rooms held-out rooms from min to max contracts "
+        "(spacing log or linear; rounded half up; duplicates kept).",
+    )
+
+    @model_validator(mode="after")
+    def _one_size_rule_per_side(self) -> CuadRooms:
+        for side in ("train", "holdout"):
+            sizes = getattr(self, f"{side}_sizes")
+            schedule = getattr(self, f"{side}_size_schedule")
+            if sizes is not None and schedule is not None:
+                raise ValueError(f"give {side}_sizes or {side}_size_schedule, not both")
+            if sizes is not None:
+                if any(n < 1 for n in sizes):
+                    raise ValueError(f"{side}_sizes must all be >= 1 contract; got {sizes}")
+                count = f"{side}_rooms"
+                if count in self.model_fields_set and getattr(self, count) != len(sizes):
+                    raise ValueError(
+                        f"{count} = {getattr(self, count)} but {side}_sizes lists "
+                        f"{len(sizes)} rooms; give one of them"
+                    )
+                setattr(self, count, len(sizes))
+            if schedule is not None and schedule.min > schedule.max:
+                raise ValueError(
+                    f"{side}_size_schedule: min {schedule.min} > max {schedule.max}"
+                )
+        return self
+
+    def sizes(self, side: Literal["train", "holdout"]) -> list[int]:
+        """Contracts of each room of one side, in room order (``train-0``, ...)."""
+        n = self.train_rooms if side == "train" else self.holdout_rooms
+        given = self.train_sizes if side == "train" else self.holdout_sizes
+        schedule = self.train_size_schedule if side == "train" else self.holdout_size_schedule
+        if given is not None:
+            return list(given)
+        if schedule is not None:
+            return schedule.sizes(n)
+        return [self.contracts_per_room] * n
+
+    def room_sizes(self) -> list[int]:
+        """Contracts of every room, training rooms first (what the room-set builder draws,
+        :func:`~rlmdistill.rooms.roomset.build_cuad_set`)."""
+        return [*self.sizes("train"), *self.sizes("holdout")]
+
+    def record(self) -> dict[str, Any]:
+        """The section as written in ``rooms/split.json``: the size fields only when set, so
+        a section without sizes is recorded as it was before they existed."""
+        unset = {f for f in _SIZE_FIELDS if getattr(self, f) is None}
+        return self.model_dump(mode="json", exclude=unset)
+
+
+_SIZE_FIELDS = ("train_sizes", "holdout_sizes", "train_size_schedule", "holdout_size_schedule")
 
 
 class ExperimentConfig(BaseModel):
