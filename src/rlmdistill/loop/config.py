@@ -23,7 +23,14 @@ from rlmdistill.filter.rules import FilterRules
 from rlmdistill.loop.serving import ServingConfig
 from rlmdistill.rooms.roomset import SizeSchedule
 
-__all__ = ["CuadRooms", "ExperimentConfig", "ExperimentError", "load_experiment"]
+__all__ = [
+    "CuadRooms",
+    "ExperimentConfig",
+    "ExperimentError",
+    "check_stage_settings",
+    "load_experiment",
+    "merged",
+]
 
 
 class ExperimentError(ValueError):
@@ -185,6 +192,19 @@ class ExperimentConfig(BaseModel):
         description="Collect and evaluate through a vLLM server with LoRA instead of in "
         "process (GLM-class roots); base stays the local weights SFT trains on.",
     )
+    depth_arms: list[Literal[2]] = Field(
+        default_factory=list,
+        description="Extra held-out arms at these depths ([2]): the base root "
+        "(runs/eval-base-d2) and the last round's tuned root (runs/r<N>-eval-tuned-d2) on the "
+        "same held-out rooms and seeds, with collect_eval's settings, collect_eval_d2's over "
+        "them, and depth 2; the last round's report compares them too.",
+    )
+    collect_eval_d2: dict[str, Any] = Field(
+        default_factory=dict,
+        description="CollectConfig fields for the depth-2 arms, merged over collect_eval's "
+        "(nested sections such as limits key by key), e.g. subagent_max_turns, "
+        "subagent_prefill, limits: {max_sub_calls: ...}; depth is set by the loop.",
+    )
     rounds: int = Field(1, ge=1, description="Rounds of collect -> filter -> SFT -> evaluate.")
     check_greedy_change: bool = Field(
         True,
@@ -210,6 +230,19 @@ class ExperimentConfig(BaseModel):
             ):
                 if key in section:
                     raise ValueError(f"{name}.{key} is set by the loop; remove it")
+        for key in ("rooms", "root", "sub", "depth"):
+            if key in self.collect_eval_d2:
+                raise ValueError(f"collect_eval_d2.{key} is set by the loop; remove it")
+        if len(set(self.depth_arms)) != len(self.depth_arms):
+            raise ValueError(f"depth_arms lists a depth twice: {self.depth_arms}")
+        main_depth = self.collect_eval.get("depth", 1)
+        if main_depth in self.depth_arms:
+            raise ValueError(
+                f"depth_arms {self.depth_arms} repeats collect_eval.depth = {main_depth} (the "
+                "held-out arms' own depth); a depth arm adds another depth"
+            )
+        if self.collect_eval_d2 and not self.depth_arms:
+            raise ValueError("collect_eval_d2 is set but depth_arms is empty; add depth_arms: [2]")
         for key in ("dataset", "base", "out"):
             if key in self.sft:
                 raise ValueError(f"sft.{key} is set by the loop; remove it")
@@ -222,6 +255,14 @@ class ExperimentConfig(BaseModel):
             setattr(self, name, section)
         return self
 
+    def eval_settings(self, depth: int | None = None) -> dict[str, Any]:
+        """CollectConfig fields of a held-out arm: ``collect_eval``'s; for a depth arm
+        (``depth`` in :attr:`depth_arms`) with :attr:`collect_eval_d2` merged over them
+        (:func:`merged`) and ``depth`` set."""
+        if depth is None or depth not in self.depth_arms:
+            return dict(self.collect_eval)
+        return {**merged(self.collect_eval, self.collect_eval_d2), "depth": depth}
+
     def base_root(self) -> str:
         """Root spec of the base model: the served base, or the local weights."""
         return self.serving.spec(self.serving.model) if self.serving else self.base
@@ -230,6 +271,19 @@ class ExperimentConfig(BaseModel):
         """sha256 (16 hex) of JSON ``parts`` (stage settings), for up-to-date checks."""
         blob = json.dumps(parts, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base``: a key whose values are mappings on both sides is merged
+    the same way (``limits: {max_turns: 3}`` + ``limits: {max_sub_calls: 64}`` keeps both);
+    any other value of ``over`` replaces ``base``'s. Neither input is changed."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment") -> None:
@@ -247,6 +301,9 @@ def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment
             {**cfg.collect_train, "rooms": [], "root": cfg.base, "sub": cfg.sub})),
         ("collect_eval", lambda: CollectConfig.model_validate(
             {**cfg.collect_eval, "rooms": [], "root": cfg.base, "sub": cfg.sub})),
+        *[(f"collect_eval_d{d}", lambda d=d: CollectConfig.model_validate(
+            {**cfg.eval_settings(d), "rooms": [], "root": cfg.base, "sub": cfg.sub}))
+          for d in cfg.depth_arms],
         ("export", lambda: ExportOptions.model_validate({"tokenizer": "base", **cfg.export})),
         ("sft", lambda: SFTConfig.model_validate(
             {**cfg.sft, "dataset": "datasets/x", "base": cfg.base, "out": "adapters/x"})),
