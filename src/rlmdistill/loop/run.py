@@ -29,7 +29,7 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -65,7 +65,7 @@ class RoundResult(NamedTuple):
     """The arms its report compares, baseline first (:func:`report_arms`)."""
 
 
-def report_arms(ws: Path, rnd: int, last: int, depth_arms: list[int]) -> list[Arm]:
+def report_arms(ws: Path, rnd: int, last: int, depth_arms: Sequence[int]) -> list[Arm]:
     """Held-out arms of round ``rnd``'s report in workspace ``ws``: ``base``, then
     ``tuned-r1`` .. ``tuned-r<rnd>`` (``runs/r<i>-eval-tuned``), then, when ``rnd`` is the
     ``last`` round, for each depth ``d`` of ``depth_arms`` ``base-d<d>``
@@ -440,7 +440,7 @@ def run_loop(
         tuned_inputs = [split, adapter / layout.SFT_MANIFEST]
         loop.timed(f"collect-eval-tuned-r{r}", loop.collect, tuned_run, tuned,
                    holdout, cfg.collect_eval, "collect-eval", r, tuned_inputs)  # fmt: skip
-        arms = report_arms(ws, r, last, list(cfg.depth_arms))
+        arms = report_arms(ws, r, last, cfg.depth_arms)
         if r == last:  # depth arms: the base root and this (last) round's tuned root
             for d in cfg.depth_arms:
                 settings = cfg.eval_settings(d)
