@@ -289,6 +289,8 @@ def test_two_rounds_with_depth_arms_report_every_arm_on_the_same_rooms_and_seeds
         path = _experiment(tmp_path, server.base_url, tiny_llama_dir)
         data = yaml.safe_load(path.read_text())
         data.pop("train_root")
+        data["collect_eval"]["root_sampling"]["max_tokens"] = 400  # the whole scripted block
+        data["sft"].update(max_steps=1, save_steps=1)  # two SFTs: keep the test short
         data.update(
             serving={"base_url": server.base_url, "model": "root"},
             check_greedy_change=False,
@@ -324,8 +326,8 @@ def test_two_rounds_with_depth_arms_report_every_arm_on_the_same_rooms_and_seeds
             k: v for k, v in d1.items() if k not in changed}  # fmt: skip
         assert config["r2-eval-tuned-d2"]["root"] == config["r2-eval-tuned"]["root"] == (
             f"openai:t-r2@{server.base_url}")  # fmt: skip
-        subagents = [s for s in load_summaries(ws / "runs" / "eval-base-d2")]
-        assert all(s.n_sub_calls > 0 for s in subagents)  # the scripted root delegated
+        subagents = load_summaries(ws / "runs" / "eval-base-d2")  # the scripted root delegated
+        assert all(s.n_sub_calls > 0 and s.status == "completed" for s in subagents)
         for rnd, arms in ((r1, r1.arms), (r2, r2.arms)):
             report = json.loads((rnd.report / "report.json").read_text())
             assert list(report["per_arm"]) == [a.label for a in arms]
