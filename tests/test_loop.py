@@ -316,7 +316,9 @@ def test_two_rounds_with_depth_arms_report_every_arm_on_the_same_rooms_and_seeds
         for label, episodes in by_arm.items():
             assert episodes.keys() == base.keys(), label
             assert [episodes[k].seed for k in base] == [base[k].seed for k in base], label
-        config = {n: json.loads((ws / "runs" / n / "run.json").read_text())["config"] for n in names}
+        config = {
+            n: json.loads((ws / "runs" / n / "run.json").read_text())["config"] for n in names
+        }
         d1, d2 = config["eval-base"], config["eval-base-d2"]
         assert (d1["depth"], d2["depth"]) == (1, 2)
         assert (d2["subagent_max_turns"], d2["limits"]["max_sub_calls"]) == (2, 50)
@@ -362,8 +364,10 @@ def test_depth_arm_settings_are_checked(tmp_path):
         ({"depth_arms": [2], "collect_eval": {"depth": 2}}, "repeats collect_eval.depth = 2"),
         ({"collect_eval_d2": {"subagent_max_turns": 2}}, "depth_arms is empty"),
         ({"depth_arms": [3]}, r"depth_arms\.0"),
-        ({"depth_arms": [2], "collect_eval_d2": {"subagent_max_turns": 0}},
-         r"collect_eval_d2\.subagent_max_turns"),
+        (
+            {"depth_arms": [2], "collect_eval_d2": {"subagent_max_turns": 0}},
+            r"collect_eval_d2\.subagent_max_turns",
+        ),
     ]:
         with pytest.raises(ExperimentError, match=match):
             load(**extra)

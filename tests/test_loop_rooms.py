@@ -321,7 +321,9 @@ def test_size_fields_are_checked() -> None:
         {"train_rooms": 3, "train_size_schedule": {"min": 1, "max": 4, "spacing": "linear"}}
     )
     assert sched.sizes("train") == [1, 3, 4] and sched.sizes("holdout") == [2] * 4
-    assert CuadRooms.model_validate({"holdout_rooms": 2, "holdout_sizes": [1, 5]}).holdout_rooms == 2
+    assert (
+        CuadRooms.model_validate({"holdout_rooms": 2, "holdout_sizes": [1, 5]}).holdout_rooms == 2
+    )
     for bad, match in [
         ({"holdout_sizes": [1], "holdout_size_schedule": {"min": 1, "max": 2}}, "not both"),
         ({"holdout_rooms": 4, "holdout_sizes": [1, 2]}, "holdout_rooms = 4 but holdout_sizes"),

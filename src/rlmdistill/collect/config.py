@@ -17,7 +17,6 @@ from rlmdistill.models.base import Sampling
 from rlmdistill.models.spec import identity
 from rlmdistill.traces.layout import RUN_MANIFEST
 
-
 DEFAULT_MAX_WALL_S = 21_600.0
 """Default episode wall limit (6 h): a safety net against a hung episode, not a budget. The
 budgets that decide an episode's outcome are counted in turns, tokens and sub-calls, which do

@@ -98,9 +98,7 @@ class CuadRooms(BaseModel):
                     )
                 setattr(self, count, len(sizes))
             if schedule is not None and schedule.min > schedule.max:
-                raise ValueError(
-                    f"{side}_size_schedule: min {schedule.min} > max {schedule.max}"
-                )
+                raise ValueError(f"{side}_size_schedule: min {schedule.min} > max {schedule.max}")
         return self
 
     def sizes(self, side: Literal["train", "holdout"]) -> list[int]:

@@ -152,8 +152,9 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
                 "train": [to_record(p, cfg.workspace) for p in train],
                 "holdout": [to_record(p, cfg.workspace) for p in holdout],
                 "n_criteria": {to_record(k, cfg.workspace): n for k, n in criteria.items()},
-                "n_documents": {to_record(p, cfg.workspace): count_documents(p)
-                                for p in [*train, *holdout]},  # fmt: skip
+                "n_documents": {
+                    to_record(p, cfg.workspace): count_documents(p) for p in [*train, *holdout]
+                },
                 **({"cuad": cuad} if cuad is not None else {}),
                 "n_train_documents": check.n_train_documents,
                 "n_holdout_documents": check.n_holdout_documents,

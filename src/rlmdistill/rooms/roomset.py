@@ -459,7 +459,9 @@ def load_roomset(path: str | Path) -> RoomSet:
 
 
 # ----------------------------------------------------------------------- CUAD room sets
-def scheduled_sizes(lo: int, hi: int, n: int, spacing: Literal["log", "linear"] = "log") -> list[int]:
+def scheduled_sizes(
+    lo: int, hi: int, n: int, spacing: Literal["log", "linear"] = "log"
+) -> list[int]:
     """``n`` room sizes (contracts per room) from ``lo`` to ``hi``, ascending.
 
     ``log``: ``lo * (hi / lo) ** (i / (n - 1))`` for ``i = 0..n-1`` (numpy's ``geomspace``);
