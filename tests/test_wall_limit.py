@@ -104,6 +104,10 @@ def test_a_run_json_written_before_versions_resumes_with_nothing_pending(tmp_pat
     assert pending_episodes(cfg, run) == 0
     resumed = for_run(cfg, run)
     assert (resumed.fingerprint_version, resumed.limits.max_wall_s) == (1, 1800.0)
+    direct = CollectConfig(rooms=[str(room)], root=f"openai:root@{TODAY_URL}",
+                           sub=f"openai:sub@{TODAY_URL}", episodes=2)  # fmt: skip
+    assert (direct.fingerprint_version, direct.limits.max_wall_s) == (1, DEFAULT_MAX_WALL_S)
+    assert pending_episodes(direct, run) == 0  # the recorded wall limit is kept here too
     never_called = OpenAIChatClient("root", DEAD)  # every episode is done: no request
     res = collect(cfg, run, never_called, never_called, progress=False)
     assert (res.skipped, res.summaries, res.unfinished) == (2, [], ())

@@ -275,15 +275,17 @@ def for_run(config: CollectConfig, run_dir: Path) -> CollectConfig:
         version = int(recorded.get("fingerprint_version", 1))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return config
-    if version == config.fingerprint_version or version not in (1, 2):
-        return config
-    update: dict[str, Any] = {"fingerprint_version": version}
+    if version not in (1, 2):
+        return config  # written by a newer version: the runner's mismatch check names it
+    update: dict[str, Any] = {}
+    if version != config.fingerprint_version:
+        update["fingerprint_version"] = version
     if version == 1 and "max_wall_s" not in config.limits.model_fields_set:
         wall = (recorded.get("limits") or {}).get("max_wall_s")
-        if isinstance(wall, int | float) and not isinstance(wall, bool):
-            limits = config.limits.model_copy(update={"max_wall_s": float(wall)})
-            update["limits"] = limits
-    return config.model_copy(update=update)
+        number = isinstance(wall, int | float) and not isinstance(wall, bool)
+        if number and float(wall) != config.limits.max_wall_s:
+            update["limits"] = config.limits.model_copy(update={"max_wall_s": float(wall)})
+    return config.model_copy(update=update) if update else config
 
 
 def episode_id(config: CollectConfig, room_hash: str, task_id: str, sample_index: int) -> str:
