@@ -283,7 +283,7 @@ def for_run(config: CollectConfig, run_dir: Path) -> CollectConfig:
     if version == 1 and "max_wall_s" not in config.limits.model_fields_set:
         wall = (recorded.get("limits") or {}).get("max_wall_s")
         number = isinstance(wall, int | float) and not isinstance(wall, bool)
-        if number and float(wall) != config.limits.max_wall_s:
+        if number and isinstance(wall, int | float) and float(wall) != config.limits.max_wall_s:
             update["limits"] = config.limits.model_copy(update={"max_wall_s": float(wall)})
     return config.model_copy(update=update) if update else config
 
