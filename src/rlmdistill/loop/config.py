@@ -195,7 +195,8 @@ class ExperimentConfig(BaseModel):
         description="Extra held-out arms at these depths ([2]): the base root "
         "(runs/eval-base-d2) and the last round's tuned root (runs/r<N>-eval-tuned-d2) on the "
         "same held-out rooms and seeds, with collect_eval's settings, collect_eval_d2's over "
-        "them, and depth 2; the last round's report compares them too.",
+        "them, and depth 2; the last round's report compares them too. The last round is "
+        "`rounds` (or `loop --rounds N` when N is larger): a shorter --rounds runs none.",
     )
     collect_eval_d2: dict[str, Any] = Field(
         default_factory=dict,
