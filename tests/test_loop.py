@@ -146,7 +146,7 @@ def test_stage_sections_are_validated_when_the_experiment_loads(tmp_path):
         load_experiment(path)
 
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "glm_vllm.yaml"])
+@pytest.mark.parametrize("name", ["quickstart.yaml", "glm_vllm.yaml", "room_scaling.yaml"])
 def test_shipped_examples_validate(name):
     cfg = load_experiment(Path(__file__).resolve().parents[1] / "examples" / name)
     assert cfg.rounds >= 1 and cfg.base.startswith("local:")
