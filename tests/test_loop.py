@@ -169,7 +169,7 @@ def test_stage_sections_are_validated_when_the_experiment_loads(tmp_path):
         load_experiment(path)
 
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "glm_vllm.yaml"])
+@pytest.mark.parametrize("name", ["quickstart.yaml", "glm_vllm.yaml", "room_scaling.yaml"])
 def test_shipped_examples_validate(name):
     cfg = load_experiment(Path(__file__).resolve().parents[1] / "examples" / name)
     assert cfg.rounds >= 1 and cfg.base.startswith("local:")
@@ -286,3 +286,111 @@ def test_strict_loop_stops_on_a_corrupt_document_before_any_model_loads(tmp_path
             run_loop(load_experiment(exp), progress=False, strict=True)
         assert not [r for r in server.requests if r.get("messages")]  # no model request sent
     assert not (tmp_path / "ws" / "runs" / "eval-base" / "episodes.jsonl").exists()
+
+
+def _every_root_scripted(req: dict):  # type: ignore[no-untyped-def]
+    """The scripted root for every served root model (base ``root`` and the tuned adapters'
+    names ``t-r1``, ``t-r2``), the plain sub answer for ``sub`` (at depth 2: its subagent)."""
+    from conftest import ROOT_SCRIPT
+
+    from rlmdistill.testing.fake_openai import conversation_turn
+
+    if req["model"] != "sub":
+        return ROOT_SCRIPT[min(conversation_turn(req)[1], len(ROOT_SCRIPT) - 1)]
+    return "The agreement may not be assigned without prior written consent."
+
+
+def test_two_rounds_with_depth_arms_report_every_arm_on_the_same_rooms_and_seeds(
+    tmp_path, tiny_llama_dir
+):
+    """Issue 21 items 2-3: depth_arms [2] adds runs/eval-base-d2 and runs/r2-eval-tuned-d2
+    (the last round's root) with collect_eval's settings, the override and depth 2, on the
+    held-out rooms and seeds of the depth-1 arms; reports/r1 compares base and tuned-r1,
+    reports/r2 base, tuned-r1, tuned-r2, base-d2, tuned-r2-d2 with both adapters' logs; a
+    second call collects and trains nothing."""
+    with FakeOpenAIServer(_every_root_scripted, models=["root", "sub"]) as server:
+        path = _experiment(tmp_path, server.base_url, tiny_llama_dir)
+        data = yaml.safe_load(path.read_text())
+        data.pop("train_root")
+        data["collect_eval"]["root_sampling"]["max_tokens"] = 400  # the whole scripted block
+        data["sft"].update(max_steps=1, save_steps=1)  # two SFTs: keep the test short
+        data.update(
+            serving={"base_url": server.base_url, "model": "root"},
+            check_greedy_change=False,
+            rounds=2,
+            depth_arms=[2],
+            collect_eval_d2={"subagent_max_turns": 2, "limits": {"max_sub_calls": 50}},
+        )
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        cfg = load_experiment(path)
+        res = run_loop(cfg, progress=False)
+        ws = cfg.workspace
+        r1, r2 = res.rounds
+        assert [a.label for a in r1.arms] == ["base", "tuned-r1"]
+        labels = ["base", "tuned-r1", "tuned-r2", "base-d2", "tuned-r2-d2"]
+        names = ["eval-base", "r1-eval-tuned", "r2-eval-tuned", "eval-base-d2", "r2-eval-tuned-d2"]
+        assert [a.label for a in r2.arms] == labels
+        assert [a.run for a in r2.arms] == [ws / "runs" / n for n in names]
+        assert not (ws / "runs" / "r1-eval-tuned-d2").exists()  # depth arms: last round only
+        by_arm = {a.label: {(s.room.room_id, s.sample_index): s for s in load_summaries(a.run)}
+                  for a in r2.arms}  # fmt: skip
+        base = by_arm["base"]
+        assert len(base) == 2
+        for label, episodes in by_arm.items():
+            assert episodes.keys() == base.keys(), label
+            assert [episodes[k].seed for k in base] == [base[k].seed for k in base], label
+        config = {
+            n: json.loads((ws / "runs" / n / "run.json").read_text())["config"] for n in names
+        }
+        d1, d2 = config["eval-base"], config["eval-base-d2"]
+        assert (d1["depth"], d2["depth"]) == (1, 2)
+        assert (d2["subagent_max_turns"], d2["limits"]["max_sub_calls"]) == (2, 50)
+        assert d2["limits"]["max_turns"] == d1["limits"]["max_turns"] == 2  # merged, not replaced
+        changed = {"depth", "subagent_max_turns", "limits"}
+        assert {k: v for k, v in d2.items() if k not in changed} == {
+            k: v for k, v in d1.items() if k not in changed}  # fmt: skip
+        assert config["r2-eval-tuned-d2"]["root"] == config["r2-eval-tuned"]["root"] == (
+            f"openai:t-r2@{server.base_url}")  # fmt: skip
+        subagents = load_summaries(ws / "runs" / "eval-base-d2")  # the scripted root delegated
+        assert all(s.n_sub_calls > 0 and s.status == "completed" for s in subagents)
+        for rnd, arms in ((r1, r1.arms), (r2, r2.arms)):
+            report = json.loads((rnd.report / "report.json").read_text())
+            assert list(report["per_arm"]) == [a.label for a in arms]
+        latest = latest_records(ws)
+        assert latest["reports/r2"].inputs == [
+            *(f"runs/{n}" for n in names), "adapters/r1/sft.json", "adapters/r2/sft.json"]  # fmt: skip
+        assert latest["runs/eval-base-d2"].round == 0 and latest["runs/r2-eval-tuned-d2"].round == 2
+
+        logs: list[str] = []
+        run_loop(cfg, log=logs.append, progress=False)
+    skipped = [line for line in logs if line.startswith("[skip]")]
+    assert len(skipped) == 1 + 2 * 4 + 2, logs  # eval-base, 2 x (train, data, adapter, tuned), d2
+    assert not any(line.startswith("[run ] sft") or ("collect" in line and "[run ]" in line)
+                   for line in logs)  # fmt: skip
+
+
+def test_depth_arm_settings_are_checked(tmp_path):
+    def load(**extra):  # type: ignore[no-untyped-def]
+        path = tmp_path / "exp.yaml"
+        path.write_text(yaml.safe_dump({
+            "name": "x", "workspace": "ws", "base": "local:smollm2-135m",
+            "sub": "local:smollm2-135m", "rooms": {"train_rooms": 1}, **extra,
+        }))  # fmt: skip
+        return load_experiment(path)
+
+    cfg = load(depth_arms=[2], collect_eval={"limits": {"max_turns": 3}},
+               collect_eval_d2={"limits": {"max_tokens": 5000}})  # fmt: skip
+    assert cfg.eval_settings(2) == {"limits": {"max_turns": 3, "max_tokens": 5000}, "depth": 2}
+    assert cfg.eval_settings() == {"limits": {"max_turns": 3}}
+    for extra, match in [
+        ({"depth_arms": [2], "collect_eval_d2": {"depth": 1}}, "collect_eval_d2.depth is set"),
+        ({"depth_arms": [2], "collect_eval": {"depth": 2}}, "repeats collect_eval.depth = 2"),
+        ({"collect_eval_d2": {"subagent_max_turns": 2}}, "depth_arms is empty"),
+        ({"depth_arms": [3]}, r"depth_arms\.0"),
+        (
+            {"depth_arms": [2], "collect_eval_d2": {"subagent_max_turns": 0}},
+            r"collect_eval_d2\.subagent_max_turns",
+        ),
+    ]:
+        with pytest.raises(ExperimentError, match=match):
+            load(**extra)

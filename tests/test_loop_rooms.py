@@ -200,3 +200,159 @@ def test_given_room_without_criteria_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ExperimentError, match=rf"{holdout}: task.json has no rubric criterion"):
         prepare_rooms(cfg)
+
+
+# --------------------------------------------------------- rooms of varied size (issue 21)
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+PRE_SIZES_HASHES = {
+    "train-0": "2f7131b985ea20f0",
+    "train-1": "24e6e3512a3b8bcb",
+    "train-2": "f68ac8992627ac35",
+    "train-3": "3b014fd1e682eab8",
+    "holdout-0": "5d3e46cfae514ba1",
+    "holdout-1": "04ebab24668dbd50",
+    "holdout-2": "97f48678ee7386a2",
+    "holdout-3": "c6e2834fcbba7d0b",
+}
+"""Room hashes of 4 + 4 rooms of 2 packaged-sample contracts (seed 0), as ``prepare_rooms``
+of the code before room sizes could vary (commit 73ea734) built them."""
+
+
+def _sizes(rooms: list[Path]) -> list[int]:
+    return [len(list((r / "documents").rglob("*.txt"))) for r in rooms]
+
+
+def test_rooms_without_sizes_are_the_rooms_drawn_before_sizes_existed(tmp_path: Path) -> None:
+    """No size list or schedule: every room is what the code before them built (room hashes,
+    hence episode ids, unchanged), and what the documented rule builds by hand: room k draws
+    2 contracts with seed k, excluding the contracts of rooms 0..k-1."""
+    from rlmdistill.rooms import DataRoom
+    from rlmdistill.rooms.cuad import build_cuad_room
+
+    cfg = _experiment(tmp_path / "ws", source=str(SAMPLE_SOURCE), contracts_per_room=2,
+                      train_rooms=4, holdout_rooms=4)  # fmt: skip
+    rooms = prepare_rooms(cfg)
+    built = [*rooms.train, *rooms.holdout]
+    hashes = {p.name: DataRoom.load(p).room_hash for p in built}
+    assert hashes == PRE_SIZES_HASHES
+    used: list[str] = []
+    for k, room in enumerate(built):
+        report = build_cuad_room(SAMPLE_SOURCE, tmp_path / "hand" / room.name, 2, k, exclude=used)
+        used += report.contracts
+        assert DataRoom.load(tmp_path / "hand" / room.name).room_hash == hashes[room.name]
+    split = json.loads((tmp_path / "ws" / "rooms" / "split.json").read_text())
+    assert set(split["n_documents"].values()) == {2}
+    assert "holdout_sizes" not in split["cuad"]["spec"]  # recorded as before sizes existed
+
+
+@pytest.mark.parametrize("where", ["sample", "shared"])
+def test_quickstart_held_out_rooms_vary_in_size(tmp_path: Path, where: str) -> None:
+    """examples/quickstart.yaml: 4 training rooms of 2 contracts, held-out rooms of 1, 2, 2, 3,
+    from the packaged sample (all 16 contracts, each once) and from ../shared/data/cuad."""
+    from rlmdistill.loop.config import load_experiment
+    from rlmdistill.rooms.roomset import default_cuad_source
+
+    cfg = load_experiment(EXAMPLES / "quickstart.yaml")
+    cfg.workspace = tmp_path / "ws"
+    assert cfg.rooms is not None and cfg.rooms.source is None
+    if where == "sample":
+        cfg.rooms.source = str(SAMPLE_SOURCE)
+    elif default_cuad_source() == SAMPLE_SOURCE:
+        pytest.skip("../shared/data/cuad is not beside this checkout")
+    rooms = prepare_rooms(cfg)
+    assert _sizes(rooms.train) == [2, 2, 2, 2] and _sizes(rooms.holdout) == [1, 2, 2, 3]
+    split = json.loads((tmp_path / "ws" / "rooms" / "split.json").read_text())
+    assert [split["n_documents"][f"rooms/holdout-{k}"] for k in range(4)] == [1, 2, 2, 3]
+    assert split["cuad"]["spec"]["holdout_sizes"] == [1, 2, 2, 3]
+    assert [len(d["contracts"]) for d in split["cuad"]["rooms"]] == [2, 2, 2, 2, 1, 2, 2, 3]
+    used = [c for d in split["cuad"]["rooms"] for c in d["contracts"]]
+    assert len(used) == len(set(used)) == 16 and not rooms.check.shared_documents
+    assert min(rooms.n_criteria.values()) >= 1
+    if where == "sample":  # training rooms come first: the same rooms as before sizes existed
+        from rlmdistill.rooms import DataRoom
+
+        assert {p.name: DataRoom.load(p).room_hash for p in rooms.train} == {
+            k: v for k, v in PRE_SIZES_HASHES.items() if k.startswith("train-")
+        }
+
+
+def test_room_scaling_example_loads_and_its_rooms_build(tmp_path: Path) -> None:
+    """examples/room_scaling.yaml validates (every stage section, depth arms) and its rooms
+    build from ../shared/data/cuad without running a model: 8 training rooms of 2, 12 held-out
+    rooms of 1..8 contracts, log-spaced."""
+    from rlmdistill.loop.config import check_stage_settings, load_experiment
+
+    cfg = load_experiment(EXAMPLES / "room_scaling.yaml")
+    check_stage_settings(cfg, "room_scaling.yaml")
+    assert cfg.rounds == 2 and cfg.depth_arms == [2]
+    assert cfg.eval_settings(2)["depth"] == 2 and cfg.eval_settings(2)["limits"] == {
+        "max_turns": 3, "max_sub_calls": 256}  # fmt: skip
+    assert cfg.rooms is not None and cfg.rooms.source is not None
+    expected = [1, 1, 1, 2, 2, 3, 3, 4, 5, 5, 7, 8]  # 8 ** (i / 11), rounded half up
+    assert cfg.rooms.sizes("holdout") == expected and cfg.rooms.sizes("train") == [2] * 8
+    if not (Path(cfg.rooms.source) / "master_clauses.csv").is_file():
+        pytest.skip(f"{cfg.rooms.source} (the 360-contract CUAD subset) is not here")
+    cfg.workspace = tmp_path / "ws"
+    rooms = prepare_rooms(cfg)
+    assert _sizes(rooms.train) == [2] * 8 and _sizes(rooms.holdout) == expected
+    assert not rooms.check.shared_documents and min(rooms.n_criteria.values()) >= 1
+    split = json.loads((tmp_path / "ws" / "rooms" / "split.json").read_text())
+    assert sum(split["n_documents"].values()) == 16 + 42
+    assert split["cuad"]["spec"]["holdout_size_schedule"] == {
+        "min": 1, "max": 8, "spacing": "log"}  # fmt: skip
+
+
+def test_rooms_built_with_other_sizes_are_refused_not_reused(tmp_path: Path) -> None:
+    spec = {"source": str(SAMPLE_SOURCE), "contracts_per_room": 2, "train_rooms": 2}
+    prepare_rooms(_experiment(tmp_path / "ws", holdout_rooms=2, **spec))
+    again = _experiment(tmp_path / "ws", holdout_sizes=[1, 3], **spec)
+    with pytest.raises(ExperimentError) as err:
+        prepare_rooms(again)
+    msg = str(err.value)
+    assert "holdout-0 (2, asked 1), holdout-1 (2, asked 3)" in msg and "new workspace" in msg
+    assert "train-0" not in msg  # the training rooms match
+
+
+def test_size_fields_are_checked() -> None:
+    ok = CuadRooms.model_validate({"holdout_sizes": [1, 2, 3]})
+    assert ok.holdout_rooms == 3 and ok.room_sizes() == [2, 2, 2, 2, 1, 2, 3]
+    sched = CuadRooms.model_validate(
+        {"train_rooms": 3, "train_size_schedule": {"min": 1, "max": 4, "spacing": "linear"}}
+    )
+    assert sched.sizes("train") == [1, 3, 4] and sched.sizes("holdout") == [2] * 4
+    assert (
+        CuadRooms.model_validate({"holdout_rooms": 2, "holdout_sizes": [1, 5]}).holdout_rooms == 2
+    )
+    for bad, match in [
+        ({"holdout_sizes": [1], "holdout_size_schedule": {"min": 1, "max": 2}}, "not both"),
+        ({"holdout_rooms": 4, "holdout_sizes": [1, 2]}, "holdout_rooms = 4 but holdout_sizes"),
+        ({"train_sizes": [0, 2]}, "train_sizes must all be >= 1"),
+        ({"holdout_size_schedule": {"min": 5, "max": 2}}, "min 5 > max 2"),
+        ({"holdout_sizes": []}, "at least 1 item"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            CuadRooms.model_validate(bad)
+
+
+def test_synthetic_room_set_rooms_are_given_as_folders(tmp_path: Path) -> None:
+    """Synthetic rooms of many sizes (``rlmdistill rooms set``) enter the loop as folders; the
+    split check and the sizes in split.json cover them too."""
+    from rlmdistill.rooms.roomset import RoomSetSpec, build_roomset
+
+    rs = build_roomset(RoomSetSpec(sizes=[20, 30], per_size=2, seed=5, holdout_fraction=0.5),
+                       tmp_path / "set")  # fmt: skip
+    cfg = ExperimentConfig(
+        name="t",
+        workspace=tmp_path / "ws",
+        train_rooms=rs.room_paths(tmp_path / "set", "train"),
+        holdout_rooms=rs.room_paths(tmp_path / "set", "holdout"),
+        base="local:smollm2-135m",
+        sub="local:smollm2-135m",
+    )
+    rooms = prepare_rooms(cfg)
+    assert not rooms.check.shared_documents
+    split = json.loads((tmp_path / "ws" / "rooms" / "split.json").read_text())
+    by_room = {Path(k).name: n for k, n in split["n_documents"].items()}
+    assert by_room == {r.name: r.size for r in rs.rooms}
+    assert sorted(by_room.values()) == [20, 20, 30, 30]

@@ -164,3 +164,23 @@ def test_cli_help_names_the_no_cuad_flag_once(command: str) -> None:
     assert result.exit_code == 0, result.output
     (line,) = [x for x in result.output.splitlines() if "--no-cuad" in x]
     assert "Copy no CUAD contracts" in line and "--no-no-cuad" not in result.output
+
+
+# ----------------------------------------------------------- CUAD room sizes (issue 21)
+def test_scheduled_sizes_round_half_up_and_keep_duplicates() -> None:
+    from rlmdistill.rooms.roomset import SizeSchedule, scheduled_sizes
+
+    # 12 ** (i / 11) for i = 0..11: 1, 1.25, 1.57, 1.97, 2.47, 3.09, 3.88, 4.87, 6.10, 7.65,
+    # 9.59, 12 (by hand), rounded half up
+    assert scheduled_sizes(1, 12, 12) == [1, 1, 2, 2, 2, 3, 4, 5, 6, 8, 10, 12]
+    # 12 ** (i / 13), i = 0..13: ... 1.466 -> 1, 1.774 -> 2, 2.600 -> 3, 9.914 -> 10
+    assert scheduled_sizes(1, 12, 14) == [1, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 10, 12]
+    # half up, not Python's round-half-even: 1 + 3 * 1/2 = 2.5 -> 3 (round(2.5) == 2)
+    assert scheduled_sizes(1, 4, 3, "linear") == [1, 3, 4]
+    assert scheduled_sizes(2, 8, 3) == [2, 4, 8]  # 2 * 4 ** (1/2) = 4 exactly
+    assert scheduled_sizes(3, 3, 4) == [3, 3, 3, 3] and scheduled_sizes(1, 12, 1) == [1]
+    assert SizeSchedule(min=1, max=12).sizes(12) == scheduled_sizes(1, 12, 12)
+    with pytest.raises(RoomSetError, match="1 <= min <= max"):
+        scheduled_sizes(5, 2, 3)
+    with pytest.raises(RoomSetError, match="n >= 1"):
+        scheduled_sizes(1, 2, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,10 +15,24 @@ from rlmdistill.collect.repl import ReplLimits
 from rlmdistill.collect.sandbox import DEFAULT_MODE, SandboxMode
 from rlmdistill.models.base import Sampling
 from rlmdistill.models.spec import identity
+from rlmdistill.traces.layout import RUN_MANIFEST
+
+DEFAULT_MAX_WALL_S = 21_600.0
+"""Default episode wall limit (6 h): a safety net against a hung episode, not a budget. The
+budgets that decide an episode's outcome are counted in turns, tokens and sub-calls, which do
+not depend on how loaded the machine is; on a loaded 2-core machine 4 of the quickstart's 8
+base episodes hit the old 1,800 s default (status ``timeout``) where an idle one ended them
+``no_memo`` at the turn cap (issue 21)."""
 
 
 class EpisodeLimits(BaseModel):
-    """Per-episode budgets; exceeding one ends the episode with an explicit status."""
+    """Per-episode budgets; exceeding one ends the episode with an explicit status.
+
+    ``max_turns``, ``max_sub_calls`` and ``max_tokens`` are the budgets that decide outcomes
+    (counted, the same on any machine); ``max_wall_s`` is a safety net against a hung episode
+    (``timeout``), operational since fingerprint version 2 (see
+    :attr:`CollectConfig.fingerprint_version`).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -31,7 +46,11 @@ class EpisodeLimits(BaseModel):
         description="Root + sub tokens (prompt + completion) before budget_exceeded.",
     )
     max_wall_s: float = Field(
-        1800.0, gt=0, description="Episode wall time (seconds) before timeout."
+        DEFAULT_MAX_WALL_S,
+        gt=0,
+        description="Episode wall time (seconds) before timeout: a safety net against a hung "
+        "episode, not a budget (turns, tokens and sub-calls decide outcomes). Operational in "
+        "runs of fingerprint version 2: not part of their episode ids.",
     )
     observation_head_chars: int = Field(
         2500, ge=0, description="Characters of each block's output the root sees from the start."
@@ -58,6 +77,19 @@ OPERATIONAL_FIELDS = frozenset(
 )
 """Fields that change how a run goes, not what its episodes are: left out of the episode id,
 so a run resumes when they change (tests/test_crash_resume.py)."""
+
+LIMITS_OPERATIONAL_FIELDS = frozenset({"max_wall_s"})
+"""``EpisodeLimits`` fields that are safety nets, not budgets: left out of the episode id of
+runs of fingerprint version 2 and later (:data:`FINGERPRINT_VERSION`). Runs of version 1
+(every run written before versions existed) keep them in, so their ids do not change."""
+
+FINGERPRINT_VERSION = 2
+"""The fingerprint rule new runs get (:func:`rlmdistill.collect.main.build_config`).
+
+1: every field but :data:`OPERATIONAL_FIELDS` and the REPL's abuse caps (runs written before
+this versioning: ``run.json`` without ``fingerprint_version``). 2: also leaves out
+:data:`LIMITS_OPERATIONAL_FIELDS` (the episode wall limit), so a run resumes with another
+wall limit (issue 21)."""
 
 
 class RayOptions(BaseModel):
@@ -172,6 +204,14 @@ class CollectConfig(BaseModel):
         "Operational: not part of episode ids.",
     )
     ray: RayOptions = Field(default_factory=RayOptions)
+    fingerprint_version: Literal[1, 2] = Field(
+        1,
+        description="Which fields define episodes (FINGERPRINT_VERSION): 1 keeps the episode "
+        "wall limit in the episode id (every run written before this field), 2 leaves it out "
+        "(safety net). New runs get the current version (build_config); a run resumes with "
+        "the version its run.json records. The default 1 is what a stored config without the "
+        "field means.",
+    )
     servers: list[str] = Field(
         default_factory=list,
         description="Replicas of the openai: servers (base URLs): a root or sub spec whose URL "
@@ -201,15 +241,51 @@ class CollectConfig(BaseModel):
         attempts, token ids, sandbox, executor and its Ray options, servers; a spec's replica
         URLs; and the REPL's abuse caps
         :data:`~rlmdistill.collect.repl.OPERATIONAL_FIELDS`) and ``rooms`` (rooms enter ids by
-        content hash), plus the packaged prompt version(s)."""
-        exclude: dict[str, Any] = dict.fromkeys(["rooms", *OPERATIONAL_FIELDS], True)
+        content hash), plus the packaged prompt version(s). From ``fingerprint_version`` 2
+        the episode wall limit (:data:`LIMITS_OPERATIONAL_FIELDS`) is left out too and the
+        version is part of the hash; version 1 hashes exactly what it always did."""
+        exclude: dict[str, Any] = dict.fromkeys(
+            ["rooms", "fingerprint_version", *OPERATIONAL_FIELDS], True
+        )
         exclude["repl"] = dict.fromkeys(REPL_OPERATIONAL_FIELDS, True)
+        if self.fingerprint_version >= 2:
+            exclude["limits"] = dict.fromkeys(LIMITS_OPERATIONAL_FIELDS, True)
         data = self.model_dump(mode="json", exclude=exclude)
         data["root"], data["sub"] = identity(self.root), identity(self.sub)  # replicas: operational
+        if self.fingerprint_version >= 2:
+            data["fingerprint_version"] = self.fingerprint_version
         data["prompt_version"] = PROMPT_VERSION
         if self.depth == 2:
             data["subagent_prompt_version"] = SUBAGENT_PROMPT_VERSION
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def for_run(config: CollectConfig, run_dir: Path) -> CollectConfig:
+    """``config`` as the run in ``run_dir`` defines its episodes: with the fingerprint version
+    its ``run.json`` records (none recorded: 1, the rule of every run written before
+    versions), so resuming a run never changes its episode ids. A run of version 1 also keeps
+    its recorded ``limits.max_wall_s`` (part of its ids) unless ``config`` sets one itself, in
+    which case a different value is the mismatch it always was. ``config`` is returned
+    unchanged when ``run_dir`` holds no ``run.json`` (a new run) or one that is not a run
+    manifest (the runner reports that).
+    """
+    path = Path(run_dir) / RUN_MANIFEST
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))["config"]
+        version = int(recorded.get("fingerprint_version", 1))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return config
+    if version not in (1, 2):
+        return config  # written by a newer version: the runner's mismatch check names it
+    update: dict[str, Any] = {}
+    if version != config.fingerprint_version:
+        update["fingerprint_version"] = version
+    if version == 1 and "max_wall_s" not in config.limits.model_fields_set:
+        wall = (recorded.get("limits") or {}).get("max_wall_s")
+        number = isinstance(wall, int | float) and not isinstance(wall, bool)
+        if number and isinstance(wall, int | float) and float(wall) != config.limits.max_wall_s:
+            update["limits"] = config.limits.model_copy(update={"max_wall_s": float(wall)})
+    return config.model_copy(update=update) if update else config
 
 
 def episode_id(config: CollectConfig, room_hash: str, task_id: str, sample_index: int) -> str:

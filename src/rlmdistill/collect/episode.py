@@ -458,8 +458,10 @@ class Episode:
         """
         for turn in range(max_turns):
             if self._remaining_s() <= 0:
-                raise _TurnEnd(
-                    "timeout", f"episode wall time {self.config.limits.max_wall_s:.0f}s spent"
+                raise _TurnEnd(  # the safety net, not a budget (EpisodeLimits)
+                    "timeout",
+                    f"episode wall time {self.config.limits.max_wall_s:.0f}s spent "
+                    "(limits.max_wall_s, a safety net against a hung episode)",
                 )
             rec = make_record(turn, messages)
             final = self._one_turn(agent, messages, rec)

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from rlmdistill.collect.config import CollectConfig, episode_id
+from rlmdistill.collect.config import FINGERPRINT_VERSION, CollectConfig, episode_id, for_run
 from rlmdistill.collect.executor import CollectResult, run_limits
 from rlmdistill.collect.runner import finished_ids
 
@@ -47,7 +47,10 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
     """CollectConfig from an optional YAML/JSON file, then overrides (``None`` = not given).
 
     Embedded-model root defaults fill ``few_shot``/``prefill`` when neither sets them; an empty
-    prefill means none. Room paths are made absolute. Raises ``ValueError`` when the file is
+    prefill means none. Room paths are made absolute. A new run gets the current
+    ``fingerprint_version`` (:data:`~rlmdistill.collect.config.FINGERPRINT_VERSION`) unless
+    one is given; resuming a run takes the version its ``run.json`` records
+    (:func:`~rlmdistill.collect.config.for_run`). Raises ``ValueError`` when the file is
     not a mapping and ``pydantic.ValidationError`` naming the field.
     """
     data: dict[str, Any] = {}
@@ -64,6 +67,7 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
     if data.get("prefill") == "":
         data["prefill"] = None
     data["rooms"] = [str(Path(p).resolve()) for p in data.get("rooms", [])]
+    data.setdefault("fingerprint_version", FINGERPRINT_VERSION)
     return CollectConfig.model_validate(data)
 
 
@@ -92,9 +96,11 @@ def pending_episodes(config: CollectConfig, run_dir: Path) -> int:
     """Episodes of ``config`` not yet in ``run_dir/episodes.jsonl`` (0 = the run is complete).
 
     Loads the rooms (to hash them) but no model, so callers can skip a finished stage cheaply.
+    Ids are those of the run as recorded (:func:`~rlmdistill.collect.config.for_run`).
     """
     from rlmdistill.rooms import DataRoom
 
+    config = for_run(config, Path(run_dir))
     done = finished_ids(Path(run_dir))
     n = 0
     for path in config.rooms:

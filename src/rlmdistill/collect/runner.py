@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from rlmdistill.collect.admission import Gate, capacity
 from rlmdistill.collect.attempts import prior_attempts
-from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed
+from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed, for_run
 from rlmdistill.collect.dispatch import shared_dispatch
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
 from rlmdistill.collect.executor import CollectResult, commit_episode
@@ -152,7 +152,10 @@ def collect(
     rooms of ``config.rooms`` already loaded (same order). ``open_specs`` (spec as recorded ->
     spec to open, as in :func:`rlmdistill.collect.main.run_collect`) reaches the nodes of
     ``executor: ray``, which open their own clients; this process's are ``root``/``sub``.
+    A run resumes with the fingerprint version its ``run.json`` records
+    (:func:`~rlmdistill.collect.config.for_run`), so its episode ids never change.
     """
+    config = for_run(config, run_dir)
     prefetch()  # versions, git, machine: found while the rooms are prepared (cached after)
     if rooms is None:
         rooms = [DataRoom.load(p) for p in config.rooms]

@@ -31,7 +31,8 @@ def loop_main(
         strict=strict,
     )
     for r in res.rounds:
-        err.print(f"round {r.round}: report {r.report / 'report.md'}")
+        arms = f" ({', '.join(a.label for a in r.arms)})" if r.arms else ""
+        err.print(f"round {r.round}: report {r.report / 'report.md'}{arms}")
     stages = ", ".join(f"{name} {sec:.0f}s" for name, sec in res.stage_s.items())
     err.print(f"loop wall time: {res.wall_s:.0f}s ({stages})")
     return 0

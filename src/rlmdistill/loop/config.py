@@ -21,8 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlmdistill.filter.rules import FilterRules
 from rlmdistill.loop.serving import ServingConfig
+from rlmdistill.rooms.roomset import SizeSchedule
 
-__all__ = ["CuadRooms", "ExperimentConfig", "ExperimentError", "load_experiment"]
+__all__ = [
+    "CuadRooms",
+    "ExperimentConfig",
+    "ExperimentError",
+    "check_stage_settings",
+    "load_experiment",
+    "merged",
+]
 
 
 class ExperimentError(ValueError):
@@ -30,7 +38,15 @@ class ExperimentError(ValueError):
 
 
 class CuadRooms(BaseModel):
-    """Training and held-out rooms cut from one CUAD source with no contract in common."""
+    """Training and held-out rooms cut from one CUAD source with no contract in common.
+
+    Room sizes: every room holds ``contracts_per_room`` contracts unless its side has a size
+    list (``holdout_sizes: [1, 2, 3, 5, 8, 12]``: one room per entry, which sets
+    ``holdout_rooms``) or a size schedule (``holdout_size_schedule: {min: 1, max: 12,
+    spacing: log}`` over ``holdout_rooms`` rooms, sizes rounded half up, duplicates kept as
+    replicates: :func:`~rlmdistill.rooms.roomset.scheduled_sizes`); the same for training
+    rooms. Without either, the rooms drawn are exactly those drawn before sizes could vary.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -43,6 +59,72 @@ class CuadRooms(BaseModel):
     train_rooms: int = Field(4, ge=1, description="Rooms whose episodes become training data.")
     holdout_rooms: int = Field(4, ge=1, description="Rooms kept for base-vs-tuned evaluation.")
     seed: int = Field(0, description="Seed of the contract sampling (room k uses seed + k).")
+    train_sizes: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="Contracts of each training room (sets train_rooms); default: "
+        "contracts_per_room each.",
+    )
+    holdout_sizes: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="Contracts of each held-out room (sets holdout_rooms), e.g. [1, 2, 3, 5, "
+        "8, 12] for delegation against room size; default: contracts_per_room each.",
+    )
+    train_size_schedule: SizeSchedule | None = Field(
+        None, description="Sizes of the train_rooms training rooms from min to max contracts."
+    )
+    holdout_size_schedule: SizeSchedule | None = Field(
+        None,
+        description="Sizes of the holdout_rooms held-out rooms from min to max contracts "
+        "(spacing log or linear; rounded half up; duplicates kept).",
+    )
+
+    @model_validator(mode="after")
+    def _one_size_rule_per_side(self) -> CuadRooms:
+        for side in ("train", "holdout"):
+            sizes = getattr(self, f"{side}_sizes")
+            schedule = getattr(self, f"{side}_size_schedule")
+            if sizes is not None and schedule is not None:
+                raise ValueError(f"give {side}_sizes or {side}_size_schedule, not both")
+            if sizes is not None:
+                if any(n < 1 for n in sizes):
+                    raise ValueError(f"{side}_sizes must all be >= 1 contract; got {sizes}")
+                count = f"{side}_rooms"
+                if count in self.model_fields_set and getattr(self, count) != len(sizes):
+                    raise ValueError(
+                        f"{count} = {getattr(self, count)} but {side}_sizes lists "
+                        f"{len(sizes)} rooms; give one of them"
+                    )
+                setattr(self, count, len(sizes))
+            if schedule is not None and schedule.min > schedule.max:
+                raise ValueError(f"{side}_size_schedule: min {schedule.min} > max {schedule.max}")
+        return self
+
+    def sizes(self, side: Literal["train", "holdout"]) -> list[int]:
+        """Contracts of each room of one side, in room order (``train-0``, ...)."""
+        n = self.train_rooms if side == "train" else self.holdout_rooms
+        given = self.train_sizes if side == "train" else self.holdout_sizes
+        schedule = self.train_size_schedule if side == "train" else self.holdout_size_schedule
+        if given is not None:
+            return list(given)
+        if schedule is not None:
+            return schedule.sizes(n)
+        return [self.contracts_per_room] * n
+
+    def room_sizes(self) -> list[int]:
+        """Contracts of every room, training rooms first (what the room-set builder draws,
+        :func:`~rlmdistill.rooms.roomset.build_cuad_set`)."""
+        return [*self.sizes("train"), *self.sizes("holdout")]
+
+    def record(self) -> dict[str, Any]:
+        """The section as written in ``rooms/split.json``: the size fields only when set, so
+        a section without sizes is recorded as it was before they existed."""
+        unset = {f for f in _SIZE_FIELDS if getattr(self, f) is None}
+        return self.model_dump(mode="json", exclude=unset)
+
+
+_SIZE_FIELDS = ("train_sizes", "holdout_sizes", "train_size_schedule", "holdout_size_schedule")
 
 
 class ExperimentConfig(BaseModel):
@@ -108,6 +190,20 @@ class ExperimentConfig(BaseModel):
         description="Collect and evaluate through a vLLM server with LoRA instead of in "
         "process (GLM-class roots); base stays the local weights SFT trains on.",
     )
+    depth_arms: list[Literal[2]] = Field(
+        default_factory=list,
+        description="Extra held-out arms at these depths ([2]): the base root "
+        "(runs/eval-base-d2) and the last round's tuned root (runs/r<N>-eval-tuned-d2) on the "
+        "same held-out rooms and seeds, with collect_eval's settings, collect_eval_d2's over "
+        "them, and depth 2; the last round's report compares them too. The last round is "
+        "`rounds` (or `loop --rounds N` when N is larger): a shorter --rounds runs none.",
+    )
+    collect_eval_d2: dict[str, Any] = Field(
+        default_factory=dict,
+        description="CollectConfig fields for the depth-2 arms, merged over collect_eval's "
+        "(nested sections such as limits key by key), e.g. subagent_max_turns, "
+        "subagent_prefill, limits: {max_sub_calls: ...}; depth is set by the loop.",
+    )
     rounds: int = Field(1, ge=1, description="Rounds of collect -> filter -> SFT -> evaluate.")
     check_greedy_change: bool = Field(
         True,
@@ -133,6 +229,19 @@ class ExperimentConfig(BaseModel):
             ):
                 if key in section:
                     raise ValueError(f"{name}.{key} is set by the loop; remove it")
+        for key in ("rooms", "root", "sub", "depth"):
+            if key in self.collect_eval_d2:
+                raise ValueError(f"collect_eval_d2.{key} is set by the loop; remove it")
+        if len(set(self.depth_arms)) != len(self.depth_arms):
+            raise ValueError(f"depth_arms lists a depth twice: {self.depth_arms}")
+        main_depth = self.collect_eval.get("depth", 1)
+        if main_depth in self.depth_arms:
+            raise ValueError(
+                f"depth_arms {self.depth_arms} repeats collect_eval.depth = {main_depth} (the "
+                "held-out arms' own depth); a depth arm adds another depth"
+            )
+        if self.collect_eval_d2 and not self.depth_arms:
+            raise ValueError("collect_eval_d2 is set but depth_arms is empty; add depth_arms: [2]")
         for key in ("dataset", "base", "out"):
             if key in self.sft:
                 raise ValueError(f"sft.{key} is set by the loop; remove it")
@@ -145,6 +254,14 @@ class ExperimentConfig(BaseModel):
             setattr(self, name, section)
         return self
 
+    def eval_settings(self, depth: int | None = None) -> dict[str, Any]:
+        """CollectConfig fields of a held-out arm: ``collect_eval``'s; for a depth arm
+        (``depth`` in :attr:`depth_arms`) with :attr:`collect_eval_d2` merged over them
+        (:func:`merged`) and ``depth`` set."""
+        if depth is None or depth not in self.depth_arms:
+            return dict(self.collect_eval)
+        return {**merged(self.collect_eval, self.collect_eval_d2), "depth": depth}
+
     def base_root(self) -> str:
         """Root spec of the base model: the served base, or the local weights."""
         return self.serving.spec(self.serving.model) if self.serving else self.base
@@ -153,6 +270,19 @@ class ExperimentConfig(BaseModel):
         """sha256 (16 hex) of JSON ``parts`` (stage settings), for up-to-date checks."""
         blob = json.dumps(parts, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base``: a key whose values are mappings on both sides is merged
+    the same way (``limits: {max_turns: 3}`` + ``limits: {max_sub_calls: 64}`` keeps both);
+    any other value of ``over`` replaces ``base``'s. Neither input is changed."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment") -> None:
@@ -170,6 +300,9 @@ def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment
             {**cfg.collect_train, "rooms": [], "root": cfg.base, "sub": cfg.sub})),
         ("collect_eval", lambda: CollectConfig.model_validate(
             {**cfg.collect_eval, "rooms": [], "root": cfg.base, "sub": cfg.sub})),
+        *[(f"collect_eval_d{d}", lambda d=d: CollectConfig.model_validate(
+            {**cfg.eval_settings(d), "rooms": [], "root": cfg.base, "sub": cfg.sub}))
+          for d in cfg.depth_arms],
         ("export", lambda: ExportOptions.model_validate({"tokenizer": "base", **cfg.export})),
         ("sft", lambda: SFTConfig.model_validate(
             {**cfg.sft, "dataset": "datasets/x", "base": cfg.base, "out": "adapters/x"})),

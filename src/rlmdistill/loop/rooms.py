@@ -10,6 +10,12 @@ without one gives episodes with no pass rate): a CUAD draw with none is drawn ag
 next seed of its own sequence, and given room folders are checked. What happened (seeds,
 contracts, criteria, rejected draws) and the split check are written to
 ``<workspace>/rooms/split.json``.
+
+Room sizes (contracts per room) are ``rooms.contracts_per_room`` each, or vary by a size list
+or schedule per side (:class:`~rlmdistill.loop.config.CuadRooms`); synthetic rooms of many
+sizes (``rlmdistill rooms set``) are given as folders (``train_rooms`` / ``holdout_rooms``:
+the set's ``rooms/train-n<size>-<k>`` and ``rooms/holdout-n<size>-<k>``), checked the same
+way. Both arms of the experiment run on the same held-out rooms with the same seeds.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ __all__ = [
     "RoomDraw",
     "build_cuad_rooms",
     "check_criteria",
+    "count_documents",
     "default_cuad_source",
     "prepare_rooms",
     "read_split",
@@ -99,10 +106,17 @@ def check_criteria(rooms: list[Path]) -> dict[str, int]:
     return counts
 
 
+def count_documents(room: Path) -> int:
+    """Files under the room's ``documents/`` (its size: contracts of a CUAD room, documents
+    of a synthetic one), as recorded in ``split.json``'s ``n_documents``."""
+    return sum(1 for f in (Path(room) / "documents").rglob("*") if f.is_file())
+
+
 def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     """The experiment's training and held-out room folders, built if needed, checked.
 
-    Writes ``<workspace>/rooms/split.json``: the rooms, their criteria counts, for CUAD rooms
+    Writes ``<workspace>/rooms/split.json``: the rooms, their criteria and document counts
+    (``n_criteria``, ``n_documents``: room sizes, which a size schedule varies), for CUAD rooms
     how each was drawn (:class:`RoomDraw` under ``cuad``), and the split check; room folders
     inside the workspace are written relative to it (:func:`~rlmdistill.loop.paths.to_record`,
     read back by :func:`read_split`). Raises
@@ -121,7 +135,7 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
         cuad_source = json.loads((first / "room.json").read_text(encoding="utf-8")).get("source")
         cuad = {
             "source": cuad_source,
-            "spec": cfg.rooms.model_dump(mode="json"),
+            "spec": cfg.rooms.record(),
             "rule": "room k draws with seed + k, then seed + k + a * n_rooms (attempt a) "
             "until the room has a rubric criterion",
             "rooms": [d._asdict() for d in built.draws],
@@ -138,6 +152,9 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
                 "train": [to_record(p, cfg.workspace) for p in train],
                 "holdout": [to_record(p, cfg.workspace) for p in holdout],
                 "n_criteria": {to_record(k, cfg.workspace): n for k, n in criteria.items()},
+                "n_documents": {
+                    to_record(p, cfg.workspace): count_documents(p) for p in [*train, *holdout]
+                },
                 **({"cuad": cuad} if cuad is not None else {}),
                 "n_train_documents": check.n_train_documents,
                 "n_holdout_documents": check.n_holdout_documents,

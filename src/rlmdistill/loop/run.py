@@ -9,7 +9,11 @@ Round ``r`` (1..N) of an experiment::
     datasets/r<r>         filter (rejection sampling) + export of runs/r<r>-train
     adapters/r<r>         LoRA SFT of the base on datasets/r<r>
     runs/r<r>-eval-tuned  base + adapters/r<r> on the held-out rooms, same seeds as eval-base
-    reports/r<r>          base vs tuned report + greedy-change check of the adapter
+    runs/eval-base-d2     depth_arms [2], last round only: the base root at depth 2, and
+    runs/r<N>-eval-tuned-d2   base + adapters/r<N> at depth 2 (same rooms and seeds)
+    reports/r<r>          base, tuned-r1 .. tuned-r<r> (+ base-d2, tuned-r<N>-d2 in the last
+                          round) on the same held-out rooms, base the baseline; greedy-change
+                          check of the adapter
 
 Each stage is skipped when its output exists and is up to date: collection resumes by
 episode (a finished run loads no model), grading skips graded episodes, and the dataset,
@@ -25,7 +29,7 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,9 +39,17 @@ from rlmdistill.loop.paths import legacy_match, to_record
 from rlmdistill.traces import layout
 from rlmdistill.traces.artefacts import load_sft_manifest
 
-__all__ = ["LoopResult", "RoundResult", "run_loop"]
+__all__ = ["Arm", "LoopResult", "RoundResult", "report_arms", "run_loop"]
 
 Log = Callable[[str], None]
+
+
+class Arm(NamedTuple):
+    """One held-out arm of a report: its label and its run folder."""
+
+    label: str
+    """``base``, ``tuned-r<i>``, ``base-d2``, ``tuned-r<N>-d2``."""
+    run: Path
 
 
 class RoundResult(NamedTuple):
@@ -49,6 +61,25 @@ class RoundResult(NamedTuple):
     adapter: Path
     tuned_run: Path
     report: Path
+    arms: tuple[Arm, ...] = ()
+    """The arms its report compares, baseline first (:func:`report_arms`)."""
+
+
+def report_arms(ws: Path, rnd: int, last: int, depth_arms: Sequence[int]) -> list[Arm]:
+    """Held-out arms of round ``rnd``'s report in workspace ``ws``: ``base``, then
+    ``tuned-r1`` .. ``tuned-r<rnd>`` (``runs/r<i>-eval-tuned``), then, when ``rnd`` is the
+    ``last`` round, for each depth ``d`` of ``depth_arms`` ``base-d<d>``
+    (``runs/eval-base-d<d>``) and ``tuned-r<rnd>-d<d>`` (``runs/r<rnd>-eval-tuned-d<d>``)."""
+    runs = ws / layout.RUNS
+    arms = [Arm("base", runs / "eval-base")]
+    arms += [Arm(f"tuned-r{i}", runs / f"r{i}-eval-tuned") for i in range(1, rnd + 1)]
+    if rnd == last:
+        for d in depth_arms:
+            arms += [
+                Arm(f"base-d{d}", runs / f"eval-base-d{d}"),
+                Arm(f"tuned-r{rnd}-d{d}", runs / f"r{rnd}-eval-tuned-d{d}"),
+            ]
+    return arms
 
 
 class LoopResult(NamedTuple):
@@ -149,6 +180,7 @@ class _Loop:
         self, out: Path, root: str, rooms: list[Path], settings: dict[str, Any], stage: str,
         rnd: int, inputs: list[Path],
     ) -> None:  # fmt: skip
+        from rlmdistill.collect.config import for_run
         from rlmdistill.collect.main import (
             build_config,
             check_finished,
@@ -161,6 +193,7 @@ class _Loop:
         cfg = build_config(
             None, {**settings, "rooms": [str(p) for p in rooms], "root": root, "sub": self.cfg.sub}
         )
+        cfg = for_run(cfg, out)  # a run keeps the fingerprint version it was written with
         fp = self.cfg.fingerprint(cfg.fingerprint(), sorted(to_record(p, self.ws) for p in rooms))
         pending = pending_episodes(cfg, out)
         if pending == 0:
@@ -253,23 +286,25 @@ class _Loop:
                   steps=res.global_step, first_loss=res.first_loss, final_loss=res.final_loss,
                   examples=res.n_examples, eval_losses=evals)  # fmt: skip
 
-    def report(self, base_run: Path, tuned_run: Path, adapter: Path, out: Path, rnd: int) -> None:
-        """Report base vs tuned (+ the greedy check of the adapter as a report section).
+    def report(self, arms: list[Arm], adapters: list[Path], out: Path, rnd: int) -> None:
+        """Report the arms (base first, the baseline) with every adapter's training curve, and
+        the greedy check of this round's adapter (``adapters[-1]``) as a report section.
 
         Up to date, hence skipped, when its fingerprint is unchanged: the fingerprint is its
-        inputs (each run's ``episodes.jsonl`` and verdict files, the adapter's ``sft.json``
-        and ``train_log.jsonl``, their paths, the report settings, and the greedy check's:
-        the base and whether it runs; its prompt is the base run's first episode), not the
-        clock.
+        inputs (each arm's label, ``episodes.jsonl`` and verdict files, each adapter's
+        ``sft.json`` and ``train_log.jsonl``, their paths, the report settings, and the greedy
+        check's: the base and whether it runs; its prompt is the base run's first episode),
+        not the clock.
         """
         from rlmdistill.analysis.checks import AdapterCheck
         from rlmdistill.analysis.main import ReportConfig
         from rlmdistill.analysis.main import run as analysis_stage
 
-        runs = [base_run, tuned_run]
+        base_run, adapter = arms[0].run, adapters[-1]  # baseline arm; this round's adapter
+        runs = [a.run for a in arms]
         config = ReportConfig(
-            runs=runs, out=out, grader=self.cfg.grader, sft=[adapter],
-            labels=["base", f"tuned-r{rnd}"], overwrite=True,
+            runs=runs, out=out, grader=self.cfg.grader, sft=list(adapters),
+            labels=[a.label for a in arms], overwrite=True,
         )  # fmt: skip
         settings = config.model_dump(mode="json", exclude={"runs", "out", "sft", "overwrite"})
         verdicts = [
@@ -277,19 +312,19 @@ class _Loop:
                    if not p.name.endswith((".cache.jsonl", ".usage.jsonl")))
             for r in runs
         ]  # fmt: skip
-        # absolute paths: report.json names the runs and the adapter by path, so a moved
+        # absolute paths: report.json names the runs and the adapters by path, so a moved
         # workspace rebuilds its report (every other input is content)
         fp = self.cfg.fingerprint(
             "report",
             [[str(r.resolve()), _sha_files(r / layout.EPISODES, *v)] for r, v in zip(runs, verdicts, strict=True)],
-            [str(adapter.resolve()), _sha_files(adapter / layout.SFT_MANIFEST, adapter / layout.TRAIN_LOG)],
+            [[str(a.resolve()), _sha_files(a / layout.SFT_MANIFEST, a / layout.TRAIN_LOG)] for a in adapters],
             settings,
             {"check_greedy_change": self.cfg.check_greedy_change, "base": self.cfg.base},
         )  # fmt: skip
         if self.up_to_date(out, fp) and (out / layout.REPORT_JSON).is_file():
             self.log(f"[skip] {self.rel(out)}: report up to date")
             return
-        self.log(f"[run ] report {self.rel(base_run)} vs {self.rel(tuned_run)} -> {self.rel(out)}")
+        self.log(f"[run ] report {' vs '.join(self.rel(p) for p in runs)} -> {self.rel(out)}")
         check = None
         checks: list[AdapterCheck] = []
         if self.cfg.check_greedy_change:
@@ -306,7 +341,7 @@ class _Loop:
             (out / "adapter_check.json").write_text(check.model_dump_json(indent=2) + "\n")
         else:  # a check of an earlier build would not match this report
             (out / "adapter_check.json").unlink(missing_ok=True)
-        self.note(out, "report", "report", rnd, [*runs, adapter / layout.SFT_MANIFEST], fp,
+        self.note(out, "report", "report", rnd, [*runs, *(a / layout.SFT_MANIFEST for a in adapters)], fp,
                   adapter_changed_greedy=None if check is None else check.changed)  # fmt: skip
 
     def greedy_check(self, base_run: Path, adapter: Path) -> Any:
@@ -412,6 +447,7 @@ def run_loop(
     loop.timed("collect-eval-base", loop.collect, base_run, cfg.base_root(), holdout,
                cfg.collect_eval, "collect-eval", 0, [split])  # fmt: skip
     results: list[RoundResult] = []
+    last = max(cfg.rounds, n_rounds)  # depth arms: the experiment's last round (or --rounds')
     for r in range(1, n_rounds + 1):
         prev = ws / layout.ADAPTERS / f"r{r - 1}"
         root = (cfg.train_root or cfg.base_root()) if r == 1 else loop.tuned_root(prev, r - 1)
@@ -424,11 +460,23 @@ def run_loop(
         adapter = ws / layout.ADAPTERS / f"r{r}"
         loop.timed(f"sft-r{r}", loop.adapter, dataset, adapter, r)
         tuned_run = ws / layout.RUNS / f"r{r}-eval-tuned"
-        loop.timed(f"collect-eval-tuned-r{r}", loop.collect, tuned_run, loop.tuned_root(adapter, r),
-                   holdout, cfg.collect_eval, "collect-eval", r, [split, adapter / layout.SFT_MANIFEST])  # fmt: skip
+        tuned = loop.tuned_root(adapter, r)
+        tuned_inputs = [split, adapter / layout.SFT_MANIFEST]
+        loop.timed(f"collect-eval-tuned-r{r}", loop.collect, tuned_run, tuned,
+                   holdout, cfg.collect_eval, "collect-eval", r, tuned_inputs)  # fmt: skip
+        arms = report_arms(ws, r, last, cfg.depth_arms)
+        if r == last:  # depth arms: the base root and this (last) round's tuned root
+            for d in cfg.depth_arms:
+                settings = cfg.eval_settings(d)
+                loop.timed(f"collect-eval-base-d{d}", loop.collect, ws / layout.RUNS / f"eval-base-d{d}",
+                           cfg.base_root(), holdout, settings, "collect-eval", 0, [split])  # fmt: skip
+                loop.timed(f"collect-eval-tuned-r{r}-d{d}", loop.collect,
+                           ws / layout.RUNS / f"r{r}-eval-tuned-d{d}", tuned, holdout, settings,
+                           "collect-eval", r, tuned_inputs)  # fmt: skip
+        adapters = [ws / layout.ADAPTERS / f"r{i}" for i in range(1, r + 1)]
         report = ws / layout.REPORTS / f"r{r}"
-        loop.timed(f"report-r{r}", loop.report, base_run, tuned_run, adapter, report, r)
-        results.append(RoundResult(r, train_run, dataset, adapter, tuned_run, report))
+        loop.timed(f"report-r{r}", loop.report, arms, adapters, report, r)
+        results.append(RoundResult(r, train_run, dataset, adapter, tuned_run, report, tuple(arms)))
     wall = time.monotonic() - t0
     (ws / "loop_timing.json").write_text(
         json.dumps({"wall_s": round(wall, 1), "stages_s": loop.stage_s}, indent=2) + "\n"

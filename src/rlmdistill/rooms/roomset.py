@@ -1,6 +1,6 @@
 """Room sets: many synthetic rooms of a spread of sizes, split into train and holdout, and
-CUAD room sets (:func:`build_cuad_set`, the loop's rooms); one leak check for both
-(:func:`split_overlap`).
+CUAD room sets (:func:`build_cuad_set`, the loop's rooms, of one size or of sizes from a list
+or a :class:`SizeSchedule`); one leak check for both (:func:`split_overlap`).
 
 Command: ``rlmdistill rooms set --sizes 20,50,100 --per-size K --seed S --holdout-fraction F
 --out DIR`` (or ``--spec spec.yaml`` holding the same fields; ``rooms/cli.py``; the engine
@@ -61,6 +61,7 @@ __all__ = [
     "RoomSetEntry",
     "RoomSetError",
     "RoomSetSpec",
+    "SizeSchedule",
     "Split",
     "SplitCheck",
     "SplitOverlap",
@@ -71,6 +72,7 @@ __all__ = [
     "load_roomset",
     "log_spaced_sizes",
     "parse_sizes",
+    "scheduled_sizes",
     "split_overlap",
 ]
 
@@ -457,6 +459,47 @@ def load_roomset(path: str | Path) -> RoomSet:
 
 
 # ----------------------------------------------------------------------- CUAD room sets
+def scheduled_sizes(
+    lo: int, hi: int, n: int, spacing: Literal["log", "linear"] = "log"
+) -> list[int]:
+    """``n`` room sizes (contracts per room) from ``lo`` to ``hi``, ascending.
+
+    ``log``: ``lo * (hi / lo) ** (i / (n - 1))`` for ``i = 0..n-1`` (numpy's ``geomspace``);
+    ``linear``: ``lo + (hi - lo) * i / (n - 1)``; each rounded half up (``floor(x + 0.5)``,
+    so 2.5 -> 3, unlike Python's ``round``), ``n == 1`` gives ``[lo]``. Duplicates are kept:
+    rooms of one size are replicates with their own draws (``scheduled_sizes(1, 12, 12)`` ->
+    ``[1, 1, 2, 2, 2, 3, 4, 5, 6, 8, 10, 12]``). Unlike :func:`log_spaced_sizes` (synthetic
+    room sets: one room per distinct size) every room keeps its place. Raises
+    :class:`RoomSetError` unless ``1 <= lo <= hi`` and ``n >= 1``.
+    """
+    if not 1 <= lo <= hi or n < 1:
+        raise RoomSetError(f"size schedule needs 1 <= min <= max and n >= 1; got {lo}, {hi}, {n}")
+    if n == 1:
+        return [lo]
+    out = []
+    for i in range(n):
+        t = i / (n - 1)
+        x = lo * (hi / lo) ** t if spacing == "log" else lo + (hi - lo) * t
+        out.append(min(hi, max(lo, math.floor(x + 0.5))))
+    return out
+
+
+class SizeSchedule(BaseModel):
+    """Room sizes from ``min`` to ``max`` contracts, one per room (:func:`scheduled_sizes`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: int = Field(ge=1, description="Contracts in the smallest room.")
+    max: int = Field(ge=1, description="Contracts in the largest room.")
+    spacing: Literal["log", "linear"] = Field(
+        "log", description="log: geometric spacing (numpy geomspace); linear: even steps."
+    )
+
+    def sizes(self, n: int) -> list[int]:
+        """Sizes of ``n`` rooms (:func:`scheduled_sizes`; raises :class:`RoomSetError`)."""
+        return scheduled_sizes(self.min, self.max, n, self.spacing)
+
+
 class CuadSetSpec(Protocol):
     """What :func:`build_cuad_set` reads of its spec (the loop's ``rooms:`` section,
     :class:`rlmdistill.loop.config.CuadRooms`)."""
@@ -484,6 +527,11 @@ class CuadSetSpec(Protocol):
     @property
     def seed(self) -> int:
         """Seed of the contract sampling (room ``k`` uses ``seed + k``)."""
+        ...
+
+    def room_sizes(self) -> list[int]:
+        """Contracts of every room, training rooms first (``train_rooms + holdout_rooms``
+        entries; ``[contracts_per_room] * n`` when no size schedule is given)."""
         ...
 
 
@@ -528,9 +576,17 @@ def default_cuad_source() -> Path:
 
 def _fix_hint(spec: CuadSetSpec) -> str:
     n = spec.train_rooms + spec.holdout_rooms
+    sizes = spec.room_sizes()
+    if len(set(sizes)) <= 1 and sizes and sizes[0] == spec.contracts_per_room:
+        per_room = f"rooms.contracts_per_room = {spec.contracts_per_room}"
+    else:
+        per_room = (
+            f"rooms.train_sizes / holdout_sizes or their size schedules: {sum(sizes)} "
+            "contracts in all"
+        )
     return (
         f"ask for fewer rooms (rooms.train_rooms + rooms.holdout_rooms = {n}) or fewer "
-        f"contracts per room (rooms.contracts_per_room = {spec.contracts_per_room}), or give "
+        f"contracts per room ({per_room}), or give "
         "a larger CUAD source (rooms.source, e.g. ../shared/data/cuad or the full CUAD v1 "
         "release)"
     )
@@ -573,15 +629,18 @@ def build_cuad_set(
     """Build ``spec.train_rooms`` + ``spec.holdout_rooms`` disjoint CUAD rooms under ``out``,
     each with at least one rubric criterion.
 
-    Room ``k`` (training rooms first, then held-out) draws ``spec.contracts_per_room``
-    contracts not used by rooms ``0..k-1`` with seed ``spec.seed + k``; when the draw has no
+    Room ``k`` (training rooms first, then held-out) draws ``spec.room_sizes()[k]``
+    contracts (``spec.contracts_per_room`` unless a size schedule is given) not used by rooms
+    ``0..k-1`` with seed ``spec.seed + k``; when the draw has no
     criterion (no contract in it carries a positive M&A label) it is drawn again with seed
     ``spec.seed + k + a * n_rooms`` for attempt ``a = 1, 2, ...`` (so no two draws share a
     seed), up to :data:`MAX_DRAWS` draws. Deterministic for a given source and spec; rooms
-    whose first draw has a criterion are the same as before this rule existed.
+    whose first draw has a criterion are the same as before this rule existed, and a spec
+    without a size schedule draws exactly the rooms it drew before schedules existed.
 
-    Rooms already built (``task.json`` present, all of them) are reused; otherwise every room
-    is rebuilt, so the exclusion chain stays whole. ``previous_record``: the record of an
+    Rooms already built (``task.json`` present, all of them) are reused when each holds the
+    number of contracts the spec asks for; otherwise every room is rebuilt, so the exclusion
+    chain stays whole. ``previous_record``: the record of an
     earlier call (the loop's ``rooms/split.json``), whose rejected draws are carried over
     for reused rooms.
 
@@ -592,15 +651,36 @@ def build_cuad_set(
         RoomSetError: naming the room and how to change the config, when the source has
             too few contracts left for a room, when no contract left carries an M&A label, or
             when :data:`MAX_DRAWS` draws all had no criterion; also when a reused room has no
-            criterion (built before this rule: remove the workspace's ``rooms/`` and ``runs/``).
+            criterion (built before this rule: remove the workspace's ``rooms/`` and ``runs/``),
+            and when a reused room holds another number of contracts than the spec asks for
+            (the rooms were built with other settings: runs made on them would be mixed with
+            the new ones; use a new workspace).
     """
     names = [f"train-{k}" for k in range(spec.train_rooms)]
     names += [f"holdout-{k}" for k in range(spec.holdout_rooms)]
     paths = [out / n for n in names]
     n_rooms = len(paths)
+    sizes = spec.room_sizes()
+    if len(sizes) != n_rooms:
+        raise RoomSetError(
+            f"rooms: {len(sizes)} room sizes for {n_rooms} rooms (rooms.train_rooms + "
+            "rooms.holdout_rooms); give one size per room"
+        )
     reused = all((p / "task.json").exists() for p in paths)
     if reused:
         draws = _reused_draws(spec, paths, previous_record)
+        other = [
+            f"{d.name} ({len(d.contracts)}, asked {size})"
+            for d, size in zip(draws, sizes, strict=True)
+            if d.contracts and len(d.contracts) != size
+        ]
+        if other:
+            raise RoomSetError(
+                f"rooms: {out} holds rooms built with other settings: contracts per room "
+                f"differ for {', '.join(other)}; runs made on them would be mixed with runs on "
+                "the rooms asked for. Use a new workspace (or remove "
+                f"{out} and the runs made on it, {out.parent / 'runs'})"
+            )
         empty = [d.name for d in draws if d.n_criteria == 0]
         if empty:
             raise RoomSetError(
@@ -619,10 +699,11 @@ def build_cuad_set(
     for k, path in enumerate(paths):
         left = [c for c in per_contract if c not in used]
         labelled_left = sum(1 for c in left if per_contract[c])
+        size = sizes[k]
         where = f"rooms: room {path.name} (room {k + 1} of {n_rooms}, source {source})"
-        if len(left) < spec.contracts_per_room:
+        if len(left) < size:
             raise RoomSetError(
-                f"{where}: needs {spec.contracts_per_room} contracts but only {len(left)} of "
+                f"{where}: needs {size} contracts but only {len(left)} of "
                 f"the source's {len(per_contract)} are left after the rooms before it; "
                 + _fix_hint(spec)
             )
@@ -637,9 +718,7 @@ def build_cuad_set(
         for attempt in range(MAX_DRAWS):
             seed = spec.seed + k + attempt * n_rooms
             try:
-                report = build_cuad_room(
-                    source, path, spec.contracts_per_room, seed, overwrite=True, exclude=used
-                )
+                report = build_cuad_room(source, path, size, seed, overwrite=True, exclude=used)
             except CuadError as exc:
                 raise RoomSetError(f"{where}: {exc}; " + _fix_hint(spec)) from exc
             if report.n_criteria:
@@ -647,7 +726,7 @@ def build_cuad_set(
             rejected.append({"seed": seed, "contracts": report.contracts})
         else:
             raise RoomSetError(
-                f"{where}: {MAX_DRAWS} draws of {spec.contracts_per_room} from the "
+                f"{where}: {MAX_DRAWS} draws of {size} from the "
                 f"{len(left)} contracts left all had no rubric criterion (only {labelled_left} "
                 "of them carry an M&A label); " + _fix_hint(spec)
             )
