@@ -364,9 +364,10 @@ def test_two_rounds_with_depth_arms_report_every_arm_on_the_same_rooms_and_seeds
         logs: list[str] = []
         run_loop(cfg, log=logs.append, progress=False)
     skipped = [line for line in logs if line.startswith("[skip]")]
-    assert len(skipped) == 1 + 2 * 4 + 2, logs  # eval-base, 2 x (train, data, adapter, tuned), d2
-    assert not any(line.startswith("[run ] sft") or ("collect" in line and "[run ]" in line)
-                   for line in logs)  # fmt: skip
+    # eval-base, 2 x (train, data, adapter, tuned, report), the 2 depth-2 arms
+    assert len(skipped) == 1 + 2 * 5 + 2, logs
+    assert "[skip] reports/r2: report up to date" in skipped
+    assert not [line for line in logs if line.startswith("[run ]") and "load adapter" not in line]
 
 
 def test_depth_arm_settings_are_checked(tmp_path):
