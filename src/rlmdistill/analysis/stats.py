@@ -66,6 +66,7 @@ __all__ = [
     "ema",
     "paired_comparison",
     "pearson",
+    "resampled_ranks",
     "spearman",
     "wilcoxon_signed_rank",
 ]
@@ -443,6 +444,30 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def resampled_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Average ranks within each resample: ``scipy.stats.rankdata(values[idx], axis=1)``.
+
+    Shapes: ``values`` (n,) finite floats; ``idx`` (B, m) integer indices into ``values``
+    (each row one bootstrap resample); returns (B, m) float64 ranks 1..m, ties given the
+    average of the ranks they span. Computed by counting, not sorting each row: with the
+    distinct values ``u_0 < ... < u_(K-1)`` of ``values`` and ``c_k`` the copies of ``u_k``
+    in a row, an element equal to ``u_k`` has ``s_k = c_0 + ... + c_(k-1)`` smaller elements,
+    so its average rank is ``s_k + (c_k + 1) / 2``: an integer or a half-integer, exactly
+    representable, so the result equals ``rankdata``'s bit for bit
+    (``tests/test_analysis_ranks.py::test_resampled_ranks_equal_rankdata``). O(B * (m + K))
+    instead of O(B * m log m).
+    """
+    _, codes_of = np.unique(values, return_inverse=True)
+    k = int(codes_of.max()) + 1 if codes_of.size else 0
+    codes = codes_of.reshape(-1)[idx]
+    b = codes.shape[0]
+    flat = (codes + (np.arange(b, dtype=np.intp) * k)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=b * k).reshape(b, k)
+    below = np.cumsum(counts, axis=1) - counts
+    average = below + (counts + 1) / 2.0
+    return np.take_along_axis(average, codes, axis=1)
+
+
 def spearman(
     x: Sequence[float],
     y: Sequence[float],
@@ -505,8 +530,8 @@ def spearman(
         )
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(n_resamples, n))
-    rx = scipy.stats.rankdata(xa[idx], axis=1)
-    ry = scipy.stats.rankdata(ya[idx], axis=1)
+    rx = resampled_ranks(xa, idx)  # = scipy.stats.rankdata(xa[idx], axis=1), faster
+    ry = resampled_ranks(ya, idx)
     rhos = _rowwise_pearson(rx, ry)
     good = rhos[np.isfinite(rhos)]
     dropped = n_resamples - int(good.size)
@@ -740,11 +765,10 @@ def correlation_change(
     idx, exact = _resample_indices(n, n_resamples, exhaustive, seed)
     total = int(idx.shape[0])
     how = f"exhaustive: all {n}^{n} = {total} resamples" if exact else f"B={total}, seed={seed}"
-    xs, yas, ybs = xa[idx], ya[idx], yb[idx]
-    if kind == "spearman":
-        xs = scipy.stats.rankdata(xs, axis=1)
-        yas = scipy.stats.rankdata(yas, axis=1)
-        ybs = scipy.stats.rankdata(ybs, axis=1)
+    if kind == "spearman":  # ranks within each resample (= scipy.stats.rankdata, faster)
+        xs, yas, ybs = (resampled_ranks(v, idx) for v in (xa, ya, yb))
+    else:
+        xs, yas, ybs = xa[idx], ya[idx], yb[idx]
     # rounded so that equal correlations (both arms at r = 1, say) give d* = 0 exactly
     d = np.round(_rowwise_pearson(xs, ybs) - _rowwise_pearson(xs, yas), DIFF_DECIMALS)
     good = d[np.isfinite(d)]
