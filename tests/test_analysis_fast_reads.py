@@ -69,3 +69,24 @@ def test_answer_reach_whole_answer_and_windows() -> None:
     assert not answer_reaches_memo(["zz", *memo[0:7], "zz"], ngrams, joined, 8)  # 7 words only
     assert answer_reaches_memo(memo[2:5], ngrams, joined, 8)  # short answer inside
     assert not answer_reaches_memo(["w1", "w3"], ngrams, joined, 8)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"a": "\\ud83d\\ude00"}',  # a surrogate pair
+        '{"a": 1, "a": 2}',  # a repeated key: the last one counts in both
+        '{"a": NaN, "b": 1e400, "c": -0.0}',
+        '{"a": 1.0000000000000000001, "b": 12345678901234567890}',
+    ],
+)
+def test_edge_values_decode_as_json_loads(tmp_path: Path, line: str) -> None:
+    path = _write(tmp_path, line + "\n")
+    got = read_clean_jsonl(path)
+    assert got is not None
+    assert repr(got) == repr(read_jsonl(path).records) == repr([json.loads(line)])
+
+
+def test_lone_surrogate_hands_over(tmp_path: Path) -> None:
+    # json.loads keeps a lone surrogate, from_json refuses it: read_jsonl reads such a file
+    assert read_clean_jsonl(_write(tmp_path, '{"a": "\\ud800"}\n')) is None
