@@ -280,6 +280,9 @@ def main() -> None:
             rooms = make_rooms(work / "rooms", args.rooms, rng)
             write_run(runs[0], rooms, per_room, 0.35, "openai:base@http://127.0.0.1:8000/v1", rng)
             write_run(runs[1], rooms, per_room, 0.45, "openai:tuned@http://127.0.0.1:8000/v1", rng)
+        # --keep DIR run again: the reports (and their .cache) go, so "the full report" is
+        # built into a new folder, as `rlmdistill report` into a new folder does
+        shutil.rmtree(work / "reports", ignore_errors=True)
         n = 2 * args.rooms * per_room
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}")
         print(

@@ -58,7 +58,7 @@ from rlmdistill.traces.runs import (
 )
 from rlmdistill.traces.schema import SCHEMA_VERSION, EpisodeSummary, RunManifest
 from rlmdistill.traces.scores import EpisodeScore, read_no_memo, resolve_grader, score_episodes
-from rlmdistill.traces.store import read_jsonl
+from rlmdistill.traces.store import read_clean_jsonl, read_jsonl
 
 __all__ = [
     "GIVE_UP_READ_SHARE",
@@ -197,6 +197,8 @@ class RunMetrics(NamedTuple):
 
 def word_tokens(text: str) -> list[str]:
     """NFKC-normalised, casefolded ``\\w+`` tokens of ``text``."""
+    if text.isascii():  # NFKC leaves ASCII as it is, and ASCII casefolds as lower()
+        return _WORD.findall(text.lower())
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
@@ -209,6 +211,8 @@ def answer_reaches_memo(
     joined by single spaces with a space at both ends (for answers shorter than ``n``).
     """
     if len(answer_words) >= n:
+        if f" {' '.join(answer_words)} " in memo_joined:  # the whole answer is in the memo,
+            return True  # so each of its n-word runs is (the same result, found faster)
         return any(
             tuple(answer_words[i : i + n]) in memo_ngrams for i in range(len(answer_words) - n + 1)
         )
@@ -337,7 +341,8 @@ def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[_Turn]
     path = trajectory_path(run_dir, episode_id)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no trajectory for episode {episode_id}")
-    light = _light_records(read_jsonl(path).records, episode_id)
+    records = read_clean_jsonl(path)
+    light = _light_records(read_jsonl(path).records if records is None else records, episode_id)
     return light if light is not None else _light(load_trajectory(run_dir, episode_id))
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+import pydantic_core
 from pydantic import BaseModel, TypeAdapter
 
 from rlmdistill.traces.schema import SCHEMA_VERSION, upgrade_record
@@ -167,6 +168,37 @@ def read_jsonl(path: Path) -> JsonlRead:
             )
         records.append(obj)
     return JsonlRead(records, torn, skipped)
+
+
+def read_clean_jsonl(path: Path) -> list[dict[str, Any]] | None:
+    """The records of a JSONL file that needs none of :func:`read_jsonl`'s repairs, decoded
+    with ``pydantic_core.from_json`` (the JSON parser pydantic already ships; about twice as
+    fast as ``json.loads`` per line on trajectory files), or ``None`` when the file is not
+    such a file: missing, not ending in a newline (a torn last line), naming the torn-tail
+    marker, holding a line that does not decode as strict UTF-8 JSON or is not an object.
+    On ``None`` the caller reads the file with :func:`read_jsonl`, which gives the same
+    records for every file this function accepts and names the file and line of a bad one.
+    Blank lines are skipped, as :func:`read_jsonl` skips them.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if not raw.endswith(b"\n") or TORN_MARKER.encode() in raw:
+        return None
+    records: list[dict[str, Any]] = []
+    loads = pydantic_core.from_json
+    try:
+        for line in raw.split(b"\n"):
+            if not line.strip():
+                continue
+            obj = loads(line)
+            if type(obj) is not dict:
+                return None
+            records.append(obj)
+    except ValueError:
+        return None
+    return records
 
 
 def parse_records(path: Path, model: type[_M] | TypeAdapter[Any]) -> Iterator[Any]:
