@@ -55,7 +55,8 @@ def _est(e: Estimate, notes: _Notes) -> str:
     return f"{_n(e.value)} [{_n(e.low)}, {_n(e.high)}]{note}"
 
 
-def _corr(c: Correlation, notes: _Notes) -> str:
+def _corr(c: Correlation | CorrelationChange, notes: _Notes) -> str:
+    """A correlation (or the change of one) with its interval and p, or ``undefined [k]``."""
     if c.value is None:
         return f"undefined {notes.ref(c.reason)}"
     if c.low is not None and c.high is not None:
@@ -377,15 +378,10 @@ def _adapter_checks(report: Report) -> list[str]:
 
 
 def _change(c: CorrelationChange, notes: _Notes) -> str:
-    """``r_b - r_a`` with its interval and p, or ``undefined [k]``."""
+    """``r_a -> r_b: r_b - r_a`` with its interval and p, or ``undefined [k]``."""
     if c.value is None:
-        return f"undefined {notes.ref(c.reason)}"
-    if c.low is not None and c.high is not None:
-        ci = f"[{_n(c.low)}, {_n(c.high)}]" + (f" {notes.ref(c.reason)}" if c.reason else "")
-    else:
-        ci = f"(no CI {notes.ref(c.reason)})"
-    p = f", p = {_n(c.p_value)}" if c.p_value is not None else ""
-    return f"{_n(c.r_a)} -> {_n(c.r_b)}: {_n(c.value)} {ci}{p}"
+        return _corr(c, notes)
+    return f"{_n(c.r_a)} -> {_n(c.r_b)}: {_corr(c, notes)}"
 
 
 def _resamples(c: CorrelationChange) -> str:
