@@ -65,8 +65,10 @@ def smollm2_tokenizer(smollm2_dir: Path):  # type: ignore[no-untyped-def]
 def _isolated_cache(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Room snapshots go to a per-session cache, never the user's (models stay shared)."""
+    """Room snapshots and metrics rows go to per-session caches, never the user's (models stay
+    shared)."""
     monkeypatch.setenv("RLMDISTILL_ROOM_CACHE", str(tmp_path_factory.getbasetemp() / "room-cache"))
+    monkeypatch.setenv("RLMDISTILL_METRICS_CACHE", str(tmp_path_factory.getbasetemp() / "rows"))
 
 
 ROOT_SCRIPT = [

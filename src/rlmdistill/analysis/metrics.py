@@ -665,7 +665,7 @@ def load_run_metrics(
             run_dir,
             _row_settings(grader, prices, trajectories, give_up_read_share, reach_ngram),
         )
-        body = rows_cache.load(trajectories, lambda eid: trajectory_path(run_dir, eid))
+        body = rows_cache.load(run_dir / layout.TRAJECTORIES if trajectories else None)
         cached = None if body is None else _cached_rows(body)
         if cached is not None:
             return RunMetrics(

@@ -42,10 +42,10 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from rlmdistill.paths import cache_home
 
@@ -84,7 +84,7 @@ def metrics_cache_dir() -> Path | None:
     return cache_home() / "metrics"
 
 
-def stat_key(path: Path) -> Stat:
+def stat_key(path: Path | str) -> Stat:
     """``(st_size, st_mtime_ns)`` of ``path``; ``None`` when it cannot be stat'ed."""
     try:
         st = os.stat(path)
@@ -130,20 +130,21 @@ class RowCache:
         """When this pass began (before any input was stat'ed or read): the racy check's
         reference."""
 
-    def load(self, trajectory_paths: bool, trajectory_of: Callable[[str], Path]) -> bytes | None:
+    def load(self, trajectory_dir: Path | None) -> bytes | None:
         """The stored body when the header matches the inputs as they are now, else ``None``.
 
         Args:
-            trajectory_paths: whether the rows used the trajectory files (their stats are
-                then part of the key).
-            trajectory_of: the trajectory file of an episode id.
+            trajectory_dir: the run's trajectory folder when the rows used the trajectory
+                files (``<dir>/<episode_id>.jsonl``, as
+                :func:`~rlmdistill.traces.layout.trajectory_path` names them; their stats are
+                then part of the key), ``None`` when they did not.
         """
         try:
             with self.path.open("rb") as f:
                 head = f.readline()
                 body = f.read()
             header = _Header.model_validate_json(head)
-        except (OSError, ValidationError, ValueError):
+        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
             return None
         if (header.version, header.run_dir, header.settings) != (
             CACHE_VERSION,
@@ -153,11 +154,13 @@ class RowCache:
             return None
         if any(stat_key(Path(p)) != _stat(s) for p, s in header.inputs.items()):
             return None
-        if trajectory_paths:
+        if trajectory_dir is not None:
             if header.trajectories is None or len(header.trajectories) != len(header.episode_ids):
                 return None
+            folder = str(trajectory_dir)
+            join, stat = os.path.join, stat_key  # 10,000 files: plain strings, no Path objects
             for eid, st in zip(header.episode_ids, header.trajectories, strict=True):
-                if st is None or stat_key(trajectory_of(eid)) != tuple(st):
+                if st is None or stat(join(folder, f"{eid}.jsonl")) != (st[0], st[1]):
                     return None
         elif header.trajectories is not None:
             return None
