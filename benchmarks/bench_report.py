@@ -307,6 +307,15 @@ def main() -> None:
                     f"metrics of one run ({n // 2} episodes, no row cache), trajectories={traj}: "
                     f"{time.perf_counter() - t:.2f} s"
                 )
+            one = work / "one-run-cache"  # its own folder: the reports below start cold
+            shutil.rmtree(one, ignore_errors=True)
+            for state in ("cold (computed and stored)", "warm"):
+                t = time.perf_counter()
+                load_run_metrics(runs[0], trajectories=True, row_cache=one)
+                print(
+                    f"metrics of one run, trajectories=True, row cache {state}: "
+                    f"{time.perf_counter() - t:.2f} s"
+                )
         for traj in (False, True) if not args.full_only else (True,):
             t = time.perf_counter()
             report = build_report(
