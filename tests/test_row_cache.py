@@ -260,3 +260,25 @@ def test_dashboard_run_view_loads_cached_rows(
     assert len(_cache_files(tmp_path / "user-cache")) == 1
     no_reads()
     _assert_same(RunView(synth, "stamp").metrics(None), want)
+
+
+def test_rows_with_nan_are_not_stored(
+    synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pydantic writes NaN as null: such rows would not read back equal, so they are not
+    stored (the scan that decides it is checked on a real row, too)."""
+    row = load_run_metrics(synth, row_cache=False).rows[0]
+    assert metrics_mod._finite(row.__dict__)
+    bad = row.model_copy(update={"coverage_per_folder": {"F0": float("nan")}})
+    assert not metrics_mod._finite(bad.__dict__)
+    assert not metrics_mod._finite([1, float("inf")])
+    real = metrics_mod._episode_row
+
+    def nan_wall_time(*args: Any, **kwargs: Any) -> EpisodeMetrics:
+        return real(*args, **kwargs).model_copy(update={"wall_time_s": float("nan")})
+
+    monkeypatch.setattr(metrics_mod, "_episode_row", nan_wall_time)
+    cache = tmp_path / "cache"
+    got = load_run_metrics(synth, row_cache=cache)
+    assert all(r.wall_time_s != r.wall_time_s for r in got.rows)  # NaN kept in the rows
+    assert _cache_files(cache) == []
