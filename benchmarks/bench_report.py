@@ -9,10 +9,16 @@ times :func:`rlmdistill.analysis.compare.build_report`:
 1. summaries + verdicts only (``trajectories=False``), figures drawn;
 2. with every trajectory read (batch sizes, answer reach, memo timing), figures drawn: the
    full report, as ``rlmdistill report`` builds it by default, into a new folder;
-3. the full report rebuilt in the same folder with nothing changed (its trajectory-metrics
-   cache, ``reports/NAME/.cache``, answers instead of the trajectory files).
+3. the full report again into another new folder, the row cache warm (cold: steps 1-2 start
+   with an empty row cache; warm: the rows of step 2 are in it,
+   :mod:`rlmdistill.analysis.row_cache`, which answers instead of the run's files);
+4. the full report rebuilt in the folder of step 2 with nothing changed (row cache warm).
 
-It also times loading the metrics of one run alone, to show where the time goes.
+It also times loading the metrics of one run alone (no row cache), to show where the time
+goes. The row cache is a fresh folder under the work folder (``RLMDISTILL_METRICS_CACHE``),
+never the user's; the runs are written, then the benchmark waits out
+:data:`~rlmdistill.analysis.row_cache.RACY_NS` (rows read from files modified within it are
+not stored), as a run collected earlier is.
 
     python benchmarks/bench_report.py [--episodes 10000] [--rooms 500] [--seed 0] [--keep DIR]
 """
@@ -34,6 +40,7 @@ import numpy as np
 
 from rlmdistill.analysis.compare import build_report
 from rlmdistill.analysis.metrics import load_run_metrics
+from rlmdistill.analysis.row_cache import ENV, RACY_NS
 from rlmdistill.models.base import Message, Sampling, Usage
 from rlmdistill.rooms.task import Criterion, Task, save_task
 from rlmdistill.traces.schema import (
@@ -283,6 +290,9 @@ def main() -> None:
         # --keep DIR run again: the reports (and their .cache) go, so "the full report" is
         # built into a new folder, as `rlmdistill report` into a new folder does
         shutil.rmtree(work / "reports", ignore_errors=True)
+        shutil.rmtree(work / "metrics-cache", ignore_errors=True)  # cold: an empty row cache
+        os.environ[ENV] = str(work / "metrics-cache")
+        time.sleep(RACY_NS / 1e9 + 0.1)  # the runs are not "racy" (see the docstring)
         n = 2 * args.rooms * per_room
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}")
         print(
@@ -292,9 +302,18 @@ def main() -> None:
         if not args.full_only:
             for traj in (False, True):
                 t = time.perf_counter()
-                load_run_metrics(runs[0], trajectories=traj)
+                load_run_metrics(runs[0], trajectories=traj, row_cache=False)
                 print(
-                    f"metrics of one run ({n // 2} episodes), trajectories={traj}: "
+                    f"metrics of one run ({n // 2} episodes, no row cache), trajectories={traj}: "
+                    f"{time.perf_counter() - t:.2f} s"
+                )
+            one = work / "one-run-cache"  # its own folder: the reports below start cold
+            shutil.rmtree(one, ignore_errors=True)
+            for state in ("cold (computed and stored)", "warm"):
+                t = time.perf_counter()
+                load_run_metrics(runs[0], trajectories=True, row_cache=one)
+                print(
+                    f"metrics of one run, trajectories=True, row cache {state}: "
                     f"{time.perf_counter() - t:.2f} s"
                 )
         for traj in (False, True) if not args.full_only else (True,):
@@ -305,15 +324,24 @@ def main() -> None:
             took = time.perf_counter() - t
             rows = len(report.comparisons[0].rows)
             print(
-                f"report over {n} episodes (trajectories={traj}{', the full report' if traj else ''}): "
+                f"report over {n} episodes (trajectories={traj}{', the full report' if traj else ''}"
+                f", new folder, row cache cold): "
                 f"{took:.2f} s ({rows} metrics compared, {len(report.figures)} figures drawn)",
                 flush=True,
             )
         t = time.perf_counter()
+        build_report(runs, work / "reports" / "warm", trajectories=True, overwrite=True)
+        print(
+            f"the full report into another new folder, row cache warm: "
+            f"{time.perf_counter() - t:.2f} s",
+            flush=True,
+        )
+        print(f"uptime: {uptime()}", flush=True)
+        t = time.perf_counter()
         build_report(runs, work / "reports" / "traj-True", trajectories=True, overwrite=True)
         print(
-            f"the full report rebuilt in its folder, nothing changed (trajectory metrics from "
-            f"its .cache): {time.perf_counter() - t:.2f} s",
+            f"the full report rebuilt in its folder, nothing changed (row cache warm): "
+            f"{time.perf_counter() - t:.2f} s",
             flush=True,
         )
         print(f"uptime: {uptime()}")

@@ -8,6 +8,7 @@ from PyPI, ~20 s to convert), then reused.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,17 @@ def _isolated_cache(
 ) -> None:
     """Room snapshots go to a per-session cache, never the user's (models stay shared)."""
     monkeypatch.setenv("RLMDISTILL_ROOM_CACHE", str(tmp_path_factory.getbasetemp() / "room-cache"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_row_cache() -> Iterator[None]:
+    """No test (and no session fixture, which runs before function fixtures) reads or writes
+    the user's metrics row cache, and no test sees rows computed before it patched something:
+    the row cache is off unless a test turns it on (``tests/test_row_cache.py`` passes its
+    own folder)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLMDISTILL_METRICS_CACHE", "off")
+        yield
 
 
 ROOT_SCRIPT = [
