@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_golden import load_fixture
 
 import rlmdistill.analysis.metrics as metrics_mod
 from rlmdistill.analysis.metrics import EpisodeMetrics, RunMetrics, load_run_metrics
 from rlmdistill.analysis.row_cache import ENV, RACY_NS, metrics_cache_dir
-from tests.test_golden import load_fixture
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_report.py"
 
