@@ -180,31 +180,3 @@ def test_a_host_name_connects_through_name_resolution() -> None:
         )
 
     assert len(_run(serve, client)) == 1
-
-
-def test_at_most_max_connecting_connections_are_being_opened_at_once() -> None:
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
-        writer.write(OK)
-        await writer.drain()
-
-    async def client(url: str, seen: list[bytes]) -> None:
-        http = AsyncHTTP(url, {}, 5.0, max_connecting=2)
-        peak = [0]
-        opening = [0]
-        inner = http._open_connection
-
-        async def counted(loop: asyncio.AbstractEventLoop):  # type: ignore[no-untyped-def]
-            opening[0] += 1
-            peak[0] = max(peak[0], opening[0])
-            try:
-                return await inner(loop)
-            finally:
-                opening[0] -= 1
-
-        http._open_connection = counted  # type: ignore[method-assign]
-        out = await asyncio.gather(*(http.post("/chat/completions", b"{}") for _ in range(6)))
-        assert [o[0] for o in out] == [200] * 6
-        assert peak[0] == 2
-
-    assert len(_run(serve, client)) == 6

@@ -177,7 +177,6 @@ class AsyncHTTP:
         headers: dict[str, str],
         timeout_s: float,
         max_idle: int = 1024,
-        max_connecting: int | None = 32,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -192,8 +191,6 @@ class AsyncHTTP:
         self.max_idle = max_idle
         self._idle: deque[_Conn] = deque()
         self._open = 0
-        self.max_connecting = max_connecting
-        self._connecting: asyncio.Semaphore | None = None
         self._family = _ip_family(self.host)
 
     @property
@@ -202,15 +199,8 @@ class AsyncHTTP:
         return self._open
 
     async def _connect(self) -> _Conn:
-        loop = asyncio.get_running_loop()
-        if self._connecting is None and self.max_connecting is not None:
-            self._connecting = asyncio.Semaphore(self.max_connecting)
         try:
-            if self._connecting is None:
-                conn = await self._open_connection(loop)
-            else:
-                async with self._connecting:
-                    conn = await self._open_connection(loop)
+            conn = await self._open_connection(asyncio.get_running_loop())
         except OSError as exc:
             raise TransportError(
                 "connection_refused", f"cannot connect to {self.host}:{self.port}: {exc}"
