@@ -131,10 +131,11 @@ def frozen_heap() -> Iterator[None]:
     heap from full collections).
 
     Why: a full collection walks every tracked object of the process with the GIL held, so
-    it stalls every episode thread and the sub-call event loop at once. With the collector's
-    modules imported that is ~50,000 objects and ~37 ms of CPU per full collection, ~190,000
-    in the concurrency benchmark (~100 ms or more), and far more with ``torch`` loaded; one
-    landed in a 16 x 64 run of ``benchmarks/bench_concurrency.py``. The run's own objects are
+    it stalls every episode thread and the sub-call event loop at once. With the concurrency
+    benchmark's modules imported that is ~51,000 objects and ~37 ms of CPU per full
+    collection on the 2-core machine; ~190,000 objects are alive during a run of
+    ``benchmarks/bench_concurrency.py`` (~140 ms by proportion), more with ``torch`` loaded;
+    one full collection landed in a 16 x 64 run (README, "Measured"). The run's own objects are
     still collected as usual, and everything frozen goes back to the collector's oldest
     generation when the run ends (nested or concurrent runs: the first to end unfreezes)."""
     gc.freeze()
