@@ -102,6 +102,7 @@ class Dispatch:
         """Event-loop requests in flight now."""
         self.peak_in_flight = 0
         """Most event-loop requests in flight at once so far."""
+        self._tasks: dict[Future[list[Outcome]], list[asyncio.Task[None]]] = {}
 
     # -- start-up ---------------------------------------------------------------------
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -158,43 +159,74 @@ class Dispatch:
                 return out, time.monotonic() - t0
 
             return self._windowed(self._threads(False), call, list(requests), limit)
-        fut = asyncio.run_coroutine_threadsafe(
-            self._gather(achat, model_id, list(requests), limit), self.loop()
-        )
-        return Pending(fut.result)
+        loop = self.loop()
+        done: Future[list[Outcome]] = Future()
+        loop.call_soon_threadsafe(self._start, achat, model_id, list(requests), limit, done)
+        return Pending(done.result)
 
-    async def _gather(
+    def _start(
         self,
         achat: AsyncChat,
         model_id: str,
         requests: list[tuple[list[Message], Sampling]],
         limit: int,
-    ) -> list[Outcome]:
+        done: Future[list[Outcome]],
+    ) -> None:
+        """On the loop: one task per request; the last to finish hands the whole batch to
+        ``done`` itself. (Not ``asyncio.gather`` in a coroutine behind
+        ``run_coroutine_threadsafe``: the gathering future, the outer task and the chained
+        future each wait their turn in the loop's queue, behind every other episode's
+        callbacks, before the episode thread sees its batch.)"""
         assert self._global is not None
         glob = self._global
-        local = asyncio.Semaphore(limit) if limit < len(requests) else None
+        n = len(requests)
+        if n == 0:
+            done.set_result([])
+            return
+        local = asyncio.Semaphore(limit) if limit < n else None
+        results: list[Any] = [None] * n
+        left = [n]
+        tasks: list[asyncio.Task[None]] = []
+        self._tasks[done] = tasks  # the loop holds tasks weakly: keep them until the end
 
-        async def one(req: tuple[list[Message], Sampling]) -> Outcome:
-            if local is not None:
-                await local.acquire()
-            await glob.acquire()
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            t0 = time.monotonic()
+        async def one(i: int, req: tuple[list[Message], Sampling]) -> None:
             try:
-                out: ChatResult | ModelError = await achat(req[0], req[1])
-            except ModelError as exc:
-                out = exc
-            except Exception as exc:
-                out = FatalModelError(f"{model_id}: {type(exc).__name__}: {exc}")
-            finally:
-                self.in_flight -= 1
-                glob.release()
                 if local is not None:
-                    local.release()
-            return out, time.monotonic() - t0
+                    await local.acquire()
+                await glob.acquire()
+                self.in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+                t0 = time.monotonic()
+                try:
+                    out: ChatResult | ModelError = await achat(req[0], req[1])
+                except ModelError as exc:
+                    out = exc
+                except Exception as exc:
+                    out = FatalModelError(f"{model_id}: {type(exc).__name__}: {exc}")
+                finally:
+                    self.in_flight -= 1
+                    glob.release()
+                    if local is not None:
+                        local.release()
+                results[i] = (out, time.monotonic() - t0)
+            except BaseException as exc:  # cancelled (the loop is going away): fail the batch
+                self._finish(done, exc)
+                raise
+            left[0] -= 1
+            if left[0] == 0:
+                self._finish(done, results)
 
-        return list(await asyncio.gather(*(one(r) for r in requests)))
+        loop = asyncio.get_running_loop()
+        tasks.extend(loop.create_task(one(i, r)) for i, r in enumerate(requests))
+
+    def _finish(self, done: Future[list[Outcome]], outcome: list[Outcome] | BaseException) -> None:
+        self._tasks.pop(done, None)
+        if done.done():
+            return
+        if isinstance(outcome, BaseException):
+            done.set_exception(outcome)
+        else:
+            done.set_result(outcome)
 
     def run(self, fn: Callable[[T], R], items: Sequence[T], limit: int) -> list[R]:
         """``[fn(x) for x in items]`` on the shared subagent pool, at most ``limit`` at once

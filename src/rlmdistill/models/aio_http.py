@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import os
 import socket
 import ssl
 from collections import deque
@@ -37,20 +39,126 @@ class TransportError(Exception):
         self.cause = cause
 
 
-class _Conn:
-    __slots__ = ("h11", "reader", "writer")
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection: an asyncio protocol that feeds h11 as bytes arrive and
+    completes the pending request's future on the response's last byte.
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    (Not ``asyncio.open_connection``: its stream reader and writer add futures and loop
+    callbacks to every request; on the 2-core machine this and the one-hop completion cut
+    the event loop's CPU per request, see the README, "Measured".)"""
+
+    def __init__(self) -> None:
         self.h11 = h11.Connection(h11.CLIENT)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._waiter: asyncio.Future[tuple[int, dict[str, str], bytes]] | None = None
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._chunks: list[bytes] = []
 
+    # -- asyncio.Protocol ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.h11.receive_data(data)
+        except h11.ProtocolError as exc:
+            self._broken(exc)
+            return
+        self._pump()
+
+    def eof_received(self) -> bool:
+        with contextlib.suppress(h11.ProtocolError):
+            self.h11.receive_data(b"")
+        self._pump()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(exc or ConnectionResetError("connection closed"))
+
+    # -- requests -----------------------------------------------------------------------
     def usable(self) -> bool:
-        return not self.reader.at_eof() and not self.writer.is_closing()
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
+    def request(
+        self, data: bytes, loop: asyncio.AbstractEventLoop
+    ) -> asyncio.Future[tuple[int, dict[str, str], bytes]]:
+        """Write one whole request (already through :attr:`h11`); the response's future."""
+        assert self.transport is not None
+        self._status, self._headers, self._chunks = 0, {}, []
+        self._waiter = loop.create_future()
+        self.transport.write(data)
+        return self._waiter
+
+    def _pump(self) -> None:
+        """Take every event h11 can give now; complete the waiter on EndOfMessage."""
+        waiter = self._waiter
+        c = self.h11
+        try:
+            while True:
+                event = c.next_event()
+                if event is h11.NEED_DATA or event is h11.PAUSED:
+                    return
+                if isinstance(event, h11.Response):
+                    self._status = event.status_code
+                    self._headers = {
+                        k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers
+                    }
+                elif isinstance(event, h11.Data):
+                    self._chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    self._waiter = None
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result((self._status, self._headers, b"".join(self._chunks)))
+                    return
+                elif isinstance(event, h11.ConnectionClosed):
+                    self._broken(ConnectionResetError("the server closed the connection"))
+                    return
+        except h11.ProtocolError as exc:
+            self._broken(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    def _broken(self, exc: BaseException) -> None:
+        """Malformed HTTP or a close from the server: never reuse this connection."""
+        self.close()
+        self._fail(exc)
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.transport.abort()
+        self.closed = True
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                self.transport.abort()
+
+
+def _ip_family(host: str) -> int | None:
+    """``AF_INET``/``AF_INET6`` when ``host`` is an IP address, else ``None`` (a name)."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+
+
+async def _writable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    """Wait until ``sock`` is writable (a non-blocking connect has finished, or failed)."""
+    fut: asyncio.Future[None] = loop.create_future()
+    fd = sock.fileno()
+
+    def ready() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    loop.add_writer(fd, ready)
+    try:
+        await fut
+    finally:
+        loop.remove_writer(fd)
 
 
 class AsyncHTTP:
@@ -64,7 +172,11 @@ class AsyncHTTP:
     """
 
     def __init__(
-        self, base_url: str, headers: dict[str, str], timeout_s: float, max_idle: int = 1024
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        timeout_s: float,
+        max_idle: int = 1024,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -79,6 +191,7 @@ class AsyncHTTP:
         self.max_idle = max_idle
         self._idle: deque[_Conn] = deque()
         self._open = 0
+        self._family = _ip_family(self.host)
 
     @property
     def open_connections(self) -> int:
@@ -87,19 +200,40 @@ class AsyncHTTP:
 
     async def _connect(self) -> _Conn:
         try:
-            reader, writer = await asyncio.open_connection(
-                self.host, self.port, ssl=ssl.create_default_context() if self.tls else None
-            )
+            conn = await self._open_connection(asyncio.get_running_loop())
         except OSError as exc:
             raise TransportError(
                 "connection_refused", f"cannot connect to {self.host}:{self.port}: {exc}"
             ) from exc
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._open += 1
-        return _Conn(reader, writer)
+        return conn
+
+    async def _open_connection(self, loop: asyncio.AbstractEventLoop) -> _Conn:
+        """A new connection. To an IP address over plain HTTP: a non-blocking socket of our
+        own, then ``create_connection(sock=...)`` (no name resolution, ~25-30 us of CPU less
+        per connection than ``create_connection(host, port)``, measured on the 2-core machine
+        over 512 loopback connects). Otherwise ``create_connection(host, port, ssl=...)``.
+        asyncio turns TCP_NODELAY on for every TCP transport it makes."""
+        if self._family is None or self.tls:
+            _, conn = await loop.create_connection(
+                _Conn, self.host, self.port, ssl=ssl.create_default_context() if self.tls else None
+            )
+            return conn
+        sock = socket.socket(self._family, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            try:
+                sock.connect((self.host, self.port))
+            except BlockingIOError:  # in progress: wait until the socket is writable
+                await _writable(loop, sock)
+                err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    raise OSError(err, os.strerror(err)) from None
+            _, conn = await loop.create_connection(_Conn, sock=sock)
+        except BaseException:
+            sock.close()
+            raise
+        return conn
 
     def _drop(self, conn: _Conn) -> None:
         conn.close()
@@ -132,36 +266,17 @@ class AsyncHTTP:
         try:
             c = conn.h11
             headers = [*self._headers, ("Content-Length", str(len(body)))]
-            conn.writer.write(
+            waiter = conn.request(
                 c.send(h11.Request(method="POST", target=self.prefix + path, headers=headers))
                 + (c.send(h11.Data(data=body)) or b"")
-                + (c.send(h11.EndOfMessage()) or b"")
+                + (c.send(h11.EndOfMessage()) or b""),
+                asyncio.get_running_loop(),
             )
-            status = 0
-            out_headers: dict[str, str] = {}
-            chunks: list[bytes] = []
-            while True:
-                event = c.next_event()
-                if event is h11.NEED_DATA:
-                    c.receive_data(await conn.reader.read(262144))
-                    continue
-                if isinstance(event, h11.Response):
-                    status = event.status_code
-                    out_headers = {
-                        k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers
-                    }
-                elif isinstance(event, h11.Data):
-                    chunks.append(bytes(event.data))
-                elif isinstance(event, h11.EndOfMessage):
-                    break
-                elif isinstance(event, h11.ConnectionClosed):
-                    raise TransportError(
-                        "connection_reset", f"{self.host}:{self.port} closed the connection"
-                    )
+            status, out_headers, data = await waiter
             ok = c.our_state is h11.DONE and c.their_state is h11.DONE
             if ok:
                 c.start_next_cycle()
-            return status, out_headers, b"".join(chunks)
+            return status, out_headers, data
         except (OSError, h11.ProtocolError) as exc:
             raise TransportError(
                 "connection_reset",
@@ -169,7 +284,7 @@ class AsyncHTTP:
                 f"{exc})",
             ) from exc
         finally:
-            if ok and len(self._idle) < self.max_idle:
+            if ok and not conn.closed and len(self._idle) < self.max_idle:
                 self._idle.append(conn)
             else:
                 self._drop(conn)
