@@ -437,35 +437,35 @@ def _cp_dtype(top: int) -> Any:
 class _Chains:
     """Runs of duplicate aligned windows and the chains of edge windows beyond their ends,
     gathered chunk by chunk during :class:`_Builder`'s first scan (one instance for the room,
-    one for folders), then decided by :meth:`resolve`.
+    one for folders), then decided by :meth:`start`, :meth:`step` and :meth:`finish`.
 
-    Per run: first / last aligned window start. Per run side (left of the first window, right
-    of the last; ``L`` = left, ``R`` = right): the anchor window's start and hash, the document,
-    and ``q``: the start of an identical window in an earlier document (its first occurrence).
-    A side's chain grows one window at a time while the next window lies inside the document
-    and also in an earlier document (an earlier one of the same folder, for folders), at most
-    ``S - 1`` windows: the module docstring's edge rule.
+    Per run side (left of the run's first window, right of its last; ``L`` = left, ``R`` =
+    right): the anchor window (an aligned window, stored as its index into the ``.win`` file:
+    its start, document and hash follow from it) and ``q``: the start of an identical window
+    in an earlier document (its first occurrence). A side's chain grows one window at a time
+    while the next window lies inside the document and also in an earlier document (an
+    earlier one of the same folder, for folders), at most ``S - 1`` windows: the module
+    docstring's edge rule. Memory while the first scan runs: 4 + 4 bytes per side (8 + 8 for
+    a room of 2^32 characters or more), in per-chunk arrays.
     """
 
-    def __init__(self) -> None:
-        self.first: list[I64] = []
-        self.last: list[I64] = []
-        self.side: dict[str, list[list[Arr]]] = {"L": [[], [], [], []], "R": [[], [], [], []]}
+    def __init__(self, idx_dtype: Any, pos_dtype: Any) -> None:
+        self.idx_dtype, self.pos_dtype = idx_dtype, pos_dtype
+        self.side: dict[str, list[list[Arr]]] = {"L": [[], []], "R": [[], []]}
 
     def add(
         self,
-        h: U64,
+        aidx: I64,
         aloc: I64,
         adoc: I64,
         dup: npt.NDArray[np.bool_],
         slot_at: I64,
         firstpos: Arr,
-        cs: int,
     ) -> None:
-        """Record the runs among one chunk's aligned windows (``aloc``: chunk-local starts,
-        ``adoc``: documents, ``dup``: duplicate flags). ``h``: hash of every window of the
-        chunk; ``slot_at``: each window's key slot; ``firstpos``: per slot, the first position
-        holding the key (in an earlier document, for a duplicate window)."""
+        """Record the runs among one chunk's aligned windows (``aidx``: their indices into the
+        ``.win`` file, ``aloc``: chunk-local starts, ``adoc``: documents, ``dup``: duplicate
+        flags). ``slot_at``: each window of the chunk's key slot; ``firstpos``: per slot, the
+        first position holding the key (in an earlier document, for a duplicate window)."""
         sel = np.flatnonzero(dup)
         if sel.size == 0:
             return
@@ -475,15 +475,9 @@ class _Chains:
         heads = np.flatnonzero(new)
         tails = np.append(heads[1:], pos.size) - 1
         for name, ends in (("L", heads), ("R", tails)):
-            p = pos[ends]
-            for store, value in zip(
-                self.side[name],
-                (p + cs, h[p], firstpos[slot_at[p]].astype(np.int64), doc[ends].astype(np.int32)),
-                strict=True,
-            ):
-                store.append(value)
-        self.first.append(pos[heads] + cs)
-        self.last.append(pos[tails] + cs)
+            idx, q = self.side[name]
+            idx.append(aidx[sel[ends]].astype(self.idx_dtype))
+            q.append(firstpos[slot_at[pos[ends]]].astype(self.pos_dtype))
 
     def start(self, b: _Builder) -> tuple[U64, I64]:
         """Follow every chain in the earlier copy it was found in (:func:`_follow`); the
@@ -496,17 +490,18 @@ class _Chains:
         that occurrence, and where it stops once more, all its remaining windows are looked up
         at once (round 2, :meth:`step`), so the build scans the room twice more at most.
         """
-        self.n = sum(a.size for a in self.first)
+        self.n = sum(a.size for a in self.side["L"][0])
         if not self.n:
             return np.empty(0, np.uint64), np.empty(0, np.int64)
-        cols = []
-        for i in range(4):  # one column at a time, its per-chunk parts freed at once
-            cols.append(np.concatenate(self.side["L"][i] + self.side["R"][i]))
-            self.side["L"][i], self.side["R"][i] = [], []
-            _trim_heap()
+        idx = np.concatenate(self.side["L"][0] + self.side["R"][0]).astype(np.int64)
+        self.q = np.concatenate(self.side["L"][1] + self.side["R"][1]).astype(np.int64)
         self.side = {}
-        self.pos, self.cur_h, self.q, self.doc = cols
-        del cols
+        _trim_heap()
+        pos, doc = _positions(idx, b.win_first, b.doc_starts)
+        self.pos, self.doc = pos, doc.astype(np.int32)
+        del doc
+        self.cur_h = b.window_hashes(idx)
+        del idx
         self.ext = np.zeros(self.pos.size, dtype=np.int8)
         act = np.arange(self.pos.size, dtype=np.int64)
         self.act, nxt = _follow(b, act, *self._state())
@@ -568,9 +563,8 @@ class _Chains:
         hit[ok] = earliest < b.doc_starts[qdoc]
         done = np.arange(STRIDE - 1)[None, :] < self.ext[act][:, None]  # steps already taken
         self.ext[act] = np.cumprod(done | hit, axis=1).sum(axis=1)
-        first, last = np.concatenate(self.first), np.concatenate(self.last)
         n, ext = self.n, self.ext.astype(np.int64)
-        return CoverageIndex._merge(first - ext[:n], last + K + ext[n:])
+        return CoverageIndex._merge(self.pos[:n] - ext[:n], self.pos[n:] + K + ext[n:])
 
 
 _FOLLOW = 1 << 13
@@ -659,6 +653,7 @@ class _Builder:
         self.folder_of = np.array([rank[f] for f in self.folders], dtype=np.int64)
         self.dtype: Any = np.uint8
         self.doc_starts = np.zeros(self.n_docs + 1, dtype=np.int64)
+        self.win_first = np.zeros(self.n_docs + 1, dtype=np.int64)  # set by find_duplicates
         self._fh: Any = None
 
     # ---------------------------------------------------------------- pass 0
@@ -753,11 +748,13 @@ class _Builder:
         cp_path, win_path = self.paths()
         wf = np.zeros(self.n_docs + 1, dtype=np.int64)
         np.cumsum(_n_windows(np.diff(self.doc_starts)), out=wf[1:])
+        self.win_first = wf
         n_win = int(wf[-1])
         chunks = self._chunks()
         last_chunk = {int(self.folder_of[d0]): i for i, (d0, _) in enumerate(chunks)}
         none, pdt = self._pos_dtype()
-        edges, fedges = _Chains(), _Chains()
+        idt = np.uint32 if n_win < 2**32 else np.int64
+        edges, fedges = _Chains(idt, pdt), _Chains(idt, pdt)
         with open(cp_path, "rb") as fh, open(win_path, "rb") as wfh:
             table = _KeyTable(n_win)
             for s in range(0, n_win, _CHUNK):
@@ -784,12 +781,13 @@ class _Builder:
                 _first_seen(ffirst, fslot, where[fw] + cs)
                 fslot_at = np.full(h.size, -1, dtype=np.int64)
                 fslot_at[where[fw]] = fslot
-                apos, adoc = _positions(np.arange(wf[d0], wf[d1]), wf, self.doc_starts)
+                aidx = np.arange(wf[d0], wf[d1])
+                apos, adoc = _positions(aidx, wf, self.doc_starts)
                 aloc, dstart = apos - cs, self.doc_starts[adoc]
                 g = first[slot_at[aloc]] < dstart
                 fg = ffirst[fslot_at[aloc]] < dstart
-                edges.add(h, aloc, adoc, g, slot_at, first, cs)
-                fedges.add(h, aloc, adoc, fg, fslot_at, ffirst, cs)
+                edges.add(aidx, aloc, adoc, g, slot_at, first)
+                fedges.add(aidx, aloc, adoc, fg, fslot_at, ffirst)
                 if last_chunk[f] == ci:
                     del ftabs[f]
             del table, first, ftabs
@@ -808,6 +806,23 @@ class _Builder:
         """``(none, dtype)``: a position no window has and the narrowest dtype holding it."""
         none = int(self.doc_starts[-1])
         return none, (np.uint32 if none < 2**32 else np.int64)
+
+    def window_hashes(self, idx: I64) -> U64:
+        """Hashes of the aligned windows ``idx`` (indices into the ``.win`` file), read from the
+        file in slices of ``_CHUNK`` hashes (never mapped or held whole)."""
+        _, win_path = self.paths()
+        out = np.empty(idx.size, dtype=np.uint64)
+        order = np.argsort(idx, kind="stable")
+        srt = idx[order]
+        with open(win_path, "rb") as fh:
+            n = int(self.win_first[-1])
+            for s in range(0, n, _CHUNK):
+                lo, hi = np.searchsorted(srt, [s, s + _CHUNK])
+                if hi > lo:
+                    fh.seek(s * 8)
+                    part = np.fromfile(fh, dtype=np.uint64, count=min(_CHUNK, n - s))
+                    out[order[lo:hi]] = part[srt[lo:hi] - s]
+        return out
 
     def mapped(self) -> Arr:
         """The code-point file memory-mapped (read-only); drop it to unmap."""
