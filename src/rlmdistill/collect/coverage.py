@@ -191,8 +191,9 @@ def _codepoints(text: str) -> npt.NDArray[np.uint32]:
 
 @functools.lru_cache(maxsize=1)
 def _powers() -> tuple[U64, U64]:
-    """``(B^t, B^-t)`` mod 2^64 for t < ``_CHUNK + K`` (uint64 products wrap mod 2^64)."""
-    n = _CHUNK + K
+    """``(B^t, B^-t)`` mod 2^64 for t < ``max(_CHUNK, _BLOCK) + K`` (uint64 products wrap mod
+    2^64)."""
+    n = max(_CHUNK, _BLOCK) + K
     pw = np.empty(n, dtype=np.uint64)
     inv = np.empty(n, dtype=np.uint64)
     pw[0] = inv[0] = 1
