@@ -100,6 +100,7 @@ import contextlib
 import ctypes
 import functools
 import hashlib
+import itertools
 import json
 import math
 import mmap
@@ -149,6 +150,12 @@ _SCAN = 1 << 18
 _EXTEND = 1 << 14
 """Runs extended per batch in :meth:`CoverageProbe.detail` (the text pages each batch read are
 released after it)."""
+
+_EXTEND_SPAN = 1 << 22
+"""A batch of :data:`_EXTEND` runs also ends where the runs cross a multiple of this many
+characters: each text read maps 64 KB around it (the kernel's fault-around), so sparse runs
+(a few per MB: an episode's text credited at every copy in the room) had a batch map ~125 MiB
+of a 325 M-character room's code points before it released them."""
 """Aligned windows tested per batch in :meth:`CoverageProbe.detail` (~5 MB of temporaries)."""
 
 CACHE_FORMAT = 2
@@ -1155,9 +1162,9 @@ class CoverageIndex:
         )
 
     # ------------------------------------------------------------------ runs
-    def _runs(self, sel: I64) -> _Runs:
-        """Group hit aligned windows (``sel``: increasing indices into ``win_hash``) into
-        runs: overlapping or touching windows of one document."""
+    def _runs(self, sel: I64, hashes: U64) -> _Runs:
+        """Group hit aligned windows (``sel``: increasing indices into ``win_hash``;
+        ``hashes``: their hashes) into runs: overlapping or touching windows of one document."""
         if sel.size == 0:
             z = np.empty(0, np.int64)
             return _Runs(z, z, np.empty(0, np.uint64), np.empty(0, np.uint64), z, z, z)
@@ -1171,22 +1178,31 @@ class CoverageIndex:
         return _Runs(
             first=pos[heads],
             last=pos[tails],
-            first_hash=np.asarray(self.win_hash[sel[heads]]),
-            last_hash=np.asarray(self.win_hash[sel[tails]]),
+            first_hash=hashes[heads],
+            last_hash=hashes[tails],
             lo=self.doc_starts[rdoc],
             hi=self.doc_starts[rdoc + 1] - K,
             doc=rdoc,
         )
 
-    def _hit_windows(self, seen: _HashSet) -> I64:
-        """Indices of the aligned windows whose hash is in ``seen``, scanned in slices of
-        ``_SCAN`` windows (temporary memory stays ~20 bytes x ``_SCAN``)."""
-        parts = []
+    def _hit_windows(self, seen: _HashSet) -> tuple[I64, U64]:
+        """Indices of the aligned windows whose hash is in ``seen``, and those hashes, scanned
+        in slices of ``_SCAN`` windows (temporary memory stays ~20 bytes x ``_SCAN``) whose
+        mapped pages are released after each slice. The hashes come back with the indices
+        because gathering them from the mapping afterwards maps them again, 64 KB around each
+        (the kernel's fault-around): the whole 155 MiB file stayed resident in each process
+        on a 325 M-character room."""
+        parts, hashes = [], []
         for s in range(0, self.n_windows, _SCAN):
-            where, _ = seen.lookup(np.asarray(self.win_hash[s : s + _SCAN]))
+            h = np.asarray(self.win_hash[s : s + _SCAN])
+            where, _ = seen.lookup(h)
             parts.append(where + s)
+            hashes.append(h[where])
+            del h
             _release(self.win_hash, s, s + _SCAN)
-        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+        if not parts:
+            return np.empty(0, np.int64), np.empty(0, np.uint64)
+        return np.concatenate(parts), np.concatenate(hashes)
 
     def _cp_at(self, pos: I64) -> U64:
         """Code points at ``pos`` (clipped to the text) as uint64."""
@@ -1205,8 +1221,10 @@ class CoverageIndex:
         the next window is observed and inside the document; merged as :meth:`_finish` does.
         Only runs still growing are stepped, so the cost is O(R + extension steps)."""
         starts, ends = runs.first.copy(), runs.last + K
-        for b0 in range(0, runs.first.size, _EXTEND):  # runs are in text order
-            b1 = min(runs.first.size, b0 + _EXTEND)
+        n = runs.first.size
+        cut = np.flatnonzero(np.diff(runs.first // _EXTEND_SPAN)) + 1  # runs are in text order
+        bounds = sorted({*cut.tolist(), *range(0, n, _EXTEND), n})
+        for b0, b1 in itertools.pairwise(bounds):
             for sign in (-1, 1):
                 sl = slice(b0, b1)
                 grow = runs.first[sl] > runs.lo[sl] if sign < 0 else runs.last[sl] < runs.hi[sl]
@@ -1470,7 +1488,7 @@ class CoverageProbe:
         observed = self._observed()
         if observed.size:
             seen = _HashSet(observed, unique=True)
-            covered = ix._extend(ix._runs(ix._hit_windows(seen)), seen)
+            covered = ix._extend(ix._runs(*ix._hit_windows(seen)), seen)
         else:
             covered = (np.empty(0, np.int64), np.empty(0, np.int64))
         cov_doc = ix._per_doc(*covered)
