@@ -100,7 +100,6 @@ import contextlib
 import ctypes
 import functools
 import hashlib
-import itertools
 import json
 import math
 import mmap
@@ -151,11 +150,6 @@ _EXTEND = 1 << 14
 """Runs extended per batch in :meth:`CoverageProbe.detail` (the text pages each batch read are
 released after it)."""
 
-_EXTEND_SPAN = 1 << 22
-"""A batch of :data:`_EXTEND` runs also ends where the runs cross a multiple of this many
-characters: each text read maps 64 KB around it (the kernel's fault-around), so sparse runs
-(a few per MB: an episode's text credited at every copy in the room) had a batch map ~125 MiB
-of a 325 M-character room's code points before it released them."""
 """Aligned windows tested per batch in :meth:`CoverageProbe.detail` (~5 MB of temporaries)."""
 
 CACHE_FORMAT = 2
@@ -1223,10 +1217,8 @@ class CoverageIndex:
         the next window is observed and inside the document; merged as :meth:`_finish` does.
         Only runs still growing are stepped, so the cost is O(R + extension steps)."""
         starts, ends = runs.first.copy(), runs.last + K
-        n = runs.first.size
-        cut = np.flatnonzero(np.diff(runs.first // _EXTEND_SPAN)) + 1  # runs are in text order
-        bounds = sorted({*cut.tolist(), *range(0, n, _EXTEND), n})
-        for b0, b1 in itertools.pairwise(bounds):
+        for b0 in range(0, runs.first.size, _EXTEND):  # runs are in text order
+            b1 = min(runs.first.size, b0 + _EXTEND)
             for sign in (-1, 1):
                 sl = slice(b0, b1)
                 grow = runs.first[sl] > runs.lo[sl] if sign < 0 else runs.last[sl] < runs.hi[sl]
