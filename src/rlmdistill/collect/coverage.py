@@ -59,34 +59,46 @@ code points to a raw file (1, 2 or 4 bytes each: the narrowest that fits the roo
 place if a later document needs it) and its aligned-window hashes to a second file. Pass 1
 reads the code points back in chunks of whole documents of one folder (never mapped or held
 whole), hashes every window and looks it up in an open-addressing table of all aligned hashes
-(filled in batches; a packed-bit prefilter of 8 bits per key rejects most non-keys), keeping
-per key the first document that holds it; a per-folder table does the same within the folder
-(built when the scan enters the folder, dropped when it leaves). Documents are scanned in id
-order, so when the scan is at document ``d`` every earlier occurrence has been seen: the
-aligned windows of ``d`` are marked duplicate at once, their runs formed, and each run's
-``S - 1`` edge windows per side decided from the same table where their hash is a key. Only
-edge windows whose hash is no aligned window's (and that the run's chain can still reach) go to
-pass 2: one more scan against a table of just those hashes. Results equal the in-memory
-builder this replaced (same intervals, checked on 16.6 M characters of a synthetic room) and
-the brute-force reading of the definition (``tests/test_coverage.py``).
+(:class:`_KeyTable`, sized to all aligned windows at load <= 0.7, of which only the distinct
+ones take a slot; filled in batches; a packed-bit prefilter of 8 bits per key rejects most
+non-keys), keeping per key the first position that holds it; a per-folder table does the same
+within the folder (built when the scan enters the folder, dropped when it leaves). Documents
+are scanned in id order, so when the scan is at document ``d`` every earlier occurrence has
+been seen: the aligned windows of ``d`` are marked duplicate at once and their runs formed;
+each run side is kept as its anchor window's index into the window file and the first
+position of its text (:class:`_Chains`, 8 bytes a side). Then each side's chain of up to
+``S - 1`` edge windows is followed in that earlier copy (rolling both hashes); where the copy
+diverges, the window is looked up in a scan of the room (round 1) and, where it occurs
+earlier, followed again from there; chains still open after that have all their remaining
+windows looked up in one more scan (round 2). Each look-up scan tests every window against one
+packed-bit prefilter of all the round's distinct hashes (16 bits each); only the windows that
+pass it meet the room's and the folder's tables. Hashing and prefilter tests run in blocks of
+:data:`_BLOCK` values (temporaries in the CPU's cache), and the heap keeps the per-chunk
+temporaries for reuse (:func:`_heap_settings`). Results equal the earlier builders (same
+intervals and coverage: ``tests/test_coverage_build.py``, on synthetic rooms of 0.9, 5.2 and
+62.5 M characters) and the brute-force reading of the definition (``tests/test_coverage.py``).
 
 **Complexity.** Build: O(N) for N room characters, whatever the repetition: three hashing
-passes (pass 2 only up to the last queried document), each window with an O(1) prefilter test
-and, for keys, an O(1) table probe. Memory: the key table (8 bytes / 0.35..0.7 per aligned
-window, A = N / S of them) and its per-key first document (2 bytes), the prefilter (1 byte
-per window), the runs (~50 bytes each) and pass-2 hashes (8 bytes each), plus ~50 MB of
-per-chunk temporaries: about 1.5 bytes per room character, independent of the text's dtype.
-Kept: code points (N x 1..4 bytes) and window hashes (8 x A bytes = 0.5 bytes per character),
-both memory-mapped from the cache, plus the duplicate intervals (16 bytes each).
-``observe``: O(n) for an input of n characters. ``result``: O(A + M log M + R x S) for M
-distinct observed windows and R runs. The index is cached on disk
-(:meth:`CoverageIndex.load_or_build`, cache format :data:`CACHE_FORMAT`); processes share one
-copy of the mapped files through the page cache. Measured (``benchmarks/bench_lab_room.py``,
-``docs/synth.md``): a 5,000-document synthetic room of 325 M normalised characters (29.8%
-duplicates) builds with a peak of 1.4 GB (4.3x its text) where the in-memory builder took
-8.3-8.7 GB, and ``result()`` takes 0.8 s (2-core machine at load 5-16); older figures (in-memory builder,
-``benchmarks/bench_coverage_probe.py``, 5,000 documents, 2-core shared machine): synthetic
-room of 40 M characters (synth-v2, 29% duplicates) built in 6.9 s, ``result()`` 0.14 s.
+scans (the look-up rounds only up to the last queried document), each window with an O(1)
+prefilter test and, for keys, an O(1) table probe. Memory: the key table (8 / 0.7 bytes per
+aligned window, A = N / S of them, plus its per-slot first position, 4 / 0.7 bytes), the
+prefilter (1 byte per window), the largest folder's table, the run sides (8 bytes each while
+the scan runs, ~37 while they are followed) and the look-up rounds' tables (~20 bytes per
+distinct hash), plus ~50 MB of per-chunk temporaries: measured 912 MiB at the peak for a
+325 M-character room (2.8x its 323 MiB of UTF-8 text). Kept: code points (N x 1..4 bytes) and
+window hashes (8 x A bytes = 0.5 bytes per character), both memory-mapped from the cache,
+plus the duplicate intervals (16 bytes each). ``observe``: O(n) for an input of n characters.
+``result``: O(A + M log M + R x S) for M distinct observed windows and R runs; the mapped
+pages each step reads are released after it (every read maps 64 KB around it, the kernel's
+fault-around). The index is cached on disk (:meth:`CoverageIndex.load_or_build`, cache format
+:data:`CACHE_FORMAT`); processes share one copy of the mapped files through the page cache.
+Measured (``benchmarks/bench_lab_room.py``, ``docs/synth.md``, 2-core Intel Xeon, 2026-12-02):
+a 5,000-document synthetic room of 325 M normalised characters (29.8% duplicates) builds in
+99 s with a peak of 912 MiB (2.8x its text; the in-memory builder took 8.3-8.7 GB, the first
+streaming builder 1.4 GB), and ``result()`` takes about 1 s; older figures (in-memory
+builder, ``benchmarks/bench_coverage_probe.py``, 5,000 documents, 2-core shared machine):
+synthetic room of 40 M characters (synth-v2, 29% duplicates) built in 6.9 s, ``result()``
+0.14 s.
 
 **Limits.** Text that reaches a model only in an escaped form (``repr`` of a string, JSON with
 ``\\n`` escapes) breaks into pieces at each escape and is credited only for the pieces of >= K
