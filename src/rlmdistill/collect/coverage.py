@@ -530,13 +530,13 @@ class _Chains:
         aloc: I64,
         adoc: I64,
         dup: npt.NDArray[np.bool_],
-        aslot: I64,
+        slot_at: I64,
         firstpos: Arr,
     ) -> None:
         """Record the runs among one chunk's aligned windows (``aidx``: their indices into the
         ``.win`` file, ``aloc``: chunk-local starts, ``adoc``: documents, ``dup``: duplicate
-        flags, ``aslot``: key slots). ``firstpos``: per slot, the first position holding the
-        key (in an earlier document, for a duplicate window)."""
+        flags). ``slot_at``: each window of the chunk's key slot; ``firstpos``: per slot, the
+        first position holding the key (in an earlier document, for a duplicate window)."""
         sel = np.flatnonzero(dup)
         if sel.size == 0:
             return
@@ -548,7 +548,7 @@ class _Chains:
         for name, ends in (("L", heads), ("R", tails)):
             idx, q = self.side[name]
             idx.append(aidx[sel[ends]].astype(self.idx_dtype))
-            q.append(firstpos[aslot[sel[ends]]].astype(self.pos_dtype))
+            q.append(firstpos[slot_at[pos[ends]]].astype(self.pos_dtype))
 
     def start(self, b: _Builder) -> tuple[U64, I64]:
         """Follow every chain in the earlier copy it was found in (:func:`_follow`); the
@@ -867,20 +867,19 @@ class _Builder:
                 ldoc = self.doc_starts[d0 : d1 + 1] - cs
                 where, slot, _ = self._hits(table, h, ldoc, d0)
                 _first_seen(first, slot, where + cs)
+                slot_at = np.full(h.size, -1, dtype=np.int64)
+                slot_at[where] = slot
                 fw, fslot = ft.find(h[where])
-                fwhere = where[fw]
-                _first_seen(ffirst, fslot, fwhere + cs)
-                del h
+                _first_seen(ffirst, fslot, where[fw] + cs)
+                fslot_at = np.full(h.size, -1, dtype=np.int64)
+                fslot_at[where[fw]] = fslot
                 aidx = np.arange(wf[d0], wf[d1])
                 apos, adoc = _positions(aidx, wf, self.doc_starts)
                 aloc, dstart = apos - cs, self.doc_starts[adoc]
-                # every aligned window is a key of both tables, inside its document
-                aslot = slot[_index_in(where, aloc)]
-                afslot = fslot[_index_in(fwhere, aloc)]
-                g = first[aslot] < dstart
-                fg = ffirst[afslot] < dstart
-                edges.add(aidx, aloc, adoc, g, aslot, first)
-                fedges.add(aidx, aloc, adoc, fg, afslot, ffirst)
+                g = first[slot_at[aloc]] < dstart
+                fg = ffirst[fslot_at[aloc]] < dstart
+                edges.add(aidx, aloc, adoc, g, slot_at, first)
+                fedges.add(aidx, aloc, adoc, fg, fslot_at, ffirst)
                 if last_chunk[f] == ci:
                     del ftabs[f]
             del table, first, ftabs
@@ -999,15 +998,6 @@ class _Builder:
             return out
 
         return answers(gtab, gq), answers(ftab, fq)
-
-
-def _index_in(sorted_pos: I64, pos: I64) -> I64:
-    """Index in the increasing ``sorted_pos`` of each value of ``pos``, all of which it holds
-    (RuntimeError otherwise: a build invariant broken, never silently wrong values)."""
-    i = np.searchsorted(sorted_pos, pos)
-    if i.size and (int(i.max()) >= sorted_pos.size or not np.array_equal(sorted_pos[i], pos)):
-        raise RuntimeError("coverage build: an aligned window was not found as a key")
-    return i
 
 
 def _first_seen(first: Arr, slot: I64, pos: I64) -> None:
