@@ -24,7 +24,12 @@ Targets (issue 17): cold <= 60 s and peak RSS <= 3x text; warm collector + REPLs
 disk under ``--tmp``.
 
     python benchmarks/bench_lab_room.py [--docs 5000] [--length-scale 4] [--episodes 1 8]
-        [--tmp /tmp]
+        [--tmp /tmp] [--room DIR] [--cache DIR] [--steps cold result warm]
+
+To fit each step into a short measuring window (e.g. with other work paused): build the room
+once (``rlmdistill rooms synth ... --out DIR``), then ``--room DIR --cache CACHE --steps cold``
+(CACHE empty: the index is built there and left), then ``--room DIR --cache CACHE --steps
+result warm`` (the index loaded from CACHE).
 """
 
 from __future__ import annotations
@@ -201,6 +206,18 @@ def _episodes(
     }
 
 
+def _text_mib(room_dir: Path, cache: Path) -> float:
+    """The room's text in MiB: its UTF-8 bytes, the size of the REPL snapshot's blob (read
+    from the cache's snapshot where there is one, else by encoding every document)."""
+    from rlmdistill.rooms import DataRoom
+
+    room = DataRoom.load(room_dir)
+    blob = cache / f"{room.room_hash}.snapshot.bin"
+    if blob.is_file():
+        return blob.stat().st_size / 2**20
+    return sum(len(d.read_text().encode("utf-8", "surrogatepass")) for d in room.documents) / 2**20
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=5000)
@@ -209,6 +226,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--episodes", type=int, nargs="*", default=[1, 8], help="none: skip")
     ap.add_argument("--tmp", default=None, help="parent folder of the temporary room")
     ap.add_argument("--room", default=None, help="use this room (left in place) instead")
+    ap.add_argument(
+        "--cache",
+        default=None,
+        help="cache folder to use and leave in place (cold needs it empty); default: temporary",
+    )
+    ap.add_argument(
+        "--steps",
+        nargs="+",
+        choices=["cold", "result", "warm"],
+        default=["cold", "result", "warm"],
+        help="steps to run (result and warm need a built index: cold now or in --cache)",
+    )
     args = ap.parse_args(argv)
     vm = psutil.virtual_memory()
     print(f"memory: {vm.available / 2**30:.1f} GiB available of {vm.total / 2**30:.1f} GiB")
@@ -217,8 +246,11 @@ def main(argv: list[str] | None = None) -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_lab_room_", dir=args.tmp))
     try:
-        room_dir, cache = (Path(args.room) if args.room else tmp / "room"), tmp / "cache"
-        cache.mkdir()
+        room_dir = Path(args.room) if args.room else tmp / "room"
+        cache = Path(args.cache) if args.cache else tmp / "cache"
+        cache.mkdir(parents=True, exist_ok=True)
+        if "cold" in args.steps and any(cache.glob("*.coverage-*")):
+            raise SystemExit(f"{cache}: holds a coverage index already; cold needs it empty")
         if args.room is None:
             t = time.perf_counter()
             rep = build_synth_room(room_dir, args.docs, args.seed, length_scale=args.length_scale)
@@ -230,31 +262,35 @@ def main(argv: list[str] | None = None) -> None:
             )
         else:
             print(f"room: {room_dir} (given)", flush=True)
-        cold = _in_child(_cold, str(room_dir), str(cache))
-        text_mib = cold["text_bytes"] / 2**20
-        print(
-            f"cold: load {cold['load_s']:.1f} s + snapshot {cold['snapshot_s']:.1f} s + index "
-            f"{cold['index_s']:.1f} s = {cold['load_s'] + cold['snapshot_s'] + cold['index_s']:.1f} s"
-            f" | peak RSS {cold['peak_rss_mib']:.0f} MiB = {cold['peak_rss_mib'] / text_mib:.2f}x "
-            f"the text ({text_mib:.0f} MiB UTF-8; {cold['rss_start_mib']:.0f} MiB at start, "
-            f"{cold['rss_after_snapshot_mib']:.0f} MiB after the snapshot) | cache "
-            f"{cold['cache_mib']:.0f} MiB",
-            flush=True,
-        )
-        print(
-            f"duplicated text: {cold['dup_chars']:,} of {cold['norm_chars']:,} normalised "
-            f"characters = {cold['dup_chars'] / cold['norm_chars']:.1%}",
-            flush=True,
-        )
-        rt = _in_child(_result_time, str(room_dir), str(cache))
-        print(
-            f"warm index: cache load {rt['cache_load_s']:.2f} s, RSS after load "
-            f"{rt['rss_loaded_mib']:.0f} MiB | result() {rt['result_s']:.2f} s per episode "
-            f"(median of {len(rt['result_all'])}: "
-            + ", ".join(f"{x:.2f}" for x in rt["result_all"])
-            + f"; overall coverage {rt['overall']:.4f}) | peak RSS {rt['peak_rss_mib']:.0f} MiB",
-            flush=True,
-        )
+        text_mib = _text_mib(room_dir, cache)
+        if "cold" in args.steps:
+            cold = _in_child(_cold, str(room_dir), str(cache))
+            text_mib = cold["text_bytes"] / 2**20
+            print(
+                f"cold: load {cold['load_s']:.1f} s + snapshot {cold['snapshot_s']:.1f} s + index "
+                f"{cold['index_s']:.1f} s = {cold['load_s'] + cold['snapshot_s'] + cold['index_s']:.1f} s"
+                f" | peak RSS {cold['peak_rss_mib']:.0f} MiB = {cold['peak_rss_mib'] / text_mib:.2f}x "
+                f"the text ({text_mib:.0f} MiB UTF-8; {cold['rss_start_mib']:.0f} MiB at start, "
+                f"{cold['rss_after_snapshot_mib']:.0f} MiB after the snapshot) | cache "
+                f"{cold['cache_mib']:.0f} MiB",
+                flush=True,
+            )
+            print(
+                f"duplicated text: {cold['dup_chars']:,} of {cold['norm_chars']:,} normalised "
+                f"characters = {cold['dup_chars'] / cold['norm_chars']:.1%}",
+                flush=True,
+            )
+        if "result" in args.steps:
+            rt = _in_child(_result_time, str(room_dir), str(cache))
+            print(
+                f"warm index: cache load {rt['cache_load_s']:.2f} s, RSS after load "
+                f"{rt['rss_loaded_mib']:.0f} MiB | result() {rt['result_s']:.2f} s per episode "
+                f"(median of {len(rt['result_all'])}: "
+                + ", ".join(f"{x:.2f}" for x in rt["result_all"])
+                + f"; overall coverage {rt['overall']:.4f}) | peak RSS {rt['peak_rss_mib']:.0f} MiB",
+                flush=True,
+            )
+        episodes = args.episodes if "warm" in args.steps else []
         ctx = mp.get_context("spawn")
         urls, stop = ctx.Queue(), ctx.Event()
         server = ctx.Process(target=_serve, args=(urls, stop), daemon=True)
@@ -262,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         url = urls.get(timeout=60)
         totals: dict[int, float] = {}
         try:
-            for n in args.episodes:
+            for n in episodes:
                 r = _in_child(_episodes, str(room_dir), str(cache), str(tmp / f"run{n}"), n, url)
                 p = {k: v / 2**20 for k, v in r["peak"].items() if k != "repls"}
                 totals[n] = p["total"]
@@ -286,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"{extra / text_mib:.1%} of the room"
                 )
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # never --room or --cache
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
