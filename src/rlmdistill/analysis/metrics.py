@@ -37,7 +37,6 @@ import unicodedata
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.analysis.row_cache import RowCache, Stat, metrics_cache_dir, stat_key
@@ -47,7 +46,7 @@ from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces import layout
-from rlmdistill.traces.columns import read_table
+from rlmdistill.traces.columns import VerdictRow, verdict_rows
 from rlmdistill.traces.layout import trajectory_path, verdicts_path
 from rlmdistill.traces.runs import (
     RoomTaskProblem,
@@ -57,7 +56,6 @@ from rlmdistill.traces.runs import (
     load_room_tasks,
     load_summaries,
     load_trajectory,
-    load_verdicts,
 )
 from rlmdistill.traces.schema import SCHEMA_VERSION, EpisodeSummary, RunManifest
 from rlmdistill.traces.scores import EpisodeScore, read_no_memo, resolve_grader, score_episodes
@@ -349,78 +347,11 @@ def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[_Turn]
     return light if light is not None else _light(load_trajectory(run_dir, episode_id))
 
 
-class _VerdictRow(NamedTuple):
-    """What scoring reads of one verdict (a :class:`~rlmdistill.traces.scores.MemoVerdict`)."""
-
-    episode_id: str
-    criterion_id: str
-    verdict: str
-    memo_sha256: str | None
-
-
-_VERDICT_READ = pa.schema(
-    [
-        ("record_type", pa.string()),
-        ("schema_version", pa.int64()),
-        ("episode_id", pa.string()),
-        ("grader", pa.string()),
-        ("grader_version", pa.string()),
-        ("criterion_id", pa.string()),
-        ("verdict", pa.string()),
-        ("reason", pa.string()),
-        ("memo_sha256", pa.string()),
-    ]
-)
-"""The columns of ``verdicts/<grader>.jsonl`` read (other fields are skipped unparsed)."""
-_REQUIRED = ("episode_id", "grader", "grader_version", "criterion_id", "verdict", "reason")
-_LABELS = {"PASS", "FAIL", "UNGRADABLE"}
-
-
-def _columns_ok(table: pa.Table) -> bool:
-    """The checks the record model makes of the columns read: every required field present,
-    a verdict record of a schema this package knows, a PASS/FAIL/UNGRADABLE label."""
-    if any(table.column(name).null_count for name in _REQUIRED):
-        return False
-    kinds = set(table.column("record_type").to_pylist())
-    versions = [v for v in table.column("schema_version").to_pylist() if v is not None]
-    labels = set(table.column("verdict").to_pylist())
-    return (
-        kinds <= {"verdict", None}
-        and (not versions or max(versions) <= SCHEMA_VERSION)
-        and labels <= _LABELS
-    )
-
-
-def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
-    """One grader's verdicts of a run grouped by episode id (file order kept).
-
-    Read as columns (:func:`~rlmdistill.traces.columns.read_table`): validating 200,000
-    verdicts one by one with pydantic was a large share of a 10,000-episode report. The
-    columns are checked as the record model checks them (:func:`_columns_ok`); when pyarrow
-    cannot read the file or a check fails, the validated
-    :func:`~rlmdistill.traces.runs.load_verdicts` reads it instead, which names the file and
-    line of an invalid record.
-    """
-    table = read_table(verdicts_path(run_dir, grader), _VERDICT_READ)
-    out: dict[str, list[_VerdictRow]] = {}
-    if table is None or not _columns_ok(table):
-        for v in load_verdicts(run_dir, grader):
-            out.setdefault(v.episode_id, []).append(
-                _VerdictRow(v.episode_id, v.criterion_id, v.verdict, v.memo_sha256)
-            )
-        return out
-    cols = table.select(["episode_id", "criterion_id", "verdict", "memo_sha256"]).to_pydict()
-    new = tuple.__new__  # a row without the Python-level NamedTuple constructor (200,000 rows)
-    for values in zip(
-        cols["episode_id"], cols["criterion_id"], cols["verdict"], cols["memo_sha256"], strict=True
-    ):
-        row = new(_VerdictRow, values)
-        rows = out.get(row[0])
-        if rows is None:
-            out[row[0]] = [row]
-        else:
-            rows.append(row)
-    return out
+def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[VerdictRow]]:
+    """One grader's verdicts of a run grouped by episode id (file order kept): the columnar,
+    checked :func:`~rlmdistill.traces.columns.verdict_rows` (validated fallback; an invalid
+    record raises ``TraceFileError`` naming the file and line)."""
+    return verdict_rows(run_dir, grader)
 
 
 @functools.lru_cache(maxsize=256)
