@@ -29,6 +29,7 @@ Workspace layout (see ``docs/dashboard.md``)::
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -58,6 +59,7 @@ from rlmdistill.traces.artefacts import (
     load_sft_manifest,
     read_train_log,
 )
+from rlmdistill.traces.columns import gc_paused
 from rlmdistill.traces.layout import EXPORT_MANIFEST, SFT_MANIFEST, TRAIN_LOG
 from rlmdistill.traces.runs import RoomTaskError, load_trajectory, trajectory_path
 from rlmdistill.traces.schema import EpisodeSummary, RunManifest
@@ -251,7 +253,12 @@ def run_overview(run: Run) -> RunOverview:
     ``ValueError``) naming an invalid ``task.json``, and ``NotARunError``/``TraceFileError``
     naming the run file (file and line of an invalid record)."""
     view = run_view(run)
-    return view.derived("overview", lambda: _overview(view))
+
+    def make() -> RunOverview:
+        with gc_paused():  # 40,000 small rows for the room means
+            return _overview(view)
+
+    return view.derived("overview", make)
 
 
 def _overview(view: RunView) -> RunOverview:
@@ -263,8 +270,8 @@ def _overview(view: RunView) -> RunOverview:
             raise RoomTaskError(problem)
     rooms = table["room_hash"].tolist()
 
-    def mean(column: str) -> float | None:
-        values = [None if pd.isna(v) else float(v) for v in table[column].tolist()]
+    def mean(column: str) -> float | None:  # NaN: no value (left out, as None is)
+        values = table[column].to_numpy(dtype=float, na_value=math.nan).tolist()
         return column_mean_of_room_means(rooms, values)
 
     return RunOverview(

@@ -47,6 +47,7 @@ from rlmdistill.traces.columns import (
     EPISODE_COLUMNS,
     VerdictRow,
     episode_columns_ok,
+    gc_paused,
     read_table,
     verdict_rows,
 )
@@ -157,9 +158,12 @@ class _Ran(NamedTuple):
     @classmethod
     def of(cls, cols: pa.Table) -> _Ran:
         room = cols.column("room")
+
+        def field(name: str) -> list[str | None]:
+            return pc.struct_field(room, name).to_pylist()  # type: ignore[no-any-return]
+
         return cls(
-            *(pc.struct_field(room, f).to_pylist() for f in ("room_id", "room_hash", "path")),
-            cols.column("task_id").to_pylist(),
+            field("room_id"), field("room_hash"), field("path"), cols.column("task_id").to_pylist()
         )
 
 
@@ -310,14 +314,21 @@ class RunView:
         return self._part("table", self._read_table)
 
     def _read_table(self) -> pd.DataFrame:
-        table = self._summary_columns()
+        with gc_paused():  # 10,000 keys and scores, 100,000 verdict rows
+            return self._scored_listing()
+
+    def _scored_listing(self) -> pd.DataFrame:
+        cols = self._part("episode_columns", self._episode_columns)
+        table = _listing(cols)
         tasks = self.tasks()
+        # the scoring keys from the Arrow columns (pandas would turn a missing memo hash
+        # into NaN, which matches no verdict)
         keys = [
             EpisodeKey(eid, room_hash, memo_sha)
             for eid, room_hash, memo_sha in zip(
-                table["episode_id"].tolist(),
-                table["room_hash"].tolist(),
-                table["_memo_sha256"].tolist(),
+                cols.column("episode_id").to_pylist(),
+                pc.struct_field(cols.column("room"), "room_hash").to_pylist(),
+                cols.column("memo_sha256").to_pylist(),
                 strict=True,
             )
         ]
@@ -325,7 +336,7 @@ class RunView:
             scores = score_episodes(keys, self.verdict_rows(grader), tasks)
             rates = [s.rates.pass_rate if (s := scores.get(k.episode_id)) else None for k in keys]
             table[f"pass_rate:{grader}"] = pd.array(rates, dtype="Float64")
-        return table.drop(columns=["_memo_sha256"])
+        return table
 
     def _episode_columns(self) -> pa.Table:
         """:data:`~rlmdistill.traces.columns.EPISODE_COLUMNS` of every summary: the columnar
@@ -339,50 +350,6 @@ class RunView:
             return cols
         rows = [s.model_dump(mode="json", exclude={"memo"}) for s in self.summaries().values()]
         return _columns_of(rows)
-
-    def _summary_columns(self) -> pd.DataFrame:
-        """RUN_COLUMNS (+ ``_memo_sha256``) of every summary, built column by column."""
-        cols = self._part("episode_columns", self._episode_columns)
-        room, tokens = cols.column("room"), cols.column("tokens")
-
-        def field(col: pa.ChunkedArray, *names: str) -> pa.ChunkedArray:
-            for name in names:
-                col = pc.struct_field(col, name)
-            return col
-
-        def zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
-            return pc.fill_null(col, 0)
-
-        memo_chars = zero(cols.column("memo_chars"))
-        arrays = {
-            "episode_id": cols.column("episode_id"),
-            "run_id": cols.column("run_id"),
-            "room_id": field(room, "room_id"),
-            "room_hash": field(room, "room_hash"),
-            "task_id": cols.column("task_id"),
-            "sample_index": cols.column("sample_index"),
-            "status": cols.column("status"),
-            "depth": pc.fill_null(cols.column("depth"), 1),
-            "root_model": cols.column("root_model"),
-            "sub_model": cols.column("sub_model"),
-            "n_documents": field(room, "n_documents"),
-            "n_chars": field(room, "n_chars"),
-            "n_turns": cols.column("n_turns"),
-            "n_sub_calls": cols.column("n_sub_calls"),
-            "n_sub_call_errors": zero(cols.column("n_sub_call_errors")),
-            "n_sub_batches": zero(cols.column("n_sub_batches")),
-            "memo": pc.not_equal(memo_chars, 0),
-            "memo_chars": memo_chars,
-            "n_cited": zero(pc.list_value_length(cols.column("cited_documents")).cast(pa.int64())),
-            "coverage": field(cols.column("coverage"), "overall"),
-            "root_prompt_tokens": zero(field(tokens, "root", "prompt_tokens")),
-            "root_completion_tokens": zero(field(tokens, "root", "completion_tokens")),
-            "sub_prompt_tokens": zero(field(tokens, "sub", "prompt_tokens")),
-            "sub_completion_tokens": zero(field(tokens, "sub", "completion_tokens")),
-            "wall_time_s": cols.column("wall_time_s"),
-            "_memo_sha256": cols.column("memo_sha256"),
-        }
-        return pa.table(arrays).to_pandas()
 
     def verdict_rows(self, grader: str) -> dict[str, list[VerdictRow]]:
         """One grader's verdict rows by episode id (:func:`~rlmdistill.traces.columns.
@@ -457,3 +424,47 @@ def _columns_of(rows: list[dict[str, Any]]) -> pa.Table:
         [{n: pick(r.get(n), EPISODE_COLUMNS.field(n).type) for n in names} for r in rows],
         schema=EPISODE_COLUMNS,
     )
+
+
+def _listing(cols: pa.Table) -> pd.DataFrame:
+    """:data:`RUN_COLUMNS` of every summary from its :data:`~rlmdistill.traces.columns.
+    EPISODE_COLUMNS`, built column by column (Arrow compute, one conversion to pandas)."""
+    room, tokens = cols.column("room"), cols.column("tokens")
+
+    def field(col: pa.ChunkedArray, *names: str) -> pa.ChunkedArray:
+        for name in names:
+            col = pc.struct_field(col, name)
+        return col
+
+    def zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
+        return pc.fill_null(col, 0)
+
+    memo_chars = zero(cols.column("memo_chars"))
+    arrays = {
+        "episode_id": cols.column("episode_id"),
+        "run_id": cols.column("run_id"),
+        "room_id": field(room, "room_id"),
+        "room_hash": field(room, "room_hash"),
+        "task_id": cols.column("task_id"),
+        "sample_index": cols.column("sample_index"),
+        "status": cols.column("status"),
+        "depth": pc.fill_null(cols.column("depth"), 1),
+        "root_model": cols.column("root_model"),
+        "sub_model": cols.column("sub_model"),
+        "n_documents": field(room, "n_documents"),
+        "n_chars": field(room, "n_chars"),
+        "n_turns": cols.column("n_turns"),
+        "n_sub_calls": cols.column("n_sub_calls"),
+        "n_sub_call_errors": zero(cols.column("n_sub_call_errors")),
+        "n_sub_batches": zero(cols.column("n_sub_batches")),
+        "memo": pc.not_equal(memo_chars, 0),
+        "memo_chars": memo_chars,
+        "n_cited": zero(pc.list_value_length(cols.column("cited_documents")).cast(pa.int64())),
+        "coverage": field(cols.column("coverage"), "overall"),
+        "root_prompt_tokens": zero(field(tokens, "root", "prompt_tokens")),
+        "root_completion_tokens": zero(field(tokens, "root", "completion_tokens")),
+        "sub_prompt_tokens": zero(field(tokens, "sub", "prompt_tokens")),
+        "sub_completion_tokens": zero(field(tokens, "sub", "completion_tokens")),
+        "wall_time_s": cols.column("wall_time_s"),
+    }
+    return pa.table(arrays).to_pandas()
