@@ -46,7 +46,7 @@ from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces import layout
-from rlmdistill.traces.columns import VerdictRow, verdict_rows
+from rlmdistill.traces.columns import VerdictRow, gc_paused, verdict_rows
 from rlmdistill.traces.layout import trajectory_path, verdicts_path
 from rlmdistill.traces.runs import (
     RoomTaskProblem,
@@ -614,6 +614,29 @@ def load_run_metrics(
         raise ValueError(f"give_up_read_share must be in [0, 1], got {give_up_read_share}")
     if reach_ngram < 1:
         raise ValueError(f"reach_ngram must be >= 1, got {reach_ngram}")
+    with gc_paused():  # 10,000 summaries and rows (the collector cost ~1/3 of this read)
+        return _load_run_metrics(
+            run_dir,
+            grader,
+            prices,
+            trajectories,
+            give_up_read_share,
+            reach_ngram,
+            trajectory_cache,
+            row_cache,
+        )
+
+
+def _load_run_metrics(
+    run_dir: Path,
+    grader: str | None,
+    prices: PriceTable,
+    trajectories: bool,
+    give_up_read_share: float,
+    reach_ngram: int,
+    trajectory_cache: Path | None,
+    row_cache: Path | bool,
+) -> RunMetrics:
     manifest = load_manifest(run_dir)
     grader = resolve_grader({str(run_dir): grader_ids(run_dir)}, grader, hint="grader=")
     cache_dir = metrics_cache_dir() if row_cache is True else row_cache or None
