@@ -23,7 +23,9 @@ Parts are read on first use and kept on the view (read-only for every page):
 - :meth:`RunView.metrics`: the analysis stage's per-episode
   :class:`~rlmdistill.analysis.metrics.EpisodeMetrics` rows
   (:func:`~rlmdistill.analysis.metrics.load_run_metrics`), the one definition of every metric
-  the report uses; the live Runs, Compare and Ablations pages take their numbers from these.
+  the report uses; the live Compare and Ablations pages take their numbers from these (the
+  Runs page's headline means are computed from :meth:`RunView.table`, whose columns hold the
+  same values: ``tests/test_dashboard_open_run.py``).
 
 Trajectories are not part of the stamp (an episode's trajectory is final once its summary line
 is committed): :func:`trajectory` caches one by its own file's stamp.
@@ -288,9 +290,9 @@ class RunView:
         read without touching the run's other rooms or episodes (``None`` when unusable)."""
         room_hash = summary.room.room_hash
         with self._lock:
-            tasks = self._parts.get("tasks")
-        if tasks is not None:
-            return tasks.get(room_hash)  # type: ignore[no-any-return]
+            found = self._parts.get("room_tasks")
+        if found is not None:  # every room's task was read already
+            return found.tasks.get(room_hash)  # type: ignore[no-any-return]
 
         def read() -> Task | None:
             manifest = self.manifest
