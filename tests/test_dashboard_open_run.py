@@ -129,6 +129,11 @@ def test_overview_from_the_table_equals_the_metrics_rows_and_hand_means(mixed_ru
         for r in rows:
             got = table[r.episode_id]
             assert (got is pd.NA and r.pass_rate is None) or got == r.pass_rate, r.episode_id
+    # the listing before dash7 showed NA for these two: a graded episode without a memo (its
+    # null memo hash became NaN in pandas and matched no verdict) and a room run.json lacks
+    listing = data.run_table(mixed_run).set_index("episode_id")["pass_rate:reference"]
+    assert listing["e4"] == 0.0 and listing["e8"] == 1 / N_CRITERIA
+    assert listing["e3"] is pd.NA and listing["e10"] is pd.NA and listing["e11"] is pd.NA
     # by hand: pass rates of scored rooms only (gone and changed have no usable task; r4's
     # task is found from its episodes' room folder); the stale all-PASS verdicts of e6 ignored
     col = {"reference": 2, "llm": 3}
