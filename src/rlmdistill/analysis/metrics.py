@@ -399,6 +399,10 @@ def _trajectory_fields(
     }
 
 
+_NO_USAGE = Usage()
+"""No sub-call usage (compared with, not built, per episode)."""
+
+
 def _episode_row(
     e: EpisodeSummary,
     grader: str | None,
@@ -445,7 +449,7 @@ def _episode_row(
         give_up = read_share < give_up_read_share
     t = e.tokens
     root_cost = prices.cost_usd(_model_id(e.root_model), t.root)
-    sub_cost = prices.cost_usd(_model_id(e.sub_model), t.sub) if t.sub != Usage() else 0.0
+    sub_cost = prices.cost_usd(_model_id(e.sub_model), t.sub) if t.sub != _NO_USAGE else 0.0
     root_all = t.root.prompt_tokens + t.root.completion_tokens
     sub_all = t.sub.prompt_tokens + t.sub.completion_tokens
     return EpisodeMetrics(
