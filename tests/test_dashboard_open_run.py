@@ -274,3 +274,12 @@ def test_gc_paused_restores_the_collector() -> None:
         assert not gc.isenabled()  # disabled by someone else: stays disabled
     finally:
         gc.enable()
+
+
+def test_a_run_without_finished_episodes_opens_empty(tmp_path: Path) -> None:
+    rd = write_scored_run(tmp_path / "runs" / "empty", [SyntheticRoom("r1")], [])
+    (rd / layout.EPISODES).write_text("", encoding="utf-8")
+    table = data.run_table(rd)
+    assert len(table) == 0 and list(table.columns) == runview.RUN_COLUMNS
+    o = data.run_overview(rd)
+    assert (o.n_episodes, o.status_counts, o.mean_coverage, o.mean_turns) == (0, {}, None, None)
