@@ -253,16 +253,16 @@ def test_trajectory_the_fast_reader_refuses_goes_to_the_validated_reader(
 def test_verdicts_are_read_as_columns_and_a_bad_one_is_named(collected_run, tmp_path, monkeypatch):
     """Verdicts are read as checked columns; a file whose columns fail the record model's
     checks goes to the validated reader, which names the file and line."""
-    import rlmdistill.analysis.metrics as metrics_mod
+    import rlmdistill.traces.columns as columns_mod  # the one columnar verdict reader
 
-    validated = metrics_mod.load_verdicts
+    validated = columns_mod.load_verdicts
 
     def refuse(*args: object) -> None:
         raise AssertionError("the validated reader was used on a clean verdict file")
 
-    monkeypatch.setattr(metrics_mod, "load_verdicts", refuse)
+    monkeypatch.setattr(columns_mod, "load_verdicts", refuse)
     want = metrics_table(collected_run, prices=PRICES, trajectories=False)
-    monkeypatch.setattr(metrics_mod, "load_verdicts", validated)
+    monkeypatch.setattr(columns_mod, "load_verdicts", validated)
     assert all(r.pass_rate is not None for r in want)
     run = _copy(collected_run, tmp_path)
     path = run / "verdicts" / "reference.jsonl"

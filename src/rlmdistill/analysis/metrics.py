@@ -37,7 +37,6 @@ import unicodedata
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.analysis.row_cache import RowCache, Stat, metrics_cache_dir, stat_key
@@ -47,7 +46,7 @@ from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces import layout
-from rlmdistill.traces.columns import read_table
+from rlmdistill.traces.columns import VerdictRow, gc_paused, verdict_rows
 from rlmdistill.traces.layout import trajectory_path, verdicts_path
 from rlmdistill.traces.runs import (
     RoomTaskProblem,
@@ -57,7 +56,6 @@ from rlmdistill.traces.runs import (
     load_room_tasks,
     load_summaries,
     load_trajectory,
-    load_verdicts,
 )
 from rlmdistill.traces.schema import SCHEMA_VERSION, EpisodeSummary, RunManifest
 from rlmdistill.traces.scores import EpisodeScore, read_no_memo, resolve_grader, score_episodes
@@ -349,78 +347,11 @@ def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[_Turn]
     return light if light is not None else _light(load_trajectory(run_dir, episode_id))
 
 
-class _VerdictRow(NamedTuple):
-    """What scoring reads of one verdict (a :class:`~rlmdistill.traces.scores.MemoVerdict`)."""
-
-    episode_id: str
-    criterion_id: str
-    verdict: str
-    memo_sha256: str | None
-
-
-_VERDICT_READ = pa.schema(
-    [
-        ("record_type", pa.string()),
-        ("schema_version", pa.int64()),
-        ("episode_id", pa.string()),
-        ("grader", pa.string()),
-        ("grader_version", pa.string()),
-        ("criterion_id", pa.string()),
-        ("verdict", pa.string()),
-        ("reason", pa.string()),
-        ("memo_sha256", pa.string()),
-    ]
-)
-"""The columns of ``verdicts/<grader>.jsonl`` read (other fields are skipped unparsed)."""
-_REQUIRED = ("episode_id", "grader", "grader_version", "criterion_id", "verdict", "reason")
-_LABELS = {"PASS", "FAIL", "UNGRADABLE"}
-
-
-def _columns_ok(table: pa.Table) -> bool:
-    """The checks the record model makes of the columns read: every required field present,
-    a verdict record of a schema this package knows, a PASS/FAIL/UNGRADABLE label."""
-    if any(table.column(name).null_count for name in _REQUIRED):
-        return False
-    kinds = set(table.column("record_type").to_pylist())
-    versions = [v for v in table.column("schema_version").to_pylist() if v is not None]
-    labels = set(table.column("verdict").to_pylist())
-    return (
-        kinds <= {"verdict", None}
-        and (not versions or max(versions) <= SCHEMA_VERSION)
-        and labels <= _LABELS
-    )
-
-
-def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[_VerdictRow]]:
-    """One grader's verdicts of a run grouped by episode id (file order kept).
-
-    Read as columns (:func:`~rlmdistill.traces.columns.read_table`): validating 200,000
-    verdicts one by one with pydantic was a large share of a 10,000-episode report. The
-    columns are checked as the record model checks them (:func:`_columns_ok`); when pyarrow
-    cannot read the file or a check fails, the validated
-    :func:`~rlmdistill.traces.runs.load_verdicts` reads it instead, which names the file and
-    line of an invalid record.
-    """
-    table = read_table(verdicts_path(run_dir, grader), _VERDICT_READ)
-    out: dict[str, list[_VerdictRow]] = {}
-    if table is None or not _columns_ok(table):
-        for v in load_verdicts(run_dir, grader):
-            out.setdefault(v.episode_id, []).append(
-                _VerdictRow(v.episode_id, v.criterion_id, v.verdict, v.memo_sha256)
-            )
-        return out
-    cols = table.select(["episode_id", "criterion_id", "verdict", "memo_sha256"]).to_pydict()
-    new = tuple.__new__  # a row without the Python-level NamedTuple constructor (200,000 rows)
-    for values in zip(
-        cols["episode_id"], cols["criterion_id"], cols["verdict"], cols["memo_sha256"], strict=True
-    ):
-        row = new(_VerdictRow, values)
-        rows = out.get(row[0])
-        if rows is None:
-            out[row[0]] = [row]
-        else:
-            rows.append(row)
-    return out
+def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[VerdictRow]]:
+    """One grader's verdicts of a run grouped by episode id (file order kept): the columnar,
+    checked :func:`~rlmdistill.traces.columns.verdict_rows` (validated fallback; an invalid
+    record raises ``TraceFileError`` naming the file and line)."""
+    return verdict_rows(run_dir, grader)
 
 
 @functools.lru_cache(maxsize=256)
@@ -466,6 +397,10 @@ def _trajectory_fields(
         "memo_first_turn": first,
         "memo_first_turn_share": (first + 1) / n_turns if first is not None and n_turns else None,
     }
+
+
+_NO_USAGE = Usage()
+"""No sub-call usage (compared with, not built, per episode)."""
 
 
 def _episode_row(
@@ -514,7 +449,7 @@ def _episode_row(
         give_up = read_share < give_up_read_share
     t = e.tokens
     root_cost = prices.cost_usd(_model_id(e.root_model), t.root)
-    sub_cost = prices.cost_usd(_model_id(e.sub_model), t.sub) if t.sub != Usage() else 0.0
+    sub_cost = prices.cost_usd(_model_id(e.sub_model), t.sub) if t.sub != _NO_USAGE else 0.0
     root_all = t.root.prompt_tokens + t.root.completion_tokens
     sub_all = t.sub.prompt_tokens + t.sub.completion_tokens
     return EpisodeMetrics(
@@ -683,6 +618,29 @@ def load_run_metrics(
         raise ValueError(f"give_up_read_share must be in [0, 1], got {give_up_read_share}")
     if reach_ngram < 1:
         raise ValueError(f"reach_ngram must be >= 1, got {reach_ngram}")
+    with gc_paused():  # 10,000 summaries and rows (the collector cost ~1/3 of this read)
+        return _load_run_metrics(
+            run_dir,
+            grader,
+            prices,
+            trajectories,
+            give_up_read_share,
+            reach_ngram,
+            trajectory_cache,
+            row_cache,
+        )
+
+
+def _load_run_metrics(
+    run_dir: Path,
+    grader: str | None,
+    prices: PriceTable,
+    trajectories: bool,
+    give_up_read_share: float,
+    reach_ngram: int,
+    trajectory_cache: Path | None,
+    row_cache: Path | bool,
+) -> RunMetrics:
     manifest = load_manifest(run_dir)
     grader = resolve_grader({str(run_dir): grader_ids(run_dir)}, grader, hint="grader=")
     cache_dir = metrics_cache_dir() if row_cache is True else row_cache or None

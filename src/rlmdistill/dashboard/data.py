@@ -29,6 +29,7 @@ Workspace layout (see ``docs/dashboard.md``)::
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ import pandas as pd
 import streamlit as st
 
 from rlmdistill.dashboard import ENV_WORKSPACE
-from rlmdistill.dashboard.live import mean_of_room_means
+from rlmdistill.dashboard.live import column_mean_of_room_means
 from rlmdistill.dashboard.runview import (
     RUN_COLUMNS,
     RunView,
@@ -58,8 +59,9 @@ from rlmdistill.traces.artefacts import (
     load_sft_manifest,
     read_train_log,
 )
+from rlmdistill.traces.columns import gc_paused
 from rlmdistill.traces.layout import EXPORT_MANIFEST, SFT_MANIFEST, TRAIN_LOG
-from rlmdistill.traces.runs import load_trajectory, trajectory_path
+from rlmdistill.traces.runs import RoomTaskError, load_trajectory, trajectory_path
 from rlmdistill.traces.schema import EpisodeSummary, RunManifest
 
 __all__ = [
@@ -220,8 +222,9 @@ class RunOverview(NamedTuple):
     """Headline figures of one run for the Runs page.
 
     Every mean is a mean of room means (each room weighs the same, as in the report) of the
-    analysis stage's per-episode metrics (:class:`~rlmdistill.analysis.metrics.EpisodeMetrics`),
-    ``None`` when no episode has a value."""
+    values the analysis stage's per-episode metrics
+    (:class:`~rlmdistill.analysis.metrics.EpisodeMetrics`) hold, ``None`` when no episode has
+    a value."""
 
     run_id: str
     root: str
@@ -239,20 +242,38 @@ class RunOverview(NamedTuple):
 
 
 def run_overview(run: Run) -> RunOverview:
-    """Headline figures of a run (config, status counts, means of room means) from the
-    analysis stage's metrics rows of its view (one set per grader; no trajectory read).
+    """Headline figures of a run (config, status counts, means of room means) from the run
+    table's columns (:meth:`RunView.table`, so opening a run reads its files once): coverage
+    (``Coverage.overall``), sub-calls, turns and each grader's pass rate (the one scoring
+    rule, :func:`~rlmdistill.traces.scores.score_episodes`) are the values of the analysis
+    stage's metrics rows, and the means are the report's
+    (:func:`~rlmdistill.dashboard.live.column_mean_of_room_means`); no trajectory is read.
 
-    Raises what :meth:`RunView.metrics` raises (``ValueError`` naming an invalid
-    ``task.json``; ``NotARunError``/``TraceFileError`` naming the run file)."""
+    Raises, as the metrics rows do, :class:`~rlmdistill.traces.runs.RoomTaskError` (a
+    ``ValueError``) naming an invalid ``task.json``, and ``NotARunError``/``TraceFileError``
+    naming the run file (file and line of an invalid record)."""
     view = run_view(run)
-    return view.derived("overview", lambda: _overview(view))
+
+    def make() -> RunOverview:
+        with gc_paused():  # 40,000 small rows for the room means
+            return _overview(view)
+
+    return view.derived("overview", make)
 
 
 def _overview(view: RunView) -> RunOverview:
     m = view.manifest
     cfg = m.config
-    graders = view.graders
-    rows = view.metrics(graders[0] if graders else None).rows
+    table = view.table()
+    for problem in view.room_tasks().problems:
+        if problem.kind == "invalid":  # the report refuses such a room (metrics rows raise)
+            raise RoomTaskError(problem)
+    rooms = table["room_hash"].tolist()
+
+    def mean(column: str) -> float | None:  # NaN: no value (left out, as None is)
+        values = table[column].to_numpy(dtype=float, na_value=math.nan).tolist()
+        return column_mean_of_room_means(rooms, values)
+
     return RunOverview(
         run_id=m.run_id,
         root=str(cfg.get("root")),
@@ -260,14 +281,12 @@ def _overview(view: RunView) -> RunOverview:
         depth=int(cfg.get("depth", 1)),
         rooms=[r.room_id for r in m.rooms],
         n_planned=len(m.rooms) * int(cfg.get("episodes", 0)),
-        n_episodes=len(rows),
-        status_counts=pd.Series([r.status for r in rows]).value_counts().to_dict() if rows else {},
-        mean_coverage=mean_of_room_means(rows, lambda r: r.coverage),
-        mean_pass_rate={
-            g: mean_of_room_means(view.metrics(g).rows, lambda r: r.pass_rate) for g in graders
-        },
-        mean_sub_calls=mean_of_room_means(rows, lambda r: float(r.n_sub_calls)),
-        mean_turns=mean_of_room_means(rows, lambda r: float(r.n_turns)),
+        n_episodes=len(table),
+        status_counts=table["status"].value_counts().to_dict() if len(table) else {},
+        mean_coverage=mean("coverage"),
+        mean_pass_rate={g: mean(f"pass_rate:{g}") for g in view.graders},
+        mean_sub_calls=mean("n_sub_calls"),
+        mean_turns=mean("n_turns"),
     )
 
 

@@ -2,8 +2,11 @@
 
 The Runs, Compare and Ablations pages compute no metric and no mean of their own: every
 per-episode value is an :class:`~rlmdistill.analysis.metrics.EpisodeMetrics` row
-(:meth:`~rlmdistill.dashboard.runview.RunView.metrics`, the rows ``rlmdistill report`` uses),
-every mean is a mean of room means (each room weighs the same), and the comparison, depth
+(:meth:`~rlmdistill.dashboard.runview.RunView.metrics`, the rows ``rlmdistill report`` uses)
+or, for the Runs page's headline means, the run table's column of the same summary field or
+pass rate (:meth:`~rlmdistill.dashboard.runview.RunView.table`, scored by the same
+:func:`~rlmdistill.traces.scores.score_episodes`; :func:`column_mean_of_room_means`), every
+mean is a mean of room means (each room weighs the same), and the comparison, depth
 and grid tables are the report's own sections
 (:func:`rlmdistill.analysis.sections.per_arm_metrics`, :func:`~rlmdistill.analysis.sections.comparisons`,
 :func:`~rlmdistill.analysis.sections.depth_ablations`, :func:`~rlmdistill.analysis.sections.grids`),
@@ -22,7 +25,7 @@ every page.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import streamlit as st
@@ -46,6 +49,7 @@ __all__ = [
     "LiveComparison",
     "LiveSettings",
     "arm_grader",
+    "column_mean_of_room_means",
     "live_ablations",
     "live_arms",
     "live_comparison",
@@ -107,6 +111,34 @@ def mean_of_room_means(
     :func:`~rlmdistill.analysis.sections.room_means`), without its bootstrap interval.
     ``None`` when no room has a value."""
     means, _ = sections.room_means(rows, get, sections.room_labels([list(rows)]))
+    return float(np.mean(list(means.values()))) if means else None
+
+
+class _Value(NamedTuple):
+    room_hash: str
+    value: float | None
+
+
+class _Room(NamedTuple):
+    label: str
+
+
+def column_mean_of_room_means(
+    room_hashes: Sequence[str], values: Sequence[float | None]
+) -> float | None:
+    """:func:`mean_of_room_means` of one column of a run's episodes (``values[i]`` of the
+    episode in room ``room_hashes[i]``, ``None`` or NaN for no value): the same
+    :func:`~rlmdistill.analysis.sections.room_means` (rooms grouped by content hash, as
+    :func:`~rlmdistill.analysis.sections.room_labels` labels them within one run) and the same
+    mean over rooms, so it equals :func:`mean_of_room_means` of the metrics rows whose field
+    holds these values, bit for bit. ``None`` when no room has a value."""
+    rows = [_Value(h, v) for h, v in zip(room_hashes, values, strict=True)]
+    rooms = {h: _Room(h) for h in dict.fromkeys(room_hashes)}
+    means, _ = sections.room_means(
+        cast("Sequence[EpisodeMetrics]", rows),
+        lambda r: cast("_Value", r).value,
+        cast("dict[str, RoomInfoRow]", rooms),
+    )
     return float(np.mean(list(means.values()))) if means else None
 
 

@@ -12,16 +12,20 @@ Tests: ``test_run_view_is_one_object_per_stamp_and_rereads_a_changed_run_case_a3
 Parts are read on first use and kept on the view (read-only for every page):
 
 - :meth:`RunView.table`: the episode listing with a ``pass_rate:<grader>`` column per grader,
-  from the columns pyarrow reads (:mod:`rlmdistill.traces.columns`; validated reader as the
-  fallback);
-- :meth:`RunView.tasks`: the rooms' usable tasks (:func:`~rlmdistill.traces.runs.load_room_tasks`);
+  from the columns pyarrow reads and checks (:mod:`rlmdistill.traces.columns`, built into the
+  frame column by column; the validated reader as the fallback, which names the file and line
+  of an invalid record); the Runs page's headline means of room means are computed from it;
+- :meth:`RunView.room_tasks` / :meth:`RunView.tasks`: the rooms' usable tasks and the problems
+  of the others (:func:`~rlmdistill.traces.runs.load_room_tasks`);
 - :meth:`RunView.summary` / :meth:`RunView.summaries`: one episode's summary (its line only) or
   all of them;
 - :meth:`RunView.verdicts`: one episode's verdicts of one grader (its lines only);
 - :meth:`RunView.metrics`: the analysis stage's per-episode
   :class:`~rlmdistill.analysis.metrics.EpisodeMetrics` rows
   (:func:`~rlmdistill.analysis.metrics.load_run_metrics`), the one definition of every metric
-  the report uses; the live Runs, Compare and Ablations pages take their numbers from these.
+  the report uses; the live Compare and Ablations pages take their numbers from these (the
+  Runs page's headline means are computed from :meth:`RunView.table`, whose columns hold the
+  same values: ``tests/test_dashboard_open_run.py``).
 
 Trajectories are not part of the stamp (an episode's trajectory is final once its summary line
 is committed): :func:`trajectory` caches one by its own file's stamp.
@@ -30,18 +34,27 @@ is committed): :func:`trajectory` caches one by its own file's stamp.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import streamlit as st
 
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces import layout
-from rlmdistill.traces.columns import EPISODE_COLUMNS, VERDICT_COLUMNS, read_table
+from rlmdistill.traces.columns import (
+    EPISODE_COLUMNS,
+    VerdictRow,
+    episode_columns_ok,
+    gc_paused,
+    read_table,
+    verdict_rows,
+)
 from rlmdistill.traces.runs import (
+    RoomTasks,
     Trajectory,
     grader_ids,
     load_manifest,
@@ -122,16 +135,38 @@ RUN_COLUMNS = [
 """Columns of :meth:`RunView.table` before the per-grader ``pass_rate:<grader>`` columns."""
 
 _RAN_COLUMNS = pa.schema(
-    [("room", pa.struct([("room_hash", pa.string())])), ("task_id", pa.string())]
+    [
+        (
+            "room",
+            pa.struct(
+                [("room_id", pa.string()), ("room_hash", pa.string()), ("path", pa.string())]
+            ),
+        ),
+        ("task_id", pa.string()),
+    ]
 )
-"""The two columns of ``episodes.jsonl`` that say which task each room's episodes ran."""
+"""The columns of ``episodes.jsonl`` that say which room (and its folder) and task each
+episode ran."""
 
 
-class _VerdictRow(NamedTuple):
-    episode_id: str
-    criterion_id: str
-    verdict: str
-    memo_sha256: str | None
+class _Ran(NamedTuple):
+    """Which room and task each episode ran (columns of ``episodes.jsonl``, file order)."""
+
+    room_ids: list[str | None]
+    room_hashes: list[str | None]
+    room_paths: list[str | None]
+    task_ids: list[str | None]
+
+    @classmethod
+    def of(cls, cols: pa.Table) -> _Ran:
+        room = cols.column("room")
+
+        def field(name: str) -> list[str | None]:
+            return pc.struct_field(room, name).to_pylist()  # type: ignore[no-any-return]
+
+        return cls(
+            field("room_id"), field("room_hash"), field("path"), cols.column("task_id").to_pylist()
+        )
 
 
 class RunView:
@@ -214,41 +249,50 @@ class RunView:
         :func:`~rlmdistill.traces.runs.load_room_tasks`: rooms without a usable ``task.json``
         (not found, invalid, or another task than their episodes ran) are left out, so their
         episodes have no pass rate. Never raises for a room's task."""
-        return self._part("tasks", self._read_tasks)
+        return self.room_tasks().tasks
 
-    def _read_tasks(self) -> dict[str, Task]:
+    def room_tasks(self) -> RoomTasks:
+        """:meth:`tasks` and the problem of each other room (in the order
+        :func:`~rlmdistill.traces.runs.load_room_tasks` meets them: the manifest's rooms, then
+        rooms only episodes name). Never raises for a room's task."""
+        return self._part("room_tasks", self._read_tasks)
+
+    def _read_tasks(self) -> RoomTasks:
         with self._lock:
-            table = self._parts.get("table_raw")
-        if table is not None:  # the listing already holds each episode's room and task
-            return self._tasks_ran(list(table["room_hash"]), list(table["task_id"]))
-        cols = read_table(self.run_dir / layout.EPISODES, _RAN_COLUMNS)
+            cols = self._parts.get("episode_columns")
+        if cols is None:  # no listing yet: read the room and task columns only
+            cols = read_table(self.run_dir / layout.EPISODES, _RAN_COLUMNS)
         if cols is None:  # pyarrow could not read it: the validated loader names the problem
             return load_room_tasks(
                 self.manifest, self.summaries().values(), on_error="report", run_dir=self.run_dir
-            ).tasks
-        hashes = [room["room_hash"] if room else None for room in cols["room"].to_pylist()]
-        return self._tasks_ran(hashes, cols["task_id"].to_pylist())
+            )
+        return self._tasks_ran(_Ran.of(cols))
 
-    def _tasks_ran(
-        self, room_hashes: Sequence[str | None], task_ids: Sequence[str | None]
-    ) -> dict[str, Task]:
-        """Usable tasks by room hash, given the (room hash, task id) of every episode."""
-        ran: dict[str, set[str]] = {}
-        for room_hash, task_id in zip(room_hashes, task_ids, strict=True):
+    def _tasks_ran(self, ran: _Ran) -> RoomTasks:
+        """Usable tasks by room hash, given the room and task every episode ran."""
+        task_ids: dict[str, set[str]] = {}
+        rooms: dict[str, tuple[str, str]] = {}
+        for room_id, room_hash, path, task_id in zip(*ran, strict=True):
             if room_hash and task_id:
-                ran.setdefault(room_hash, set()).add(task_id)
+                task_ids.setdefault(room_hash, set()).add(task_id)
+            if room_hash and room_id is not None and path is not None:
+                rooms.setdefault(room_hash, (room_id, path))
         return load_room_tasks(
-            self.manifest, task_ids=ran, on_error="report", run_dir=self.run_dir
-        ).tasks
+            self.manifest,
+            task_ids=task_ids,
+            rooms_ran=rooms,
+            on_error="report",
+            run_dir=self.run_dir,
+        )
 
     def episode_task(self, summary: EpisodeSummary) -> Task | None:
         """The usable task of one episode's room (checked against the task the episode ran),
         read without touching the run's other rooms or episodes (``None`` when unusable)."""
         room_hash = summary.room.room_hash
         with self._lock:
-            tasks = self._parts.get("tasks")
-        if tasks is not None:
-            return tasks.get(room_hash)  # type: ignore[no-any-return]
+            found = self._parts.get("room_tasks")
+        if found is not None:  # every room's task was read already
+            return found.tasks.get(room_hash)  # type: ignore[no-any-return]
 
         def read() -> Task | None:
             manifest = self.manifest
@@ -272,86 +316,48 @@ class RunView:
         return self._part("table", self._read_table)
 
     def _read_table(self) -> pd.DataFrame:
-        raw = self._part("table_raw", self._summary_columns)
+        with gc_paused():  # 10,000 keys and scores, 100,000 verdict rows
+            return self._scored_listing()
+
+    def _scored_listing(self) -> pd.DataFrame:
+        cols = self._part("episode_columns", self._episode_columns)
+        table = _listing(cols)
         tasks = self.tasks()
-        table = raw.copy()
+        # the scoring keys from the Arrow columns (pandas would turn a missing memo hash
+        # into NaN, which matches no verdict)
         keys = [
             EpisodeKey(eid, room_hash, memo_sha)
             for eid, room_hash, memo_sha in zip(
-                table["episode_id"], table["room_hash"], table["_memo_sha256"], strict=True
+                cols.column("episode_id").to_pylist(),
+                pc.struct_field(cols.column("room"), "room_hash").to_pylist(),
+                cols.column("memo_sha256").to_pylist(),
+                strict=True,
             )
         ]
         for grader in self.graders:
-            scores = score_episodes(keys, self._verdict_rows(grader), tasks)
+            scores = score_episodes(keys, self.verdict_rows(grader), tasks)
             rates = [s.rates.pass_rate if (s := scores.get(k.episode_id)) else None for k in keys]
             table[f"pass_rate:{grader}"] = pd.array(rates, dtype="Float64")
-        return table.drop(columns=["_memo_sha256"])
+        return table
 
-    def _summary_columns(self) -> pd.DataFrame:
-        """RUN_COLUMNS of every summary: columnar fast path, validated loader as fallback."""
+    def _episode_columns(self) -> pa.Table:
+        """:data:`~rlmdistill.traces.columns.EPISODE_COLUMNS` of every summary: the columnar
+        read when it passes :func:`~rlmdistill.traces.columns.episode_columns_ok`, else the
+        same columns of the validated summaries (whose loader raises ``TraceFileError``
+        naming the file and line of an invalid record)."""
         if not (self.run_dir / layout.RUN_MANIFEST).exists():
             self.manifest  # noqa: B018 - raises NotARunError naming the folder
-        table = read_table(self.run_dir / layout.EPISODES, EPISODE_COLUMNS)
-        if table is None:  # pyarrow could not read it: the validated loader names the problem
-            rows = [s.model_dump(mode="json", exclude={"memo"}) for s in self.summaries().values()]
-        else:
-            rows = table.to_pylist()
-        out = []
-        for r in rows:
-            room, tok, cov = r["room"] or {}, r["tokens"] or {}, r.get("coverage")
-            root, sub = tok.get("root") or {}, tok.get("sub") or {}
-            out.append(
-                {
-                    "episode_id": r["episode_id"],
-                    "run_id": r["run_id"],
-                    "room_id": room.get("room_id"),
-                    "room_hash": room.get("room_hash"),
-                    "task_id": r["task_id"],
-                    "sample_index": r["sample_index"],
-                    "status": r["status"],
-                    "depth": r["depth"] or 1,
-                    "root_model": r["root_model"],
-                    "sub_model": r["sub_model"],
-                    "n_documents": room.get("n_documents"),
-                    "n_chars": room.get("n_chars"),
-                    "n_turns": r["n_turns"],
-                    "n_sub_calls": r["n_sub_calls"],
-                    "n_sub_call_errors": r["n_sub_call_errors"] or 0,
-                    "n_sub_batches": r["n_sub_batches"] or 0,
-                    "memo": bool(r["memo_chars"]),
-                    "memo_chars": r["memo_chars"] or 0,
-                    "n_cited": len(r["cited_documents"] or []),
-                    "coverage": cov.get("overall") if cov else None,
-                    "root_prompt_tokens": root.get("prompt_tokens") or 0,
-                    "root_completion_tokens": root.get("completion_tokens") or 0,
-                    "sub_prompt_tokens": sub.get("prompt_tokens") or 0,
-                    "sub_completion_tokens": sub.get("completion_tokens") or 0,
-                    "wall_time_s": r["wall_time_s"],
-                    "_memo_sha256": r.get("memo_sha256"),
-                }
-            )
-        return pd.DataFrame(out, columns=[*RUN_COLUMNS, "_memo_sha256"])
+        cols = read_table(self.run_dir / layout.EPISODES, EPISODE_COLUMNS)
+        if cols is not None and episode_columns_ok(cols):
+            return cols
+        rows = [s.model_dump(mode="json", exclude={"memo"}) for s in self.summaries().values()]
+        return _columns_of(rows)
 
-    def _verdict_rows(self, grader: str) -> dict[str, list[_VerdictRow]]:
-        """Verdict rows by episode: columnar fast path, validated loader as fallback."""
-        table = read_table(layout.verdicts_path(self.run_dir, grader), VERDICT_COLUMNS)
-        out: dict[str, list[_VerdictRow]] = {}
-        if table is None:
-            for v in load_verdicts(self.run_dir, grader):
-                out.setdefault(v.episode_id, []).append(
-                    _VerdictRow(v.episode_id, v.criterion_id, v.verdict, v.memo_sha256)
-                )
-            return out
-        cols = table.to_pydict()
-        for row in zip(
-            cols["episode_id"],
-            cols["criterion_id"],
-            cols["verdict"],
-            cols["memo_sha256"],
-            strict=True,
-        ):
-            out.setdefault(row[0], []).append(_VerdictRow(*row))
-        return out
+    def verdict_rows(self, grader: str) -> dict[str, list[VerdictRow]]:
+        """One grader's verdict rows by episode id (:func:`~rlmdistill.traces.columns.
+        verdict_rows`: columns checked as the record model checks them, validated fallback),
+        read once per view."""
+        return self._part(("verdict_rows", grader), lambda: verdict_rows(self.run_dir, grader))
 
     # ----------------------------------------------------------------------- metrics
     def metrics(self, grader: str | None, *, trajectories: bool = False) -> RunMetrics:
@@ -404,3 +410,63 @@ def trajectory(run: Path | RunView, episode_id: str) -> Trajectory:
     run_dir = run.run_dir if isinstance(run, RunView) else Path(run)
     stamp = file_stamp(trajectory_path(run_dir, episode_id))
     return _trajectory(str(run_dir), episode_id, stamp)
+
+
+def _columns_of(rows: list[dict[str, Any]]) -> pa.Table:
+    """:data:`~rlmdistill.traces.columns.EPISODE_COLUMNS` of summaries dumped to JSON-mode
+    dicts (the validated fallback), as the columnar read gives them."""
+    names = EPISODE_COLUMNS.names
+
+    def pick(value: Any, typ: pa.DataType) -> Any:
+        if isinstance(typ, pa.StructType) and isinstance(value, dict):
+            return {f.name: pick(value.get(f.name), f.type) for f in typ}
+        return value
+
+    return pa.Table.from_pylist(
+        [{n: pick(r.get(n), EPISODE_COLUMNS.field(n).type) for n in names} for r in rows],
+        schema=EPISODE_COLUMNS,
+    )
+
+
+def _listing(cols: pa.Table) -> pd.DataFrame:
+    """:data:`RUN_COLUMNS` of every summary from its :data:`~rlmdistill.traces.columns.
+    EPISODE_COLUMNS`, built column by column (Arrow compute, one conversion to pandas)."""
+    room, tokens = cols.column("room"), cols.column("tokens")
+
+    def field(col: pa.ChunkedArray, *names: str) -> pa.ChunkedArray:
+        for name in names:
+            col = pc.struct_field(col, name)
+        return col
+
+    def zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
+        return pc.fill_null(col, 0)
+
+    memo_chars = zero(cols.column("memo_chars"))
+    arrays = {
+        "episode_id": cols.column("episode_id"),
+        "run_id": cols.column("run_id"),
+        "room_id": field(room, "room_id"),
+        "room_hash": field(room, "room_hash"),
+        "task_id": cols.column("task_id"),
+        "sample_index": cols.column("sample_index"),
+        "status": cols.column("status"),
+        "depth": pc.fill_null(cols.column("depth"), 1),
+        "root_model": cols.column("root_model"),
+        "sub_model": cols.column("sub_model"),
+        "n_documents": field(room, "n_documents"),
+        "n_chars": field(room, "n_chars"),
+        "n_turns": cols.column("n_turns"),
+        "n_sub_calls": cols.column("n_sub_calls"),
+        "n_sub_call_errors": zero(cols.column("n_sub_call_errors")),
+        "n_sub_batches": zero(cols.column("n_sub_batches")),
+        "memo": pc.not_equal(memo_chars, 0),
+        "memo_chars": memo_chars,
+        "n_cited": zero(pc.list_value_length(cols.column("cited_documents")).cast(pa.int64())),
+        "coverage": field(cols.column("coverage"), "overall"),
+        "root_prompt_tokens": zero(field(tokens, "root", "prompt_tokens")),
+        "root_completion_tokens": zero(field(tokens, "root", "completion_tokens")),
+        "sub_prompt_tokens": zero(field(tokens, "sub", "prompt_tokens")),
+        "sub_completion_tokens": zero(field(tokens, "sub", "completion_tokens")),
+        "wall_time_s": cols.column("wall_time_s"),
+    }
+    return pa.table(arrays).to_pandas()

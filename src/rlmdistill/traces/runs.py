@@ -212,6 +212,7 @@ def load_room_tasks(
     episodes: Iterable[EpisodeSummary] = (),
     *,
     task_ids: Mapping[str, Iterable[str]] | None = None,
+    rooms_ran: Mapping[str, tuple[str, str]] | None = None,
     on_error: TaskErrorPolicy = "raise",
     run_dir: Path | None = None,
 ) -> RoomTasks:
@@ -230,6 +231,10 @@ def load_room_tasks(
         task_ids: task ids the run's episodes ran, by room hash, for a caller without the
             summaries at hand (the dashboard reads these two columns only); merged with those
             of ``episodes``.
+        rooms_ran: ``(room_id, room folder)`` by room hash of the rooms the run's episodes
+            ran in, for a caller without the summaries at hand (columns of
+            ``episodes.jsonl``, in file order): a room the manifest does not list is added as
+            for ``episodes`` (the manifest's path, then the first episode's, wins).
         on_error: what a problem does (:data:`TaskErrorPolicy`).
         run_dir: where the run is now, when ``run`` is a loaded manifest (a run directory
             given as ``run`` is its own). A room whose recorded folder no longer exists is
@@ -253,6 +258,8 @@ def load_room_tasks(
     for e in episodes:
         rooms.setdefault(e.room.room_hash, (e.room.room_id, e.room.path))
         ran.setdefault(e.room.room_hash, set()).add(e.task_id)
+    for room_hash, room in (rooms_ran or {}).items():
+        rooms.setdefault(room_hash, room)
     out = RoomTasks(tasks={}, problems=[])
     for room_hash, (room_id, room_path) in rooms.items():
         path = Path(room_path) / layout.TASK
