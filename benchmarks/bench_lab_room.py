@@ -14,10 +14,15 @@ parent folder), then, each step in a fresh process so that its peak RSS is its o
    seconds per :meth:`CoverageProbe.result` (median of 3);
 3. **warm, N episodes** (``--episodes``, default 1 and 8, N at once): ``collect`` against a
    loopback fake server (own process; L = 0 s) with a scripted root whose turn 0 reads 40
-   random documents and sends each to a sub-call, turn 1 hands back a memo. Sampled every
-   50 ms: the collector's RSS and PSS and the REPL processes' PSS (shared pages split between
-   the processes mapping them, so the room's blob counts once); the peak of collector PSS +
-   REPL PSS is the figure, with the growth per extra episode.
+   random documents and sends each to a sub-call, then waits at a gate (a folder each REPL
+   adds a file to) until all N episodes are there and :data:`HOLD_S` more; turn 1 hands back
+   a memo. Sampled every 50 ms: the collector's RSS and PSS and the REPL processes' PSS
+   (shared pages split between the processes mapping them, so the room's blob counts once).
+   The figure is collector PSS + REPL PSS with **all N episodes live at the gate** (median of
+   the samples in the hold), and the growth per extra episode from it; the sampled peak over
+   the whole run is printed beside it. (Read off the peak alone, the per-episode growth
+   depended on which samples caught which REPLs alive: 4.9%, 6.2% and 12.5% of the room in
+   three runs of the same code.)
 
 Targets (issue 17): cold <= 60 s and peak RSS <= 3x text; warm collector + REPLs <= 1.5x text,
 <= 5% of the room per extra episode; ``result()`` <= 1 s. Needs ~3 GB free memory and ~2 GB of
@@ -49,11 +54,19 @@ from typing import Any
 import psutil
 
 TURN0 = (
-    "```repl\nimport random\ndocs = list_documents()\npick = random.sample(docs, 40)\n"
+    "```repl\nimport os, random, time\ndocs = list_documents()\npick = random.sample(docs, 40)\n"
     "parts = [read(d['id'], 0, 25000) for d in pick]\n"
     "answers = llm_query_batched(['Summarise for the memo:\\n' + p for p in parts])\n"
-    "print(len(answers), sum(map(len, parts)))\n```"
+    "print(len(answers), sum(map(len, parts)))\n"
+    # the gate: every episode holds here, its REPL and its collector state live, until all N
+    # have arrived, then HOLD s more: the plateau that the memory figure is read on
+    "open(os.path.join(@GATE@, str(os.getpid())), 'w').close()\n"
+    "t_end = time.time() + 120\n"
+    "while len(os.listdir(@GATE@)) < @N@ and time.time() < t_end:\n    time.sleep(0.02)\n"
+    "time.sleep(@HOLD@)\n```"
 )
+HOLD_S = 1.5
+"""Seconds every episode holds at the gate once all have arrived."""
 TURN1 = "```repl\nmemo = 'Findings: ' + ' '.join(a[:40] for a in answers[:3])\nFINAL_VAR(memo)\n```"
 
 
@@ -137,10 +150,15 @@ def _result_time(room_dir: str, cache: str) -> dict[str, Any]:
     }
 
 
-def _serve(urls: Any, stop: Any) -> None:
+def _turn0(gate: str, n: int) -> str:
+    """The scripted turn 0 with its gate: folder ``gate``, ``n`` episodes."""
+    return TURN0.replace("@GATE@", repr(gate)).replace("@N@", str(n)).replace("@HOLD@", str(HOLD_S))
+
+
+def _serve(urls: Any, stop: Any, turn0: str = TURN0) -> None:
     from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
 
-    handler = ScriptedHandler([TURN0, TURN1], lambda prompt: "summary: " + prompt[24:64])
+    handler = ScriptedHandler([turn0, TURN1], lambda prompt: "summary: " + prompt[24:64])
     with FakeOpenAIServer(handler, latency_s=0.0) as server:
         urls.put(server.base_url)
         stop.wait()
@@ -154,7 +172,13 @@ def _pss(proc: psutil.Process) -> int:
 
 
 def _episodes(
-    room_dir: str, cache: str, out: str, n: int, url: str, sub_concurrency: int = 40
+    room_dir: str,
+    cache: str,
+    out: str,
+    n: int,
+    url: str,
+    gate: str,
+    sub_concurrency: int = 40,
 ) -> dict[str, Any]:
     os.environ["RLMDISTILL_ROOM_CACHE"] = cache
     from rlmdistill.collect.config import CollectConfig, EpisodeLimits
@@ -163,6 +187,8 @@ def _episodes(
 
     me = psutil.Process()
     peak = {"total": 0, "collector_pss": 0, "collector_rss": 0, "repl_pss": 0, "repls": 0}
+    samples: list[tuple[float, int, int, int]] = []  # (time, collector PSS, REPL PSS, REPLs)
+    all_in: list[float] = []  # when the n-th episode reached the gate
     done = threading.Event()
 
     def sample() -> None:
@@ -171,6 +197,10 @@ def _episodes(
             repl = sum(_pss(k) for k in kids)
             own = _pss(me)
             rss = me.memory_info().rss
+            now = time.perf_counter()
+            samples.append((now, own, repl, len(kids)))
+            if not all_in and len(os.listdir(gate)) >= n:
+                all_in.append(now)
             if own + repl > peak["total"]:
                 peak.update(total=own + repl, collector_pss=own, repl_pss=repl, repls=len(kids))
             peak["collector_rss"] = max(peak["collector_rss"], rss)
@@ -198,10 +228,19 @@ def _episodes(
         root.close()
         sub.close()
     statuses = [s.status for s in res.summaries]
+    # the plateau: every episode held at the gate (its REPL and collector state live)
+    held = [x for x in samples if all_in and all_in[0] + 0.1 <= x[0] <= all_in[0] + HOLD_S - 0.1]
+    plateau = {
+        "samples": len(held),
+        "collector_pss": statistics.median(x[1] for x in held) if held else float("nan"),
+        "repl_pss": statistics.median(x[2] for x in held) if held else float("nan"),
+        "repls": max((x[3] for x in held), default=0),
+    }
     return {
         "wall_s": time.perf_counter() - t,
         "statuses": statuses,
         "peak": peak,
+        "plateau": plateau,
         "coverage": [round(s.coverage.overall, 5) if s.coverage else None for s in res.summaries],
     }
 
@@ -292,34 +331,48 @@ def main(argv: list[str] | None = None) -> None:
             )
         episodes = args.episodes if "warm" in args.steps else []
         ctx = mp.get_context("spawn")
-        urls, stop = ctx.Queue(), ctx.Event()
-        server = ctx.Process(target=_serve, args=(urls, stop), daemon=True)
-        server.start()
-        url = urls.get(timeout=60)
         totals: dict[int, float] = {}
-        try:
-            for n in episodes:
-                r = _in_child(_episodes, str(room_dir), str(cache), str(tmp / f"run{n}"), n, url)
-                p = {k: v / 2**20 for k, v in r["peak"].items() if k != "repls"}
-                totals[n] = p["total"]
-                print(
-                    f"warm, {n} episode(s) at once: {r['wall_s']:.1f} s, statuses "
-                    f"{sorted(set(r['statuses']))} | peak collector PSS {p['collector_pss']:.0f}"
-                    f" MiB + {r['peak']['repls']} REPL PSS {p['repl_pss']:.0f} MiB = "
-                    f"{p['total']:.0f} MiB = {p['total'] / text_mib:.2f}x the text | collector "
-                    f"peak RSS {p['collector_rss']:.0f} MiB | coverage {r['coverage'][:3]}",
-                    flush=True,
-                )
-        finally:
-            stop.set()
-            server.join(timeout=10)
+        live: dict[int, float] = {}
+        for n in episodes:
+            gate = tmp / f"gate{n}"
+            gate.mkdir()
+            urls, stop = ctx.Queue(), ctx.Event()
+            server = ctx.Process(
+                target=_serve, args=(urls, stop, _turn0(str(gate), n)), daemon=True
+            )
+            server.start()
+            try:
+                url = urls.get(timeout=60)
+                run = str(tmp / f"run{n}")
+                r = _in_child(_episodes, str(room_dir), str(cache), run, n, url, str(gate))
+            finally:
+                stop.set()
+                server.join(timeout=10)
+            p = {k: v / 2**20 for k, v in r["peak"].items() if k != "repls"}
+            q = r["plateau"]
+            totals[n] = p["total"]
+            live[n] = (q["collector_pss"] + q["repl_pss"]) / 2**20
+            print(
+                f"warm, {n} episode(s) at once: {r['wall_s']:.1f} s, statuses "
+                f"{sorted(set(r['statuses']))} | all {n} live (median of {q['samples']} samples "
+                f"at the gate): collector PSS {q['collector_pss'] / 2**20:.0f} MiB + "
+                f"{q['repls']} REPL PSS {q['repl_pss'] / 2**20:.0f} MiB = {live[n]:.0f} MiB = "
+                f"{live[n] / text_mib:.2f}x the text | peak collector PSS "
+                f"{p['collector_pss']:.0f} MiB + {r['peak']['repls']} REPL PSS "
+                f"{p['repl_pss']:.0f} MiB = {p['total']:.0f} MiB = {p['total'] / text_mib:.2f}x"
+                f" | collector peak RSS {p['collector_rss']:.0f} MiB | coverage "
+                f"{r['coverage'][:3]}",
+                flush=True,
+            )
         first = min(totals, default=0)
         for n in sorted(totals):
             if n > first:
-                extra = (totals[n] - totals[first]) / (n - first)
+                extra = (live[n] - live[first]) / (n - first)
+                extra_peak = (totals[n] - totals[first]) / (n - first)
                 print(
-                    f"each extra episode ({first} -> {n}): {extra:.0f} MiB = "
-                    f"{extra / text_mib:.1%} of the room"
+                    f"each extra episode ({first} -> {n}), all live at the gate: {extra:.1f} MiB"
+                    f" = {extra / text_mib:.1%} of the room (by the sampled peaks: "
+                    f"{extra_peak:.1f} MiB = {extra_peak / text_mib:.1%})"
                 )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # never --room or --cache

@@ -203,6 +203,34 @@ def test_repeats_and_order_do_not_matter(
     assert once.result() == once.result()
 
 
+def test_an_episode_holds_its_inputs_text_not_their_window_hashes(
+    room3: tuple[DataRoom, dict[str, str]], index3: CoverageIndex
+) -> None:
+    """While an episode runs its probe holds about a byte per observed character of plain text
+    (its normalised inputs), not 8 bytes per window (issue 17: 8 MB per million characters of
+    sub-call prompts was the largest per-episode cost of a collector). Measured with
+    tracemalloc, which numpy reports its buffers to; the result is that of the text."""
+    import tracemalloc
+
+    rng = random.Random(7)
+    inputs = [_words(rng, 8_000) for _ in range(25)]  # ~1 M characters of distinct text
+    chars = sum(len(t) for t in inputs)
+    probe = CoverageProbe(index3)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for t in inputs:
+            probe.observe(t)
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert chars > 900_000
+    assert held < 1.3 * chars, (held, chars)  # hashes were >= 8 bytes per character
+    c = room3[1]["Beta/c.txt"]
+    probe.observe(c)
+    assert probe.result().per_document["Beta/c.txt"] == 1.0
+
+
 def test_observe_is_thread_safe(
     room3: tuple[DataRoom, dict[str, str]], index3: CoverageIndex
 ) -> None:

@@ -309,3 +309,40 @@ def test_oversized_final_and_variable_have_their_own_statuses(snapshot, tmp_path
     with ReplProcess(snapshot, tmp_path / "s2", ReplLimits(max_prompt_chars=10)) as repl:
         out = repl.execute("llm_query('p' * 11)", echo)
         assert "llm_query prompt 0 has 11 characters; the limit is 10" in out.error
+
+
+def _file_resident_kib(pid: int) -> int:
+    """Resident file-backed memory of ``pid`` (``Rss - Anonymous`` of smaps_rollup), KiB."""
+    fields = {}
+    with open(f"/proc/{pid}/smaps_rollup") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "kB":
+                fields[parts[0].rstrip(":")] = int(parts[1])
+    return fields["Rss"] - fields["Anonymous"]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="Linux /proc only")
+def test_pages_of_the_room_blob_leave_the_repl_after_each_read(tmp_path):
+    """A REPL keeps what it decoded, not the blob's pages under it: reading 24 MB of documents
+    (the last 8 decoded ones cached) leaves under 2 MB more of file pages resident in it, where
+    every page read (24 MB and the kernel's fault-around) stayed before (issue 17: the REPL's
+    share of a collector's memory per extra episode). The texts read are still exact."""
+    from rlmdistill.rooms import DataRoom
+
+    root = tmp_path / "room" / "documents" / "Data"
+    root.mkdir(parents=True)
+    for i in range(24):  # 1 MB each; the 8-document decode cache holds at most 8 of them
+        (root / f"d{i:02d}.txt").write_text(f"doc {i:02d} " + "x" * (1_000_000 - 7))
+    index = DataRoom.load(tmp_path / "room").snapshot(tmp_path / "cache" / "h.json")
+    with ReplProcess(index, tmp_path / "s", ReplLimits(), sandbox="none") as repl:
+        before = _file_resident_kib(repl._proc.pid)
+        out = repl.execute(
+            "ok = [read(d['id'], 0, 6) == 'doc %02d' % i and len(room[d['id']]) == 1_000_000"
+            " for i, d in enumerate(list_documents())]\nprint(sum(ok))",
+            echo,
+        )
+        after = _file_resident_kib(repl._proc.pid)
+    assert out.error is None, out.error
+    assert out.stdout == "24\n"
+    assert after - before < 2048, (before, after)

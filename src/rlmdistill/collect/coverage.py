@@ -45,8 +45,9 @@ them.
 numpy prefix sums); equal hashes are taken as equal text (false matches have probability about
 ``n_room_windows * n_input_windows / 2^64`` for natural text; no text verification). The room
 index (:class:`CoverageIndex`, built once per room) holds the normalised room text as code
-points, the hash of every aligned window and the duplicate intervals. Each observed input adds
-the hashes of all its K-windows to a set; :meth:`CoverageProbe.result` tests every aligned
+points, the hash of every aligned window and the duplicate intervals. Each distinct observed
+input is kept as its normalised text; :meth:`CoverageProbe.result` hashes all their K-windows
+into a set (one episode's result at a time), tests every aligned
 window against that set (in slices of :data:`_SCAN`, so its temporaries stay a few MB), merges
 hits into runs and extends each run's two ends window by window (at most ``S - 1`` windows
 each side), rolling the end window's hash one character per step and stepping only the runs
@@ -87,7 +88,8 @@ the scan runs, ~37 while they are followed) and the look-up rounds' tables (~20 
 distinct hash), plus ~50 MB of per-chunk temporaries: measured 912 MiB at the peak for a
 325 M-character room (2.8x its 323 MiB of UTF-8 text). Kept: code points (N x 1..4 bytes) and
 window hashes (8 x A bytes = 0.5 bytes per character), both memory-mapped from the cache,
-plus the duplicate intervals (16 bytes each). ``observe``: O(n) for an input of n characters.
+plus the duplicate intervals (16 bytes each). ``observe``: O(n) for an input of n characters (its normalised text is kept: 1-4 bytes per
+character).
 ``result``: O(A + M log M + R x S) for M distinct observed windows and R runs; the mapped
 pages each step reads are released after it (every read maps 64 KB around it, the kernel's
 fault-around). The index is cached on disk (:meth:`CoverageIndex.load_or_build`, cache format
@@ -119,9 +121,11 @@ import os
 import tempfile
 import threading
 import unicodedata
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -179,6 +183,7 @@ _B_TOP = np.uint64(pow(_BASE, K - 1, 1 << 64))  # B^(K-1): weight of a window's 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
+_T = TypeVar("_T")
 
 
 def normalise(text: str) -> str:
@@ -744,7 +749,6 @@ class _Builder:
         self.dtype: Any = np.uint8
         self.doc_starts = np.zeros(self.n_docs + 1, dtype=np.int64)
         self.win_first = np.zeros(self.n_docs + 1, dtype=np.int64)  # set by find_duplicates
-        self._fh: Any = None
 
     # ---------------------------------------------------------------- pass 0
     def write_text(self) -> None:
@@ -835,7 +839,7 @@ class _Builder:
 
     def find_duplicates(self) -> tuple[tuple[I64, I64], tuple[I64, I64]]:
         """``(dup, folder_dup)`` intervals (see the module docstring, "Duplicates")."""
-        cp_path, win_path = self.paths()
+        _, win_path = self.paths()
         wf = np.zeros(self.n_docs + 1, dtype=np.int64)
         np.cumsum(_n_windows(np.diff(self.doc_starts)), out=wf[1:])
         self.win_first = wf
@@ -845,13 +849,23 @@ class _Builder:
         none, pdt = self._pos_dtype()
         idt = np.uint32 if n_win < 2**32 else np.int64
         edges, fedges = _Chains(idt, pdt), _Chains(idt, pdt)
-        with open(cp_path, "rb") as fh, open(win_path, "rb") as wfh:
+        with open(win_path, "rb") as wfh:
             table = _KeyTable(n_win, max_load=_BUILD_LOAD)
             for s in range(0, n_win, _CHUNK):
                 table.add(np.fromfile(wfh, dtype=np.uint64, count=min(_CHUNK, n_win - s)))
             first = table.values(none, pdt)
             ftabs: dict[int, tuple[_KeyTable, Arr]] = {}
-            for ci, (d0, d1) in enumerate(chunks):
+
+            def hits(
+                fh: Any, d0: int, d1: int, table: _KeyTable = table
+            ) -> tuple[int, U64, I64, I64]:
+                # read-only on `table`: runs a chunk ahead on the scan's second thread
+                cs, ce = int(self.doc_starts[d0]), int(self.doc_starts[d1])
+                h = _window_hashes(self._read(fh, cs, ce))
+                where, slot, _ = self._hits(table, h, self.doc_starts[d0 : d1 + 1] - cs, d0)
+                return h.size, h[where], where, slot
+
+            for ci, (d0, d1), (n_h, hw, where, slot) in self._scan(chunks, hits):
                 if ci % _TRIM_EVERY == 0:
                     _trim_heap()
                 f = int(self.folder_of[d0])
@@ -862,16 +876,14 @@ class _Builder:
                     ft.add(keys)
                     ftabs[f] = (ft, ft.values(none, pdt))
                 ft, ffirst = ftabs[f]
-                cs, ce = int(self.doc_starts[d0]), int(self.doc_starts[d1])
-                h = _window_hashes(self._read(fh, cs, ce))
-                ldoc = self.doc_starts[d0 : d1 + 1] - cs
-                where, slot, _ = self._hits(table, h, ldoc, d0)
+                cs = int(self.doc_starts[d0])
                 _first_seen(first, slot, where + cs)
-                slot_at = np.full(h.size, -1, dtype=np.int64)
+                slot_at = np.full(n_h, -1, dtype=np.int64)
                 slot_at[where] = slot
-                fw, fslot = ft.find(h[where])
+                fw, fslot = ft.find(hw)
+                del hw
                 _first_seen(ffirst, fslot, where[fw] + cs)
-                fslot_at = np.full(h.size, -1, dtype=np.int64)
+                fslot_at = np.full(n_h, -1, dtype=np.int64)
                 fslot_at[where[fw]] = fslot
                 aidx = np.arange(wf[d0], wf[d1])
                 apos, adoc = _positions(aidx, wf, self.doc_starts)
@@ -882,21 +894,17 @@ class _Builder:
                 fedges.add(aidx, aloc, adoc, fg, fslot_at, ffirst)
                 if last_chunk[f] == ci:
                     del ftabs[f]
-            del table, first, ftabs
-            _trim_heap()
-            self._fh = fh
-            try:
-                (gq, gd), (fq, fd) = edges.start(self), fedges.start(self)
-                ge, fe = self._earliest(gq, gd, fq, fd)
-                _trim_heap()
-                (gq2, gd2), (fq2, fd2) = edges.step(self, ge, gq), fedges.step(self, fe, fq)
-                del gq, gd, fq, fd, ge, fe
-                _trim_heap()
-                ge2, fe2 = self._earliest(gq2, gd2, fq2, fd2)
-                _trim_heap()
-                return edges.finish(self, ge2, gd2), fedges.finish(self, fe2, fd2)
-            finally:
-                self._fh = None
+            del table, first, ftabs, hits
+        _trim_heap()
+        (gq, gd), (fq, fd) = edges.start(self), fedges.start(self)
+        ge, fe = self._earliest(gq, gd, fq, fd)
+        _trim_heap()
+        (gq2, gd2), (fq2, fd2) = edges.step(self, ge, gq), fedges.step(self, fe, fq)
+        del gq, gd, fq, fd, ge, fe
+        _trim_heap()
+        ge2, fe2 = self._earliest(gq2, gd2, fq2, fd2)
+        _trim_heap()
+        return edges.finish(self, ge2, gd2), fedges.finish(self, fe2, fd2)
 
     def _pos_dtype(self) -> tuple[int, Any]:
         """``(none, dtype)``: a position no window has and the narrowest dtype holding it."""
@@ -929,6 +937,32 @@ class _Builder:
             if n
             else np.empty(0, self.dtype)
         )
+
+    def _scan(
+        self, chunks: list[tuple[int, int]], work: Callable[[Any, int, int], _T]
+    ) -> Iterator[tuple[int, tuple[int, int], _T]]:
+        """``(i, chunk, work(fh, *chunk))`` for each of ``chunks`` in order, each computed one
+        chunk ahead on a second thread (``fh``: its own handle on the code-point file).
+
+        ``work`` must only read shared state: it runs while the caller handles the previous
+        chunk. Its numpy steps (hashing, prefilter tests, table probes) release the GIL, so
+        on two cores the scan's reading half overlaps its writing half (:func:`_first_seen`,
+        the run sides); the order of the results, and so every result, is that of a plain
+        loop. Memory: one more chunk's results in flight. Errors in ``work`` are raised here.
+        """
+        if not chunks:
+            return
+        cp_path, _ = self.paths()
+        with open(cp_path, "rb") as fh, ThreadPoolExecutor(1, "coverage-scan") as pool:
+            nxt = pool.submit(work, fh, *chunks[0])
+            try:
+                for i, chunk in enumerate(chunks):
+                    got = nxt.result()
+                    if i + 1 < len(chunks):
+                        nxt = pool.submit(work, fh, *chunks[i + 1])
+                    yield i, chunk, got
+            finally:
+                nxt.cancel()
 
     def _hits(self, table: _KeyTable, h: U64, ldoc: I64, d0: int) -> tuple[I64, I64, I64]:
         """``(where, slot, doc)`` of the chunk's windows that hold a key and lie inside one
@@ -965,27 +999,34 @@ class _Builder:
         ftab = tables(fq, self.folder_of[fd])
         g_stop = int(gd.max()) if gd.size else 0
         stop = max(g_stop, int(fd.max()) if fd.size else 0)
-        for ci, (d0, d1) in enumerate(self._chunks()):
-            if d0 >= stop:
-                break
-            if ci % _TRIM_EVERY == 0:
-                _trim_heap()
+
+        def todo(d0: int) -> list[tuple[_KeyTable, Arr, I64 | None]]:
             f = int(self.folder_of[d0])
-            todo = ([gtab[0]] if d0 < g_stop and gtab else []) + ([ftab[f]] if f in ftab else [])
-            if not todo:
-                continue
+            return ([gtab[0]] if d0 < g_stop and gtab else []) + ([ftab[f]] if f in ftab else [])
+
+        def hits(fh: Any, d0: int, d1: int) -> list[tuple[Arr, I64, I64]]:
+            # read-only on the tables and `union`: runs a chunk ahead on the second thread
             cs, ce = int(self.doc_starts[d0]), int(self.doc_starts[d1])
-            h = _window_hashes(self._read(self._fh, cs, ce))
+            h = _window_hashes(self._read(fh, cs, ce))
             cand = _passing(union.maybe, h)
             hc = h[cand]
             del h
             ldoc = self.doc_starts[d0 : d1 + 1] - cs
-            for t, first, _ in todo:
+            out = []
+            for t, first, _ in todo(d0):
                 where, slot = t.find(hc)
                 where = cand[where]
                 dloc = np.searchsorted(ldoc, where, side="right") - 1
                 ok = where + K <= ldoc[dloc + 1]  # inside one document
-                _first_seen(first, slot[ok], where[ok] + cs)
+                out.append((first, slot[ok], where[ok] + cs))
+            return out
+
+        chunks = [c for c in self._chunks() if c[0] < stop and todo(c[0])]
+        for ci, _, found in self._scan(chunks, hits):
+            if ci % _TRIM_EVERY == 0:
+                _trim_heap()
+            for first, slot, pos in found:
+                _first_seen(first, slot, pos)
 
         def answers(tabs: dict[int, tuple[_KeyTable, Arr, I64 | None]], qh: U64) -> I64:
             out = np.full(qh.size, none, dtype=np.int64)
@@ -1446,14 +1487,18 @@ _LOADED: dict[str, CoverageIndex] = {}
 class CoverageProbe:
     """Coverage of one episode. Call :meth:`observe` with every model input; thread-safe.
 
-    Memory: 8 bytes per distinct K-window observed (about 8 MB per million input characters).
+    Memory while the episode runs: its distinct inputs' normalised texts (1-4 bytes per
+    character, as Python stores them: about 1 MB per million characters of plain text), not
+    their window hashes (8 bytes per window: 8 MB per million characters, which made the probe
+    the largest per-episode cost of a collector running many episodes over one room, issue
+    17). The hashes are computed in :meth:`detail`, one episode at a time.
     """
 
     def __init__(self, index: CoverageIndex) -> None:
         self.index = index
         self._lock = threading.Lock()
         self._seen_texts: set[bytes] = set()
-        self._parts: list[U64] = []
+        self._texts: list[str] = []
 
     def observe(self, text: str) -> None:
         """Record one model input exactly as sent (a message's content, a sub-call prompt, or
@@ -1466,17 +1511,19 @@ class CoverageProbe:
             if digest in self._seen_texts:
                 return
             self._seen_texts.add(digest)
-        h = _window_hashes(_codepoints(normalise(text)))
-        if h.size:
-            h = _unique(h)
+        norm = normalise(text)
+        if len(norm) >= K:
             with self._lock:
-                self._parts.append(h)
+                self._texts.append(norm)
 
     def _observed(self) -> U64:
+        """Sorted distinct hashes of every K-window of the observed texts."""
         with self._lock:
-            if len(self._parts) > 1:
-                self._parts = [_unique(np.concatenate(self._parts), overwrite=True)]
-            return self._parts[0] if self._parts else np.empty(0, np.uint64)
+            texts = list(self._texts)
+        parts = [_unique(_window_hashes(_codepoints(t)), overwrite=True) for t in texts]
+        if len(parts) > 1:
+            return _unique(np.concatenate(parts), overwrite=True)
+        return parts[0] if parts else np.empty(0, np.uint64)
 
     def detail(self) -> CoverageDetail:
         """Coverage with the character counts behind it (see the module docstring).

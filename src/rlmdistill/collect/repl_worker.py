@@ -150,10 +150,31 @@ class _Texts(Mapping[str, str]):
         if key in self.cache:
             return self.cache[key]
         e = self.entries[key]
-        text = bytes(self.map[e["byte_start"] : e["byte_end"]]).decode("utf-8", "surrogatepass")
+        text = self._decode(int(e["byte_start"]), int(e["byte_end"]))
         if len(self.cache) >= 8:
             self.cache.pop(next(iter(self.cache)))
         self.cache[key] = text
+        return text
+
+    def _decode(self, start: int, end: int) -> str:
+        """The blob's bytes ``[start, end)`` decoded, straight from the map (no bytes copy);
+        then the pages they lie on leave this process's resident set (``MADV_DONTNEED``: they
+        stay in the page cache, shared, and come back on the next read). Without it every
+        page a REPL ever read, and the kernel's fault-around beyond it, stayed counted in the
+        REPL (6 MiB after reading 40 documents of a 5,000-document room, issue 17), while the
+        decoded text is held in this process's own memory anyway."""
+        if end <= start:
+            return ""
+        with memoryview(self.map)[start:end] as view:
+            text = str(view, "utf-8", "surrogatepass")
+        madvise = getattr(self.map, "madvise", None)
+        if madvise is not None:
+            import mmap
+
+            lo = start // mmap.PAGESIZE * mmap.PAGESIZE
+            hi = min(len(self.map), -(-end // mmap.PAGESIZE) * mmap.PAGESIZE)
+            with contextlib.suppress(OSError, ValueError):
+                madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         return text
 
     def __contains__(self, key: object) -> bool:
