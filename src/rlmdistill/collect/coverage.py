@@ -122,7 +122,7 @@ import tempfile
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -752,10 +752,23 @@ class _Builder:
 
     # ---------------------------------------------------------------- pass 0
     def write_text(self) -> None:
-        """Normalise every document (one at a time; no text is kept) into the two files."""
+        """Normalise every document (one at a time; no text is kept) into the two files.
+
+        A document's aligned-window hashes are computed and written on a second thread while
+        the next document is read and normalised (numpy releases the GIL; normalising holds
+        it); the files are the same, written in the same order."""
         cp_path, win_path = self.paths()
-        with open(cp_path, "w+b") as cp_fh, open(win_path, "wb") as win_fh:
+        with (
+            open(cp_path, "w+b") as cp_fh,
+            open(win_path, "wb") as win_fh,
+            ThreadPoolExecutor(1, "coverage-pass0") as pool,
+        ):
             fh = cp_fh
+            pending: Future[Any] | None = None
+
+            def hashes(a: Arr) -> None:
+                win_fh.write(self._aligned_hashes(a).tobytes())
+
             for i, doc in enumerate(self.room.documents):
                 text = normalise(doc.read_text())
                 if text.isascii():
@@ -769,7 +782,11 @@ class _Builder:
                 a = a.astype(self.dtype, copy=False)
                 fh.write(a.tobytes())
                 self.doc_starts[i + 1] = self.doc_starts[i] + a.size
-                win_fh.write(self._aligned_hashes(a).tobytes())
+                if pending is not None:
+                    pending.result()  # one document in flight; raises its error here
+                pending = pool.submit(hashes, a)
+            if pending is not None:
+                pending.result()
             if fh is not cp_fh:
                 fh.close()
 
