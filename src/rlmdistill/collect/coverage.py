@@ -88,8 +88,8 @@ the scan runs, ~37 while they are followed) and the look-up rounds' tables (~20 
 distinct hash), plus ~50 MB of per-chunk temporaries: measured 912 MiB at the peak for a
 325 M-character room (2.8x its 323 MiB of UTF-8 text). Kept: code points (N x 1..4 bytes) and
 window hashes (8 x A bytes = 0.5 bytes per character), both memory-mapped from the cache,
-plus the duplicate intervals (16 bytes each). ``observe``: O(n) for an input of n characters (its normalised text is kept: 1-4 bytes per
-character).
+plus the duplicate intervals (16 bytes each). ``observe``: O(n) for an input of n characters
+(its normalised text is kept: 1-4 bytes per character).
 ``result``: O(A + M log M + R x S) for M distinct observed windows and R runs; the mapped
 pages each step reads are released after it (every read maps 64 KB around it, the kernel's
 fault-around). The index is cached on disk (:meth:`CoverageIndex.load_or_build`, cache format
