@@ -477,6 +477,27 @@ def test_random_repetitive_rooms_match_brute_force(tmp_path: Path) -> None:
         _assert_matches_brute_force(index, room, [phrases[0] + " " + phrases[1]])
 
 
+def test_result_scans_shared_over_threads_match_brute_force(
+    boilerplate_room: DataRoom, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result's window scan and run extension, cut into slices of 7 windows and batches
+    of 3 runs shared over 4 threads (so slices finish out of order), give the brute-force
+    values: the order of the pieces is that of a plain loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rlmdistill.collect import coverage as cov_mod
+
+    index = CoverageIndex.build(boilerplate_room)
+    texts = {d.id: d.text for d in boilerplate_room.documents}
+    inputs = ["Summarise: " + PARAGRAPH, texts["F1/d04.txt"], texts["F0/zz.txt"][5:300]]
+    with ThreadPoolExecutor(4) as pool:
+        monkeypatch.setattr(cov_mod, "_result_pool", lambda: pool)
+        monkeypatch.setattr(cov_mod, "_SCAN", 7)
+        monkeypatch.setattr(cov_mod, "_EXTEND", 3)
+        assert index.n_windows > 10 * 7
+        _assert_matches_brute_force(index, boilerplate_room, inputs)
+
+
 def test_rolling_window_hashes_match_prefix_sums(index3: CoverageIndex) -> None:
     """The run-edge hashes rolled one character at a time equal the directly computed ones."""
     from rlmdistill.collect.coverage import _window_hashes

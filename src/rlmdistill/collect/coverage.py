@@ -1253,22 +1253,25 @@ class CoverageIndex:
 
     def _hit_windows(self, seen: _HashSet) -> tuple[I64, U64]:
         """Indices of the aligned windows whose hash is in ``seen``, and those hashes, scanned
-        in slices of ``_SCAN`` windows (temporary memory stays ~20 bytes x ``_SCAN``) whose
-        mapped pages are released after each slice. The hashes come back with the indices
-        because gathering them from the mapping afterwards maps them again, 64 KB around each
-        (the kernel's fault-around): the whole 155 MiB file stayed resident in each process
-        on a 325 M-character room."""
-        parts, hashes = [], []
-        for s in range(0, self.n_windows, _SCAN):
+        in slices of ``_SCAN`` windows (temporary memory stays ~20 bytes x ``_SCAN`` per
+        thread) whose mapped pages are released after each slice. The slices are shared out
+        over :func:`_result_pool`'s threads (numpy releases the GIL), in order. The hashes come
+        back with the indices because gathering them from the mapping afterwards maps them
+        again, 64 KB around each (the kernel's fault-around): the whole 155 MiB file stayed
+        resident in each process on a 325 M-character room."""
+
+        def scan(s: int) -> tuple[I64, U64]:
             h = np.asarray(self.win_hash[s : s + _SCAN])
             where, _ = seen.lookup(h)
-            parts.append(where + s)
-            hashes.append(h[where])
+            got = h[where]
             del h
             _release(self.win_hash, s, s + _SCAN)
+            return where + s, got
+
+        parts = list(_result_pool().map(scan, range(0, self.n_windows, _SCAN)))
         if not parts:
             return np.empty(0, np.int64), np.empty(0, np.uint64)
-        return np.concatenate(parts), np.concatenate(hashes)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def _cp_at(self, pos: I64) -> U64:
         """Code points at ``pos`` (clipped to the text) as uint64."""
@@ -1285,9 +1288,12 @@ class CoverageIndex:
     def _extend(self, runs: _Runs, seen: _HashSet) -> tuple[I64, I64]:
         """Covered intervals: each run extended window by window (at most S-1 each side) while
         the next window is observed and inside the document; merged as :meth:`_finish` does.
-        Only runs still growing are stepped, so the cost is O(R + extension steps)."""
+        Only runs still growing are stepped, so the cost is O(R + extension steps). Batches of
+        ``_EXTEND`` runs are independent (each writes only its own slice of the bounds), so
+        they are shared out over :func:`_result_pool`'s threads."""
         starts, ends = runs.first.copy(), runs.last + K
-        for b0 in range(0, runs.first.size, _EXTEND):  # runs are in text order
+
+        def batch(b0: int) -> None:
             b1 = min(runs.first.size, b0 + _EXTEND)
             for sign in (-1, 1):
                 sl = slice(b0, b1)
@@ -1311,6 +1317,8 @@ class CoverageIndex:
                     act, p, h = act[more], p[more], h[more]
             lo, hi = int(runs.first[b0]) - STRIDE, int(runs.last[b1 - 1]) + K + STRIDE
             _release(self.cp, lo, hi)
+
+        list(_result_pool().map(batch, range(0, runs.first.size, _EXTEND)))  # runs in order
         return self._merge(starts, ends)
 
     @staticmethod
@@ -1491,6 +1499,21 @@ def _digest(cp: Arr) -> str:
     if cp.shape[0]:
         h.update(np.asarray(cp[np.linspace(0, cp.shape[0] - 1, 64).astype(np.int64)]).tobytes())
     return h.hexdigest()
+
+
+_RESULT_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads of :func:`_result_pool`: one per core, at most 4 (one result runs at a time,
+:data:`_RESULT_SLOT`)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _result_pool() -> ThreadPoolExecutor:
+    """The process's pool for a coverage result's scans (:meth:`CoverageIndex._hit_windows`,
+    :meth:`CoverageIndex._extend`): :data:`_RESULT_THREADS` worker threads,
+    started on first use and kept for the life of the process. On 2 idle cores (AMD EPYC) it
+    took ``result()`` on a 337 M-character room from 1.01 s to 0.43 s (median of 3,
+    ``benchmarks/bench_lab_room.py --steps result``; issue 17)."""
+    return ThreadPoolExecutor(_RESULT_THREADS, "coverage-result")
 
 
 _RESULT_SLOT = threading.Lock()
