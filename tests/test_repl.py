@@ -172,6 +172,39 @@ def test_refused_subcalls_raise_inside_the_repl(repl):
     assert out.stdout == "caught sub-call budget spent\n"
 
 
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_repl_reads_snapshots_of_both_index_formats(tmp_path, fmt):
+    """Format 2 (columns, written now) and format 1 (one dict per document, written by
+    earlier versions and still in users' caches) give the same room in the REPL."""
+    from rlmdistill.rooms import DataRoom
+    from rlmdistill.rooms.room import snapshot_documents
+
+    docs = tmp_path / "room" / "documents"
+    for rel, text in {"Tax/a.txt": "Tax text " * 9, "HR/z.txt": "Zed", "HR/b.txt": "Bee"}.items():
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_text(text)
+    index = DataRoom.load(tmp_path / "room").snapshot(tmp_path / "cache" / "h.json")
+    data = json.loads(index.read_text())
+    assert data["format"] == 2 and data["columns"]["id"] == ["HR/b.txt", "HR/z.txt", "Tax/a.txt"]
+    if fmt == 1:
+        data = {k: v for k, v in data.items() if k not in ("format", "columns")}
+        index.write_text(
+            json.dumps({**data, "documents": snapshot_documents(json.loads(index.read_text()))})
+        )
+    with ReplProcess(index, tmp_path / "s", ReplLimits()) as repl:
+        out = repl.execute(
+            "print(list_documents('HR'))\nprint(len(room), 'HR/z.txt' in room, 'nope' in room)\n"
+            "print(read('Tax/a.txt', 4, 8), room['HR/b.txt'])\nread('nope')",
+            echo,
+        )
+    lines = out.stdout.splitlines()
+    assert lines[0] == (
+        "[{'id': 'HR/b.txt', 'folder': 'HR', 'chars': 3}, {'id': 'HR/z.txt', 'folder': 'HR', 'chars': 3}]"
+    )
+    assert lines[1:] == ["3 True False", "text Bee"]
+    assert "KeyError" in (out.error or "") and "no document 'nope'" in out.error
+
+
 def test_repl_reads_a_memory_mapped_room_snapshot(tmp_path):
     from rlmdistill.rooms import DataRoom
 

@@ -9,6 +9,7 @@ import docx
 import pytest
 
 from rlmdistill.rooms import DataRoom, RoomError, TaskError
+from rlmdistill.rooms.room import snapshot_documents
 
 EXAMPLE_TASK = Path("/work/shared/data/lab/task.example.json")
 
@@ -164,14 +165,16 @@ def test_snapshot_is_an_index_plus_a_utf8_blob(tmp_path: Path) -> None:
     data = json.loads(index.read_text(encoding="utf-8"))
     blob = (tmp_path / data["blob"]).read_bytes()
     assert data["room_id"] == "r" and data["room_hash"] == room.room_hash
-    assert [d["id"] for d in data["documents"]] == [d.id for d in room.documents]
-    first = data["documents"][0]
+    assert data["format"] == 2 and data["columns"]["folders"] == sorted(room.folders)
+    docs = snapshot_documents(data)
+    assert [d["id"] for d in docs] == [d.id for d in room.documents]
+    first = docs[0]
     assert first["id"] == "Contracts/Supply/supply agreement.txt" and first["folder"] == "Contracts"
     assert (
         blob[first["byte_start"] : first["byte_end"]].decode()
         == "The Supplier shall deliver widgets.\n"
     )
-    for d, doc in zip(data["documents"], room.documents, strict=True):
+    for d, doc in zip(docs, room.documents, strict=True):
         assert blob[d["byte_start"] : d["byte_end"]].decode() == doc.text
         assert d["chars"] == len(doc.text)
     assert not list(tmp_path.glob("*.tmp"))
@@ -215,7 +218,7 @@ def test_latin1_room_round_trips_cafe(tmp_path: Path) -> None:
     # the text is re-read lazily with the recorded encoding, and the snapshot keeps it
     assert DataRoom.load(root).get("Leases/cafe.txt").text == "Le Café paie 5 %.\n"
     index = json.loads(room.snapshot(tmp_path / "snap.json").read_text(encoding="utf-8"))
-    entry = next(d for d in index["documents"] if d["id"] == "Leases/cafe.txt")
+    entry = next(d for d in snapshot_documents(index) if d["id"] == "Leases/cafe.txt")
     blob = (tmp_path / index["blob"]).read_bytes()
     assert blob[entry["byte_start"] : entry["byte_end"]].decode() == "Le Café paie 5 %.\n"
     assert (entry["encoding"], entry["replaced"]) == ("cp1252", 0)

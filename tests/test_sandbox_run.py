@@ -145,6 +145,25 @@ def test_tampered_snapshot_is_rebuilt_at_run_start(tmp_path):
     assert sorted(p.name for p in snap.parent.iterdir()) == sorted([snap.name, blob.name])
 
 
+def test_snapshot_of_an_earlier_format_is_rebuilt_without_a_warning(tmp_path):
+    import json
+    import warnings
+
+    from rlmdistill.rooms.room import snapshot_documents
+
+    room = DataRoom.load(write_clause_room(tmp_path / "room", n_documents=2, repeats=3))
+    snap = tmp_path / "cache" / f"{room.room_hash}.snapshot.json"
+    ensure_snapshot(room, snap)
+    good = snap.read_bytes()
+    data = json.loads(good)
+    old = {k: v for k, v in data.items() if k not in ("format", "columns")}
+    snap.write_text(json.dumps({**old, "documents": snapshot_documents(data)}))  # format 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ensure_snapshot(room, snap)
+    assert snap.read_bytes() == good and json.loads(good)["format"] == 2
+
+
 # ----------------------------------------------------------------------------- episodes
 def run_episode(tmp_path: Path, turns: list[str], **cfg_fields):
     room = write_clause_room(tmp_path / "room", n_documents=2, repeats=200)

@@ -23,6 +23,7 @@ from rlmdistill.collect.sandbox import SandboxMode, SandboxUnavailable, explain_
 from rlmdistill.models.base import ModelClient
 from rlmdistill.paths import room_cache
 from rlmdistill.rooms import DataRoom
+from rlmdistill.rooms.room import SNAPSHOT_FORMAT
 from rlmdistill.traces.schema import RoomInfo
 
 __all__ = ["check_sandbox", "ensure_snapshot", "room_handle"]
@@ -68,6 +69,16 @@ def _digest(path: Path) -> str | None:
         return None
 
 
+def _snapshot_format(index: Path) -> int | None:
+    """The ``format`` of the snapshot index at ``index`` (1 when it has none: written before
+    formats were numbered), or None when it cannot be read as a JSON object."""
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+        return int(data.get("format", 1)) if isinstance(data, dict) else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def ensure_snapshot(room: DataRoom, snap: Path) -> Path:
     """The REPL snapshot of ``room`` at ``snap`` (index) + ``snap.with_suffix('.bin')``,
     checked against the room at every run start; a missing or tampered one is (re)built.
@@ -76,7 +87,8 @@ def ensure_snapshot(room: DataRoom, snap: Path) -> Path:
     sha256 digests of both files (a snapshot is a pure function of the room's documents). On a
     match the cached files stay (REPLs of other runs keep sharing their pages); otherwise the
     fresh files replace them atomically, with a warning for a tampered cache. Cost: one write
-    of the room's text (~10 ms per MB).
+    of the room's text (~10 ms per MB). A cached snapshot of an earlier index format
+    (:data:`SNAPSHOT_FORMAT`) is rebuilt without a warning: it is a cache, not a fault.
     """
     snap.parent.mkdir(parents=True, exist_ok=True)
     fresh_dir = Path(tempfile.mkdtemp(prefix=".snapshot-check-", dir=snap.parent))
@@ -85,7 +97,7 @@ def ensure_snapshot(room: DataRoom, snap: Path) -> Path:
         pairs = [(fresh, snap), (fresh.with_suffix(".bin"), snap.with_suffix(".bin"))]
         cached = [_digest(old) for _, old in pairs]
         if cached != [_digest(new) for new, _ in pairs]:
-            if any(d is not None for d in cached):
+            if any(d is not None for d in cached) and _snapshot_format(snap) == SNAPSHOT_FORMAT:
                 warnings.warn(
                     f"room snapshot {snap} does not match room {room.path} (tampered or "
                     "stale); rebuilt it",
