@@ -1527,11 +1527,12 @@ _LOADED: dict[str, CoverageIndex] = {}
 class CoverageProbe:
     """Coverage of one episode. Call :meth:`observe` with every model input; thread-safe.
 
-    Memory while the episode runs: its distinct inputs' normalised texts (1-4 bytes per
-    character, as Python stores them: about 1 MB per million characters of plain text), not
-    their window hashes (8 bytes per window: 8 MB per million characters, which made the probe
-    the largest per-episode cost of a collector running many episodes over one room, issue
-    17). The hashes are computed in :meth:`detail`, one episode at a time.
+    Memory while the episode runs: a reference to each distinct input text, as given (a
+    sub-call's prompt is the same object as the one its record keeps, so it costs nothing
+    more), and a 16-byte digest per input. Neither its window hashes (8 bytes per window: 8 MB
+    per million characters, which made the probe the largest per-episode cost of a collector
+    running many episodes over one room, issue 17) nor its normalised copy (another 1-4 bytes
+    per character) is held: both are computed in :meth:`detail`, one episode at a time.
     """
 
     def __init__(self, index: CoverageIndex) -> None:
@@ -1551,16 +1552,17 @@ class CoverageProbe:
             if digest in self._seen_texts:
                 return
             self._seen_texts.add(digest)
-        norm = normalise(text)
-        if len(norm) >= K:
-            with self._lock:
-                self._texts.append(norm)
+            self._texts.append(text)
 
     def _observed(self) -> U64:
-        """Sorted distinct hashes of every K-window of the observed texts."""
+        """Sorted distinct hashes of every K-window of the observed texts (normalised here)."""
         with self._lock:
             texts = list(self._texts)
-        parts = [_unique(_window_hashes(_codepoints(t)), overwrite=True) for t in texts]
+        parts = []
+        for t in texts:
+            norm = normalise(t)
+            if len(norm) >= K:
+                parts.append(_unique(_window_hashes(_codepoints(norm)), overwrite=True))
         if len(parts) > 1:
             return _unique(np.concatenate(parts), overwrite=True)
         return parts[0] if parts else np.empty(0, np.uint64)
