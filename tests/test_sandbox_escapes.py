@@ -499,6 +499,7 @@ def test_bwrap_file_system_holds_only_the_binds_and_no_network(snapshot, tmp_pat
     assert lines[1] == str(
         sorted(
             [
+                "GLIBC_TUNABLES",
                 "HOME",
                 "LANG",
                 "MKL_NUM_THREADS",

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.collect.sandbox import (
     DEFAULT_MODE,
+    REPL_MALLOC_TUNABLES,
     ROOM_INSIDE,
     SCRATCH,
     PidsCgroup,
@@ -313,7 +314,11 @@ class ReplProcess:
                 stderr=subprocess.PIPE,
                 cwd=scratch_dir,
                 start_new_session=True,
-                env={"PATH": os.environ.get("PATH", ""), "PYTHONIOENCODING": "utf-8"},
+                env={
+                    "PATH": os.environ.get("PATH", ""),
+                    "PYTHONIOENCODING": "utf-8",
+                    "GLIBC_TUNABLES": REPL_MALLOC_TUNABLES,
+                },
             )
         init = {
             "op": "init",

@@ -370,6 +370,13 @@ def _python_binds() -> list[str]:
     return args
 
 
+REPL_MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072"
+"""glibc malloc settings of every REPL (``GLIBC_TUNABLES``): blocks of 128 KiB and more are
+mapped and go back to the system when freed, and the heap is trimmed past 128 KiB free. By
+default glibc raises the mapping threshold to the largest block freed, so a REPL that once
+built a 1 MB sub-call message kept such blocks in its heap for the rest of the episode."""
+
+
 def bwrap_command(
     bwrap: str,
     worker: Path,
@@ -392,6 +399,7 @@ def bwrap_command(
         "OMP_NUM_THREADS": "1",  # BLAS/OpenMP pools would count against the process cap
         "OPENBLAS_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
+        "GLIBC_TUNABLES": REPL_MALLOC_TUNABLES,
     }
     args = [
         bwrap,
