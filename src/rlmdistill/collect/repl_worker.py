@@ -120,12 +120,17 @@ class _BoundedCapture(io.TextIOBase):
         return f"{head}\n... [{omitted} characters omitted from the trace] ...\n{tail}"
 
 
+_DECODED_KEPT = 2
+"""Decoded documents a REPL keeps (was 8: up to 8 documents' text held in every REPL)."""
+
+
 class _Texts(Mapping[str, str]):
     """``doc_id -> text`` over a room snapshot.
 
     With a ``.bin`` blob the texts stay in one read-only memory map shared (through the page
-    cache) by every REPL over the room; a document is decoded when asked for, and the last few
-    decoded ones are kept. Inline ``"text"`` fields (small test snapshots, a depth-2
+    cache) by every REPL over the room; a document is decoded when asked for, and the last
+    :data:`_DECODED_KEPT` decoded ones are kept (so reading one document piece by piece decodes
+    it once; decoding is ~memcpy speed, and each kept document costs the REPL its size). Inline ``"text"`` fields (small test snapshots, a depth-2
     subagent's context) are used as they are.
 
     The index is held in columns (ids in a list; folders, sizes and byte spans in arrays): a
@@ -203,7 +208,7 @@ class _Texts(Mapping[str, str]):
         if i < 0:
             raise KeyError(key)
         text = self._decode(self._start[i], self._end[i])
-        if len(self.cache) >= 8:
+        if len(self.cache) >= _DECODED_KEPT:
             self.cache.pop(next(iter(self.cache)))
         self.cache[key] = text
         return text
