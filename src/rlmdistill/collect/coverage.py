@@ -1226,7 +1226,6 @@ class CoverageIndex:
             win = _map(base.with_name(base.name + ".win"), np.uint64, wf)
         except ValueError:  # a file of the wrong size
             return None
-        _advise_random(cp)
         if _digest(cp) != str(arrays["cp_sha"]) or _digest(win) != str(arrays["win_sha"]):
             return None
         return cls(
@@ -1464,19 +1463,6 @@ def _map(path: Path, dtype: Any, n: int) -> Arr:
     if n == 0:
         return np.empty(0, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
-
-
-def _advise_random(arr: Arr) -> None:
-    """Tell the kernel the memory-mapped ``arr`` is read at random (``MADV_RANDOM``): a page
-    fault then maps that one page, not the 64 KB around it (fault-around) nor a read-ahead.
-    A result reads the code points only next to its hit windows, scattered over the room: with
-    fault-around those reads made 110-205 MiB resident per result on a 337 M-character room
-    (one or two threads), where the pages actually read are a few MiB. No-op for an array in
-    memory or where ``madvise`` is missing."""
-    mm = getattr(arr, "_mmap", None)
-    if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_RANDOM"):
-        with contextlib.suppress(OSError, ValueError):
-            mm.madvise(mmap.MADV_RANDOM)
 
 
 def _libc() -> Any:
