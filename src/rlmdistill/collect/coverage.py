@@ -111,7 +111,6 @@ and that then comes back in a later input counts as covered: the probe sees text
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import hashlib
 import json
@@ -130,6 +129,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from rlmdistill.collect import heap
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.traces.schema import Coverage
 
@@ -1465,13 +1465,6 @@ def _map(path: Path, dtype: Any, n: int) -> Arr:
     return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
 
 
-def _libc() -> Any:
-    try:
-        return ctypes.CDLL(None)
-    except OSError:
-        return None
-
-
 def _heap_settings() -> None:
     """Pin glibc's mmap threshold and trim threshold at 32 MiB (``mallopt``), so the build's
     per-chunk temporaries (8 MB each) come from the heap and are reused chunk after chunk,
@@ -1481,7 +1474,7 @@ def _heap_settings() -> None:
     6.4 of the build's 18.4 CPU seconds were system time (1.7 of 12.4 at 32-64 MiB). glibc's
     own default raises the threshold to each freed block's size, so big freed blocks would
     stay in the heap. No-op outside glibc; the setting holds for the process."""
-    libc = _libc()
+    libc = heap.libc()
     with contextlib.suppress(AttributeError, OSError):
         libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, 32 << 20)  # M_TRIM_THRESHOLD
@@ -1489,7 +1482,7 @@ def _heap_settings() -> None:
 
 def _trim_heap() -> None:
     """Give freed heap pages back to the system (``malloc_trim(0)``; no-op outside glibc)."""
-    libc = _libc()
+    libc = heap.libc()
     with contextlib.suppress(AttributeError, OSError):
         libc.malloc_trim(0)
 
