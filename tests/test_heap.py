@@ -19,6 +19,7 @@ class _FakeLibc:
 
 
 def test_limit_arenas_sets_m_arena_max(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLMDISTILL_MALLOC_ARENAS", raising=False)
     fake = _FakeLibc()
     monkeypatch.setattr(heap, "libc", lambda: fake)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
@@ -28,6 +29,7 @@ def test_limit_arenas_sets_m_arena_max(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_arena_cap_is_at_least_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLMDISTILL_MALLOC_ARENAS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert heap.arena_cap() == 2
 
@@ -42,3 +44,16 @@ def test_real_mallopt_accepts_the_cap() -> None:
     if lib is None or not hasattr(lib, "mallopt"):
         pytest.skip("no glibc")
     assert lib.mallopt(-8, heap.arena_cap()) == 1  # glibc returns 1 on success
+
+
+def test_arena_cap_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _FakeLibc()
+    monkeypatch.setattr(heap, "libc", lambda: fake)
+    monkeypatch.setenv("RLMDISTILL_MALLOC_ARENAS", "6")
+    assert heap.arena_cap() == 6
+    monkeypatch.setenv("RLMDISTILL_MALLOC_ARENAS", "0")  # glibc's default: no mallopt call
+    heap.limit_arenas()
+    assert fake.calls == []
+    monkeypatch.setenv("RLMDISTILL_MALLOC_ARENAS", "many")
+    with pytest.raises(ValueError, match="RLMDISTILL_MALLOC_ARENAS='many'"):
+        heap.arena_cap()

@@ -31,7 +31,18 @@ def libc() -> Any:
 
 
 def arena_cap() -> int:
-    """Arenas :func:`limit_arenas` allows by default: one per CPU of this process, at least 2."""
+    """Arenas :func:`limit_arenas` allows by default: ``$RLMDISTILL_MALLOC_ARENAS`` where set
+    (0: glibc's own default, no cap), else one per CPU of this process, at least 2. Raises
+    ValueError naming the variable when it is not a whole number >= 0."""
+    env = os.environ.get("RLMDISTILL_MALLOC_ARENAS")
+    if env is not None and env.strip():
+        try:
+            n = int(env)
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise ValueError(f"RLMDISTILL_MALLOC_ARENAS={env!r}: expected a whole number >= 0")
+        return n
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -43,6 +54,9 @@ def limit_arenas(n: int | None = None) -> None:
     """Cap glibc's malloc arenas at ``n`` (default :func:`arena_cap`) for the rest of the
     process (``mallopt(M_ARENA_MAX, n)``; arenas that exist already stay). Raises nothing:
     a no-op outside glibc."""
+    n = arena_cap() if n is None else n
     lib = libc()
+    if n <= 0:
+        return
     with contextlib.suppress(AttributeError, OSError):
-        lib.mallopt(_M_ARENA_MAX, int(n if n is not None else arena_cap()))
+        lib.mallopt(_M_ARENA_MAX, int(n))
