@@ -130,8 +130,9 @@ class _Texts(Mapping[str, str]):
     With a ``.bin`` blob the texts stay in one read-only memory map shared (through the page
     cache) by every REPL over the room; a document is decoded when asked for, and the last
     :data:`_DECODED_KEPT` decoded ones are kept (so reading one document piece by piece decodes
-    it once; decoding is ~memcpy speed, and each kept document costs the REPL its size). Inline ``"text"`` fields (small test snapshots, a depth-2
-    subagent's context) are used as they are.
+    it once; decoding is ~memcpy speed, and each kept document costs the REPL its size).
+    Inline ``"text"`` fields (small test snapshots, a depth-2 subagent's context) are used as
+    they are.
 
     The index is held in columns (ids in a list; folders, sizes and byte spans in arrays): a
     snapshot written in columns (``"format": 2``, :meth:`DataRoom.snapshot`) is parsed into
@@ -185,19 +186,11 @@ class _Texts(Mapping[str, str]):
         i = bisect.bisect_left(self.ids, key)
         return i if i < len(self.ids) and self.ids[i] == key else -1
 
-    def folder(self, key: str) -> str:
-        """The folder of document ``key`` (KeyError if there is none)."""
-        i = self._index(key)
-        if i < 0:
-            raise KeyError(key)
-        return self.folder_names[self._folder[i]]
-
-    def n_chars(self, key: str) -> int:
-        """The length in characters of document ``key`` (KeyError if there is none)."""
-        i = self._index(key)
-        if i < 0:
-            raise KeyError(key)
-        return self._chars[i]
+    def rows(self) -> Iterator[tuple[str, str, int]]:
+        """``(id, folder, chars)`` of every document, in id order."""
+        names = self.folder_names
+        for d, f, n in zip(self.ids, self._folder, self._chars, strict=True):
+            yield d, names[f], n
 
     def __getitem__(self, key: str) -> str:
         if key in self.inline:
@@ -310,11 +303,10 @@ class _Worker:
 
     # -- room helpers -----------------------------------------------------------------
     def list_documents(self, folder: str | None = None) -> list[dict[str, Any]]:
-        docs = self.docs
         return [
-            {"id": d, "folder": docs.folder_names[f], "chars": n}
-            for d, f, n in zip(docs.ids, docs._folder, docs._chars, strict=True)
-            if folder is None or docs.folder_names[f] == folder
+            {"id": d, "folder": f, "chars": n}
+            for d, f, n in self.docs.rows()
+            if folder is None or f == folder
         ]
 
     def read(self, doc_id: str, start: int = 0, end: int | None = None) -> str:
