@@ -161,14 +161,14 @@ _BLOCK = 1 << 15
 per uint64 temporary, so a pass's temporaries stay in the CPU's L2 cache."""
 
 _SCAN = 1 << 18
+"""Aligned windows tested per slice in :meth:`CoverageProbe.detail` (~5 MB of temporaries)."""
 
 _EXTEND = 1 << 14
 """Runs extended per batch in :meth:`CoverageProbe.detail`."""
 
 _GATHER = 1 << 10
-"""Runs whose code points are read before the pages are released (:meth:`CoverageIndex._gather`)."""
-
-"""Aligned windows tested per batch in :meth:`CoverageProbe.detail` (~5 MB of temporaries)."""
+"""Runs whose code points are read before their pages are released
+(:meth:`CoverageIndex._gather`)."""
 
 CACHE_FORMAT = 2
 """On-disk layout of a cached index (part of its file names). 1: one ``.npz`` with the window
