@@ -60,6 +60,8 @@ _HTML_SUFFIXES = frozenset({".html", ".htm"})
 _CACHE_DIR = ".rlmdistill"
 SNAPSHOT_FORMAT = 2
 """Format of :meth:`DataRoom.snapshot`'s index: 2 = columns (1 = one dict per document)."""
+_SNAPSHOT_FIELDS = ("id", "folder", "chars", "byte_start", "byte_end", "encoding", "replaced")
+"""Per-document fields of a snapshot index, in the order :meth:`DataRoom.snapshot` writes."""
 _PREFERRED_LEGACY = "cp1252"
 
 
@@ -436,25 +438,16 @@ class DataRoom:
         tmp_blob = blob.with_name(f"{blob.name}.{os.getpid()}.tmp")
         folders = sorted({d.folder for d in self.documents})
         slot = {f: i for i, f in enumerate(folders)}
-        cols: dict[str, list[Any]] = {
-            k: []
-            for k in ("id", "folder", "chars", "byte_start", "byte_end", "encoding", "replaced")
-        }
+        cols: dict[str, list[Any]] = {k: [] for k in _SNAPSHOT_FIELDS}
         offset = 0
         with open(tmp_blob, "wb") as fh:
             for d in self.documents:
                 text = d.read_text()
                 data = text.encode("utf-8", "surrogatepass")
                 fh.write(data)
-                for k, v in (
-                    ("id", d.id),
-                    ("folder", slot[d.folder]),
-                    ("chars", len(text)),
-                    ("byte_start", offset),
-                    ("byte_end", offset + len(data)),
-                    ("encoding", d.encoding),
-                    ("replaced", d.replaced),
-                ):
+                row = (d.id, slot[d.folder], len(text), offset, offset + len(data), d.encoding,
+                       d.replaced)  # fmt: skip
+                for k, v in zip(_SNAPSHOT_FIELDS, row, strict=True):
                     cols[k].append(v)
                 offset += len(data)
         payload = {
@@ -487,9 +480,8 @@ def snapshot_documents(index: dict[str, Any]) -> list[dict[str, Any]]:
     if cols is None:
         return list(index["documents"])
     names = cols["folders"]
-    fields = ("id", "folder", "chars", "byte_start", "byte_end", "encoding", "replaced")
-    rows = zip(*(cols[k] for k in fields), strict=True)
-    return [{**dict(zip(fields, r, strict=True)), "folder": names[r[1]]} for r in rows]
+    rows = zip(*(cols[k] for k in _SNAPSHOT_FIELDS), strict=True)
+    return [{**dict(zip(_SNAPSHOT_FIELDS, r, strict=True)), "folder": names[r[1]]} for r in rows]
 
 
 def _walk(root: Path) -> Iterator[Path]:
