@@ -315,6 +315,63 @@ def test_correlation_change_between_arms_hand_computed():
     )
 
 
+def test_correlation_change_pairs_of_the_loop_arms_hand_computed():
+    """The loop's five arms: base (no sub-calls), r1, r2 at depth 1, base and r2 at depth 2.
+    Pairs: the baseline against each arm, round on round at each depth, depth 1 -> 2."""
+    rows = {
+        lab: [_row(lab, k, i, ep, depth=2 if lab.endswith("-d2") else 1)
+              for k, eps in EPISODES[src].items() for i, ep in enumerate(eps)]
+        for lab, src in [("base", "base"), ("tuned-r1", "r1"), ("tuned-r2", "r2"),
+                         ("base-d2", "base"), ("tuned-r2-d2", "r1")]
+    }  # fmt: skip
+    roots = {"base": "q", "tuned-r1": "q+r1", "tuned-r2": "q+r2", "base-d2": "q",
+             "tuned-r2-d2": "q+r2"}  # fmt: skip
+    arms = [_arm(k, v, v[0].depth, root=roots[k]) for k, v in rows.items()]
+    pairs = [(a.label, b.label) for a, b in arm_sections.correlation_change_pairs(arms)]
+    assert pairs == [
+        ("base", "tuned-r1"),
+        ("base", "tuned-r2"),
+        ("base", "base-d2"),
+        ("base", "tuned-r2-d2"),
+        ("tuned-r1", "tuned-r2"),  # round on round, depth 1
+        ("base-d2", "tuned-r2-d2"),  # round on round, depth 2
+        ("tuned-r2", "tuned-r2-d2"),  # depth 1 -> 2, same root
+    ]
+    rooms = sections.room_labels(list(rows.values()))
+    got = {
+        (c.a, c.b): c
+        for c in arm_sections.size_correlation_changes(arms, rows, rooms, CTX)
+        if c.x == "room_documents"
+    }
+    assert list(got) == pairs
+    # tuned-r1 -> tuned-r2: sub-calls 3, 6, 11 -> 1, 4, 2 over documents 1, 3, 8 (as above)
+    rho = got[("tuned-r1", "tuned-r2")].spearman
+    assert (rho.r_a, rho.r_b, rho.value) == (
+        pytest.approx(1.0),
+        pytest.approx(0.5),
+        pytest.approx(-0.5),
+    )
+    # tuned-r2 -> tuned-r2-d2 (r1's episodes): the reverse, +0.5; over A, B, C only (D is
+    # in tuned-r2-d2 alone), so the same 27 resamples with the sign flipped: [0, 2], p = 1
+    up = got[("tuned-r2", "tuned-r2-d2")]
+    assert up.rooms == ["A", "B", "C"] and up.ys_b == [3.0, 6.0, 11.0]
+    assert up.spearman.value == pytest.approx(0.5)
+    assert (up.spearman.low, up.spearman.high) == (pytest.approx(0.0), pytest.approx(2.0))
+    r_a, r_b = 1 / math.sqrt(26 * 42 / 9), 29 / math.sqrt(26 * 294 / 9)
+    assert up.pearson.value == pytest.approx(r_b - r_a)
+    # base-d2 made no sub-calls: its change is undefined, and says why
+    assert got[("base-d2", "tuned-r2-d2")].pearson.value is None
+    assert got[("base-d2", "tuned-r2-d2")].pearson.reason == (
+        "arm base-d2 made no sub-calls in any of the 3 rooms: its correlation with room size "
+        "in documents is undefined"
+    )
+    # base's timeouts (2 of 6) flag its pairs; tuned-r1/tuned-r2 (0 of 8, 0 of 6) are not
+    flags = {(f.a, f.b): f.sections for f in arm_sections.timeout_flags(arms, rows)}
+    assert ("tuned-r1", "tuned-r2") not in flags
+    assert flags[("base-d2", "tuned-r2-d2")] == ["size_correlation_change"]
+    assert flags[("base", "tuned-r1")] == ["comparison", "arm_table", "size_correlation_change"]
+
+
 def _pearson(x: list[float], y: list[float]) -> float:
     mx, my = sum(x) / len(x), sum(y) / len(y)
     sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
@@ -442,7 +499,9 @@ def test_markdown_shows_the_new_sections_from_report_json():
     assert "0.2333 [0.1, 0.4] (3/0/0) | 0.25 |" in md
     assert "rooms left out (not run by every arm): r1: D." in md
     assert "in these rooms: base 2 of 6, r1 0 of 6, r2 0 of 6." in md
-    assert "## Change of the sub-calls vs room size correlation from base" in md
+    assert "## Change of the sub-calls vs room size correlation between arms" in md
+    # r1 -> r2 round on round: r_a = 29 / sqrt(26 * 294/9), r_b = 1 / sqrt(26 * 42/9)
+    assert "| r1 | r2 | room_documents | 3 | 0.9951 -> 0.09078: -0.9043 [-2, 0] [5], p = 1 |" in md
     assert (
         "arm base made no sub-calls in any of the 3 rooms: its correlation with room size in "
         "tokens is undefined" not in md  # tokens: too few known sizes is the reason there

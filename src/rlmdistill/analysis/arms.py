@@ -4,8 +4,9 @@
   ran: per metric of :data:`~rlmdistill.analysis.sections.OUTCOME_METRICS` each arm's mean of
   room means with its cluster-bootstrap interval, and each arm's difference from the baseline
   (the first arm) paired over rooms (:func:`~rlmdistill.analysis.stats.paired_comparison`).
-- :func:`size_correlation_changes`: per arm after the baseline and per room size, the change
-  of the correlation of room-mean sub-calls with room size, paired bootstrap over rooms
+- :func:`size_correlation_changes`: per compared arm pair (:func:`correlation_change_pairs`:
+  baseline -> each arm, round on round, depth 1 -> depth 2) and per room size, the change of
+  the correlation of room-mean sub-calls with room size, paired bootstrap over rooms
   (:func:`~rlmdistill.analysis.stats.correlation_change`).
 - :func:`timeout_flags`: compared arm pairs whose shares of episodes that ended ``timeout``
   (the episode wall-time limit, which depends on machine load) differ.
@@ -53,6 +54,7 @@ __all__ = [
     "ARM_METHODS",
     "arm_table",
     "common_rooms",
+    "correlation_change_pairs",
     "size_correlation_changes",
     "timeout_flags",
     "timeouts",
@@ -66,8 +68,11 @@ ARM_METHODS = {
         "bootstrap interval and the two-sided Wilcoxon signed-rank p"
     ),
     "correlation_change": (
-        "change r_arm - r_baseline of the correlation (Pearson on values, Spearman on ranks) "
-        "of room-mean sub-calls with room size over the rooms both arms ran; paired percentile "
+        "change r_b - r_a of the correlation (Pearson on values, Spearman on ranks) of "
+        "room-mean sub-calls with room size over the rooms both arms ran, for the pairs: the "
+        "baseline a against every other arm b; each arm b against the nearest earlier arm a "
+        "of the same depth and sub (round on round, e.g. tuned-r1 -> tuned-r2); each depth-1 "
+        "arm a against each depth-2 arm b of the same root and sub; paired percentile "
         "bootstrap over rooms (the same resampled rooms for both arms; all n^n resamples when "
         "n^n <= B), resamples with a constant size or sub-calls left out and counted; "
         + CORRELATION_CHANGE_P_METHOD
@@ -154,26 +159,58 @@ def _unknown_size_reason(
     return c.model_copy(update={"reason": why})
 
 
+def correlation_change_pairs(arms: list[ArmInfo]) -> list[tuple[ArmInfo, ArmInfo]]:
+    """The arm pairs ``(a, b)`` whose sub-calls/room-size correlations are compared, in this
+    order and each once:
+
+    1. the baseline ``arms[0]`` against every other arm (before/after);
+    2. each arm against the nearest earlier arm of the same depth and sub short name
+       (round on round: ``tuned-r1 -> tuned-r2``, and ``base-d2 -> tuned-r2-d2``);
+    3. each depth-1 arm against each depth-2 arm of the same root and sub short names
+       (``tuned-r2 -> tuned-r2-d2``), the pairs of the depth table.
+
+    With the baseline making no sub-calls (the usual base root) every pair of (1) is
+    undefined; (2) and (3) are the changes the tuned arms can still show."""
+    if not arms:
+        return []
+    pairs: list[tuple[ArmInfo, ArmInfo]] = [(arms[0], b) for b in arms[1:]]
+    for i, b in enumerate(arms):
+        earlier = [a for a in arms[:i] if (a.depth, a.sub_name) == (b.depth, b.sub_name)]
+        if earlier:
+            pairs.append((earlier[-1], b))
+    pairs += [
+        (a, b)
+        for a in arms
+        for b in arms
+        if a.depth == 1 and b.depth == 2 and (a.root_name, a.sub_name) == (b.root_name, b.sub_name)
+    ]
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for a, b in pairs:
+        if (a.label, b.label) not in seen:
+            seen.add((a.label, b.label))
+            out.append((a, b))
+    return out
+
+
 def size_correlation_changes(
     arms: list[ArmInfo],
     rows: dict[str, list[EpisodeMetrics]],
     rooms: dict[str, RoomInfoRow],
     ctx: SectionContext,
 ) -> list[SizeCorrelationChange]:
-    """For each arm after the baseline ``arms[0]`` and each room size of :data:`ROOM_SIZES`:
-    the change of the correlation of room-mean sub-calls with room size from the baseline to
-    the arm, Pearson and Spearman, paired bootstrap over the rooms both arms ran (rooms of
-    unknown size left out). Undefined with the reason (e.g. "arm base made no sub-calls in
-    any of the 4 rooms: its correlation with room size in tokens is undefined")."""
-    if not arms:
-        return []
-    base = arms[0].label
+    """For each pair ``(a, b)`` of :func:`correlation_change_pairs` and each room size of
+    :data:`ROOM_SIZES`: the change of the correlation of room-mean sub-calls with room size
+    from arm ``a`` to arm ``b``, Pearson and Spearman, paired bootstrap over the rooms both
+    arms ran (rooms of unknown size left out). Undefined with the reason (e.g. "arm base
+    made no sub-calls in any of the 4 rooms: its correlation with room size in tokens is
+    undefined")."""
     by_label = {row.label: row for row in rooms.values()}
     sub_calls = next(m.get for m in OUTCOME_METRICS if m.name == "n_sub_calls")
-    ma, _ = room_means(rows[base], sub_calls, rooms)
     out = []
-    for b in arms[1:]:
-        mb, _ = room_means(rows[b.label], sub_calls, rooms)
+    for arm_a, arm_b in correlation_change_pairs(arms):
+        ma, _ = room_means(rows[arm_a.label], sub_calls, rooms)
+        mb, _ = room_means(rows[arm_b.label], sub_calls, rooms)
         paired = [k for k in ma if k in mb]
         for x in ROOM_SIZES:
             sizes = {k: room_size(by_label[k], x) for k in paired}
@@ -189,8 +226,8 @@ def size_correlation_changes(
                         ya,
                         yb,
                         kind=kind,
-                        a=base,
-                        b=b.label,
+                        a=arm_a.label,
+                        b=arm_b.label,
                         x_name=what,
                         y_name="sub-calls",
                         unit="rooms",
@@ -206,8 +243,8 @@ def size_correlation_changes(
             }
             out.append(
                 SizeCorrelationChange(
-                    a=base,
-                    b=b.label,
+                    a=arm_a.label,
+                    b=arm_b.label,
                     x=x,
                     y="n_sub_calls (room mean)",
                     rooms=keys,
@@ -233,7 +270,8 @@ def timeout_flags(
 ) -> list[TimeoutFlag]:
     """The compared arm pairs whose shares of ``timeout`` episodes differ, over all episodes
     of each arm: the baseline against each other arm (the before/after comparison, the arm
-    table and the correlation change) and each depth ablation's pair. Equal shares (0 and 0
+    table and the correlation change), the other pairs of :func:`correlation_change_pairs`
+    and each depth ablation's pair. Equal shares (0 and 0
     included) are not flagged; shares are compared exactly (``t_a n_b != t_b n_a``)."""
     if not arms:
         return []
@@ -241,6 +279,8 @@ def timeout_flags(
     base = arms[0].label
     for other in arms[1:]:
         pairs[(base, other.label)] = ["comparison", "arm_table", "size_correlation_change"]
+    for arm_a, arm_b in correlation_change_pairs(arms):
+        pairs.setdefault((arm_a.label, arm_b.label), ["size_correlation_change"])
     for ab in ablations:
         pairs.setdefault((ab.depth1_arm, ab.depth2_arm), []).append("depth_ablation")
     counts = timeouts(arms, rows)

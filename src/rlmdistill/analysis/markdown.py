@@ -439,19 +439,29 @@ def _correlation_changes(report: Report) -> list[str]:
     if not report.size_correlation_changes:
         return []
     notes = _Notes()
-    base = report.size_correlation_changes[0].a
     lines = [
-        f"## Change of the sub-calls vs room size correlation from {base}",
+        "## Change of the sub-calls vs room size correlation between arms",
         "",
-        "Over the rooms both arms ran: r(baseline) -> r(arm): r(arm) - r(baseline) "
+        f"Baseline {report.size_correlation_changes[0].a} against each arm, then round on round "
+        "(the nearest earlier arm of the same depth) and depth 1 against depth 2 (same root). "
+        "Over the rooms both arms ran: r(from) -> r(to): r(to) - r(from) "
         f"[{report.settings['confidence']:.0%} paired percentile bootstrap CI over rooms], "
         "two-sided bootstrap p.",
         "",
     ]
     lines += markdown_table(
-        ["arm", "room size", "rooms", "Pearson r change", "Spearman rho change", "resamples"],
+        [
+            "from",
+            "to",
+            "room size",
+            "rooms",
+            "Pearson r change",
+            "Spearman rho change",
+            "resamples",
+        ],
         [
             [
+                c.a,
                 c.b,
                 c.x,
                 str(len(c.rooms)),
