@@ -172,6 +172,7 @@ def test_multi_arm_table_hand_computed():
         "has_memo",
         "read_no_memo",
         "n_sub_calls",
+        "sub_call_error_share",
         "timeout",
     ]
     assert t.timeouts == {"base": 2, "r1": 0, "r2": 0}
@@ -372,6 +373,31 @@ def test_correlation_change_pairs_of_the_loop_arms_hand_computed():
     assert flags[("base", "tuned-r1")] == ["comparison", "arm_table", "size_correlation_change"]
 
 
+def test_sub_call_error_share_in_the_arm_table_hand_computed():
+    """r1's sub-calls (A: 2, 4; B: 6, 6; C: 10, 12; D: 1, 1) with 1, 4 / 0, 3 / 0, 0 errors:
+    shares A 0.5, 1 (room 0.75), B 0, 0.5 (0.25), C 0 (0); D left out (not run by r2)."""
+    arms, rows, rooms = _inputs(["r2", "r1"])
+    errors = {("A", 0): 1, ("A", 1): 4, ("B", 1): 3}
+    rows["r1"] = [
+        r.model_copy(update={"n_sub_call_errors": errors.get((r.room_id, r.sample_index), 0)})
+        for r in rows["r1"]
+    ]
+    t = arm_sections.arm_table(arms, rows, rooms, CTX)
+    assert t is not None
+    cell = _cell(t, "sub_call_error_share", "r1")
+    assert cell.mean.value == pytest.approx((0.75 + 0.25 + 0.0) / 3)
+    assert cell.n_episodes == 6
+    assert cell.difference is not None
+    assert cell.difference.differences == pytest.approx([0.75, 0.25, 0.0])
+    assert _cell(t, "sub_call_error_share", "r2").mean.value == 0.0
+    # an episode without sub-calls has no share (base made none: no rooms, undefined)
+    arms, rows, rooms = _inputs(["base", "r1"])
+    t = arm_sections.arm_table(arms, rows, rooms, CTX)
+    assert t is not None
+    base = _cell(t, "sub_call_error_share", "base")
+    assert base.mean.value is None and base.n_episodes == 0
+
+
 def _pearson(x: list[float], y: list[float]) -> float:
     mx, my = sum(x) / len(x), sum(y) / len(y)
     sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
@@ -403,6 +429,7 @@ def test_depth_table_hand_computed():
         "has_memo",
         "read_no_memo",
         "n_sub_calls",
+        "sub_call_error_share",
         "timeout",
     ]
     assert by["pass_rate"].depth1.value == pytest.approx(1 / 3)

@@ -186,13 +186,24 @@ TIMEOUT_METRIC = Metric(
 )
 """Wall-clock timeouts: a safety net whose count depends on machine load (issue 21, item 4)."""
 
+SUB_CALL_ERROR_METRIC = Metric(
+    "sub_call_error_share",
+    "sub-calls that came back as an error / sub-calls of every depth (at depth 2 also a "
+    "subagent that gave no answer within its turns); undefined for an episode without sub-calls",
+    lambda r: r.n_sub_call_errors / r.n_sub_calls if r.n_sub_calls else None,
+)
+"""Why a depth-2 arm's memos can cite every document and still pass nothing: the sub-calls
+came back as errors (``Episode.n_sub_call_errors``), not findings."""
+
 _OUTCOME_NAMES = ("pass_rate", "coverage", "has_memo", "read_no_memo", "n_sub_calls")
 OUTCOME_METRICS: list[Metric] = [
     *(next(m for m in BASE_METRICS if m.name == name) for name in _OUTCOME_NAMES),
+    SUB_CALL_ERROR_METRIC,
     TIMEOUT_METRIC,
 ]
 """The metrics of the multi-arm table and the depth table: pass rate, coverage, memo rate
-(``has_memo``), "read but wrote no memo", sub-calls and timeouts."""
+(``has_memo``), "read but wrote no memo", sub-calls, the share of sub-calls that came back as
+errors, and timeouts."""
 
 
 def _type_getter(t: str) -> Callable[[EpisodeMetrics], float | None]:
