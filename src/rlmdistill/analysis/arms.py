@@ -207,10 +207,10 @@ def size_correlation_changes(
     undefined")."""
     by_label = {row.label: row for row in rooms.values()}
     sub_calls = next(m.get for m in OUTCOME_METRICS if m.name == "n_sub_calls")
+    means = {a.label: room_means(rows[a.label], sub_calls, rooms)[0] for a in arms}
     out = []
     for arm_a, arm_b in correlation_change_pairs(arms):
-        ma, _ = room_means(rows[arm_a.label], sub_calls, rooms)
-        mb, _ = room_means(rows[arm_b.label], sub_calls, rooms)
+        ma, mb = means[arm_a.label], means[arm_b.label]
         paired = [k for k in ma if k in mb]
         for x in ROOM_SIZES:
             sizes = {k: room_size(by_label[k], x) for k in paired}
