@@ -287,7 +287,14 @@ def test_nodes_open_the_specs_the_driver_opens_not_the_recorded_ones(
 def test_spend_cap_stops_the_whole_cluster(nodes: Nodes, cuad_room3: Path, tmp_path: Path) -> None:
     """$1 per completion token; cap $200. One limiter for the cluster: spend ends within
     [cap, cap + one in-flight request per running episode]. A limiter per node would let each
-    of the two nodes spend its own $200 (>= $400)."""
+    of the two nodes spend its own $200 (>= $400).
+
+    ``concurrency: 2`` keeps exactly one episode in flight on each node the whole run (the
+    spread rule: the first goes to b, 2 free slots; the second to head, a tie on free slots
+    broken by fewer running; a freed slot is refilled on its own node). So both nodes run
+    episodes after the cap is reached, whatever the machine's timing: with one slot per node
+    free, the 2-slot node cannot drain the refused episodes alone (CI once saw that race with
+    ``concurrency: 16``)."""
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"version": "test", "prices": [
         {"pattern": "openai:*", "input": 0, "output": 1_000_000}]}))  # fmt: skip
@@ -296,7 +303,10 @@ def test_spend_cap_stops_the_whole_cluster(nodes: Nodes, cuad_room3: Path, tmp_p
     with FakeOpenAIServer(
         ScriptedHandler([EXPLORE, DELEGATE], lambda p: "ok"), latency_s=0.1
     ) as server:
-        cfg = _config(cuad_room3, server.base_url, episodes=16, max_usd=cap, prices=str(prices))
+        cfg = _config(
+            cuad_room3, server.base_url, episodes=16, concurrency=2, max_usd=cap,
+            prices=str(prices),
+        )  # fmt: skip
         res = _run(cfg, out, server.base_url)
         n_requests = len(server.requests)
     summaries = _summaries(out)
@@ -304,12 +314,20 @@ def test_spend_cap_stops_the_whole_cluster(nodes: Nodes, cuad_room3: Path, tmp_p
     spent = sum(s.tokens.root.completion_tokens + s.tokens.sub.completion_tokens for s in summaries)
     per_episode = len(EXPLORE) // 4 + len(DELEGATE) // 4 + 3  # uncapped: 16 x this
     assert 16 * per_episode > 2 * cap + 100  # uncapped, each node alone would pass its own cap
-    slots = 1 + 2  # episodes in flight at once (head + b)
-    assert cap <= spent <= cap + slots * (len(DELEGATE) // 4), spent
+    in_flight = 2  # episodes running at once (one per node)
+    assert cap <= spent <= cap + in_flight * (len(DELEGATE) // 4), spent
     capped = [s for s in summaries if s.status == "budget_exceeded"]
     assert capped and len(capped) < 16
-    placed = {p.episode_id: nodes.node_of(p.node_id) for p in _placements(out)}
+    placements = _placements(out)
+    placed = {p.episode_id: nodes.node_of(p.node_id) for p in placements}
     assert {placed[s.episode_id] for s in capped} == {"head", "b"}  # the cap reached both nodes
+    # once an episode was refused, nothing dispatched later completed, on either node
+    first_refusal = min(
+        p.committed_at for p in placements if p.episode_id in {s.episode_id for s in capped}
+    )
+    status = {s.episode_id: s.status for s in summaries}
+    later = [p for p in placements if p.dispatched_at > first_refusal]
+    assert later and all(status[p.episode_id] == "budget_exceeded" for p in later)
     completed = [s for s in summaries if s.status == "completed"]
     assert n_requests < 16 * 5  # refused requests never reached the server
     assert res.unfinished == [] and len(completed) + len(capped) <= 16
