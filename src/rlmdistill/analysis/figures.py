@@ -4,7 +4,9 @@ and its rendering to PNG with matplotlib (Agg back end, no display needed).
 A figure is drawn only from its :class:`FigureData`, so a test can check a figure by its data
 and the PNG shows exactly those numbers. Kinds:
 
-- ``scatter``: one point per (x, y) of each series (``x_scale="log"`` for log axes);
+- ``scatter``: one point per (x, y) of each series (``x_scale="log"`` for log axes); each
+  series has its own marker and a smaller one than the series before, so points that arms
+  share stay visible (:func:`scatter_styles`);
 - ``paired``: each series is one unit (room) drawn as a line across the x categories;
 - ``bars``: stacked bars, x = categories (arms), one series per stacked component;
 - ``heatmap``: one series per row (y label = series label), x = column categories, ``None``
@@ -24,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["FigureData", "FigureKind", "Series", "render_figure"]
+__all__ = ["FigureData", "FigureKind", "Series", "render_figure", "scatter_styles"]
 
 FigureKind = Literal["scatter", "paired", "bars", "heatmap", "lines"]
 
@@ -58,11 +60,34 @@ class FigureData(BaseModel):
     """What was left out and why (e.g. episodes with zero coverage on a log axis)."""
 
 
+SCATTER_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+SCATTER_SIZES = (80.0, 18.0)
+"""Marker area (points^2) of the first and of the last series of a scatter."""
+
+
+def scatter_styles(n: int) -> list[tuple[str, float]]:
+    """(marker, area in points^2) of each of ``n`` scatter series, in drawing order.
+
+    Arms often share points (two arms with the same sub-call counts on the same rooms): series
+    drawn later on top of earlier ones would hide them. So each series has its own marker and
+    a smaller area than the one before (80 down to 18 points^2), and a point several series
+    share shows as nested shapes, each series' outline visible. Raises ``ValueError`` for a
+    negative ``n``."""
+    if n < 0:
+        raise ValueError(f"number of series must be >= 0, got {n}")
+    big, small = SCATTER_SIZES
+    sizes = [big] if n == 1 else list(np.linspace(big, small, n)) if n else []
+    return [(SCATTER_MARKERS[i % len(SCATTER_MARKERS)], float(sizes[i])) for i in range(n)]
+
+
 def _scatter(ax: plt.Axes, fig: FigureData) -> None:
-    for s in fig.series:
+    for s, (marker, size) in zip(fig.series, scatter_styles(len(fig.series)), strict=True):
         pts = [(x, y) for x, y in zip(s.x, s.y, strict=True) if y is not None]
         if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=s.label, alpha=0.7, s=18)
+            ax.scatter(
+                [p[0] for p in pts], [p[1] for p in pts], label=s.label, alpha=0.6, s=size,
+                marker=marker, edgecolors="black", linewidths=0.5,
+            )  # fmt: skip
 
 
 def _paired(ax: plt.Axes, fig: FigureData) -> None:
