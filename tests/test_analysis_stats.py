@@ -142,18 +142,30 @@ def test_pearson_hand_computed_with_fisher_interval():
     assert line.reason is not None and "|r| = 1" in line.reason
 
 
-def test_spearman_hand_computed_with_bootstrap_interval():
+def test_spearman_hand_computed_with_bonett_wright_interval():
     res = spearman(X5, Y5)
     assert res.value == pytest.approx(0.8)
-    assert res.low is not None and res.high is not None
-    assert -1.0 <= res.low <= 0.8 <= res.high <= 1.0
-    assert "bootstrap" in res.method and "B=2000" in res.method
-    assert spearman(X5, Y5) == res  # fixed seed
+    # Fisher z, Bonett-Wright se: sqrt((1 + 0.8^2 / 2) / (5 - 3)) = sqrt(0.66) = 0.812404;
+    # half-width 1.959964 x 0.812404 = 1.592282 around atanh(0.8) = 1.098612
+    assert res.low == pytest.approx(math.tanh(1.098612 - 1.592282), abs=1e-6)  # -0.457124
+    assert res.high == pytest.approx(math.tanh(1.098612 + 1.592282), abs=1e-6)  # 0.990843
+    assert res.low == pytest.approx(-0.457124, abs=1e-6) and res.reason is None
+    assert "Bonett-Wright" in res.method and "bootstrap" not in res.method
+    # wider than Pearson's Fisher z for the same r (se sqrt(1 / (n - 3)) = 0.707107)
+    r = pearson(X5, Y5)
+    assert r.value == pytest.approx(0.8) and r.low is not None and res.low < r.low
+    # a 90% interval: z = 1.644854
+    ninety = spearman(X5, Y5, confidence=0.9)
+    assert ninety.high == pytest.approx(math.tanh(1.098612 + 1.644854 * 0.812404), abs=1e-6)
+    # n = 3: rho, no interval
+    three = spearman([1, 2, 3], [1, 3, 2])
+    assert three.value == pytest.approx(0.5) and three.low is None
+    assert three.reason == "Fisher z interval needs n >= 4 (got 3)"
     # exact p: of the 5! = 120 pairings, rho >= 0.8 (sum d^2 <= 4) for the identity, the 4
     # adjacent swaps and the 3 pairs of disjoint adjacent swaps; 8 more mirror them (<= -0.8)
     assert res.p_value == pytest.approx(16 / 120)
     assert "exact permutation" in res.method
-    # perfectly monotone: rho = 1, exact p = 2 / 4! ; no bootstrap interval (all resamples = 1)
+    # perfectly monotone: rho = 1, exact p = 2 / 4! ; no interval (Fisher z infinite)
     mono = spearman([1, 2, 3, 4], [10, 20, 30, 45])
     assert mono.value == 1.0 and mono.p_value == pytest.approx(2 / 24)
     assert mono.low is None and mono.reason is not None and "|rho| = 1" in mono.reason
@@ -161,6 +173,11 @@ def test_spearman_hand_computed_with_bootstrap_interval():
     # sum(dx*dy) = 4.5, sum(dx^2) = 4.5, sum(dy^2) = 5 -> rho = 4.5 / sqrt(22.5) = 0.948683
     tied = spearman([1, 2, 2, 3], [1, 3, 2, 4])
     assert tied.value == pytest.approx(4.5 / math.sqrt(22.5))
+    # rho = 0.948683, n = 4: se sqrt(1 + 0.45) = 1.204159, half-width 2.360108
+    assert (tied.low, tied.high) == (
+        pytest.approx(-0.494246, abs=1e-6),
+        pytest.approx(0.999531, abs=1e-6),
+    )
     _no_nan(tied)
 
 

@@ -4,8 +4,8 @@ Training data comes from a scripted root on the loopback fake server (``train_ro
 base is a tiny random Llama with the real SmolLM2 tokenizer, so SFT and both held-out arms run
 in process in seconds. Checks: stages run in order and write lineage, the rooms share no
 document, base and tuned arms use the same seeds, a second call skips every stage (the report
-too: its fingerprint is its inputs), a changed input rebuilds the report alone, and the greedy
-check is a section of report.json that report.md is rendered from.
+too: its fingerprint is its inputs), a changed input or statistical method rebuilds the report
+alone, and the greedy check is a section of report.json that report.md is rendered from.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from conftest import _scripted
 
 from rlmdistill.analysis.markdown import render_markdown
 from rlmdistill.analysis.schema import Report
+from rlmdistill.analysis.sections import METHODS
 from rlmdistill.loop.config import ExperimentError, load_experiment
 from rlmdistill.loop.lineage import latest_records, render_tree
 from rlmdistill.loop.run import run_loop
@@ -50,7 +51,7 @@ def _experiment(tmp_path: Path, url: str, base: Path) -> Path:
     return path
 
 
-def test_loop_runs_every_stage_then_skips_them(tmp_path, tiny_llama_dir):
+def test_loop_runs_every_stage_then_skips_them(tmp_path, tiny_llama_dir, monkeypatch):
     logs: list[str] = []
     with FakeOpenAIServer(_scripted, models=["root", "sub"]) as server:  # as GET /v1/models
         cfg = load_experiment(_experiment(tmp_path, server.base_url, tiny_llama_dir))
@@ -101,8 +102,18 @@ def test_loop_runs_every_stage_then_skips_them(tmp_path, tiny_llama_dir):
         logs.clear()
         run_loop(cfg, log=logs.append, progress=False)
         third = list(logs)
+        # a changed statistical method (as when the Spearman interval moved from a bootstrap to
+        # Fisher z) rebuilds the report, and only it
+        monkeypatch.setitem(METHODS, "spearman", METHODS["spearman"] + " (changed)")
+        logs.clear()
+        run_loop(cfg, log=logs.append, progress=False)
+        fourth = list(logs)
     ran = [line for line in third if line.startswith("[run ]")]
     assert len(ran) == 1 and ran[0].startswith("[run ] report runs/eval-base vs"), third
+    ran = [line for line in fourth if line.startswith("[run ]")]
+    assert len(ran) == 1 and ran[0].startswith("[run ] report runs/eval-base vs"), fourth
+    methods = json.loads((res.rounds[0].report / "report.json").read_text())["methods"]
+    assert methods["spearman"].endswith(" (changed)")
     rebuilt = json.loads((res.rounds[0].report / "report.json").read_text())
     assert len(rebuilt["training"][0]["steps"]) == len(report["training"][0]["steps"]) + 1
     assert rebuilt["training"][0]["steps"][-1] == last["step"] + 1

@@ -214,7 +214,7 @@ def _sizes_and_tokens(report: Report) -> list[str]:
     notes = _Notes()
     lines = ["## Sub-calls vs room size (one point per room: room mean of sub-calls)", ""]
     lines += markdown_table(
-        ["arm", "room size", "rooms", "Pearson r [Fisher z CI]", "Spearman rho [bootstrap CI]"],
+        ["arm", "room size", "rooms", "Pearson r [Fisher z CI]", "Spearman rho [Fisher z CI]"],
         [
             [
                 s.arm,

@@ -245,7 +245,10 @@ METHODS = {
     ),
     "wilcoxon": WILCOXON_METHOD,
     "pearson": "Pearson r, Fisher z interval (Fisher 1921), scipy.stats.pearsonr",
-    "spearman": "Spearman rho, percentile bootstrap interval over points, scipy.stats.spearmanr",
+    "spearman": (
+        "Spearman rho, Fisher z interval with the Bonett-Wright standard error "
+        "(Bonett & Wright 2000), scipy.stats.spearmanr"
+    ),
     "undefined": (
         "fewer than 3 rooms/points, zero variance or all-zero differences give 'undefined' "
         "with the reason, never a number"
@@ -628,8 +631,8 @@ def arm_size_correlations(
 ) -> list[SizeCorrelation]:
     """Room mean of ``n_sub_calls`` against room characters, room documents and room tokens
     (:data:`ROOM_SIZES`; one point per room of the arm): Pearson (Fisher z interval) and
-    Spearman (bootstrap interval over points). Rooms of unknown size (tokens) are left out
-    and listed; an undefined correlation says why in the report's words (e.g. "arm base made
+    Spearman (Fisher z interval, Bonett-Wright standard error). Rooms of unknown size (tokens)
+    are left out and listed; an undefined correlation says why in the report's words (e.g. "arm base made
     no sub-calls in any of the 4 rooms: its correlation with room size in tokens is
     undefined")."""
     means, _ = room_means(rows, lambda r: float(r.n_sub_calls), rooms)
@@ -642,7 +645,7 @@ def arm_size_correlations(
         xs = [v for v in (sizes[k] for k in keys) if v is not None]
         ys = [means[k] for k in keys]
         r = pearson(xs, ys, confidence=ctx.confidence)
-        rho = spearman(xs, ys, n_resamples=ctx.resamples, confidence=ctx.confidence, seed=ctx.seed)
+        rho = spearman(xs, ys, confidence=ctx.confidence)
         out.append(
             SizeCorrelation(
                 arm=label,

@@ -294,11 +294,14 @@ class _Loop:
         inputs (each arm's label, ``episodes.jsonl`` and verdict files, each adapter's
         ``sft.json`` and ``train_log.jsonl``, their paths, the report settings, and the greedy
         check's: the base and whether it runs; its prompt is the base run's first episode),
-        not the clock.
+        and the report's statistical methods (``analysis.sections.METHODS`` and
+        ``analysis.arms.ARM_METHODS``: a report of an earlier method is rebuilt), not the clock.
         """
+        from rlmdistill.analysis.arms import ARM_METHODS
         from rlmdistill.analysis.checks import AdapterCheck
         from rlmdistill.analysis.main import ReportConfig
         from rlmdistill.analysis.main import run as analysis_stage
+        from rlmdistill.analysis.sections import METHODS
 
         base_run, adapter = arms[0].run, adapters[-1]  # baseline arm; this round's adapter
         runs = [a.run for a in arms]
@@ -320,6 +323,7 @@ class _Loop:
             [[str(a.resolve()), _sha_files(a / layout.SFT_MANIFEST, a / layout.TRAIN_LOG)] for a in adapters],
             settings,
             {"check_greedy_change": self.cfg.check_greedy_change, "base": self.cfg.base},
+            METHODS, ARM_METHODS,  # a changed statistical method rebuilds the report
         )  # fmt: skip
         if self.up_to_date(out, fp) and (out / layout.REPORT_JSON).is_file():
             self.log(f"[skip] {self.rel(out)}: report up to date")
