@@ -528,7 +528,11 @@ def test_markdown_shows_the_new_sections_from_report_json():
     assert "in these rooms: base 2 of 6, r1 0 of 6, r2 0 of 6." in md
     assert "## Change of the sub-calls vs room size correlation between arms" in md
     # r1 -> r2 round on round: r_a = 29 / sqrt(26 * 294/9), r_b = 1 / sqrt(26 * 42/9)
-    assert "| r1 | r2 | room_documents | 3 | 0.9951 -> 0.09078: -0.9043 [-2, 0] [5], p = 1 |" in md
+    assert (
+        "| r1 | r2 | room_documents | 3 | 0.9951 -> 0.09078: -0.9043 [-2, 0] [6], p = 1; "
+        "Zou undefined [5] |"
+    ) in md
+    assert "[5] Zou's interval needs n >= 4 (got 3)" in md  # 3 rooms: the bootstrap's only
     assert (
         "arm base made no sub-calls in any of the 3 rooms: its correlation with room size in "
         "tokens is undefined" not in md  # tokens: too few known sizes is the reason there
@@ -563,3 +567,14 @@ def test_report_json_from_before_issue_21_still_loads_and_renders():
     md = render_markdown(report)
     assert "## Arms on the same rooms" not in md and "## Change of the sub-calls" not in md
     assert "## Sub-calls vs room size" in md
+
+
+def test_a_report_written_before_zou_renders_its_changes_without_zou():
+    data = json.loads(_report(["base", "r1", "r2"]).model_dump_json())
+    for change in data["size_correlation_changes"]:
+        for kind in ("pearson", "spearman"):
+            for field in ("r_ab", "zou_low", "zou_high", "zou_reason"):
+                del change[kind][field]
+    md = render_markdown(Report.model_validate(data))
+    assert "two-sided bootstrap p.\n" in md and "Zou [" not in md and "Zou undefined" not in md
+    assert "| r1 | r2 | room_documents | 3 | 0.9951 -> 0.09078: -0.9043 [-2, 0] [5], p = 1 |" in md

@@ -17,6 +17,7 @@ from rlmdistill.analysis.stats import (
     pearson,
     spearman,
     wilcoxon_signed_rank,
+    zou_interval,
 )
 
 X5 = [1.0, 2.0, 3.0, 4.0, 5.0]
@@ -239,6 +240,49 @@ def test_correlation_change_exhaustive_bootstrap_hand_computed():
         narrow = correlation_change(X3, YA3, YB3, kind=kind, confidence=0.2)
         assert (narrow.low, narrow.high) == (pytest.approx(full), pytest.approx(2.0))
         assert narrow.p_value == pytest.approx(0.5)
+
+
+def test_zou_interval_reproduces_zou_2007_worked_example():
+    # Zou (2007), Psychological Methods 12:399-413, overlapping correlations: r12 = .396,
+    # r13 = .179, r23 = .088, n = 66 -> 95% CI of r12 - r13 = (-.093, .517)
+    low, high = zou_interval(0.179, 0.396, 0.088, 66, kind="pearson")
+    assert (round(low, 3), round(high, 3)) == (-0.093, 0.517)
+    with pytest.raises(ValueError, match="n >= 4 and \\|r\\| < 1"):
+        zou_interval(1.0, 0.5, 0.5, 10, kind="pearson")
+
+
+def test_correlation_change_zou_interval_hand_computed():
+    # x = 1..5, y_a = [1, 3, 2, 5, 4], y_b = [1, 2, 3, 5, 4] (no ties: Pearson = Spearman):
+    # r_a = 8/10 = 0.8, r_b = 9/10 = 0.9, r_ab = 9/10 = 0.9 (deviations -2 0 -1 2 1 and
+    # -2 -1 0 2 1). c = ((0.9 - 0.36)(1 - 0.64 - 0.81 - 0.81) + 0.729) / (0.36 x 0.19)
+    #   = 0.0486 / 0.0684 = 0.710526.
+    # Pearson: se 1/sqrt(2), half 1.385904: [l_a, u_a] = [-0.279640, 0.986196],
+    #   [l_b, u_b] = [0.086102, 0.993438];
+    #   L = 0.1 - sqrt(0.813902^2 + 0.186196^2 - 2c x 0.813902 x 0.186196) = -0.594079,
+    #   U = 0.1 + sqrt(0.093438^2 + 1.079640^2 - 2c x 0.093438 x 1.079640) = 1.115381.
+    # Spearman: se sqrt((1 + r^2/2) / 2): 0.812404 (r 0.8), 0.838153 (r 0.9):
+    #   [l_a, u_a] = [-0.457124, 0.990843], [l_b, u_b] = [-0.168896, 0.996069];
+    #   L = 0.1 - sqrt(1.068896^2 + 0.190843^2 - 2c x 1.068896 x 0.190843) = -0.842909,
+    #   U = 0.1 + sqrt(0.096069^2 + 1.257124^2 - 2c x 0.096069 x 1.257124) = 1.290786.
+    x, ya, yb = X5, [1.0, 3.0, 2.0, 5.0, 4.0], [1.0, 2.0, 3.0, 5.0, 4.0]
+    for kind, low, high in (("pearson", -0.594079, 1.115381), ("spearman", -0.842909, 1.290786)):
+        res = correlation_change(x, ya, yb, kind=kind)
+        assert (res.r_a, res.r_b, res.r_ab) == (
+            pytest.approx(0.8),
+            pytest.approx(0.9),
+            pytest.approx(0.9),
+        )
+        assert res.zou_low == pytest.approx(low, abs=1e-6)
+        assert res.zou_high == pytest.approx(high, abs=1e-6)
+        assert res.zou_reason is None and "Zou (2007)" in res.method
+        assert res.low is not None  # the bootstrap interval is still there, beside it
+    # n = 3: the bootstrap runs (exhaustively), Zou's interval is undefined with the reason
+    three = correlation_change(X3, YA3, YB3, kind="pearson")
+    assert three.zou_low is None and three.zou_reason == "Zou's interval needs n >= 4 (got 3)"
+    # |r_b| = 1: Fisher z infinite
+    mono = correlation_change(x, ya, [2.0, 4.0, 6.0, 8.0, 10.0], kind="pearson")
+    assert mono.r_b == pytest.approx(1.0) and mono.zou_low is None
+    assert mono.zou_reason is not None and "|r| = 1" in mono.zou_reason
 
 
 def test_correlation_change_counts_and_leaves_out_undefined_resamples():

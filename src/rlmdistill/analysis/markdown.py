@@ -378,10 +378,19 @@ def _adapter_checks(report: Report) -> list[str]:
 
 
 def _change(c: CorrelationChange, notes: _Notes) -> str:
-    """``r_a -> r_b: r_b - r_a`` with its interval and p, or ``undefined [k]``."""
+    """``r_a -> r_b: r_b - r_a`` with its bootstrap interval and p, then Zou's interval
+    (``Zou [l, u]``, or ``Zou undefined [k]``; nothing for a report written before it), or
+    ``undefined [k]``."""
     if c.value is None:
         return _corr(c, notes)
-    return f"{_n(c.r_a)} -> {_n(c.r_b)}: {_corr(c, notes)}"
+    boot = _corr(c, notes)  # its notes first
+    if c.zou_low is not None and c.zou_high is not None:
+        zou = f"; Zou [{_n(c.zou_low)}, {_n(c.zou_high)}]"
+    elif c.zou_reason is not None:
+        zou = f"; Zou undefined {notes.ref(c.zou_reason)}"
+    else:
+        zou = ""
+    return f"{_n(c.r_a)} -> {_n(c.r_b)}: {boot}{zou}"
 
 
 def _resamples(c: CorrelationChange) -> str:
@@ -446,7 +455,17 @@ def _correlation_changes(report: Report) -> list[str]:
         "(the nearest earlier arm of the same depth) and depth 1 against depth 2 (same root). "
         "Over the rooms both arms ran: r(from) -> r(to): r(to) - r(from) "
         f"[{report.settings['confidence']:.0%} paired percentile bootstrap CI over rooms], "
-        "two-sided bootstrap p.",
+        "two-sided bootstrap p"
+        + (
+            "; Zou [Zou's (2007) interval for two correlations that share room size, which "
+            "keeps its coverage at few rooms where the bootstrap's falls short: see the methods]."
+            if any(
+                c.zou_low is not None or c.zou_reason is not None
+                for s in report.size_correlation_changes
+                for c in (s.pearson, s.spearman)
+            )
+            else "."  # a report written before Zou's interval
+        ),
         "",
     ]
     lines += markdown_table(

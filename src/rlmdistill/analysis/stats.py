@@ -25,7 +25,9 @@ Methods (named in every result's ``method`` field; sources in ``docs/analysis.md
   correlation of room size with each arm's room-mean sub-calls on the same rooms; paired
   percentile bootstrap over rooms (the same resampled rooms for both arms; exhaustive over all
   ``n**n`` resamples when that is no more than B), two-sided bootstrap p-value
-  (:data:`CORRELATION_CHANGE_P_METHOD`, Efron & Tibshirani 1993, sec. 15.4).
+  (:data:`CORRELATION_CHANGE_P_METHOD`, Efron & Tibshirani 1993, sec. 15.4); beside it Zou's
+  (2007) closed-form interval (:func:`zou_interval`), which keeps its coverage at few rooms
+  where the percentile bootstrap's falls short.
 
 Undefined rather than a made-up number: fewer than 3 units (rooms, pairs, points), zero
 variance, every paired difference zero. No result ever holds NaN or infinity.
@@ -54,6 +56,7 @@ __all__ = [
     "SPEARMAN_EXACT_MAX_N",
     "TIE_TOLERANCE",
     "WILCOXON_METHOD",
+    "ZOU_METHOD",
     "Correlation",
     "CorrelationChange",
     "Estimate",
@@ -64,11 +67,13 @@ __all__ = [
     "cluster_means",
     "correlation_change",
     "ema",
+    "fisher_z_interval",
     "paired_comparison",
     "pearson",
     "resampled_ranks",
     "spearman",
     "wilcoxon_signed_rank",
+    "zou_interval",
 ]
 
 SPEARMAN_EXACT_MAX_N = 8
@@ -405,6 +410,24 @@ PEARSON_METHOD = (
 )
 
 
+def fisher_z_interval(
+    r: float, n: int, kind: Literal["pearson", "spearman"], confidence: float
+) -> tuple[float, float]:
+    """Interval ``tanh(atanh(r) +- z_{1-a/2} * se)`` of a correlation ``r`` of ``n`` points,
+    ``a = 1 - confidence``: Pearson ``se = 1 / sqrt(n - 3)`` (Fisher 1921), Spearman ``se =
+    sqrt((1 + r^2 / 2) / (n - 3))`` (Bonett & Wright 2000, *Psychometrika* 65:23-28).
+
+    Raises ``ValueError`` when ``n < 4`` or ``|r| >= 1`` (the transform is infinite there);
+    callers return an undefined interval with the reason instead.
+    """
+    if n < 4 or not abs(r) < 1.0:
+        raise ValueError(f"fisher_z_interval: needs n >= 4 and |r| < 1 (got n={n}, r={r})")
+    se = math.sqrt((1 + r * r / 2) / (n - 3)) if kind == "spearman" else 1 / math.sqrt(n - 3)
+    half = float(scipy.stats.norm.ppf(0.5 + confidence / 2)) * se
+    z = math.atanh(r)
+    return math.tanh(z - half), math.tanh(z + half)
+
+
 def pearson(
     x: Sequence[float], y: Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE
 ) -> Correlation:
@@ -449,13 +472,12 @@ def pearson(
             confidence=confidence,
             reason="|r| = 1 (points on a line): Fisher z is infinite, no interval",
         )
-    z = math.atanh(r)
-    half = float(scipy.stats.norm.ppf(0.5 + confidence / 2)) / math.sqrt(n - 3)
+    low, high = fisher_z_interval(r, n, "pearson", confidence)
     return Correlation(
         kind="pearson",
         value=r,
-        low=math.tanh(z - half),
-        high=math.tanh(z + half),
+        low=low,
+        high=high,
         p_value=p,
         n=n,
         method=PEARSON_METHOD,
@@ -562,9 +584,7 @@ def spearman(
     elif abs(rho) >= 1.0:
         reason = "|rho| = 1 (perfectly monotone): Fisher z is infinite, no interval"
     else:
-        z_crit = float(scipy.stats.norm.ppf(0.5 + confidence / 2))
-        half = z_crit * math.sqrt((1 + rho * rho / 2) / (n - 3))
-        low, high = math.tanh(math.atanh(rho) - half), math.tanh(math.atanh(rho) + half)
+        low, high = fisher_z_interval(rho, n, "spearman", confidence)
     return Correlation(
         kind="spearman",
         value=rho,
@@ -591,6 +611,48 @@ CORRELATION_CHANGE_P_METHOD = (
     "(Efron & Tibshirani 1993, sec. 15.4, one-sided ASL #{d* <= 0}/B), doubled for two sides"
 )
 """Definition of :attr:`CorrelationChange.p_value` (quoted in its ``method``)."""
+
+ZOU_METHOD = (
+    "Zou (2007) interval of r_b - r_a (two correlations that share x): L = d - sqrt((r_b - "
+    "l_b)^2 + (u_a - r_a)^2 - 2c(r_b - l_b)(u_a - r_a)), U = d + sqrt((u_b - r_b)^2 + (r_a - "
+    "l_a)^2 - 2c(u_b - r_b)(r_a - l_a)), [l, u] each correlation's Fisher z interval (Spearman: "
+    "Bonett-Wright standard error), c the estimated correlation of r_a and r_b: "
+    "((r_ab - r_a r_b / 2)(1 - r_a^2 - r_b^2 - r_ab^2) + r_ab^3) / ((1 - r_a^2)(1 - r_b^2))"
+)
+"""Definition of :attr:`CorrelationChange.zou_low`/``zou_high`` (quoted in its ``method``).
+Zou (2007), *Psychological Methods* 12:399-413, eq. 15 and the overlapping-correlation
+covariance of eq. 12 (Olkin & Finn 1990)."""
+
+
+def zou_interval(
+    r_a: float,
+    r_b: float,
+    r_ab: float,
+    n: int,
+    *,
+    kind: Literal["pearson", "spearman"],
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> tuple[float, float]:
+    """Zou's (2007) interval of ``r_b - r_a`` where ``r_a = corr(x, y_a)`` and ``r_b =
+    corr(x, y_b)`` share ``x`` and are measured on the same ``n`` units, ``r_ab = corr(y_a,
+    y_b)`` (:data:`ZOU_METHOD`). Each correlation's own interval is
+    :func:`fisher_z_interval` of ``kind``; for Spearman the correlations are of ranks and the
+    covariance term is used as for Pearson's (an approximation; its coverage is measured in
+    ``benchmarks/bench_correlation_change_interval.py``).
+
+    Returns ``(low, high)``, both in [-2, 2]. Raises ``ValueError`` when ``n < 4`` or
+    ``|r_a|`` or ``|r_b|`` is 1 (no Fisher z interval).
+    """
+    l_a, u_a = fisher_z_interval(r_a, n, kind, confidence)
+    l_b, u_b = fisher_z_interval(r_b, n, kind, confidence)
+    c = ((r_ab - r_a * r_b / 2) * (1 - r_a * r_a - r_b * r_b - r_ab * r_ab) + r_ab**3) / (
+        (1 - r_a * r_a) * (1 - r_b * r_b)
+    )
+    d = r_b - r_a
+    # the variance terms are >= 0 for |c| <= 1; an estimate of c may stray past 1
+    down = (r_b - l_b) ** 2 + (u_a - r_a) ** 2 - 2 * c * (r_b - l_b) * (u_a - r_a)
+    up = (u_b - r_b) ** 2 + (r_a - l_a) ** 2 - 2 * c * (u_b - r_b) * (r_a - l_a)
+    return max(-2.0, d - math.sqrt(max(down, 0.0))), min(2.0, d + math.sqrt(max(up, 0.0)))
 
 
 class CorrelationChange(BaseModel):
@@ -627,6 +689,16 @@ class CorrelationChange(BaseModel):
     """Resamples in which x, y_a or y_b was constant (a correlation undefined): left out."""
     exhaustive: bool = False
     """Every one of the ``n**n`` resamples was enumerated (the exact bootstrap distribution)."""
+    r_ab: float | None = None
+    """Correlation of arm A's y with arm B's y over the units (enters Zou's interval)."""
+    zou_low: float | None = None
+    """Zou's (2007) interval of ``r_b - r_a`` (:data:`ZOU_METHOD`), beside the bootstrap's:
+    it keeps its coverage at the report's few rooms, where the percentile bootstrap's is
+    below the level asked (``benchmarks/bench_correlation_change_interval.py``). ``None``
+    (reports before it, or with ``zou_reason``) when undefined."""
+    zou_high: float | None = None
+    zou_reason: str | None = None
+    """Why Zou's interval is undefined (n < 4, or |r| = 1 in an arm)."""
     method: str
     reason: str | None = None
 
@@ -742,7 +814,8 @@ def correlation_change(
         method = (
             f"change of {name} between arms, {b} - {a}; paired percentile bootstrap over "
             f"{unit} (same resampled units for both arms), {how}; resamples with a constant "
-            f"{x_name} or {y_name} left out; {CORRELATION_CHANGE_P_METHOD}"
+            f"{x_name} or {y_name} left out; {CORRELATION_CHANGE_P_METHOD}; beside it, "
+            f"{ZOU_METHOD}"
         )
         return CorrelationChange.model_validate(
             {
@@ -775,6 +848,18 @@ def correlation_change(
             if _all_equal(arr)
         )
         return make("no resamples drawn", r_a=r_a, r_b=r_b, value=None, reason=why)
+    r_ab = _point_corr(kind, ya, yb)
+    zou: dict[str, object] = {"r_ab": r_ab}
+    if n < 4 or max(abs(r_a), abs(r_b)) >= 1.0:
+        zou["zou_reason"] = (
+            f"Zou's interval needs n >= 4 (got {n})"
+            if n < 4
+            else "|r| = 1 in an arm: its Fisher z interval is infinite, no Zou interval"
+        )
+    else:
+        zou["zou_low"], zou["zou_high"] = zou_interval(
+            r_a, r_b, r_ab, n, kind=kind, confidence=confidence
+        )
     idx, exact = _resample_indices(n, n_resamples, exhaustive, seed)
     total = int(idx.shape[0])
     how = f"exhaustive: all {n}^{n} = {total} resamples" if exact else f"B={total}, seed={seed}"
@@ -799,6 +884,7 @@ def correlation_change(
         "n_resamples": total,
         "n_undefined": dropped,
         "exhaustive": exact,
+        **zou,
     }
     if good.size < total / 2:
         return make(how, **fields, reason="no interval or p-value: " + "; ".join(notes))

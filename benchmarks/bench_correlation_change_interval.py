@@ -1,0 +1,179 @@
+"""Coverage and false-positive rate of the report's correlation change between two arms
+(``analysis.stats.correlation_change``: paired percentile bootstrap over rooms) against Zou's
+(2007) closed-form interval for two dependent correlations that share a variable.
+
+The report gives ``r_B - r_A``, the change from arm A to arm B of the correlation of room size
+with the room's sub-calls, on the same rooms. A 95% interval should contain the true change in
+95% of samples, and its p-value should fall below 0.05 in 5% of samples when there is no
+change. This draws ``--samples`` data sets of n rooms for each n in ``--n`` and each shape and
+prints, for the bootstrap and for Zou's interval: the share of intervals that contain the true
+change (with a 95% Wilson interval of that share, ``scipy.stats.binomtest``) and, for the null
+shapes, the share of bootstrap p-values < 0.05.
+
+Zou's interval (Zou 2007, *Psychological Methods* 12:399-413, eq. 15 with the correlation of
+two overlapping correlations of Olkin & Finn 1990 / Dunn & Clark 1969): ``L = d - sqrt((r_b -
+l_b)^2 + (u_a - r_a)^2 - 2 c (r_b - l_b)(u_a - r_a))``, ``U = d + sqrt((u_b - r_b)^2 + (r_a -
+l_a)^2 - 2 c (u_b - r_b)(r_a - l_a))``, where ``[l, u]`` are each correlation's own interval
+(Pearson: Fisher z; Spearman: Fisher z with the Bonett-Wright standard error, as
+``analysis.stats.spearman``) and ``c`` the estimated correlation of ``r_a`` and ``r_b``.
+
+Shapes (x = room size in documents, uniform on 1..8; a room effect ``u`` shared by both arms,
+as a room's difficulty is):
+- ``shift``: ``y_A = Poisson(0.2 x e^u)``, ``y_B = Poisson(1.0 x e^u)``, ``u ~ N(0, 0.3^2)``
+  (arm B delegates in proportion to the room, A barely: the loop's base -> tuned change);
+- ``strong``: ``y_A = Poisson(x e^u)``, ``u ~ N(0, 0.8^2)`` (r about 0.4), ``y_B = 2 x +
+  Poisson(1)`` (r about 0.98): the shape of room_scaling's tuned-r1 -> tuned-r2;
+- ``null``: both ``Poisson(0.5 x e^u)`` (same behaviour; true change 0);
+- ``normal``: trivariate normal, corr(x, y_A) = 0.3, corr(x, y_B) = 0.7, corr(y_A, y_B) = 0.5.
+True correlations: sample correlations of 400,000 draws.
+
+    python benchmarks/bench_correlation_change_interval.py [--samples 400] [--n 6 8 12 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+from collections.abc import Callable
+
+import numpy as np
+import scipy.stats
+
+from rlmdistill.analysis.stats import correlation_change
+
+Draw = Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of a share k / n (Wilson 1927; ``scipy.stats.binomtest``)."""
+    if n == 0:
+        return math.nan, math.nan
+    ci = scipy.stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def _corr(kind: str, u: np.ndarray, v: np.ndarray) -> float:
+    if kind == "spearman":
+        return float(scipy.stats.spearmanr(u, v)[0])
+    return float(np.corrcoef(u, v)[0, 1])
+
+
+def _fisher(kind: str, r: float, n: int) -> tuple[float, float]:
+    """95% interval of one correlation: Fisher z (Pearson) or with Bonett-Wright's se."""
+    se = math.sqrt((1 + r * r / 2) / (n - 3)) if kind == "spearman" else 1 / math.sqrt(n - 3)
+    z = math.atanh(max(min(r, 1 - 1e-12), -1 + 1e-12))
+    return math.tanh(z - 1.959963984540054 * se), math.tanh(z + 1.959963984540054 * se)
+
+
+def _zou(kind: str, x: np.ndarray, ya: np.ndarray, yb: np.ndarray) -> tuple[float, float] | None:
+    """Zou (2007) interval of r(x, yb) - r(x, ya); None when a correlation is undefined or 1."""
+    n = x.size
+    if min(np.ptp(x), np.ptp(ya), np.ptp(yb)) == 0 or n < 4:
+        return None
+    ra, rb, rab = _corr(kind, x, ya), _corr(kind, x, yb), _corr(kind, ya, yb)
+    if max(abs(ra), abs(rb)) >= 1:
+        return None
+    la, ua = _fisher(kind, ra, n)
+    lb, ub = _fisher(kind, rb, n)
+    # correlation of two correlations that share x (Olkin & Finn 1990, eq. 3 of Zou 2007)
+    c = ((rab - 0.5 * ra * rb) * (1 - ra * ra - rb * rb - rab * rab) + rab**3) / (
+        (1 - ra * ra) * (1 - rb * rb)
+    )
+    d = rb - ra
+    low = d - math.sqrt(max((rb - lb) ** 2 + (ua - ra) ** 2 - 2 * c * (rb - lb) * (ua - ra), 0))
+    high = d + math.sqrt(max((ub - rb) ** 2 + (ra - la) ** 2 - 2 * c * (ub - rb) * (ra - la), 0))
+    return low, high
+
+
+def _rooms(lam_a: float, lam_b: float) -> Draw:
+    def draw(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = rng.integers(1, 9, size=n).astype(float)
+        room = np.exp(rng.normal(0.0, 0.3, size=n))
+        ya = rng.poisson(lam_a * x * room).astype(float)
+        yb = rng.poisson(lam_b * x * room).astype(float)
+        return x, ya, yb
+
+    return draw
+
+
+def _weak_to_strong() -> Draw:
+    """Like room_scaling's tuned-r1 -> tuned-r2: A's sub-calls loosely follow the room (r about
+    0.4), B's closely (2 per document plus Poisson(1) others; r about 0.98)."""
+
+    def draw(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = rng.integers(1, 9, size=n).astype(float)
+        ya = rng.poisson(x * np.exp(rng.normal(0.0, 0.8, size=n))).astype(float)
+        yb = 2 * x + rng.poisson(1.0, size=n)
+        return x, ya, yb
+
+    return draw
+
+
+def _normal(r_a: float, r_b: float, r_ab: float) -> Draw:
+    cov = np.array([[1.0, r_a, r_b], [r_a, 1.0, r_ab], [r_b, r_ab, 1.0]])
+
+    def draw(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        v = rng.multivariate_normal(np.zeros(3), cov, size=n)
+        return v[:, 0], v[:, 1], v[:, 2]
+
+    return draw
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--samples", type=int, default=400)
+    ap.add_argument("--n", type=int, nargs="+", default=[6, 8, 12, 20])
+    ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    rng = np.random.default_rng(args.seed)
+    shapes: list[tuple[str, Draw]] = [
+        ("shift", _rooms(0.2, 1.0)),
+        ("strong", _weak_to_strong()),
+        ("null", _rooms(0.5, 0.5)),
+        ("normal", _normal(0.3, 0.7, 0.5)),
+    ]
+    print(f"{args.samples} data sets per row; 95% intervals; coverage [95% Wilson interval], N")
+    head = f"{'shape':<8}{'kind':<10}{'true d':>8}{'n':>4}  "
+    print(head + f"{'bootstrap (report)':<30}{'Zou 2007':<30}{'boot p<0.05':>12}")
+    for name, draw in shapes:
+        big = draw(rng, 400_000)
+        for kind in ("pearson", "spearman"):
+            true = _corr(kind, big[0], big[2]) - _corr(kind, big[0], big[1])
+            if name == "null":
+                true = 0.0
+            for n in args.n:
+                hit = {"boot": 0, "zou": 0}
+                cnt = {"boot": 0, "zou": 0}
+                small_p = 0
+                for _ in range(args.samples):
+                    x, ya, yb = draw(rng, n)
+                    res = correlation_change(
+                        x, ya, yb, kind=kind, n_resamples=args.resamples,
+                        seed=int(rng.integers(2**31)),
+                    )  # fmt: skip
+                    if res.low is not None and res.high is not None:
+                        cnt["boot"] += 1
+                        hit["boot"] += res.low <= true <= res.high
+                        small_p += res.p_value is not None and res.p_value < 0.05
+                    z = _zou(kind, x, ya, yb)
+                    if z is not None:
+                        cnt["zou"] += 1
+                        hit["zou"] += z[0] <= true <= z[1]
+                cells = []
+                for k in ("boot", "zou"):
+                    lo, hi = _wilson(hit[k], cnt[k])
+                    share = hit[k] / cnt[k] if cnt[k] else math.nan
+                    cells.append(f"{share:.3f} [{lo:.3f}, {hi:.3f}] N={cnt[k]}")
+                rate = f"{small_p / cnt['boot']:.3f}" if name == "null" and cnt["boot"] else "-"
+                print(
+                    f"{name:<8}{kind:<10}{true:>8.3f}{n:>4}  {cells[0]:<30}{cells[1]:<30}{rate:>12}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
