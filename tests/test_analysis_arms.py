@@ -24,6 +24,8 @@ from rlmdistill.analysis.schema import ArmInfo, ArmTable, ArmTableCell, Report, 
 from rlmdistill.analysis.sections import SectionContext
 
 CTX = SectionContext(resamples=2000, seed=0, confidence=0.95)
+T2 = 4.302652729749464
+"""t quantile at 0.975 with 2 degrees of freedom (three rooms)."""
 
 # room -> (documents, characters, tokens; None: unknown)
 SIZES: dict[str, tuple[int, int, int | None]] = {
@@ -181,9 +183,11 @@ def test_multi_arm_table_hand_computed():
     base = _cell(t, "pass_rate", "base")
     assert base.difference is None and base.n_episodes == 6
     assert base.mean.value == pytest.approx(1 / 3)
-    # three distinct room means: each extreme resample (all rooms the same) has probability
-    # 1/27 > 2.5 %, so the 95 % percentile interval runs from the smallest to the largest
-    assert (base.mean.low, base.mean.high) == (pytest.approx(0.2), pytest.approx(0.5))
+    # room means 0.2, 0.3, 0.5: deviations -2/15, -1/30, 1/6, sum of squares 0.046667,
+    # s = sqrt(0.046667 / 2) = 0.152753, s / sqrt(3) = 0.088192; t(2) = 4.302653: half-width
+    # 0.379458 -> [-0.046125, 0.712792], a share: clipped at 0
+    assert (base.mean.low, base.mean.high) == (0.0, pytest.approx(0.712792, abs=1e-6))
+    assert base.mean.high == pytest.approx(1 / 3 + T2 * math.sqrt(0.07 / 3) / math.sqrt(3))
     r1 = _cell(t, "pass_rate", "r1")
     assert r1.mean.value == pytest.approx(17 / 30)
     d = r1.difference
@@ -191,9 +195,11 @@ def test_multi_arm_table_hand_computed():
     assert d.keys == ["A", "B", "C"]
     assert d.differences == pytest.approx([0.4, 0.1, 0.2])
     assert d.mean_difference.value == pytest.approx(7 / 30)
+    # differences 0.4, 0.1, 0.2: the same spread as the base's room means (deviations 1/6,
+    # -2/15, -1/30), so the same half-width 0.379458 around 7/30 -> [-0.146125, 0.612792]
     assert (d.mean_difference.low, d.mean_difference.high) == (
-        pytest.approx(0.1),
-        pytest.approx(0.4),
+        pytest.approx(-0.146125, abs=1e-6),
+        pytest.approx(0.612792, abs=1e-6),
     )
     assert (d.n_improved, d.n_declined, d.n_tied) == (3, 0, 0)
     # exact Wilcoxon: W- = 0 of 3 positive ranks; two-sided p = 2 * P(W <= 0) = 2 / 8
@@ -214,7 +220,7 @@ def test_multi_arm_table_hand_computed():
     assert _cell(t, "read_no_memo", "r1").mean.value == 0.0
     subs = _cell(t, "n_sub_calls", "base").mean
     assert (subs.value, subs.low, subs.high) == (0.0, 0.0, 0.0)
-    assert subs.reason == "all 3 values equal 0: every resample has the same mean"
+    assert subs.reason == "all 3 values equal 0: no spread, so an interval of width 0"
     assert _cell(t, "n_sub_calls", "r1").mean.value == pytest.approx(20 / 3)  # D left out
     timeout = _cell(t, "timeout", "base").mean
     assert timeout.value == pytest.approx(1 / 3)  # rooms 0, 0, 1
@@ -522,8 +528,9 @@ def test_markdown_shows_the_new_sections_from_report_json():
     assert md == render_markdown(report)
     assert "## Arms on the same rooms" in md
     assert "| metric | base | r1 | r1 - base | Wilcoxon p | r2 | r2 - base | Wilcoxon p |" in md
-    assert "| pass_rate | 0.3333 [0.2, 0.5] (6 ep) | 0.5667 [" in md
-    assert "0.2333 [0.1, 0.4] (3/0/0) | 0.25 |" in md
+    assert "| pass_rate | 0.3333 [0, 0.7128] (6 ep) | 0.5667 [0.1872, 0.9461] (6 ep) |" in md
+    assert "0.2333 [-0.1461, 0.6128] (3/0/0) | 0.25 |" in md  # as hand-computed above
+    assert "Intervals: 95%; means and paired differences: Student t over rooms;" in md
     assert "rooms left out (not run by every arm): r1: D." in md
     assert "in these rooms: base 2 of 6, r1 0 of 6, r2 0 of 6." in md
     assert "## Change of the sub-calls vs room size correlation between arms" in md
@@ -569,12 +576,18 @@ def test_report_json_from_before_issue_21_still_loads_and_renders():
     assert "## Sub-calls vs room size" in md
 
 
-def test_a_report_written_before_zou_renders_its_changes_without_zou():
+def test_a_report_written_before_zou_and_t_renders_as_it_was_computed():
     data = json.loads(_report(["base", "r1", "r2"]).model_dump_json())
     for change in data["size_correlation_changes"]:
         for kind in ("pearson", "spearman"):
             for field in ("r_ab", "zou_low", "zou_high", "zou_reason"):
                 del change[kind][field]
+    # and its means carried percentile bootstrap intervals (as every report before 2026-12-03):
+    # the headings say so, not "t"
+    data["methods"]["mean"] = "mean of room means; 95% interval by percentile bootstrap ..."
     md = render_markdown(Report.model_validate(data))
     assert "two-sided bootstrap p.\n" in md and "Zou [" not in md and "Zou undefined" not in md
+    assert "Intervals: 95%, 2000 bootstrap resamples, seed 0." in md
+    assert "## Per-arm means (mean of room means, 95% cluster-bootstrap CI over rooms)" in md
+    assert "Student t" not in md.split("## Methods")[0]
     assert "| r1 | r2 | room_documents | 3 | 0.9951 -> 0.09078: -0.9043 [-2, 0] [5], p = 1 |" in md

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
+import scipy.stats
 
 from rlmdistill.analysis.stats import (
-    bootstrap_mean,
-    cluster_bootstrap_mean,
+    cluster_mean_interval,
     cluster_means,
     correlation_change,
     ema,
+    mean_interval,
     paired_comparison,
     pearson,
     spearman,
@@ -50,46 +52,100 @@ def test_correlation_two_points_is_undefined_never_r_one_case_a1():
         _no_nan(res)
 
 
-def test_bootstrap_identical_values_case_a2():
-    res = bootstrap_mean([1.0] * 10)
+T2 = 4.302652729749464
+"""t quantile at 0.975 with 2 degrees of freedom (tables: 4.303)."""
+T3 = 3.182446305284263
+"""t quantile at 0.975 with 3 degrees of freedom (tables: 3.182)."""
+
+
+def test_mean_interval_identical_values_case_a2():
+    res = mean_interval([1.0] * 10)
     assert (res.value, res.low, res.high) == (1.0, 1.0, 1.0)
-    assert res.method.startswith("percentile bootstrap")
-    assert "B=2000" in res.method
-    assert res.reason == "all 10 values equal 1: every resample has the same mean"
+    assert res.method.startswith("Student t interval over rooms")
+    assert res.reason == "all 10 values equal 1: no spread, so an interval of width 0"
     _no_nan(res)
     # ten copies of 1.0 from one room: one unit, so no interval, with the reason
-    one_room = cluster_bootstrap_mean([1.0] * 10, ["r"] * 10)
+    one_room = cluster_mean_interval([1.0] * 10, ["r"] * 10)
     assert one_room.value == 1.0 and one_room.low is None and one_room.high is None
     assert one_room.n == 1
     assert one_room.reason == "interval needs >= 3 rooms (got 1)"
     _no_nan(one_room)
 
 
-def test_bootstrap_small_and_empty():
-    assert bootstrap_mean([]).value is None
-    assert bootstrap_mean([]).reason == "no rooms"
-    two = bootstrap_mean([0.0, 1.0])
+def test_mean_interval_small_and_empty():
+    assert mean_interval([]).value is None
+    assert mean_interval([]).reason == "no rooms"
+    two = mean_interval([0.0, 1.0])
     assert (
         two.value == 0.5 and two.low is None and two.reason == "interval needs >= 3 rooms (got 2)"
     )
-    # [0, 0, 1]: resample means lie in {0, 1/3, 2/3, 1}; P(0) = 8/27 and P(1) = 1/27 both exceed
-    # 2.5 %, so the 95 % percentile interval is [0, 1]
-    res = bootstrap_mean([0.0, 0.0, 1.0])
+    # [0, 0, 1]: mean 1/3, s = sqrt((1/9 + 1/9 + 4/9) / 2) = sqrt(1/3), s / sqrt(3) = 1/3;
+    # half-width t(2) / 3 = 1.434218 -> [-1.100884, 1.767551]; as a share: [0, 1]
+    res = mean_interval([0.0, 0.0, 1.0])
     assert res.value == pytest.approx(1 / 3)
-    assert (res.low, res.high) == (0.0, 1.0)
-    assert bootstrap_mean([0.0, 0.0, 1.0]) == res  # fixed seed: reproducible
+    assert (res.low, res.high) == (pytest.approx(1 / 3 - T2 / 3), pytest.approx(1 / 3 + T2 / 3))
+    assert res.low == pytest.approx(-1.100884, abs=1e-6) and res.reason is None
+    share = mean_interval([0.0, 0.0, 1.0], bounds=(0.0, 1.0))
+    assert (share.low, share.high) == (0.0, 1.0)
+    assert share.method.endswith(", clipped to the range [0, 1]")
 
 
-def test_cluster_bootstrap_weighs_rooms_not_episodes():
+def test_mean_interval_hand_computed_and_clipped_to_the_metric_range():
+    # [0.1, 0.2, 0.3, 0.6]: mean 0.3, deviations -0.2 -0.1 0 0.3, sum of squares 0.14,
+    # s = sqrt(0.14 / 3) = 0.216025, s / sqrt(4) = 0.108012; half-width t(3) x 0.108012 =
+    # 0.343743 -> [-0.043743, 0.643743]
+    res = mean_interval([0.1, 0.2, 0.3, 0.6])
+    assert res.value == pytest.approx(0.3)
+    assert res.low == pytest.approx(0.3 - T3 * math.sqrt(0.14 / 3) / 2)
+    assert (res.low, res.high) == (
+        pytest.approx(-0.043743, abs=1e-6),
+        pytest.approx(0.643743, abs=1e-6),
+    )
+    # a share cannot be negative: clipped at 0, the upper end unchanged
+    share = mean_interval([0.1, 0.2, 0.3, 0.6], bounds=(0.0, 1.0))
+    assert share.low == 0.0 and share.high == pytest.approx(0.643743, abs=1e-6)
+    count = mean_interval([0.1, 0.2, 0.3, 0.6], bounds=(0.0, None))
+    assert count.low == 0.0 and count.method.endswith("clipped to the range [0, inf)")
+    # 90%: t(3) at 0.95 = 2.353363
+    ninety = mean_interval([0.1, 0.2, 0.3, 0.6], confidence=0.9)
+    assert ninety.high == pytest.approx(0.3 + 2.353363 * 0.108012, abs=1e-6)
+    # paired: differences b - a = [0.1, 0.2, 0.3, 0.6] over 4 rooms, clipped to [-1, 1]
+    a = {"r1": 0.0, "r2": 0.1, "r3": 0.2, "r4": 0.0}
+    b = {"r1": 0.1, "r2": 0.3, "r3": 0.5, "r4": 0.6}
+    paired = paired_comparison(a, b, bounds=(-1.0, 1.0))
+    assert paired.differences == pytest.approx([0.1, 0.2, 0.3, 0.6])
+    md = paired.mean_difference
+    assert (md.low, md.high) == (
+        pytest.approx(-0.043743, abs=1e-6),
+        pytest.approx(0.643743, abs=1e-6),
+    )
+    assert md.unit == "paired rooms" and md.method.endswith("[-1, 1]")
+
+
+@pytest.mark.parametrize("n", [3, 4, 10, 500])
+@pytest.mark.parametrize("confidence", [0.95, 0.9, 0.5])
+def test_mean_interval_equals_scipy_one_sample_t_interval(n: int, confidence: float) -> None:
+    rng = np.random.default_rng(100 + n)
+    values = np.round(rng.random(n) * 3, 2)  # room means with ties
+    got = mean_interval(values.tolist(), confidence=confidence)
+    ci = scipy.stats.ttest_1samp(values, 0.0).confidence_interval(confidence_level=confidence)
+    assert (got.low, got.high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert got.value == pytest.approx(float(values.mean()))
+
+
+def test_cluster_mean_interval_weighs_rooms_not_episodes():
     values = [1.0, 0.0, 1.0, 0.0, 0.0, 0.0]
     rooms = ["a", "a", "b", "c", "c", "c"]
     assert cluster_means(values, rooms) == {"a": 0.5, "b": 1.0, "c": 0.0}
-    res = cluster_bootstrap_mean(values, rooms)
+    res = cluster_mean_interval(values, rooms)
     assert res.value == pytest.approx(0.5)  # the episode-level mean would be 1/3
     assert res.n == 3 and res.unit == "rooms"
-    # resample means of {0.5, 1, 0} range over multiples of 1/6; the extremes 0 and 1 have
-    # probability 1/27 each (> 2.5 %), so the interval is [0, 1]
-    assert (res.low, res.high) == (0.0, 1.0)
+    # room means 0.5, 1, 0: s = 0.5, s / sqrt(3) = 0.288675, half-width t(2) x 0.288675 =
+    # 1.242068 (three rooms, not six episodes: the interval is that wide)
+    assert res.high == pytest.approx(0.5 + T2 * 0.5 / math.sqrt(3))
+    assert res.high == pytest.approx(1.742068, abs=1e-6)
+    share = cluster_mean_interval(values, rooms, bounds=(0.0, 1.0))
+    assert (share.low, share.high) == (0.0, 1.0)
     with pytest.raises(ValueError, match="3 values but 2 cluster labels"):
         cluster_means([1, 2, 3], ["a", "b"])
 
@@ -192,7 +248,7 @@ def test_ema_bias_corrected_hand_computed():
 
 def test_bad_input_raises_naming_the_problem():
     with pytest.raises(ValueError, match=r"non-finite values at positions \[1\]"):
-        bootstrap_mean([1.0, float("nan"), 2.0])
+        mean_interval([1.0, float("nan"), 2.0])
     with pytest.raises(ValueError, match="x has 3 values but y has 2"):
         pearson([1, 2, 3], [1, 2])
 

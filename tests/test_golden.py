@@ -19,7 +19,9 @@ Report fields added after the recording (issue 21) are set aside by :func:`_befo
 before the comparison; the recorded ones must not change. The Spearman interval's method
 changed from a percentile bootstrap to Fisher z with the Bonett-Wright standard error: on this
 fixture (2 rooms, every Spearman undefined) only its method text differs
-(:func:`_spearman_method_change`).
+(:func:`_spearman_method_change`). The interval of a mean and of a paired difference changed
+from a percentile bootstrap over rooms to Student's t over rooms: with 2 rooms every such
+interval is undefined, so again only the method texts differ (:func:`_mean_method_change`).
 The fixture was built by ``tests/golden/build_fixture.py``.
 """
 
@@ -184,6 +186,46 @@ def _spearman_method_change(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+RECORDED_MEAN_METHODS = {
+    "mean": (
+        "mean of room means (each room weighs the same); 95% interval by percentile bootstrap "
+        "resampling rooms with replacement (cluster bootstrap; Efron & Tibshirani 1993; "
+        "Davison & Hinkley 1997 sec. 3.8), scipy.stats.bootstrap"
+    ),
+    "paired_difference": (
+        "per room: mean(B) - mean(A) over rooms both arms ran (paired by room content hash); "
+        "mean of the differences with the same percentile bootstrap over rooms"
+    ),
+}
+"""The recorded ``methods`` texts of a mean and a paired difference (percentile bootstrap)."""
+
+
+def _mean_method_change(obj: Any) -> Any:
+    """``obj`` with every mean's method text as recorded (``percentile bootstrap ..., B=200,
+    seed=0, over <unit>``), after checking it is today's Student t text and that the interval
+    is undefined (2 rooms), so the method is the only thing that changed; and the report's
+    ``methods`` texts of a mean and a paired difference as recorded."""
+    from rlmdistill.analysis.sections import METHODS
+    from rlmdistill.analysis.stats import MEAN_METHOD
+
+    if isinstance(obj, list):
+        return [_mean_method_change(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {k: _mean_method_change(v) for k, v in obj.items()}
+    method = obj.get("method")
+    if isinstance(method, str) and method.startswith("Student t interval over "):
+        unit = obj["unit"]
+        assert method.startswith(MEAN_METHOD.format(unit=unit)), method
+        assert obj["low"] is None and obj["high"] is None, obj  # 2 rooms: no interval
+        out["method"] = f"percentile bootstrap (scipy.stats.bootstrap), B=200, seed=0, over {unit}"
+    if "paired_difference" in obj and "mean" in obj:  # the report's methods
+        for key, recorded in RECORDED_MEAN_METHODS.items():
+            assert obj[key] == METHODS[key] and "Student" in obj[key]
+            out[key] = recorded
+    return out
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     return load_fixture(tmp_path)
@@ -209,7 +251,7 @@ def test_golden_report(ws: Path, tmp_path: Path) -> None:
     if not WRITE:
         # base: 1 of 6 episodes ended timeout, deep: 0 of 6 -> flagged (issue 21)
         assert [(f["a"], f["b"]) for f in got["timeout_flags"]] == [("base", "deep")]
-        got = _spearman_method_change(_before_issue21(got))
+        got = _mean_method_change(_spearman_method_change(_before_issue21(got)))
     _compare("report", _clean(got, ws))
 
 

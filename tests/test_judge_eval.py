@@ -79,7 +79,7 @@ def test_judge_eval_on_sample_room(sample_eval: tuple[JudgeEvalReport, Path]) ->
         "unlabelled": True,
         "unlabelled_nearest": True,
     }
-    # the bootstrap is over documents: 4 of them
+    # the interval is over documents: 4 of them
     assert report.figures["unlabelled"].pass_share.n == 4
     assert report.figures["unlabelled"].pass_share.unit == "documents"
     written = JudgeEvalReport.model_validate_json((out / "report.json").read_text())

@@ -2,7 +2,7 @@
 
 - :func:`arm_table`: base, r1, r2, ... (and depth arms) side by side on the rooms every arm
   ran: per metric of :data:`~rlmdistill.analysis.sections.OUTCOME_METRICS` each arm's mean of
-  room means with its cluster-bootstrap interval, and each arm's difference from the baseline
+  room means with its t interval over rooms, and each arm's difference from the baseline
   (the first arm) paired over rooms (:func:`~rlmdistill.analysis.stats.paired_comparison`).
 - :func:`size_correlation_changes`: per compared arm pair (:func:`correlation_change_pairs`:
   baseline -> each arm, round on round, depth 1 -> depth 2) and per room size, the change of
@@ -64,9 +64,9 @@ __all__ = [
 ARM_METHODS = {
     "arm_table": (
         "every arm on the rooms all arms ran (paired by room content hash): per metric the "
-        "mean of room means with the percentile cluster-bootstrap interval over rooms, and each "
-        "arm's difference from the baseline per room (arm - baseline), its mean with the same "
-        "bootstrap interval and the two-sided Wilcoxon signed-rank p"
+        "mean of room means with the Student t interval over rooms (clipped to the metric's "
+        "range), and each arm's difference from the baseline per room (arm - baseline), its "
+        "mean with the same t interval and the two-sided Wilcoxon signed-rank p"
     ),
     "correlation_change": (
         "change r_b - r_a of the correlation (Pearson on values, Spearman on ranks) of "
@@ -110,7 +110,7 @@ def arm_table(
     Only episodes of the common rooms count (rooms some arm did not run are listed per arm
     in ``rooms_left_out``). Per metric (default :data:`OUTCOME_METRICS`: pass rate, coverage,
     memo rate, read-no-memo, sub-calls, timeout share) and arm: the mean of room means with
-    a cluster-bootstrap interval (:func:`mean_of_room_means`), the episodes with a value,
+    a t interval over rooms (:func:`mean_of_room_means`), the episodes with a value,
     and for every arm but the baseline ``arms[0]`` the per-room difference ``arm - baseline``
     (:func:`paired_rooms`: mean with interval, Wilcoxon p, rooms up/down/tied).
     """
@@ -125,11 +125,11 @@ def arm_table(
         cells = [
             ArmTableCell(
                 arm=a.label,
-                mean=mean_of_room_means(ctx, means[a.label][0]),
+                mean=mean_of_room_means(ctx, means[a.label][0], m.bounds),
                 n_episodes=len(means[a.label][1]),
                 difference=None
                 if a.label == base
-                else paired_rooms(ctx, means[base][0], means[a.label][0]),
+                else paired_rooms(ctx, means[base][0], means[a.label][0], m.bounds),
             )
             for a in arms
         ]

@@ -142,7 +142,8 @@ def build_report(
         sft_dirs: adapter folders whose ``train_log.jsonl`` becomes training curves.
         prices: price table for cost.
         labels: arm labels (default: run folder names, made unique).
-        n_resamples, seed, confidence: bootstrap settings (see :mod:`analysis.stats`).
+        n_resamples, seed, confidence: interval settings (see :mod:`analysis.stats`; B and
+            seed are those of the correlation changes' bootstrap).
         trajectories: compute the trajectory metrics (reads every trajectory file once, or only
             those changed since this report was last built: ``out/.cache``).
         overwrite: replace a report already in ``out``.

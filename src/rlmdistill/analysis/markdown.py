@@ -55,6 +55,18 @@ def _est(e: Estimate, notes: _Notes) -> str:
     return f"{_n(e.value)} [{_n(e.low)}, {_n(e.high)}]{note}"
 
 
+def _t_means(report: Report) -> bool:
+    """Whether the report's means carry Student t intervals (reports before 2026-12-03: a
+    percentile bootstrap; the stored ``methods`` say which, so an old report renders as it
+    was computed)."""
+    return "Student" in report.methods.get("mean", "")
+
+
+def _mean_ci(report: Report) -> str:
+    """What a mean's interval is, in a heading's words."""
+    return "t CI" if _t_means(report) else "cluster-bootstrap CI"
+
+
 def _corr(c: Correlation | CorrelationChange, notes: _Notes) -> str:
     """A correlation (or the change of one) with its interval and p, or ``undefined [k]``."""
     if c.value is None:
@@ -79,9 +91,14 @@ def _runs(report: Report) -> list[str]:
         "",
         f"Created {report.created_at.isoformat()} by rlmdistill "
         f"{report.versions.get('rlmdistill', '?')} (commit {report.git_commit or 'unknown'}). "
-        f"Baseline: **{s['baseline']}**. Intervals: {s['confidence']:.0%}, "
-        f"{s['n_resamples']} bootstrap resamples, seed {s['seed']}. "
-        f"Price table: {s['price_table']}.",
+        f"Baseline: **{s['baseline']}**. Intervals: {s['confidence']:.0%}"
+        + (
+            f"; means and paired differences: Student t over rooms; correlation changes: "
+            f"{s['n_resamples']} bootstrap resamples, seed {s['seed']}. "
+            if _t_means(report)
+            else f", {s['n_resamples']} bootstrap resamples, seed {s['seed']}. "
+        )
+        + f"Price table: {s['price_table']}.",
         "",
         "## Runs",
         "",
@@ -122,7 +139,7 @@ def _per_arm(report: Report) -> list[str]:
     names = [am.metric for am in report.per_arm[labels[0]]]
     by = {(lab, am.metric): am for lab in labels for am in report.per_arm[lab]}
     notes = _Notes()
-    lines = [f"## Per-arm means (mean of room means, {conf} cluster-bootstrap CI over rooms)", ""]
+    lines = [f"## Per-arm means (mean of room means, {conf} {_mean_ci(report)} over rooms)", ""]
     lines += markdown_table(
         ["metric", *labels],
         [
@@ -428,7 +445,7 @@ def _arm_table(report: Report) -> list[str]:
         "",
         f"{len(t.rooms)} rooms every arm ran ({', '.join(t.rooms) or 'none'}); rooms left out "
         f"(not run by every arm): {left or 'none'}. Each cell: mean of room means "
-        f"[{report.settings['confidence']:.0%} cluster-bootstrap CI] (episodes); differences "
+        f"[{report.settings['confidence']:.0%} {_mean_ci(report)}] (episodes); differences "
         "are arm - baseline per room, paired (rooms up/down/tied). `has_memo` is the memo "
         "rate, `timeout` the share of episodes that ended `timeout` (episode wall-time limit).",
         "",

@@ -13,7 +13,7 @@ and grid tables are the report's own sections
 called with the same inputs as :func:`rlmdistill.analysis.compare.build_report`: arms labelled
 by run folder name (unique inside ``runs/``), rooms from
 :func:`~rlmdistill.analysis.sections.room_labels`, the default price table and thresholds, and
-the bootstrap settings of :class:`LiveSettings` (``rlmdistill report``'s defaults). So for
+the interval settings of :class:`LiveSettings` (``rlmdistill report``'s defaults). So for
 the same runs and settings the pages show the numbers of the report, value by value
 (``tests/test_dashboard_analysis.py``).
 
@@ -63,7 +63,7 @@ class LiveSettings(NamedTuple):
     ``grader``: the verdict file to score with (``None``: each run's only one);
     ``trajectories``: also compute the trajectory metrics (reads every trajectory file once;
     ``rlmdistill report`` does by default, the pages only when asked); ``resamples``,
-    ``seed``, ``confidence``: the bootstrap (:class:`rlmdistill.analysis.sections.SectionContext`).
+    ``seed``, ``confidence``: the intervals (:class:`rlmdistill.analysis.sections.SectionContext`).
     """
 
     grader: str | None = None
@@ -74,7 +74,7 @@ class LiveSettings(NamedTuple):
 
     @property
     def context(self) -> sections.SectionContext:
-        """The analysis stage's bootstrap settings."""
+        """The analysis stage's interval settings."""
         return sections.SectionContext(self.resamples, self.seed, self.confidence)
 
 
@@ -108,7 +108,7 @@ def mean_of_room_means(
     """Mean over rooms of each room's mean of ``get`` (episodes without a finite value left
     out; rooms without one left out): the point value the report gives a metric
     (:func:`rlmdistill.analysis.sections.mean_of_room_means`, the mean of the room means of
-    :func:`~rlmdistill.analysis.sections.room_means`), without its bootstrap interval.
+    :func:`~rlmdistill.analysis.sections.room_means`), without its interval.
     ``None`` when no room has a value."""
     means, _ = sections.room_means(rows, get, sections.room_labels([list(rows)]))
     return float(np.mean(list(means.values()))) if means else None

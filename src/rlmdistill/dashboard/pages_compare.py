@@ -57,7 +57,7 @@ def _live(views: list[RunView], settings: LiveSettings) -> None:
         return
     st.subheader("Behaviour shift (the report's comparisons of each run with the first)")
     st.caption(
-        "means of room means (each room weighs the same) with bootstrap intervals over rooms; "
+        "means of room means (each room weighs the same) with t intervals over rooms; "
         "B - A paired over the rooms both runs ran; as `rlmdistill report` computes them"
     )
     if live.comparisons:
@@ -122,7 +122,7 @@ def render(ws: Workspace) -> None:
         if report is not None:
             st.caption(
                 "arms: " + ", ".join(a.label for a in report.arms) + " (first = baseline); "
-                "means of room means with bootstrap intervals over rooms"
+                "means of room means with the report's intervals over rooms"
             )
             table = comparison_frame(report.comparisons)
             st.dataframe(
@@ -135,7 +135,7 @@ def _build_form(ws: Workspace, run_dirs: list[Path], settings: LiveSettings) -> 
     with st.form("compare_build"):
         st.markdown(
             "**Build a report** of the picked runs (first = baseline), as `rlmdistill report` "
-            "(with the grader and bootstrap settings above; trajectory metrics included)"
+            "(with the grader and interval settings above; trajectory metrics included)"
         )
         name = st.text_input("Report name (reports/NAME)", key="compare_report_name")
         overwrite = st.checkbox("Replace an existing report", key="compare_overwrite")

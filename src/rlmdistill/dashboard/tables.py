@@ -77,7 +77,7 @@ def _why(*parts: tuple[str, Estimate | str | None]) -> str:
 def comparison_frame(comparisons: Sequence[Comparison]) -> pd.DataFrame:
     """The behaviour-shift table: one row per (comparison, metric), in the report's order.
 
-    ``A``/``B`` are the arms' means of room means with their bootstrap interval over rooms
+    ``A``/``B`` are the arms' means of room means with their t interval over rooms
     (``low``/``high``), ``B - A`` the mean paired difference over the rooms both ran, with
     its interval; then the Wilcoxon signed-rank p-value, rooms paired and episodes with a
     value per arm (all from :class:`~rlmdistill.analysis.schema.ComparisonRow`)."""

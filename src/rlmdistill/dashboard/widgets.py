@@ -56,7 +56,8 @@ def pick_runs(ws: Workspace, key: str, label: str = "Runs", default_n: int = 2) 
 def live_settings(views: list[RunView], key: str) -> LiveSettings:
     """Widgets choosing how the live tables are computed (:class:`LiveSettings`): the grader
     (among those of the picked runs), whether to read trajectories for the trajectory
-    metrics, and the bootstrap (resamples, seed; ``rlmdistill report``'s defaults)."""
+    metrics, and the bootstrap of the correlation changes (resamples, seed; ``rlmdistill
+    report``'s defaults)."""
     graders = sorted({g for v in views for g in v.graders})
     grader = st.selectbox("Grader", graders, key=f"{key}_grader") if graders else None
     defaults = LiveSettings()
@@ -68,7 +69,10 @@ def live_settings(views: list[RunView], key: str) -> LiveSettings:
         )
         c = st.columns(2)
         resamples = c[0].number_input(
-            "bootstrap resamples", min_value=100, value=defaults.resamples, key=f"{key}_resamples"
+            "bootstrap resamples (correlation changes)",
+            min_value=100,
+            value=defaults.resamples,
+            key=f"{key}_resamples",
         )
         seed = c[1].number_input("seed", min_value=0, value=defaults.seed, key=f"{key}_seed")
     return LiveSettings(

@@ -16,9 +16,10 @@ Steps (:func:`run`):
 2. Build the labelled memos of every criterion (:func:`~rlmdistill.judge.evalset.build_cases`)
    and grade each against its own criterion with :class:`ReferenceGrader`.
 3. Per kind of memo: the share graded PASS (recall for memos that must pass, false-pass rate
-   for decoys), as the mean over documents of each document's share, with a percentile
-   bootstrap interval over documents (:func:`~rlmdistill.analysis.stats.cluster_bootstrap_mean`;
-   memos of one document share its wording, so documents are the independent units).
+   for decoys), as the mean over documents of each document's share, with a Student t
+   interval over documents clipped to [0, 1]
+   (:func:`~rlmdistill.analysis.stats.cluster_mean_interval`; memos of one document share its
+   wording, so documents are the independent units).
 
 Writes ``OUT/cases.jsonl`` (one :class:`EvalOutcome` per memo) and ``OUT/report.json``
 (:class:`JudgeEvalReport`).
@@ -32,7 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.analysis.stats import Estimate, cluster_bootstrap_mean
+from rlmdistill.analysis.stats import Estimate, cluster_mean_interval
 from rlmdistill.judge.base import Grader
 from rlmdistill.judge.evalset import EXPECTED, SPLIT_SALT, EvalCase, build_cases, contract_split
 from rlmdistill.judge.reference import ReferenceGrader
@@ -78,9 +79,10 @@ class JudgeEvalConfig(BaseModel):
     decoys: int = Field(default=2, ge=0)
     """Decoys per criterion of each kind ``unlabelled`` and ``other_clause``."""
     seed: int = 0
-    """Seeds the choice of decoys and the bootstrap."""
+    """Seeds the choice of decoys."""
     n_resamples: int = Field(default=2000, ge=100)
-    """Bootstrap resamples."""
+    """Not used since the interval became Student's t (2026-12-03); kept so that reports
+    written before, whose config records it, still load."""
 
 
 class EvalOutcome(EvalCase):
@@ -221,7 +223,7 @@ def run(config: JudgeEvalConfig, grader: Grader | None = None) -> JudgeEvalRepor
         n_documents=len({o.contract for o in outcomes}),
         n_criteria=len({(o.room, o.criterion_id) for o in outcomes}),
         n_cases=len(outcomes),
-        figures=figures(outcomes, n_resamples=config.n_resamples, seed=config.seed),
+        figures=figures(outcomes),
         acceptance={},
     )
     report.acceptance = {
@@ -235,11 +237,9 @@ def run(config: JudgeEvalConfig, grader: Grader | None = None) -> JudgeEvalRepor
     return report
 
 
-def figures(
-    outcomes: list[EvalOutcome], *, n_resamples: int = 2000, seed: int = 0
-) -> dict[str, KindFigure]:
-    """:class:`KindFigure` per kind of memo present in ``outcomes`` (documents are the
-    bootstrap units, identified by contract name)."""
+def figures(outcomes: list[EvalOutcome]) -> dict[str, KindFigure]:
+    """:class:`KindFigure` per kind of memo present in ``outcomes`` (documents, identified by
+    contract name, are the units of the interval)."""
     out: dict[str, KindFigure] = {}
     for kind, expected in EXPECTED.items():
         rows = [o for o in outcomes if o.kind == kind]
@@ -253,12 +253,8 @@ def figures(
             n_pass=sum(o.verdict == "PASS" for o in rows),
             n_documents=len({o.contract for o in rows}),
             n_criteria=len({(o.room, o.criterion_id) for o in rows}),
-            pass_share=cluster_bootstrap_mean(
-                values,
-                [o.contract for o in rows],
-                unit="documents",
-                n_resamples=n_resamples,
-                seed=seed,
+            pass_share=cluster_mean_interval(
+                values, [o.contract for o in rows], unit="documents", bounds=(0.0, 1.0)
             ),
         )
     return out
