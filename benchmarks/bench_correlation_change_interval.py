@@ -32,26 +32,16 @@ True correlations: sample correlations of 400,000 draws.
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import platform
 from collections.abc import Callable
 
 import numpy as np
 import scipy.stats
+from coverage_common import coverage_cell, parse_args
 
 from rlmdistill.analysis.stats import correlation_change
 
 Draw = Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
-
-
-def _wilson(k: int, n: int) -> tuple[float, float]:
-    """95% Wilson score interval of a share k / n (Wilson 1927; ``scipy.stats.binomtest``)."""
-    if n == 0:
-        return math.nan, math.nan
-    ci = scipy.stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def _corr(kind: str, u: np.ndarray, v: np.ndarray) -> float:
@@ -122,13 +112,7 @@ def _normal(r_a: float, r_b: float, r_ab: float) -> Draw:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--samples", type=int, default=400)
-    ap.add_argument("--n", type=int, nargs="+", default=[6, 8, 12, 20])
-    ap.add_argument("--resamples", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    args = parse_args(__doc__ or "", [6, 8, 12, 20], 2000)
     rng = np.random.default_rng(args.seed)
     shapes: list[tuple[str, Draw]] = [
         ("shift", _rooms(0.2, 1.0)),
@@ -163,11 +147,7 @@ def main() -> None:
                     if z is not None:
                         cnt["zou"] += 1
                         hit["zou"] += z[0] <= true <= z[1]
-                cells = []
-                for k in ("boot", "zou"):
-                    lo, hi = _wilson(hit[k], cnt[k])
-                    share = hit[k] / cnt[k] if cnt[k] else math.nan
-                    cells.append(f"{share:.3f} [{lo:.3f}, {hi:.3f}] N={cnt[k]}")
+                cells = [coverage_cell(hit[k], cnt[k]) for k in ("boot", "zou")]
                 rate = f"{small_p / cnt['boot']:.3f}" if name == "null" and cnt["boot"] else "-"
                 print(
                     f"{name:<8}{kind:<10}{true:>8.3f}{n:>4}  {cells[0]:<30}{cells[1]:<30}{rate:>12}",

@@ -24,26 +24,14 @@ Shapes (one value per room):
 
 from __future__ import annotations
 
-import argparse
-import math
-import os
-import platform
 from collections.abc import Callable
 
 import numpy as np
-import scipy.stats
+from coverage_common import coverage_cell, parse_args
 
 from rlmdistill.analysis.stats import Bounds, mean_interval
 
 Draw = Callable[[np.random.Generator, int], np.ndarray]
-
-
-def _wilson(k: int, n: int) -> tuple[float, float]:
-    """95% Wilson score interval of a share k / n (Wilson 1927; ``scipy.stats.binomtest``)."""
-    if n == 0:
-        return math.nan, math.nan
-    ci = scipy.stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def _percentile(values: np.ndarray, rng: np.random.Generator, b: int) -> tuple[float, float]:
@@ -62,13 +50,7 @@ def _zero_inflated(p_zero: float) -> Draw:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--samples", type=int, default=400)
-    ap.add_argument("--n", type=int, nargs="+", default=[4, 8, 12, 20])
-    ap.add_argument("--resamples", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    args = parse_args(__doc__ or "", [4, 8, 12, 20], 2000)
     rng = np.random.default_rng(args.seed)
     share: Bounds = (0.0, 1.0)
     shapes: list[tuple[str, Draw, float, Bounds]] = [
@@ -84,7 +66,7 @@ def main() -> None:
         ("normal", lambda g, n: g.normal(0.3, 0.1, size=n), 0.3, (None, None)),
     ]
     print(f"{args.samples} sets per row; 95% intervals; coverage [95% Wilson interval]")
-    print(f"{'shape':<12}{'true':>7}{'n':>4}  {'percentile bootstrap (old)':<30}{'t (now)':<30}")
+    print(f"{'shape':<12}{'true':>7}{'n':>4}  {'percentile bootstrap (old)':<36}{'t (now)':<36}")
     for name, draw, true, bounds in shapes:
         for n in args.n:
             hit = {"old": 0, "new": 0}
@@ -99,11 +81,8 @@ def main() -> None:
                 est = mean_interval(values.tolist(), bounds=bounds)
                 assert est.low is not None and est.high is not None
                 hit["new"] += est.low <= true <= est.high
-            cells = []
-            for k in ("old", "new"):
-                wl, wh = _wilson(hit[k], counted)
-                cells.append(f"{hit[k] / counted:.3f} [{wl:.3f}, {wh:.3f}]")
-            print(f"{name:<12}{true:>7.3f}{n:>4}  {cells[0]:<30}{cells[1]:<30}N={counted}")
+            old, new = (coverage_cell(hit[k], counted) for k in ("old", "new"))
+            print(f"{name:<12}{true:>7.3f}{n:>4}  {old:<36}{new:<36}")
 
 
 if __name__ == "__main__":

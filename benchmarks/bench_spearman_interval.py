@@ -22,14 +22,12 @@ number counted is printed).
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import platform
 from collections.abc import Callable
 
 import numpy as np
 import scipy.stats
+from coverage_common import coverage_cell, parse_args
 
 from rlmdistill.analysis.stats import resampled_ranks, spearman
 
@@ -52,14 +50,6 @@ def _old_bootstrap(x: np.ndarray, y: np.ndarray, rng: np.random.Generator, b: in
     return float(lo), float(hi)
 
 
-def _wilson(k: int, n: int) -> tuple[float, float]:
-    """95% Wilson score interval of a share k / n (Wilson 1927; ``scipy.stats.binomtest``)."""
-    if n == 0:
-        return math.nan, math.nan
-    ci = scipy.stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return float(ci.low), float(ci.high)
-
-
 def _rooms(lam: float) -> Draw:
     def draw(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         x = rng.integers(1, 9, size=n).astype(float)
@@ -77,13 +67,7 @@ def _normal(r: float) -> Draw:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--samples", type=int, default=400)
-    ap.add_argument("--n", type=int, nargs="+", default=[6, 8, 12, 20])
-    ap.add_argument("--resamples", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    args = parse_args(__doc__ or "", [6, 8, 12, 20], 1000)
     rng = np.random.default_rng(args.seed)
     shapes: list[tuple[str, Draw, float]] = []
     for lam in (0.1, 0.5):
@@ -109,11 +93,7 @@ def main() -> None:
                     if lo is not None and hi is not None:
                         cnt["old"] += 1
                         hit["old"] += lo <= true <= hi
-            cells = []
-            for k in ("old", "new"):
-                lo, hi = _wilson(hit[k], cnt[k])
-                share = hit[k] / cnt[k] if cnt[k] else math.nan
-                cells.append(f"{share:.3f} [{lo:.3f}, {hi:.3f}] N={cnt[k]}")
+            cells = [coverage_cell(hit[k], cnt[k]) for k in ("old", "new")]
             print(f"{name:<16}{true:>9.3f}{n:>4}  {cells[0]:<28}{cells[1]:<28}")
 
 
