@@ -15,7 +15,9 @@ two overlapping correlations of Olkin & Finn 1990 / Dunn & Clark 1969): ``L = d 
 l_b)^2 + (u_a - r_a)^2 - 2 c (r_b - l_b)(u_a - r_a))``, ``U = d + sqrt((u_b - r_b)^2 + (r_a -
 l_a)^2 - 2 c (u_b - r_b)(r_a - l_a))``, where ``[l, u]`` are each correlation's own interval
 (Pearson: Fisher z; Spearman: Fisher z with the Bonett-Wright standard error, as
-``analysis.stats.spearman``) and ``c`` the estimated correlation of ``r_a`` and ``r_b``.
+``analysis.stats.spearman``) and ``c`` the estimated correlation of ``r_a`` and ``r_b``: the
+report's own (``CorrelationChange.zou_low``/``zou_high``; a separate implementation here gave
+the same figures to the last digit).
 
 Shapes (x = room size in documents, uniform on 1..8; a room effect ``u`` shared by both arms,
 as a room's difficulty is):
@@ -32,7 +34,6 @@ True correlations: sample correlations of 400,000 draws.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -48,33 +49,6 @@ def _corr(kind: str, u: np.ndarray, v: np.ndarray) -> float:
     if kind == "spearman":
         return float(scipy.stats.spearmanr(u, v)[0])
     return float(np.corrcoef(u, v)[0, 1])
-
-
-def _fisher(kind: str, r: float, n: int) -> tuple[float, float]:
-    """95% interval of one correlation: Fisher z (Pearson) or with Bonett-Wright's se."""
-    se = math.sqrt((1 + r * r / 2) / (n - 3)) if kind == "spearman" else 1 / math.sqrt(n - 3)
-    z = math.atanh(max(min(r, 1 - 1e-12), -1 + 1e-12))
-    return math.tanh(z - 1.959963984540054 * se), math.tanh(z + 1.959963984540054 * se)
-
-
-def _zou(kind: str, x: np.ndarray, ya: np.ndarray, yb: np.ndarray) -> tuple[float, float] | None:
-    """Zou (2007) interval of r(x, yb) - r(x, ya); None when a correlation is undefined or 1."""
-    n = x.size
-    if min(np.ptp(x), np.ptp(ya), np.ptp(yb)) == 0 or n < 4:
-        return None
-    ra, rb, rab = _corr(kind, x, ya), _corr(kind, x, yb), _corr(kind, ya, yb)
-    if max(abs(ra), abs(rb)) >= 1:
-        return None
-    la, ua = _fisher(kind, ra, n)
-    lb, ub = _fisher(kind, rb, n)
-    # correlation of two correlations that share x (Olkin & Finn 1990, eq. 3 of Zou 2007)
-    c = ((rab - 0.5 * ra * rb) * (1 - ra * ra - rb * rb - rab * rab) + rab**3) / (
-        (1 - ra * ra) * (1 - rb * rb)
-    )
-    d = rb - ra
-    low = d - math.sqrt(max((rb - lb) ** 2 + (ua - ra) ** 2 - 2 * c * (rb - lb) * (ua - ra), 0))
-    high = d + math.sqrt(max((ub - rb) ** 2 + (ra - la) ** 2 - 2 * c * (ub - rb) * (ra - la), 0))
-    return low, high
 
 
 def _rooms(lam_a: float, lam_b: float) -> Draw:
@@ -143,10 +117,9 @@ def main() -> None:
                         cnt["boot"] += 1
                         hit["boot"] += res.low <= true <= res.high
                         small_p += res.p_value is not None and res.p_value < 0.05
-                    z = _zou(kind, x, ya, yb)
-                    if z is not None:
+                    if res.zou_low is not None and res.zou_high is not None:
                         cnt["zou"] += 1
-                        hit["zou"] += z[0] <= true <= z[1]
+                        hit["zou"] += res.zou_low <= true <= res.zou_high
                 cells = [coverage_cell(hit[k], cnt[k]) for k in ("boot", "zou")]
                 rate = f"{small_p / cnt['boot']:.3f}" if name == "null" and cnt["boot"] else "-"
                 print(
