@@ -79,8 +79,8 @@ ARM_METHODS = {
         + CORRELATION_CHANGE_P_METHOD
         + "; beside it, "
         + ZOU_METHOD
-        + " (the bootstrap interval covered the true change in 83-91% of samples of 6-20 "
-        "rooms (Pearson) where Zou's covered 93-97%: benchmarks/"
+        + " (the bootstrap interval covered the true change in 82-91% of samples of 6-20 "
+        "rooms (Pearson) where Zou's covered 93-98%: benchmarks/"
         "bench_correlation_change_interval.py)"
     ),
     "timeouts": (

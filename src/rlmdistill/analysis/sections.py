@@ -53,7 +53,9 @@ from rlmdistill.analysis.schema import (
     TrainingCurve,
 )
 from rlmdistill.analysis.stats import (
+    COUNT,
     MIN_UNITS,
+    SHARE,
     UNBOUNDED,
     WILCOXON_METHOD,
     Bounds,
@@ -124,12 +126,6 @@ class SectionContext(NamedTuple):
 
 
 # ----------------------------------------------------------------------------- metrics
-SHARE: Bounds = (0.0, 1.0)
-"""Range of a share or rate (pass rate, coverage, memo rate, token shares)."""
-COUNT: Bounds = (0.0, None)
-"""Range of a count or other non-negative amount (sub-calls, turns, characters, USD, seconds)."""
-
-
 class Metric(NamedTuple):
     """One metric of the report: its name, a one-line description (stored in
     ``report.json``'s ``metric_descriptions``), how to read it from an episode's row

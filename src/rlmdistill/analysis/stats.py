@@ -46,12 +46,14 @@ from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
 __all__ = [
     "CORRELATION_CHANGE_P_METHOD",
+    "COUNT",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_RESAMPLES",
     "DIFF_DECIMALS",
     "EXHAUSTIVE_MAX_RESAMPLES",
     "MEAN_METHOD",
     "MIN_UNITS",
+    "SHARE",
     "SPEARMAN_EXACT_MAX_N",
     "TIE_TOLERANCE",
     "UNBOUNDED",
@@ -183,6 +185,10 @@ Bounds = tuple[float | None, float | None]
 for a share or rate, ``(0, None)`` for a count; an interval is clipped to it."""
 
 UNBOUNDED: Bounds = (None, None)
+SHARE: Bounds = (0.0, 1.0)
+"""Range of a share or rate (pass rate, coverage, memo rate, token shares)."""
+COUNT: Bounds = (0.0, None)
+"""Range of a count or other non-negative amount (sub-calls, turns, characters, USD, seconds)."""
 
 
 def _bounds_text(bounds: Bounds) -> str:

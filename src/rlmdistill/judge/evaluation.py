@@ -33,7 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.analysis.stats import Estimate, cluster_mean_interval
+from rlmdistill.analysis.stats import SHARE, Estimate, cluster_mean_interval
 from rlmdistill.judge.base import Grader
 from rlmdistill.judge.evalset import EXPECTED, SPLIT_SALT, EvalCase, build_cases, contract_split
 from rlmdistill.judge.reference import ReferenceGrader
@@ -254,7 +254,7 @@ def figures(outcomes: list[EvalOutcome]) -> dict[str, KindFigure]:
             n_documents=len({o.contract for o in rows}),
             n_criteria=len({(o.room, o.criterion_id) for o in rows}),
             pass_share=cluster_mean_interval(
-                values, [o.contract for o in rows], unit="documents", bounds=(0.0, 1.0)
+                values, [o.contract for o in rows], unit="documents", bounds=SHARE
             ),
         )
     return out
