@@ -14,6 +14,7 @@ import argparse
 import statistics
 import time
 
+from rlmdistill.hardware import machine_line
 from rlmdistill.rooms.room import decode_text
 
 PARAGRAPH = (
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="Decodes timed per encoding.")
     args = parser.parse_args()
     text = PARAGRAPH * max(1, args.kib * 1024 // len(PARAGRAPH))
+    print(machine_line(), flush=True)  # the machine every figure below was measured on
     for codec in ("utf-8", "cp1252"):
         data = text.encode(codec)
         walls, cpus = [], []

@@ -14,6 +14,7 @@ import argparse
 import statistics
 from pathlib import Path
 
+from rlmdistill.hardware import machine_line
 from rlmdistill.traces.runs import load_summaries, load_trajectory
 from rlmdistill.traces.store import dumps_record
 
@@ -23,6 +24,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
     args = ap.parse_args()
+    # byte counts do not depend on the machine; the line says where the runs were read
+    print(machine_line(), flush=True)
     with_ids: list[int] = []
     without: list[int] = []
     new_ids = whole_ids = completion_ids = 0
