@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from typer.testing import CliRunner
 
 from rlmdistill.cli import app
 from rlmdistill.judge.evalset import (
+    SHAPED_ON,
+    SPLIT_SALT,
     EvalCase,
     contract_split,
     paraphrase_text,
@@ -128,10 +131,31 @@ def test_judge_eval_cli(tmp_path: Path) -> None:
 
 def test_split_is_fixed_by_name() -> None:
     # sha256("rlmdistill-judge-eval-v1:" + name)[:8] as an integer, even -> tune
-    names = [c.name for c in (SAMPLE_SOURCE / "contracts").iterdir()]
+    names = [f"EXAMPLE{i}_EX-10.1_Supply Agreement.txt" for i in range(40)]
     parts = {n: contract_split(n) for n in names}
     assert set(parts.values()) == {"tune", "heldout"}
     assert all(contract_split(n) == p for n, p in parts.items())  # no hidden state
+    assert contract_split("SIBANNAC,INC_12_04_2017-EX-2.1-Strategic Alliance Agreement.txt") == (
+        "tune"  # by the hash rule
+    )
+
+
+def test_contracts_the_grader_was_shaped_on_are_never_held_out() -> None:
+    """Every packaged sample contract (the tests grade memos of them; two rules fix false
+    passes found on Agape ATP and MJ Biotech) and the Oaktree agreement (a rule fixes a false
+    pass on it) are in ``tune``; by the hash rule alone 6 of the 16 samples and Oaktree
+    would be held out."""
+    sample = sorted(c.name for c in (SAMPLE_SOURCE / "contracts").iterdir())
+    assert len(sample) == 16
+    oaktree = "OAKTREECAPITALGROUP,LLC_03_02_2020-EX-10.8-Services Agreement.txt"
+    assert {contract_split(n) for n in [*sample, oaktree]} == {"tune"}
+    assert frozenset([*sample, oaktree]) == SHAPED_ON
+    held_by_hash = [
+        n
+        for n in sample
+        if int(hashlib.sha256(f"{SPLIT_SALT}:{n}".encode()).hexdigest()[:8], 16) % 2
+    ]
+    assert len(held_by_hash) == 6
 
 
 def test_quote_and_paraphrase_text() -> None:

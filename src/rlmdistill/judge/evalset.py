@@ -47,6 +47,7 @@ from rlmdistill.rooms.text import content_words, normalise_ws, words
 __all__ = [
     "EXPECTED",
     "QUOTE_WORDS",
+    "SHAPED_ON",
     "EvalCase",
     "EvalKind",
     "Split",
@@ -79,6 +80,32 @@ MIN_PASSAGE_CONTENT_WORDS = 12
 METADATA_CATEGORIES = frozenset({"Document Name", "Parties", "Agreement Date", "Effective Date"})
 """Labelled "clauses" that are names and dates, not clauses: never quoted as decoys."""
 SPLIT_SALT = "rlmdistill-judge-eval-v1"
+SHAPED_ON: frozenset[str] = frozenset(
+    (
+        "ADIANUTRITION,INC_04_01_2005-EX-10.D2-RESELLER AGREEMENT.txt",
+        "AgapeAtpCorp_20191202_10-KA_EX-10.1_11911128_EX-10.1_Supply Agreement.txt",
+        "BNLFINANCIALCORP_03_30_2007-EX-10.8-OUTSOURCING AGREEMENT.txt",
+        "DYNTEKINC_07_30_1999-EX-10-ONLINE HOSTING AGREEMENT.txt",
+        "GSITECHNOLOGYINC_11_16_2009-EX-10.2-INTELLECTUAL PROPERTY AGREEMENT between SONY ELECTRONICS INC. and GSI TECHNOLOGY, INC..txt",
+        "GridironBionutrientsInc_20171206_8-K_EX-10.1_10972555_EX-10.1_Endorsement Agreement.txt",
+        "IVILLAGEINC_03_17_1999-EX-10.16-SPONSORSHIP AGREEMENT.txt",
+        "InmodeLtd_20190729_F-1A_EX-10.9_11743243_EX-10.9_Manufacturing Agreement.txt",
+        "InnerscopeHearingTechnologiesInc_20181109_8-K_EX-10.6_11419704_EX-10.6_Distributor Agreement.txt",
+        "MERITLIFEINSURANCECO_06_19_2020-EX-10.(XIV)-MASTER SERVICES AGREEMENT.txt",
+        "MJBIOTECH,INC_12_06_2018-EX-99.01-JOINT VENTURE AGREEMENT.txt",
+        "OAKTREECAPITALGROUP,LLC_03_02_2020-EX-10.8-Services Agreement.txt",
+        "SIBANNAC,INC_12_04_2017-EX-2.1-Strategic Alliance Agreement.txt",
+        "SPARKLINGSPRINGWATERHOLDINGSLTD_07_03_2002-EX-10.13-SOFTWARE LICENSE AND MAINTENANCE AGREEMENT.txt",
+        "SightLife Surgical, Inc. - STRATEGIC SALES _ MARKETING AGREEMENT.txt",
+        "SimplicityEsportsGamingCompany_20181130_8-K_EX-10.1_11444071_EX-10.1_Franchise Agreement.txt",
+        "SteelVaultCorp_20081224_10-K_EX-10.16_3074935_EX-10.16_Affiliate Agreement.txt",
+    )
+)
+"""Contracts the reference grader's rules or its tests were shaped on, always ``"tune"``: the
+16 contracts packaged in ``rooms/cuad_sample`` (every test grades memos of them, and two of
+the grader's rules fix false passes found on the Agape ATP supply and MJ Biotech joint venture
+agreements) and the Oaktree services agreement (a rule fixes a false pass on its term clause).
+Held-out figures are measured on contracts outside this set only."""
 
 
 class EvalCase(BaseModel):
@@ -104,9 +131,12 @@ class EvalCase(BaseModel):
 
 
 def contract_split(name: str) -> Split:
-    """Fixed split of a CUAD contract by its source text file name: ``"tune"`` when the
-    first 8 hex digits of ``sha256(SPLIT_SALT + ":" + name)`` form an even number, else
-    ``"heldout"`` (about half each; independent of which other contracts exist)."""
+    """Fixed split of a CUAD contract by its source text file name: ``"tune"`` when it is in
+    :data:`SHAPED_ON` or when the first 8 hex digits of ``sha256(SPLIT_SALT + ":" + name)``
+    form an even number, else ``"heldout"`` (about half each; independent of which other
+    contracts exist)."""
+    if name in SHAPED_ON:
+        return "tune"
     digest = hashlib.sha256(f"{SPLIT_SALT}:{name}".encode()).hexdigest()
     return "tune" if int(digest[:8], 16) % 2 == 0 else "heldout"
 

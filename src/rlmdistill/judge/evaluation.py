@@ -132,7 +132,9 @@ class JudgeEvalReport(BaseModel):
 
 
 SPLIT_RULE = (
-    f"tune if int(sha256('{SPLIT_SALT}:' + contract text file name)[:8], 16) is even, else heldout"
+    "tune if the contract is one the grader was shaped on (judge.evalset.SHAPED_ON: the 16"
+    " packaged sample contracts and Oaktree's services agreement) or"
+    f" int(sha256('{SPLIT_SALT}:' + contract text file name)[:8], 16) is even, else heldout"
 )
 
 
