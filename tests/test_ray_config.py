@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,13 @@ def test_shipped_room_rebuilds_the_same_room_and_catches_a_wrong_copy(cuad_room3
     assert again.texts() == room.texts()
     assert [d.folder for d in again.documents] == [d.folder for d in room.documents]
     assert again.task is not None and room.task is not None and again.task.id == room.task.id
+    assert (again.task.title, again.task.instructions) == (room.task.title, room.task.instructions)
+    # what nodes get holds no rubric criterion and no gold evidence of one
+    assert room.task.criteria and again.task.criteria == []
+    # (gold spans are document text, which nodes need; the criteria naming them are not)
+    blob = pickle.dumps(shipped)
+    assert not any(c.id.encode() in blob for c in room.task.criteria)
+    assert not any(c.match_criteria.encode() in blob for c in room.task.criteria)
     doc_id, folder, text, enc, rep = shipped.documents[0]
     bad = ShippedRoom(
         shipped.room_id,

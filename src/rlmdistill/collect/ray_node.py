@@ -47,6 +47,7 @@ __all__ = [
     "RoomMismatch",
     "RoomTicket",
     "ShippedRoom",
+    "episode_task",
 ]
 
 
@@ -55,6 +56,14 @@ class RoomMismatch(ValueError):
 
 
 # ------------------------------------------------------------------------------ rooms
+def episode_task(task: Task) -> Task:
+    """The part of ``task`` an episode needs on a node: its id, title and instructions (the
+    root's prompt; ``collect.prepare.room_handle``). Rubric criteria, their gold evidence,
+    deliverables and tags stay on the driver, so no worker node (nor code the root runs there)
+    can read the answers it is graded against."""
+    return Task(id=task.id, title=task.title, instructions=task.instructions)
+
+
 @dataclasses.dataclass(frozen=True)
 class ShippedRoom:
     """A room's texts, task and identity, as put once into Ray's object store.
@@ -72,9 +81,13 @@ class ShippedRoom:
 
     @classmethod
     def of(cls, room: DataRoom) -> ShippedRoom:
-        """Read every document's text of ``room`` (raises what ``Document.text`` raises)."""
+        """Read every document's text of ``room`` (raises what ``Document.text`` raises).
+
+        The task goes as :func:`episode_task`: what an episode's prompt uses, never the
+        rubric criteria or their gold evidence, which only the judge (on the driver) reads."""
         docs = [(d.id, d.folder, d.text, d.encoding, d.replaced) for d in room.documents]
-        return cls(room.room_id, room.room_hash, str(room.path), room.task, docs, room.skipped)
+        task = episode_task(room.task) if room.task is not None else None
+        return cls(room.room_id, room.room_hash, str(room.path), task, docs, room.skipped)
 
     def load(self) -> DataRoom:
         """The :class:`DataRoom` again (texts in memory). Raises :class:`RoomMismatch` when the
