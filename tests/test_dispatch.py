@@ -118,7 +118,8 @@ def test_300_concurrent_episodes_complete_with_no_error(tmp_path: Path) -> None:
     """Issue 17: 300 episodes at concurrency 300 (each: a batch of 8 sub-calls, then the
     memo) on one node; the select() limit and thread-per-sub-call once failed such runs.
     Where memory for 300 REPLs is short, admission runs fewer at once (a warning says how
-    many) and the others wait: none may fail either way."""
+    many) and the others wait: none may fail either way. Under bubblewrap, the sandbox users
+    get by default (each REPL is a bwrap process tree)."""
     turn0 = "```repl\nanswers = llm_query_batched(['q %d' % i for i in range(8)])\nprint(len(answers))\n```"
     room = write_clause_room(tmp_path / "room", n_documents=3, repeats=20)
     handler = ScriptedHandler([turn0, MEMO], lambda p: "answer " + p)
@@ -132,7 +133,6 @@ def test_300_concurrent_episodes_complete_with_no_error(tmp_path: Path) -> None:
             concurrency=300,
             sub_concurrency=8,
             limits=EpisodeLimits(max_turns=3),
-            sandbox="audit",
         )
         root = OpenAIChatClient("root", url, api_key="x")
         sub = OpenAIChatClient("sub", url, api_key="x")
