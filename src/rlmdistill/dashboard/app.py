@@ -43,7 +43,7 @@ def main() -> None:
     slug = st.sidebar.radio(
         "Page", slugs, key="page", format_func=lambda s: PAGES[s][0], label_visibility="collapsed"
     )
-    st.sidebar.caption(f"workspace: `{ws.root}`")
+    st.sidebar.caption(f"workspace: **{ws.root.name}**", help=str(ws.root))
     if st.query_params.get("page") != slug:
         st.query_params["page"] = slug
     title, render = PAGES[slug]

@@ -45,7 +45,8 @@ def dashboard_command(
     workspace: Path, port: int, headless: bool, address: str | None = None
 ) -> list[str]:
     """The ``streamlit run`` argv for a workspace (usage statistics off; file watching off,
-    since the app is installed code, not a script being edited)."""
+    since the app is installed code, not a script being edited; the toolbar in ``viewer``
+    mode, so no "Deploy" button)."""
     cmd = [
         sys.executable,
         "-m",
@@ -60,6 +61,8 @@ def dashboard_command(
         "none",
         "--browser.gatherUsageStats",
         "false",
+        "--client.toolbarMode",
+        "viewer",
     ]
     if address is not None:
         cmd += ["--server.address", address]

@@ -39,6 +39,8 @@ from rlmdistill.analysis.schema import (
     DepthAblation,
     Grid,
     RoomInfoRow,
+    SizeCorrelation,
+    TokenShares,
 )
 from rlmdistill.dashboard.runview import RunView, view_at
 from rlmdistill.traces.scores import GraderChoiceError
@@ -93,6 +95,8 @@ class LiveComparison(NamedTuple):
 
     per_arm: dict[str, list[ArmMetric]]
     comparisons: list[Comparison]
+    size_correlations: list[SizeCorrelation]
+    """The report's room-mean sub-calls against room size, per arm and size measure."""
 
 
 class LiveAblations(NamedTuple):
@@ -100,6 +104,10 @@ class LiveAblations(NamedTuple):
 
     depth_ablations: list[DepthAblation]
     grids: list[Grid]
+    per_arm: dict[str, list[ArmMetric]]
+    """The report's per-arm means (the depth table's cost columns)."""
+    token_shares: list[TokenShares]
+    """The report's token totals per arm."""
 
 
 def mean_of_room_means(
@@ -206,15 +214,23 @@ def _comparison(
     ctx = sections.SectionContext(resamples, seed, confidence)
     per_arm = sections.per_arm_metrics(a.arms, a.rows, a.rooms, ctx)
     comps = sections.comparisons(a.arms, a.rows, a.rooms, ctx, per_arm)
-    return LiveComparison(per_arm=per_arm, comparisons=comps)
+    sizes = sections.size_correlations(a.arms, a.rows, a.rooms, ctx)
+    return LiveComparison(per_arm=per_arm, comparisons=comps, size_correlations=sizes)
 
 
 def live_comparison(views: Sequence[RunView], settings: LiveSettings) -> LiveComparison:
-    """The report's per-arm means (every metric of the report) and its comparisons of each
-    later run with the first, over ``views`` (cached by paths, stamps and ``settings``).
+    """The report's per-arm means (every metric of the report), its comparisons of each
+    later run with the first and its size correlations, over ``views`` (cached by paths,
+    stamps and ``settings``: a warm rerun computes nothing).
     Raises as :func:`live_arms`."""
     dirs, stamps = _key(views)
     return _comparison(dirs, stamps, *settings)
+
+
+_COST_METRICS = [
+    m for m in sections.BASE_METRICS if m.name in ("pass_rate", "coverage", "wall_time_s")
+]
+"""The per-arm means the depth table's cost columns show."""
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -229,9 +245,13 @@ def _ablations(
 ) -> LiveAblations:
     a = _arms(run_dirs, stamps, grader, trajectories)
     ctx = sections.SectionContext(resamples, seed, confidence)
+    depth = sections.depth_ablations(a.arms, a.rows, a.rooms, ctx)
+    in_depth = [x for x in a.arms if any(x.label in (d.depth1_arm, d.depth2_arm) for d in depth)]
     return LiveAblations(
-        depth_ablations=sections.depth_ablations(a.arms, a.rows, a.rooms, ctx),
+        depth_ablations=depth,
         grids=sections.grids(a.arms, a.rows, a.rooms, ctx),
+        per_arm=sections.per_arm_metrics(in_depth, a.rows, a.rooms, ctx, _COST_METRICS),
+        token_shares=sections.token_shares(in_depth, a.rows),
     )
 
 

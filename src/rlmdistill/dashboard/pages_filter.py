@@ -1,7 +1,9 @@
-"""Filter preview page: the rejection-sampling rules as widgets, live counts of kept and
+"""Filter preview page (the training runs at start; every setting kept across pages): the
+rejection-sampling rules as widgets, live counts of kept and
 dropped episodes by reason (the filter stage's own :func:`~rlmdistill.filter.select_episodes`
 and :func:`~rlmdistill.filter.build_report`), and an export button that writes the dataset
-with :func:`rlmdistill.filter.main.run` -- the filter stage behind ``rlmdistill filter``.
+with :func:`rlmdistill.filter.main.run` -- the filter stage behind ``rlmdistill filter``;
+an export from runs of held-out rooms is refused unless overridden (:func:`check_no_heldout`).
 
 The preview reads summaries and verdicts only (never trajectories: ``dedup: completions`` is
 left to the CLI) and is cached by the runs' paths and stamps plus the rules as JSON (case A3).
@@ -18,7 +20,16 @@ import streamlit as st
 
 from rlmdistill.dashboard import data
 from rlmdistill.dashboard.data import Workspace
-from rlmdistill.dashboard.widgets import fmt_pct, pick_runs
+from rlmdistill.dashboard.roles import WorkspaceRoles, heldout_rooms_of
+from rlmdistill.dashboard.widgets import (
+    KEEP_PREFIX,
+    fmt_pct,
+    keep,
+    pick_runs,
+    remember,
+    roles_of,
+    runs_with_role,
+)
 from rlmdistill.filter import (
     FilterReport,
     FilterRuleError,
@@ -77,31 +88,55 @@ def preview(run_dirs: list[Path], rules: FilterRules) -> Preview:
     )
 
 
+RULE_KEYS: list[str] = []
+"""Session keys of the rule widgets (filled as they are drawn); kept across pages."""
+
+
+def _kept(key: str, default: Any) -> str:
+    keep(key, default)
+    if key not in RULE_KEYS:
+        RULE_KEYS.append(key)
+    return key
+
+
 def _opt_threshold(label: str, key: str, help_: str) -> float | None:
-    on = st.checkbox(label, key=f"{key}_on", help=help_)
+    on = st.checkbox(label, key=_kept(f"{key}_on", False), help=help_)
     value = st.slider(
-        label, 0.0, 1.0, 0.5, 0.05, key=key, disabled=not on, label_visibility="collapsed"
+        label,
+        0.0,
+        1.0,
+        step=0.05,
+        key=_kept(key, 0.5),
+        disabled=not on,
+        label_visibility="collapsed",
     )
     return float(value) if on else None
 
 
 def _opt_int(label: str, key: str) -> int | None:
-    v = int(st.number_input(label + " (0: off)", min_value=0, value=0, step=1, key=key))
+    v = int(st.number_input(label + " (0: off)", min_value=0, step=1, key=_kept(key, 0)))
     return v or None
 
 
 def rules_from_widgets(graders: list[str]) -> dict[str, Any]:
     """Draw the rule widgets (in the sidebar of the page's first column) and return the rules
-    as a dict for :meth:`FilterRules.from_dict`."""
+    as a dict for :meth:`FilterRules.from_dict`. Every setting survives a visit to another
+    page (:func:`~rlmdistill.dashboard.widgets.keep`)."""
     rules: dict[str, Any] = {}
     if graders:
-        rules["grader"] = st.selectbox("Grader (pass rate from)", graders, key="f_grader")
+        if st.session_state.get(KEEP_PREFIX + "f_grader") not in graders:
+            st.session_state.pop(KEEP_PREFIX + "f_grader", None)
+        rules["grader"] = st.selectbox(
+            "Grader (pass rate from)", graders, key=_kept("f_grader", graders[0])
+        )
     rules["required_status"] = st.multiselect(
-        "Required status (none: any)", STATUSES, default=["completed"], key="f_status"
+        "Required status (none: any)", STATUSES, key=_kept("f_status", ["completed"])
     )
-    rules["require_memo"] = st.checkbox("Require a memo", value=True, key="f_memo")
+    rules["require_memo"] = st.checkbox("Require a memo", key=_kept("f_memo", True))
     rules["pass_rate_field"] = st.selectbox(
-        "Pass rate", ["pass_rate", "graded_pass_rate", "weighted_pass_rate"], key="f_prfield"
+        "Pass rate",
+        ["pass_rate", "graded_pass_rate", "weighted_pass_rate"],
+        key=_kept("f_prfield", "pass_rate"),
     )
     rules["min_pass_rate"] = _opt_threshold("Min pass rate", "f_min_pr", "absolute, inclusive")
     rules["min_pass_rate_quantile"] = _opt_threshold(
@@ -116,14 +151,33 @@ def rules_from_widgets(graders: list[str]) -> dict[str, Any]:
     rules["min_sub_calls"] = _opt_int("Min sub-calls", "f_min_sub")
     rules["top_k_per_room"] = _opt_int("Best-of-n: top k per room", "f_topk")
     rules["dedup"] = (
-        ["memo"] if st.checkbox("De-duplicate memos", value=True, key="f_dedup") else []
+        ["memo"] if st.checkbox("De-duplicate memos", key=_kept("f_dedup", True)) else []
     )
-    where = st.text_area("Where (one safe expression per line)", key="f_where")
+    where = st.text_area("Where (one safe expression per line)", key=_kept("f_where", ""))
     rules["where"] = [w.strip() for w in where.splitlines() if w.strip()]
+    remember(RULE_KEYS)
     return {k: v for k, v in rules.items() if v is not None}
 
 
-def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules) -> None:
+class HeldOutError(ValueError):
+    """An export would write episodes of held-out (evaluation) rooms into training data."""
+
+
+def check_no_heldout(run_dirs: list[Path], roles: WorkspaceRoles, allow: bool) -> None:
+    """Refuse an export from runs that ran held-out rooms (``rooms/split.json``) or that the
+    loop collected for evaluation, unless ``allow``: training on them would leak the
+    evaluation into the model. Raises :class:`HeldOutError` naming each run, its held-out
+    rooms and the override."""
+    held = heldout_rooms_of(run_dirs, roles)
+    if held and not allow:
+        named = "; ".join(f"{run}: {', '.join(rooms)}" for run, rooms in held.items())
+        raise HeldOutError(
+            f"refusing to export held-out rooms into training data ({named}). Unpick these "
+            "runs, or tick 'Export held-out rooms anyway' to override."
+        )
+
+
+def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules, roles: WorkspaceRoles) -> None:
     from rlmdistill.filter.main import FilterConfig, build_export_options
     from rlmdistill.filter.main import run as filter_stage
 
@@ -139,11 +193,20 @@ def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules) -> None:
         system_prompt = c[2].text_input("System prompt", value="collected", key="f_sys")
         max_length = c[3].number_input("Max length", min_value=8, value=8192, key="f_maxlen")
         force = st.checkbox("Replace an existing dataset folder", key="f_force")
+        allow = st.checkbox(
+            "Export held-out rooms anyway (evaluation data in the training set)",
+            key="f_allow_heldout",
+        )
         go = st.form_submit_button("Export dataset")
     if not go:
         return
     if not name.strip():
         st.error("Give the dataset a name.")
+        return
+    try:
+        check_no_heldout(run_dirs, roles, allow)
+    except HeldOutError as exc:
+        st.error(str(exc))
         return
     out = ws.datasets / name.strip()
     try:
@@ -172,10 +235,18 @@ def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules) -> None:
 
 def render(ws: Workspace) -> None:
     """Render the Filter preview page."""
-    run_dirs = pick_runs(ws, "f_runs", default_n=100)
+    roles = roles_of(ws)
+    run_dirs = pick_runs(ws, "f_runs", default=runs_with_role("train"))
     if not run_dirs:
         st.info("Pick at least one run.")
         return
+    held = heldout_rooms_of(run_dirs, roles)
+    if held:
+        st.warning(
+            "Picked runs ran held-out rooms ("
+            + "; ".join(f"{r}: {', '.join(rooms)}" for r, rooms in held.items())
+            + "): the export refuses them unless overridden."
+        )
     graders = sorted({g for r in run_dirs for g in grader_ids(r)})
     left, right = st.columns([1, 2])
     with left:
@@ -226,4 +297,4 @@ def render(ws: Workspace) -> None:
             st.dataframe(pv.decisions, hide_index=True, width="stretch")
         with st.expander("Rules as YAML/JSON (for `rlmdistill filter --rules`)"):
             st.code(json.dumps(rules.model_dump(mode="json"), indent=2), language="json")
-        _export(ws, run_dirs, rules)
+        _export(ws, run_dirs, rules, roles)

@@ -25,11 +25,11 @@ def report_files(report_dir: Path) -> tuple[Path | None, list[Path], Path | None
 
 
 def show_report(report_dir: Path, figure_filter: str | None = None) -> None:
-    """Render one report folder; ``figure_filter`` keeps only figures whose file name contains
-    it (e.g. ``"depth"``)."""
+    """Render one report folder; ``figure_filter`` keeps only figures whose file name starts
+    with it (``"depth_ablation"``: ``depth_ablation_0.png`` but not ``grid_depth1.png``)."""
     md, pngs, js = report_files(report_dir)
     if figure_filter:
-        pngs = [p for p in pngs if figure_filter in p.name]
+        pngs = [p for p in pngs if p.name.startswith(figure_filter)]
     if md is not None and figure_filter is None:
         with st.expander(f"{md.name}", expanded=False):
             st.markdown(md.read_text(encoding="utf-8"))

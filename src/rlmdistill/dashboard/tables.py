@@ -12,28 +12,45 @@ the statistics). The pages format them for display.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import pandas as pd
 
-from rlmdistill.analysis.schema import ArmMetric, Comparison, DepthAblation, Grid
-from rlmdistill.analysis.stats import Estimate
+from rlmdistill.analysis import sections
+from rlmdistill.analysis.schema import (
+    ArmMetric,
+    Comparison,
+    ComparisonRow,
+    DepthAblation,
+    Grid,
+    TokenShares,
+)
+from rlmdistill.analysis.stats import SHARE, Estimate
 
 __all__ = [
     "ARM_COLUMNS",
     "COMPARISON_COLUMNS",
     "DEPTH_COLUMNS",
+    "DEPTH_COST_COLUMNS",
     "DEPTH_SUMMARY_COLUMNS",
     "GAP_COLUMNS",
     "GRID_COLUMNS",
+    "READABLE_COMPARISON_COLUMNS",
+    "Headline",
     "arm_frame",
     "comparison_frame",
+    "depth_cost_frame",
     "depth_frame",
     "depth_summary_frame",
+    "fmt_difference",
+    "fmt_value",
     "gap_frame",
     "grid_frame",
+    "headline",
+    "is_share",
     "number_format",
+    "readable_comparison_frame",
 ]
 
 COMPARISON_COLUMNS = [
@@ -241,3 +258,176 @@ def number_format(frame: pd.DataFrame, digits: int = 3) -> dict[str, Any]:
         for c in frame.columns
         if pd.api.types.is_float_dtype(frame[c])
     }
+
+
+# ------------------------------------------------------------------- for people, not machines
+_METRICS = {
+    m.name: m
+    for m in [*sections.BASE_METRICS, sections.TIMEOUT_METRIC, sections.SUB_CALL_ERROR_METRIC]
+}
+
+
+def is_share(metric: str) -> bool:
+    """Whether the report's ``metric`` is a share in [0, 1] (its bounds are
+    :data:`~rlmdistill.analysis.stats.SHARE`): pass rates, coverage, memo rate, ... and their
+    per-type/per-folder forms (``pass_rate[finding]``, ``coverage[License]``)."""
+    m = _METRICS.get(metric) or _METRICS.get(metric.split("[", 1)[0])
+    return m is not None and m.bounds == SHARE
+
+
+def _num(x: float, digits: int = 3) -> str:
+    """A plain number for people: thousands separated, never in exponent notation."""
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:,.1f}"
+    return f"{x:.{digits}g}" if x else "0"
+
+
+def fmt_value(metric: str, x: float | None) -> str:
+    """A value of ``metric``: shares as percentages (``0.09 -> "9.0%"``), other values as
+    plain numbers (``11850.4 -> "11,850"``); ``None``/NaN -> ``"Undefined"``."""
+    if x is None or x != x:
+        return "Undefined"
+    return f"{x:.1%}" if is_share(metric) else _num(x)
+
+
+def fmt_difference(metric: str, e: Estimate) -> str:
+    """A paired difference with its interval: ``"+9.0 points [5.6, 12.9]"`` for a share,
+    ``"+1.25 [0.5, 2]"`` otherwise; ``"Undefined (reason)"`` without a value."""
+    if e.value is None:
+        return f"Undefined ({e.reason})" if e.reason else "Undefined"
+    if is_share(metric):
+        scale, unit = 100.0, " points"
+        head = f"{e.value * scale:+.1f}{unit}"
+        span = (
+            ""
+            if e.low is None or e.high is None
+            else f" [{e.low * scale:+.1f}, {e.high * scale:+.1f}]"
+        )
+    else:
+        head = ("+" if e.value > 0 else "") + _num(e.value)
+        span = "" if e.low is None or e.high is None else f" [{_num(e.low)}, {_num(e.high)}]"
+    return head + span
+
+
+def _p(p: float | None) -> str:
+    if p is None or p != p:
+        return "Undefined"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+class Headline(NamedTuple):
+    """The card of one comparison: ``title`` (``"tuned-r2 9.0% vs base 0.0%"``) and
+    ``detail`` (difference with interval, rooms up/down/tied, Wilcoxon p), both plain text."""
+
+    metric: str
+    title: str
+    detail: str
+
+
+def headline(
+    comp: Comparison, metric: str = "pass_rate", names: Mapping[str, str] | None = None
+) -> Headline | None:
+    """The headline of ``comp`` (arm B against baseline A) for ``metric``: both arms' means
+    of room means, B - A paired over rooms with its interval, rooms where B is above, below
+    and equal to A, and the Wilcoxon signed-rank p (all from the report's
+    :class:`~rlmdistill.analysis.schema.ComparisonRow`). ``names`` maps an arm label to the
+    name to show (e.g. the loop report's label of a run). ``None`` when ``comp`` has no row
+    of ``metric``. Undefined values read ``Undefined (reason)``."""
+    row: ComparisonRow | None = next((r for r in comp.rows if r.metric == metric), None)
+    if row is None:
+        return None
+    names = names or {}
+    a, b = names.get(comp.a, comp.a), names.get(comp.b, comp.b)
+    va, vb = fmt_value(metric, row.a.value), fmt_value(metric, row.b.value)
+    p = row.paired
+    title = f"{b} {vb} vs {a} {va}"
+    rooms = (
+        f"{p.n_improved} of {p.n_pairs} rooms up, {p.n_declined} down, {p.n_tied} tied"
+        if p.n_pairs
+        else "no paired rooms"
+    )
+    pv = p.wilcoxon.p_value
+    test = f"p = {_p(pv)}" if pv is not None else f"p Undefined ({p.wilcoxon.reason or 'no test'})"
+    detail = f"{fmt_difference(metric, p.mean_difference)} · {rooms} · {test} (Wilcoxon)"
+    return Headline(metric, title, detail)
+
+
+READABLE_COMPARISON_COLUMNS = [
+    "comparison", "metric", "A", "B", "B - A [interval]", "rooms up / down / tied",
+    "Wilcoxon p", "note",
+]  # fmt: skip
+"""Columns of :func:`readable_comparison_frame`."""
+
+
+def readable_comparison_frame(
+    comparisons: Sequence[Comparison], names: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """:func:`comparison_frame` as text for people: shares as percentages and differences of
+    shares in points, plain numbers otherwise, ``Undefined`` with its reason in ``note``
+    (the reasons of :func:`comparison_frame`'s ``why undefined``)."""
+    names = names or {}
+    rows = []
+    for comp in comparisons:
+        a, b = names.get(comp.a, comp.a), names.get(comp.b, comp.b)
+        for r in comp.rows:
+            p = r.paired
+            rows.append(
+                {
+                    "comparison": f"{b} vs {a}",
+                    "metric": r.metric,
+                    "A": fmt_value(r.metric, r.a.value),
+                    "B": fmt_value(r.metric, r.b.value),
+                    "B - A [interval]": fmt_difference(r.metric, p.mean_difference),
+                    "rooms up / down / tied": f"{p.n_improved} / {p.n_declined} / {p.n_tied}",
+                    "Wilcoxon p": _p(p.wilcoxon.p_value),
+                    "note": _why(
+                        ("A", r.a),
+                        ("B", r.b),
+                        ("B - A", p.mean_difference),
+                        ("Wilcoxon", p.wilcoxon.reason),
+                    ),
+                }
+            )
+    return pd.DataFrame(rows, columns=READABLE_COMPARISON_COLUMNS)
+
+
+DEPTH_COST_COLUMNS = [
+    "depth 1 arm", "depth 2 arm", "arm", "depth", "pass rate", "coverage", "wall time (s)",
+    "tokens per episode", "episodes",
+]  # fmt: skip
+"""Columns of :func:`depth_cost_frame`."""
+
+
+def depth_cost_frame(
+    ablations: Sequence[DepthAblation],
+    per_arm: Mapping[str, Sequence[ArmMetric]],
+    token_shares: Sequence[TokenShares],
+) -> pd.DataFrame:
+    """What each depth costs: per depth ablation, one row per arm with its mean of room means
+    of the pass rate, coverage and wall time (seconds per episode), from the report's
+    per-arm metrics, and its tokens per episode (root + sub, prompt + completion: the
+    report's token totals over the arm's episodes, divided by its episodes; ``NaN`` when
+    an arm has none)."""
+    tokens = {t.arm: t.total for t in token_shares}
+    rows = []
+    for d in ablations:
+        for arm, depth in ((d.depth1_arm, 1), (d.depth2_arm, 2)):
+            means = {m.metric: m.mean.value for m in per_arm.get(arm, [])}
+            n = d.n_episodes.get(arm, 0)
+            total = tokens.get(arm)
+            rows.append(
+                {
+                    "depth 1 arm": d.depth1_arm,
+                    "depth 2 arm": d.depth2_arm,
+                    "arm": arm,
+                    "depth": depth,
+                    "pass rate": _v(means.get("pass_rate")),
+                    "coverage": _v(means.get("coverage")),
+                    "wall time (s)": _v(means.get("wall_time_s")),
+                    "tokens per episode": (float("nan") if total is None or not n else total / n),
+                    "episodes": n,
+                }
+            )
+    return pd.DataFrame(rows, columns=DEPTH_COST_COLUMNS)
