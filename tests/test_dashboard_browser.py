@@ -22,12 +22,24 @@ from rlmdistill.dashboard.data import ENV_WORKSPACE
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
 
+REQUIRE_BROWSER = os.environ.get("RLMDISTILL_REQUIRE_BROWSER") == "1"
+"""Set by CI (``.ci/run``): a missing Chromium fails these tests instead of skipping them."""
+
 pytestmark = [
     pytest.mark.slow,  # ~60 s on a 2-core CPU (a server, 12+ Chromium page loads)
     pytest.mark.skipif(
-        CHROMIUM is None, reason="chromium not installed (apt-get install chromium)"
+        CHROMIUM is None and not REQUIRE_BROWSER,
+        reason="chromium not installed (apt-get install chromium)",
     ),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _chromium_present() -> None:
+    """Under ``RLMDISTILL_REQUIRE_BROWSER=1`` a missing Chromium is a failure."""
+    if CHROMIUM is None:
+        pytest.fail("chromium not installed and RLMDISTILL_REQUIRE_BROWSER=1 (CI)")
+
 
 PAGES = {
     "runs": ["Runs", "2/2", "completed"],
