@@ -382,3 +382,41 @@ def test_pages_of_the_room_blob_leave_the_repl_after_each_read(tmp_path):
     assert out.error is None, out.error
     assert out.stdout == "24\n"
     assert after - before < 2048, (before, after)
+
+
+def test_final_var_resolves_the_name_even_when_another_variable_holds_that_string(repl):
+    """CPython interns short strings: after ``label = "memo"``, ``label`` is the very object
+    ``"memo"``, and an identity test took ``FINAL_VAR("memo")`` for a value (rlm #22). The
+    name is looked up first; a one-word value passed by variable still works."""
+    out = repl.execute("label = 'memo'\nmemo = 'Findings: Supply/a.txt'\nFINAL_VAR('memo')", echo)
+    assert out.final == {"source": "final_var", "value": "Findings: Supply/a.txt"}
+    out = repl.execute("memo = 'done'\nFINAL_VAR(memo)", echo)  # the value; no variable `done`
+    assert out.final == {"source": "final_var", "value": "done"}
+    out = repl.execute("FINAL_VAR('nothere')", echo)
+    assert out.final is None and out.final_error is not None and "nothere" in out.final_error
+
+
+def test_rebinding_harness_names_never_makes_a_later_block_use_the_roots_objects(repl):
+    """Root code may rebind ``FINAL``, ``llm_query_batched`` or ``room``: within that block it
+    calls its own object (the harness never does), then the harness's names are restored
+    and the root is told which it rebound (docs/architecture.md, "The REPL namespace")."""
+    out = repl.execute(
+        "FINAL = lambda x: None\nllm_query_batched = lambda ps: ['fake']\nroom = {}\n"
+        "del search\nFINAL('memo')\nprint(llm_query_batched(['q']), len(room))",
+        echo,
+    )
+    assert out.final is None  # the root's own lambda ran: nothing was handed back
+    assert out.stdout.startswith("['fake'] 0\n")
+    assert "[harness] this block rebound room, search, llm_query_batched, FINAL;" in out.stdout
+    seen = []
+
+    def handler(prompts, sources):
+        seen.append(prompts)
+        return echo(prompts, sources)
+
+    out = repl.execute("print(llm_query('q'), len(room), len(search('tenant')))", handler)
+    assert seen == [["q"]]  # the sub-call reached the harness
+    assert out.stdout == "answer 0: 1 chars, 0 sources 2 1\n"
+    assert "[harness]" not in out.stdout  # nothing rebound this time
+    out = repl.execute("FINAL('the memo')", echo)
+    assert out.final == {"source": "final_call", "value": "the memo"}

@@ -61,6 +61,7 @@ from typing import Any
 
 _proto_out: Any = None
 _proto_in: Any = None
+_MISSING = object()
 
 
 def _send(msg: dict[str, Any]) -> None:
@@ -272,19 +273,20 @@ class _Worker:
         self.final: dict[str, Any] | None = None
         self.final_error: str | None = None
         self.calls: list[dict[str, Any]] = []
-        self.ns: dict[str, Any] = {"__name__": "__repl__"}
-        self.ns.update(
-            room=_Room(self.docs, self._note),
-            list_documents=self.list_documents,
-            read=self.read,
-            search=self.search,
-            llm_query=self.llm_query,
-            llm_query_batched=self.llm_query_batched,
-            FINAL=self.final_call,
-            FINAL_VAR=self.final_var,
-        )
+        self.harness: dict[str, Any] = {
+            "room": _Room(self.docs, self._note),
+            "list_documents": self.list_documents,
+            "read": self.read,
+            "search": self.search,
+            "llm_query": self.llm_query,
+            "llm_query_batched": self.llm_query_batched,
+            "FINAL": self.final_call,
+            "FINAL_VAR": self.final_var,
+        }
+        """The names the harness gives the root's code (see :meth:`restore_harness`)."""
         if init.get("context_doc"):  # depth 2: a subagent's REPL over the slice it was given
-            self.ns["context"] = self.docs[init["context_doc"]]
+            self.harness["context"] = self.docs[init["context_doc"]]
+        self.ns: dict[str, Any] = {"__name__": "__repl__", **self.harness}
 
     # -- provenance -------------------------------------------------------------------
     def _note(self, doc_id: str, start: int, end: int, text: str) -> None:
@@ -379,16 +381,42 @@ class _Worker:
         self.final = {"source": "final_call", "value": str(value)}
 
     def final_var(self, name: Any) -> None:
-        """``FINAL_VAR("memo")`` looks the variable up; ``FINAL_VAR(memo)`` passes the value."""
-        passed_value = any(v is name for v in self.ns.values())
-        if isinstance(name, str) and not passed_value and name.strip().isidentifier():
+        """``FINAL_VAR("memo")`` hands back the variable ``memo``; ``FINAL_VAR(memo)`` its value.
+
+        A string that is an identifier is first looked up as a name in the REPL namespace
+        (never by which object it is: CPython interns short strings, so ``x = "memo"`` makes
+        ``x`` the very object ``"memo"``, and an identity test took the name for a value).
+        Only when no variable has that name is the string a value, and then only if some
+        variable equals it (``memo = "done"; FINAL_VAR(memo)``); else it is a missing name:
+        ``final_error`` is set and ``NameError`` raised. Any other argument is the value."""
+        if isinstance(name, str) and name.strip().isidentifier():
             key = name.strip()
-            if key not in self.ns:
+            if key in self.ns and key not in self.harness:
+                self.final = {"source": "final_var", "value": str(self.ns[key])}
+                return
+            if not any(
+                isinstance(v, str) and v == name
+                for k, v in self.ns.items()
+                if k not in self.harness and not k.startswith("__")
+            ):
                 self.final_error = f"FINAL_VAR({key}): no variable named {key!r} in the REPL"
                 raise NameError(self.final_error)
-            self.final = {"source": "final_var", "value": str(self.ns[key])}
-        else:
-            self.final = {"source": "final_var", "value": str(name)}
+        self.final = {"source": "final_var", "value": str(name)}
+
+    def restore_harness(self) -> list[str]:
+        """Put back every harness name the root's code rebound or deleted; return those names.
+
+        The root's code may assign any name, ``FINAL`` and ``room`` included (Python cannot
+        stop it). A rebinding holds for the rest of the block that made it (the root calls
+        its own object; the harness never does: it works through its own references, e.g.
+        ``llm_query`` calls :meth:`llm_query_batched` of this worker, not the namespace's).
+        After each block the harness's objects are put back, and :meth:`execute` tells the
+        root which names it had rebound, so a later block never uses the root's object in
+        the harness's place without being told."""
+        changed = [k for k, v in self.harness.items() if self.ns.get(k, _MISSING) is not v]
+        for k in changed:
+            self.ns[k] = self.harness[k]
+        return changed
 
     # -- execution --------------------------------------------------------------------
     def execute(self, code: str) -> dict[str, Any]:
@@ -411,6 +439,14 @@ class _Worker:
             err = _BoundedCapture(self.capture_head, self.capture_tail)
             err.write(error)
             error = err.getvalue()
+        rebound = self.restore_harness()
+        if rebound:
+            names = ", ".join(rebound)
+            cap.write(
+                f"\n[harness] this block rebound {names}; the harness's {names} "
+                f"{'is' if len(rebound) == 1 else 'are'} back for the next block "
+                "(use other names for your own objects)\n"
+            )
         final = self.final
         if final is not None:  # over the cap: one character more tells the parent so
             final = {**final, "value": final["value"][: self.max_value_chars + 1]}
