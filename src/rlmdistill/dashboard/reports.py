@@ -24,12 +24,18 @@ def report_files(report_dir: Path) -> tuple[Path | None, list[Path], Path | None
     return md, sorted(report_dir.rglob("*.png")), js if js.exists() else None
 
 
+def report_figures(report_dir: Path, prefix: str) -> list[Path]:
+    """The report's PNG figures whose file name starts with ``prefix`` (``"depth_ablation"``
+    gives ``depth_ablation_0.png`` but not ``grid_depth1.png``), sorted."""
+    return [p for p in report_files(report_dir)[1] if p.name.startswith(prefix)]
+
+
 def show_report(report_dir: Path, figure_filter: str | None = None) -> None:
     """Render one report folder; ``figure_filter`` keeps only figures whose file name starts
     with it (``"depth_ablation"``: ``depth_ablation_0.png`` but not ``grid_depth1.png``)."""
     md, pngs, js = report_files(report_dir)
     if figure_filter:
-        pngs = [p for p in pngs if p.name.startswith(figure_filter)]
+        pngs = report_figures(report_dir, figure_filter)
     if md is not None and figure_filter is None:
         with st.expander(f"{md.name}", expanded=False):
             st.markdown(md.read_text(encoding="utf-8"))
