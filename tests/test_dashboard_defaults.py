@@ -155,3 +155,57 @@ def test_sidebar_names_the_workspace_not_its_path(ws: Path) -> None:
     at = _open("runs")
     sidebar = [c.value for c in at.sidebar.caption]
     assert sidebar == ["workspace: **room_scaling**"]
+
+
+def test_trace_viewer_header_pass_rate_code_once_traceback_as_output_and_boxed_memo(
+    ws: Path,
+) -> None:
+    """r1-eval-tuned episode 0e4e91e9d6205fc1145d: a block of the root's code raised; its
+    traceback is drawn as the REPL's output (code), not as an app error box, and each
+    block's code appears once (in the completion). The header gives the episode's pass
+    rate from the run table."""
+    from rlmdistill.dashboard.data import run_table
+    from rlmdistill.traces.runs import load_trajectory
+
+    run, eid = ws / "runs" / "r1-eval-tuned", "0e4e91e9d6205fc1145d"
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in {"page": "trace", "run": "r1-eval-tuned", "episode": eid}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = run_table(run).set_index("episode_id")
+    want = table.loc[eid, "pass_rate:reference"]
+    header = {m.label: m.value for m in at.metric}
+    assert header["pass rate (reference)"] == f"{want:.1%}"
+    traj = load_trajectory(run, eid)
+    errors = [b.error for t in traj.turns for b in t.blocks if b.error]
+    assert errors and not at.error  # the root's tracebacks are not app errors
+    codes = [c.value.strip() for c in at.code]
+    for e in errors:
+        assert e.strip() in codes
+    for t in traj.turns:
+        for b in t.blocks:  # never a code element of the block's code alone
+            assert b.code.strip() not in codes
+
+
+def test_memo_headings_are_demoted_below_the_page_title() -> None:
+    from rlmdistill.dashboard.pages_trace import demote_headings
+
+    memo = "# Due-diligence memo\n\n## Findings\n\n```\n# a comment\n```\n#hashtag"
+    assert demote_headings(memo) == (
+        "#### Due-diligence memo\n\n##### Findings\n\n```\n# a comment\n```\n#hashtag"
+    )
+    assert demote_headings("##### deep") == "###### deep"
+
+
+def test_sft_base_defaults_to_what_the_workspace_trained(ws: Path) -> None:
+    """room_scaling kept no adapters; its experiment.json trained local:qwen2.5-coder-0.5b."""
+    at = _open("sft")
+    assert at.text_input(key="sft_base").value == "local:qwen2.5-coder-0.5b"
+
+
+def test_dashboard_command_hides_the_deploy_button(tmp_path: Path) -> None:
+    from rlmdistill.dashboard.cli import dashboard_command
+
+    cmd = dashboard_command(tmp_path, 8501, headless=True)
+    assert cmd[cmd.index("--client.toolbarMode") + 1] == "viewer"

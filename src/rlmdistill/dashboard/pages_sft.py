@@ -18,6 +18,7 @@ import streamlit as st
 from rlmdistill.dashboard import data, jobs
 from rlmdistill.dashboard.data import Workspace
 from rlmdistill.dashboard.widgets import fmt_num
+from rlmdistill.traces import layout
 
 REFRESH_S = 2.0
 """Seconds between refreshes of a running job's log and loss curve."""
@@ -31,6 +32,31 @@ def config_files(ws: Workspace) -> list[Path]:
         for pattern in ("*.yaml", "*.yml", "*.toml"):
             out += folder.glob(pattern)
     return sorted(out)
+
+
+FALLBACK_BASE = "smollm2-135m"
+"""Base model the SFT form offers when the workspace trained none."""
+
+
+def workspace_base(ws: Workspace) -> str:
+    """The base model the workspace trained: the ``base`` of its newest adapter's
+    ``sft.json`` (by ``created_at``), else the loop's ``experiment.json`` ``base``, else
+    :data:`FALLBACK_BASE`."""
+    newest: tuple[Any, str] | None = None
+    for a in data.list_adapters(ws):
+        m = data.adapter_info(a).manifest
+        base = m.config.get("base") if m is not None else None
+        if m is not None and base and (newest is None or m.created_at > newest[0]):
+            newest = (m.created_at, str(base))
+    if newest is not None:
+        return newest[1]
+    try:
+        exp = data.load_json(ws.root / layout.EXPERIMENT)
+    except ValueError:
+        exp = None
+    if isinstance(exp, dict) and isinstance(exp.get("base"), str) and exp["base"]:
+        return str(exp["base"])
+    return FALLBACK_BASE
 
 
 def sft_args(dataset: Path, base: str, out: Path, config: Path | None, max_steps: int) -> list[str]:
@@ -98,7 +124,7 @@ def _start_form(ws: Workspace) -> None:
     with st.form("sft_start"):
         st.markdown("**Start an SFT job** (`rlmdistill sft` in the background)")
         ds = st.selectbox("Dataset", [d.name for d in datasets], key="sft_dataset")
-        base = st.text_input("Base model", value="smollm2-135m", key="sft_base")
+        base = st.text_input("Base model", value=workspace_base(ws), key="sft_base")
         name = st.text_input("Adapter name (adapters/NAME)", key="sft_name")
         cfg = st.selectbox(
             "Config file",

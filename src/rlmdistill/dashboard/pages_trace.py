@@ -9,6 +9,7 @@ and every helper reads that view: the run's stamp is computed once, its files re
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -57,6 +58,20 @@ def coverage_frames(run: Path | RunView, episode_id: str) -> tuple[pd.DataFrame,
         columns=["folder", "document", "coverage"],
     )
     return folders, docs
+
+
+def episode_pass_rate(view: RunView, episode_id: str) -> tuple[str | None, float | None]:
+    """``(grader, pass rate)`` of one episode from the run table (the one scoring rule,
+    :func:`~rlmdistill.traces.scores.score_episodes`): the first grader's (sorted);
+    ``(None, None)`` when nobody graded the run, a ``None`` rate when this episode has none."""
+    if not view.graders:
+        return None, None
+    grader = view.graders[0]
+    table = view.table()
+    rows = table.loc[table["episode_id"] == episode_id, f"pass_rate:{grader}"]
+    if rows.empty or pd.isna(rows.iloc[0]):
+        return grader, None
+    return grader, float(rows.iloc[0])
 
 
 def _episode_label(table: pd.DataFrame) -> dict[str, str]:
@@ -146,10 +161,11 @@ def _turn(turn: TurnRecord, traj: Trajectory) -> None:
         st.caption(_tokens_line(turn))
         calls = [c for c in traj.sub_calls if c.turn == turn.turn and c.depth == 1]
         for block in turn.blocks:
-            st.markdown(f"**Code block {block.index}** ({block.duration_s:.2f} s)")
-            st.code(block.code, language="python")
-            if block.error:
-                st.error(block.error)
+            # the block's code is in the completion above: shown once
+            st.markdown(f"**Code block {block.index}** ran in {block.duration_s:.2f} s")
+            if block.error:  # the root's own code failed: its traceback, as the REPL printed it
+                st.caption(f"block {block.index} raised (the root's code, not the dashboard):")
+                st.code(block.error, language="text", wrap_lines=True)
             with st.expander(f"Full output of block {block.index} ({block.stdout_chars:,} chars)"):
                 st.text(block.stdout_full)
             mine = [c for c in calls if c.block == block.index]
@@ -168,6 +184,21 @@ def _turn(turn: TurnRecord, traj: Trajectory) -> None:
             st.warning(turn.final_error)
 
 
+def demote_headings(markdown: str, levels: int = 3) -> str:
+    """``markdown`` with every ATX heading ``levels`` deeper (``# Memo`` -> ``#### Memo``, at
+    most ``######``), so a memo's own headings never outrank the page's. Fenced code is left
+    as it is."""
+    out, fenced = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        m = None if fenced else re.match(r"^(#{1,6})(\s)", line)
+        if m:
+            line = "#" * min(6, len(m.group(1)) + levels) + line[len(m.group(1)) :]
+        out.append(line)
+    return "\n".join(out)
+
+
 def _memo(view: RunView, s: EpisodeSummary) -> None:
     left, right = st.columns([3, 2])
     with left:
@@ -175,7 +206,8 @@ def _memo(view: RunView, s: EpisodeSummary) -> None:
         if s.memo is None:
             st.warning(f"No memo (status {s.status}).")
         else:
-            st.markdown(s.memo)
+            with st.container(border=True):
+                st.markdown(demote_headings(s.memo))
     with right:
         st.markdown("**Rubric verdicts**")
         verdicts = data.episode_verdicts(view, s.episode_id)
@@ -195,11 +227,22 @@ def _coverage(view: RunView, s: EpisodeSummary) -> None:
         return
     st.metric(f"overall coverage ({s.coverage.method})", fmt_pct(s.coverage.overall))
     prog = st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent")
-    left, right = st.columns([1, 2])
-    with left:
-        st.dataframe(folders, hide_index=True, column_config={"coverage": prog})
-    with right:
-        st.dataframe(docs, hide_index=True, column_config={"coverage": prog}, width="stretch")
+    wide = {"folder": st.column_config.TextColumn(width="large")}
+    st.markdown("**Per folder**")
+    st.dataframe(
+        folders, hide_index=True, column_config={"coverage": prog, **wide}, width="stretch"
+    )
+    st.markdown("**Per document**")
+    st.dataframe(
+        docs,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "coverage": prog,
+            **wide,
+            "document": st.column_config.TextColumn(width="large"),
+        },
+    )
 
 
 def _search(view: RunView) -> None:
@@ -230,12 +273,18 @@ def render(ws: Workspace) -> None:
     except (FileNotFoundError, ValueError) as exc:
         st.error(str(exc))
         return
-    cols = st.columns(5)
+    cols = st.columns(6)
     cols[0].metric("status", s.status)
-    cols[1].metric("turns", s.n_turns)
-    cols[2].metric("sub-calls", s.n_sub_calls)
-    cols[3].metric("coverage", fmt_pct(s.coverage.overall if s.coverage else None))
-    cols[4].metric("wall time", f"{s.wall_time_s:.1f} s")
+    grader, rate = episode_pass_rate(view, episode_id)
+    cols[1].metric(
+        f"pass rate ({grader})" if grader else "pass rate",
+        fmt_pct(rate),
+        help=None if grader else "not graded (run `rlmdistill judge`)",
+    )
+    cols[2].metric("turns", s.n_turns)
+    cols[3].metric("sub-calls", s.n_sub_calls)
+    cols[4].metric("coverage", fmt_pct(s.coverage.overall if s.coverage else None))
+    cols[5].metric("wall time", f"{s.wall_time_s:.1f} s")
     st.caption(
         f"episode `{episode_id}` · room {s.room.room_id} ({s.room.n_documents} documents, "
         f"{s.room.n_chars:,} chars) · root {s.root_model} · sub {s.sub_model} · depth {s.depth}"
