@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 import pytest
+import scipy.stats
 
 from rlmdistill.analysis import arms as arm_sections
 from rlmdistill.analysis import sections
@@ -183,11 +184,19 @@ def test_multi_arm_table_hand_computed():
     base = _cell(t, "pass_rate", "base")
     assert base.difference is None and base.n_episodes == 6
     assert base.mean.value == pytest.approx(1 / 3)
-    # room means 0.2, 0.3, 0.5: deviations -2/15, -1/30, 1/6, sum of squares 0.046667,
-    # s = sqrt(0.046667 / 2) = 0.152753, s / sqrt(3) = 0.088192; t(2) = 4.302653: half-width
-    # 0.379458 -> [-0.046125, 0.712792], a share: clipped at 0
-    assert (base.mean.low, base.mean.high) == (0.0, pytest.approx(0.712792, abs=1e-6))
-    assert base.mean.high == pytest.approx(1 / 3 + T2 * math.sqrt(0.07 / 3) / math.sqrt(3))
+    # a rate: the Korn-Graubard interval. Room means 0.2, 0.3, 0.5: s^2 = 0.046667 / 2 =
+    # 0.023333, s^2 / 3 = 0.0077778; n_eff = (1/3)(2/3) / 0.0077778 = 28.5714, shrunk by
+    # (z / t(2))^2 = (1.959964 / 4.302653)^2 = 0.207503: n* = 5.928646, x* = n* / 3 =
+    # 1.976215; Clopper-Pearson limits Beta(0.025; x*, n* - x* + 1) = 0.042431 and
+    # Beta(0.975; x* + 1, n* - x*) = 0.779548 (the t interval was [0, 0.712792])
+    assert (base.mean.low, base.mean.high) == (
+        pytest.approx(0.042431, abs=1e-6),
+        pytest.approx(0.779548, abs=1e-6),
+    )
+    n_star = (1 / 3) * (2 / 3) / (0.07 / 9) * (1.959963985 / T2) ** 2  # s^2 / 3 = 0.07 / 9
+    assert base.mean.high == pytest.approx(
+        scipy.stats.beta.ppf(0.975, n_star / 3 + 1, n_star * 2 / 3)
+    )
     r1 = _cell(t, "pass_rate", "r1")
     assert r1.mean.value == pytest.approx(17 / 30)
     d = r1.difference
@@ -528,18 +537,26 @@ def test_markdown_shows_the_new_sections_from_report_json():
     assert md == render_markdown(report)
     assert "## Arms on the same rooms" in md
     assert "| metric | base | r1 | r1 - base | Wilcoxon p | r2 | r2 - base | Wilcoxon p |" in md
-    assert "| pass_rate | 0.3333 [0, 0.7128] (6 ep) | 0.5667 [0.1872, 0.9461] (6 ep) |" in md
+    # pass rates: Korn-Graubard intervals, as hand-computed above; differences: Student t
+    assert "| pass_rate | 0.3333 [0.04243, 0.7795] (6 ep) | 0.5667 [0.1704, 0.9059] (6 ep) |" in md
     assert "0.2333 [-0.1461, 0.6128] (3/0/0) | 0.25 |" in md  # as hand-computed above
-    assert "Intervals: 95%; means and paired differences: Student t over rooms;" in md
+    assert (
+        "Intervals: 95%; means: CI (rates: Korn-Graubard; others: t) over rooms; paired "
+        "differences: Student t over rooms;"
+    ) in md
+    # r1's read_no_memo is 0 in all 3 rooms: a one-sided bound 1 - 0.05^(1/3) = 0.6316
+    assert "| read_no_memo | 0.1667 [" in md and "| 0 [0, 0.6316] (one-sided) [" in md
+    assert "all 3 rooms at 0: one-sided 95% upper bound 1 - 0.05^(1/3)" in md
     assert "rooms left out (not run by every arm): r1: D." in md
     assert "in these rooms: base 2 of 6, r1 0 of 6, r2 0 of 6." in md
     assert "## Change of the sub-calls vs room size correlation between arms" in md
     # r1 -> r2 round on round: r_a = 29 / sqrt(26 * 294/9), r_b = 1 / sqrt(26 * 42/9)
     assert (
-        "| r1 | r2 | room_documents | 3 | 0.9951 -> 0.09078: -0.9043 [-2, 0] [6], p = 1; "
-        "Zou undefined [5] |"
+        "| r1 | r2 | room_documents | 3 | 0.9951 -> 0.09078: -0.9043 [-2, 0] [7], p = 1; "
+        "Zou undefined [5]; Steiger undefined [6] |"
     ) in md
     assert "[5] Zou's interval needs n >= 4 (got 3)" in md  # 3 rooms: the bootstrap's only
+    assert "[6] Steiger's test needs n >= 4 (got 3)" in md
     assert (
         "arm base made no sub-calls in any of the 3 rooms: its correlation with room size in "
         "tokens is undefined" not in md  # tokens: too few known sizes is the reason there
@@ -580,7 +597,7 @@ def test_a_report_written_before_zou_and_t_renders_as_it_was_computed():
     data = json.loads(_report(["base", "r1", "r2"]).model_dump_json())
     for change in data["size_correlation_changes"]:
         for kind in ("pearson", "spearman"):
-            for field in ("r_ab", "zou_low", "zou_high", "zou_reason"):
+            for field in ("r_ab", "zou_low", "zou_high", "zou_reason", "steiger"):
                 del change[kind][field]
     # and its means carried percentile bootstrap intervals (as every report before 2026-12-03):
     # the headings say so, not "t"

@@ -337,17 +337,23 @@ def test_before_after_statistics_recomputed(four_runs, four_report):
     a = _room_means(base, _pass_rates(base))
     b = _room_means(tuned, _pass_rates(tuned))
     assert len(a) == 4 and set(a) == set(b)
-    # per-arm mean: mean of room means, Student t interval over rooms (scipy's one-sample t
-    # interval), clipped to [0, 1] for a pass rate
+    # per-arm mean of a rate: mean of room means. The tuned root passes half of each room's
+    # criteria: its 4 room means are 0.5 up to rounding (values equal within 1e-12 are equal),
+    # so no spread and an interval of width 0, not a Korn-Graubard interval of rounding noise
     m = _metric(report, "tuned", "pass_rate")["mean"]
-    assert m["value"] == pytest.approx(np.mean(list(b.values())))
-    ci = scipy.stats.ttest_1samp(list(b.values()), 0.0).confidence_interval(0.95)
-    assert (m["low"], m["high"]) == pytest.approx((max(ci.low, 0.0), min(ci.high, 1.0)))
-    assert m["n"] == 4
-    # the base root never passes: all room means 0 -> degenerate interval [0, 0], named
+    assert max(abs(v - 0.5) for v in b.values()) < 1e-12
+    assert m["value"] == pytest.approx(0.5)
+    assert (m["low"], m["high"]) == (m["value"], m["value"])
+    assert m["reason"] == "all 4 values equal 0.5: no spread, so an interval of width 0"
+    assert m["n"] == 4 and m["one_sided"] is False
+    # the base root never passes: all 4 room means 0 -> one-sided upper bound 1 - 0.05^(1/4)
     mb = _metric(report, "base", "pass_rate")["mean"]
-    assert (mb["value"], mb["low"], mb["high"]) == (0.0, 0.0, 0.0)
-    assert mb["reason"] == "all 4 values equal 0: no spread, so an interval of width 0"
+    assert (mb["value"], mb["low"], mb["high"]) == (0.0, 0.0, pytest.approx(1 - 0.05**0.25))
+    assert mb["one_sided"] is True
+    assert mb["reason"] == (
+        "all 4 rooms at 0: one-sided 95% upper bound 1 - 0.05^(1/4) (exact Clopper-Pearson, "
+        "n = 4 rooms)"
+    )
     # paired difference and Wilcoxon over rooms
     comp = next(c for c in report["comparisons"] if c["b"] == "tuned")
     row = next(r for r in comp["rows"] if r["metric"] == "pass_rate")

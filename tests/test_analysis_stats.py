@@ -17,7 +17,9 @@ from rlmdistill.analysis.stats import (
     mean_interval,
     paired_comparison,
     pearson,
+    rate_interval,
     spearman,
+    steiger_test,
     wilcoxon_signed_rank,
     zou_interval,
 )
@@ -441,3 +443,192 @@ def test_correlation_change_monte_carlo_agrees_with_exhaustive():
     assert correlation_change(x, ya, yb) == default
     assert "B=2000, seed=0" in default.method
     assert correlation_change(x[:4], ya[:4], yb[:4]).exhaustive  # 4^4 = 256 <= 2000
+
+
+# ----------------------------------------------------------------------------- Wilcoxon, exact
+def _t_plus(d: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Signed-rank statistic T+ (average ranks of |d|) along ``axis``: scipy's own sign-flip
+    enumerator (``permutation_test``) is the independent reference below."""
+    ranks = scipy.stats.rankdata(np.abs(d), axis=axis)
+    return np.sum(ranks * (d > 0), axis=axis)
+
+
+@pytest.mark.parametrize("n", [5, 8, 13, 14, 20])
+def test_wilcoxon_all_same_sign_with_ties_is_exactly_two_over_two_to_the_n(n, monkeypatch):
+    # n rooms all improved, differences tied in pairs: T+ is its maximum n(n+1)/2, reached only
+    # when every sign is +, so P(T+ >= t) = 1 / 2^n and the two-sided p is 2 / 2^n: never below
+    # it (scipy 1.11-1.14 gave 0.041 at n = 5, below 0.0625; scipy 1.17 gives the normal
+    # approximation for tied n >= 14). The test must not depend on scipy's wilcoxon at all.
+    monkeypatch.setattr(scipy.stats, "wilcoxon", None)
+    d = [0.1 * (1 + i // 2) for i in range(n)]  # 0.1, 0.1, 0.2, 0.2, ...
+    res = wilcoxon_signed_rank(d)
+    assert res.p_value == 2 / 2**n
+    assert res.statistic == 0.0 and res.n == n
+    neg = wilcoxon_signed_rank([-v for v in d])
+    assert neg.p_value == 2 / 2**n
+
+
+def test_wilcoxon_tied_mixed_signs_equal_the_exact_sign_flip_distribution():
+    # reference: every one of the 2^n sign patterns, scipy.stats.permutation_test
+    rng = np.random.default_rng(3)
+    for n in (5, 7, 9, 12, 16):  # 16: scipy 1.15+ itself falls back to the normal there
+        for _ in range(5):
+            d = rng.integers(-3, 6, size=n).astype(float)
+            d = d[d != 0]
+            if d.size < 3:
+                continue
+            ref = scipy.stats.permutation_test(
+                (d,), _t_plus, permutation_type="samples", n_resamples=np.inf, vectorized=True
+            )
+            assert wilcoxon_signed_rank(d.tolist()).p_value == pytest.approx(
+                min(1.0, ref.pvalue), rel=1e-12
+            )
+    # hand-computed: d = [1, 1, 2, -2, 3]: |d| ranks 1.5, 1.5, 3.5, 3.5, 5; T+ = 11.5, T- = 3.5;
+    # 2T+ = 23 of the 32 patterns of doubled ranks (3, 3, 7, 7, 10): P(2T+ >= 23) = #{sums of
+    # the negated subset <= 7} / 32 = {}, {3}, {3}, {7}, {7}, {3, 3} -> 6 / 32; p = 12/32
+    res = wilcoxon_signed_rank([1.0, 1.0, 2.0, -2.0, 3.0])
+    assert res.statistic == 3.5 and res.p_value == 12 / 32
+
+
+def test_wilcoxon_without_ties_equals_scipy_exact_and_large_n_its_normal_approximation():
+    rng = np.random.default_rng(4)
+    for n in (6, 10, 25):
+        d = rng.normal(0.3, 1.0, size=n)
+        ref = scipy.stats.wilcoxon(d, method="exact")
+        res = wilcoxon_signed_rank(d.tolist())
+        assert res.p_value == pytest.approx(float(ref.pvalue), rel=1e-12)
+        assert res.statistic == float(ref.statistic)
+    # n > 50: the normal approximation with the tie correction, no continuity correction
+    d = np.round(rng.normal(0.3, 1.0, size=80), 1)
+    d = d[d != 0]
+    ref = scipy.stats.wilcoxon(d, method="asymptotic", correction=False)
+    assert wilcoxon_signed_rank(d.tolist()).p_value == pytest.approx(float(ref.pvalue))
+    assert "exact sign-flip null" in wilcoxon_signed_rank(d.tolist()).method
+
+
+# ----------------------------------------------------------------------------- rounding noise
+NOISY = (0.1 + 0.1 + 0.1) / 3
+"""A three-episode room mean of 0.1: 0.10000000000000002 in floats, 0.1 in exact arithmetic."""
+
+
+def test_correlations_of_rounding_noise_are_undefined():
+    assert NOISY != 0.1  # the premise: the floats differ
+    x = [1.0, 2.0, 3.0, 4.0]
+    y = [0.1, NOISY, 0.1, NOISY]
+    for res in (pearson(x, y), spearman(x, y)):
+        assert res.value is None and res.p_value is None
+        assert res.reason == "no variance in y (all 4 values equal 0.1)"
+    change = correlation_change(x, y, [1.0, 3.0, 2.0, 4.0], kind="pearson")
+    assert change.value is None
+    assert change.reason == (
+        "arm A has the same y (0.1) in all 4 rooms: its correlation with x is undefined"
+    )
+    # values that are close but really differ keep their correlation
+    assert pearson(x, [0.1, 0.1 + 1e-9, 0.1, 0.1 + 1e-9]).value == pytest.approx(0.4472136)
+    # ranks: equal within the tolerance is a tie (rho of x with [a, b, a, c], a tie at rank 1.5)
+    rho = spearman(x, [0.1, 0.3, NOISY, 0.2]).value
+    assert rho == pytest.approx(scipy.stats.spearmanr(x, [0.1, 0.3, 0.1, 0.2]).statistic)
+    # a mean of such values has no spread
+    est = mean_interval([0.1, NOISY, NOISY])
+    assert (est.low, est.high) == (0.1, 0.1)
+    assert est.reason == "all 3 values equal 0.1: no spread, so an interval of width 0"
+
+
+# ----------------------------------------------------------------------------- rates
+def test_rate_interval_korn_graubard_hand_computed():
+    # values 0, 0, 0.1, 0.3: p = 0.1, s^2 = (0.01 + 0.01 + 0 + 0.04) / 3 = 0.02, s^2 / 4 =
+    # 0.005; n_eff = 0.1 x 0.9 / 0.005 = 18, times (1.959964 / 3.182446)^2 = 0.379292:
+    # n* = 6.827261, x* = 0.682726; limits Beta(0.025; x*, n* - x* + 1), Beta(0.975; x* + 1,
+    # n* - x*)
+    res = rate_interval([0.0, 0.0, 0.1, 0.3])
+    n_star = 18 * (scipy.stats.norm.ppf(0.975) / T3) ** 2
+    assert n_star == pytest.approx(6.827261, abs=1e-6)
+    x_star = 0.1 * n_star
+    assert res.value == pytest.approx(0.1)
+    assert res.low == pytest.approx(scipy.stats.beta.ppf(0.025, x_star, n_star - x_star + 1))
+    assert res.high == pytest.approx(scipy.stats.beta.ppf(0.975, x_star + 1, n_star - x_star))
+    assert (round(res.low, 6), round(res.high, 6)) == (0.000558, 0.539964)
+    assert res.one_sided is False and res.method.startswith("Korn-Graubard interval over rooms")
+    with pytest.raises(ValueError, match="outside \\[0, 1\\] at positions \\[1\\]"):
+        rate_interval([0.2, 1.5, 0.1])
+
+
+def test_rate_interval_covers_zero_heavy_pass_rates_where_t_fell_short():
+    # the benchmark's "pass rate" shape (bench_mean_interval.py): 0 with probability 0.4, else
+    # Beta(2, 20); true mean 0.6 x 2/22. Seeded, 600 sets of 4 rooms (Wilson half-width of a
+    # share near 0.95: about 0.018)
+    rng = np.random.default_rng(11)
+    true = 0.6 * 2 / 22
+    hits_rate = hits_t = sets = 0
+    while sets < 600:
+        v = np.where(rng.random(4) < 0.4, 0.0, rng.beta(2, 20, size=4))
+        if np.all(v == v[0]):
+            continue
+        sets += 1
+        r = rate_interval(v.tolist())
+        t = mean_interval(v.tolist(), bounds=(0.0, 1.0))
+        assert r.low is not None and r.high is not None
+        assert t.low is not None and t.high is not None
+        hits_rate += r.low <= true <= r.high
+        hits_t += t.low <= true <= t.high
+    assert hits_t / sets < 0.93  # Student t: short
+    assert hits_rate / sets >= 0.94
+
+
+def test_rate_interval_all_zero_is_a_one_sided_upper_bound():
+    # 0 of n rooms: exact Clopper-Pearson one-sided bound 1 - 0.05^(1/n) (rule of three 3/n
+    # overstates it at few rooms: 0.75 at 4)
+    for n, bound in ((4, 0.527129), (12, 0.220922), (30, 0.095034)):
+        res = rate_interval([0.0] * n)
+        assert (res.value, res.low) == (0.0, 0.0)
+        assert res.high == pytest.approx(bound, abs=1e-6)
+        assert res.high == pytest.approx(1 - 0.05 ** (1 / n))
+        assert res.one_sided is True
+    assert rate_interval([0.0] * 4).reason == (
+        "all 4 rooms at 0: one-sided 95% upper bound 1 - 0.05^(1/4) (exact Clopper-Pearson, "
+        "n = 4 rooms)"
+    )
+    ones = rate_interval([1.0] * 4)
+    assert (ones.value, ones.high, ones.one_sided) == (1.0, 1.0, True)
+    assert ones.low == pytest.approx(0.05**0.25)
+    # the mean interval of before gave [0, 0]: no uncertainty at all
+    assert (mean_interval([0.0] * 4).low, mean_interval([0.0] * 4).high) == (0.0, 0.0)
+
+
+# ----------------------------------------------------------------------------- Steiger
+def test_steiger_test_hand_computed():
+    # r_a = 0.4, r_b = 0.5, r_ab = 0.1, n = 103: r = 0.45, r^2 = 0.2025;
+    # psi = 0.1 (1 - 0.405) - 0.5 x 0.2025 (1 - 0.405 - 0.01) = 0.0595 - 0.05923125 = 0.00026875,
+    # c = psi / 0.7975^2 = 0.00042256; var = (2 - 2c) / 100 = 0.01999155;
+    # atanh(0.5) - atanh(0.4) = 0.549306 - 0.423649 = 0.125657: Z = 0.888718, p = 0.374154
+    res = steiger_test(0.4, 0.5, 0.1, 103, kind="pearson")
+    assert res.statistic == pytest.approx(0.888718, abs=1e-6)
+    assert res.p_value == pytest.approx(0.374154, abs=1e-6)
+    assert res.n == 103 and res.method.startswith("Steiger (1980)")
+    # Zou's worked example (r .179 -> .396, r_ab .088, n 66): his interval (-.093, .517)
+    # holds 0, and the test agrees: p = 0.171 > 0.05
+    zou_ex = steiger_test(0.179, 0.396, 0.088, 66, kind="pearson")
+    assert zou_ex.p_value == pytest.approx(0.171383, abs=1e-6)
+    assert steiger_test(0.3, 0.3, 0.5, 10, kind="pearson").p_value == 1.0
+    assert steiger_test(0.3, 0.5, 0.5, 3, kind="pearson").reason == (
+        "Steiger's test needs n >= 4 (got 3)"
+    )
+
+
+def test_correlation_change_reports_steiger_beside_the_bootstrap():
+    # x = 1..5 example of the Zou test above: r_a 0.8, r_b 0.9, r_ab 0.9, n 5; r = 0.85,
+    # r^2 = 0.7225: psi = 0.9 (1 - 1.445) - 0.36125 (1 - 1.445 - 0.81) = 0.05286875,
+    # c = psi / 0.2775^2 = 0.686551; atanh(0.9) - atanh(0.8) = 0.373607.
+    # Pearson: var = (2 - 2c) / 2: Z = 0.373607 / sqrt(0.313449) = 0.667317, p = 0.504570;
+    # Spearman: var times (1 + r^2 / 2) = 1.36125: Z = 0.571957, p = 0.567351
+    x, ya, yb = X5, [1.0, 3.0, 2.0, 5.0, 4.0], [1.0, 2.0, 3.0, 5.0, 4.0]
+    for kind, z, p in (("pearson", 0.667317, 0.504570), ("spearman", 0.571957, 0.567351)):
+        res = correlation_change(x, ya, yb, kind=kind)
+        assert res.steiger is not None
+        assert res.steiger.statistic == pytest.approx(z, abs=1e-6)
+        assert res.steiger.p_value == pytest.approx(p, abs=1e-6)
+        assert res.p_value is not None  # the bootstrap p stays, beside it
+        assert "Steiger (1980)" in res.method
+    mono = correlation_change(x, ya, [2.0, 4.0, 6.0, 8.0, 10.0], kind="pearson")
+    assert mono.steiger is not None and mono.steiger.p_value is None
+    assert mono.steiger.reason == "|r| = 1 in an arm: its Fisher z is infinite, no Steiger test"

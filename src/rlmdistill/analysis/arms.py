@@ -46,6 +46,7 @@ from rlmdistill.analysis.sections import (
 from rlmdistill.analysis.stats import (
     CORRELATION_CHANGE_P_METHOD,
     MIN_UNITS,
+    STEIGER_METHOD,
     ZOU_METHOD,
     CorrelationChange,
     correlation_change,
@@ -64,8 +65,9 @@ __all__ = [
 ARM_METHODS = {
     "arm_table": (
         "every arm on the rooms all arms ran (paired by room content hash): per metric the "
-        "mean of room means with the Student t interval over rooms (clipped to the metric's "
-        "range), and each arm's difference from the baseline per room (arm - baseline), its "
+        "mean of room means with its interval over rooms (rates and shares: Korn-Graubard, a "
+        "one-sided bound when every room is at 0; counts: Student t clipped to >= 0), and "
+        "each arm's difference from the baseline per room (arm - baseline), its "
         "mean with the same t interval and the two-sided Wilcoxon signed-rank p"
     ),
     "correlation_change": (
@@ -79,6 +81,8 @@ ARM_METHODS = {
         + CORRELATION_CHANGE_P_METHOD
         + "; beside it, "
         + ZOU_METHOD
+        + "; and "
+        + STEIGER_METHOD
         + " (the bootstrap interval covered the true change in 82-91% of samples of 6-20 "
         "rooms (Pearson) where Zou's covered 93-98%: benchmarks/"
         "bench_correlation_change_interval.py)"

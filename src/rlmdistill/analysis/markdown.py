@@ -52,7 +52,8 @@ def _est(e: Estimate, notes: _Notes) -> str:
     if e.low is None or e.high is None:
         return f"{_n(e.value)} (no CI {notes.ref(e.reason)})"
     note = f" {notes.ref(e.reason)}" if e.reason else ""
-    return f"{_n(e.value)} [{_n(e.low)}, {_n(e.high)}]{note}"
+    side = " (one-sided)" if e.one_sided else ""
+    return f"{_n(e.value)} [{_n(e.low)}, {_n(e.high)}]{side}{note}"
 
 
 def _t_means(report: Report) -> bool:
@@ -62,8 +63,17 @@ def _t_means(report: Report) -> bool:
     return "Student" in report.methods.get("mean", "")
 
 
+def _rate_means(report: Report) -> bool:
+    """Whether the report's means of rates carry Korn-Graubard intervals (its stored
+    ``methods`` say so; reports before it: Student t for every mean)."""
+    return "Korn & Graubard" in report.methods.get("mean", "")
+
+
 def _mean_ci(report: Report) -> str:
-    """What a mean's interval is, in a heading's words."""
+    """What a mean's interval is, in a heading's words (reports before the Korn-Graubard
+    interval of rates: t for every metric; before 2026-12-03: a cluster bootstrap)."""
+    if _rate_means(report):
+        return "CI (rates: Korn-Graubard; others: t)"
     return "t CI" if _t_means(report) else "cluster-bootstrap CI"
 
 
@@ -93,7 +103,11 @@ def _runs(report: Report) -> list[str]:
         f"{report.versions.get('rlmdistill', '?')} (commit {report.git_commit or 'unknown'}). "
         f"Baseline: **{s['baseline']}**. Intervals: {s['confidence']:.0%}"
         + (
-            f"; means and paired differences: Student t over rooms; correlation changes: "
+            f"; means: {_mean_ci(report)} over rooms; paired differences: Student t over "
+            f"rooms; correlation changes: {s['n_resamples']} bootstrap resamples, seed "
+            f"{s['seed']}. "
+            if _rate_means(report)
+            else f"; means and paired differences: Student t over rooms; correlation changes: "
             f"{s['n_resamples']} bootstrap resamples, seed {s['seed']}. "
             if _t_means(report)
             else f", {s['n_resamples']} bootstrap resamples, seed {s['seed']}. "
@@ -396,7 +410,8 @@ def _adapter_checks(report: Report) -> list[str]:
 
 def _change(c: CorrelationChange, notes: _Notes) -> str:
     """``r_a -> r_b: r_b - r_a`` with its bootstrap interval and p, then Zou's interval
-    (``Zou [l, u]``, or ``Zou undefined [k]``; nothing for a report written before it), or
+    (``Zou [l, u]``, or ``Zou undefined [k]``) and Steiger's p (``Steiger p = ..``, or
+    ``Steiger undefined [k]``; each left out for a report written before it), or
     ``undefined [k]``."""
     if c.value is None:
         return _corr(c, notes)
@@ -407,7 +422,14 @@ def _change(c: CorrelationChange, notes: _Notes) -> str:
         zou = f"; Zou undefined {notes.ref(c.zou_reason)}"
     else:
         zou = ""
-    return f"{_n(c.r_a)} -> {_n(c.r_b)}: {boot}{zou}"
+    st = c.steiger
+    if st is None:  # a report written before Steiger's test
+        steiger = ""
+    elif st.p_value is not None:
+        steiger = f"; Steiger p = {_n(st.p_value)}"
+    else:
+        steiger = f"; Steiger undefined {notes.ref(st.reason)}"
+    return f"{_n(c.r_a)} -> {_n(c.r_b)}: {boot}{zou}{steiger}"
 
 
 def _resamples(c: CorrelationChange) -> str:
@@ -482,6 +504,16 @@ def _correlation_changes(report: Report) -> list[str]:
                 for c in (s.pearson, s.spearman)
             )
             else "."  # a report written before Zou's interval
+        )
+        + (
+            " Steiger p: Steiger's (1980) closed-form test of no change, whose false-positive "
+            "rate stays near 5% at few rooms where the bootstrap p's is higher for Pearson."
+            if any(
+                c.steiger is not None
+                for s in report.size_correlation_changes
+                for c in (s.pearson, s.spearman)
+            )
+            else ""  # a report written before Steiger's test
         ),
         "",
     ]

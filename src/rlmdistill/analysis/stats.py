@@ -53,10 +53,13 @@ __all__ = [
     "EXHAUSTIVE_MAX_RESAMPLES",
     "MEAN_METHOD",
     "MIN_UNITS",
+    "RATE_METHOD",
     "SHARE",
     "SPEARMAN_EXACT_MAX_N",
+    "STEIGER_METHOD",
     "TIE_TOLERANCE",
     "UNBOUNDED",
+    "WILCOXON_EXACT_MAX_N",
     "WILCOXON_METHOD",
     "ZOU_METHOD",
     "Bounds",
@@ -73,8 +76,10 @@ __all__ = [
     "mean_interval",
     "paired_comparison",
     "pearson",
+    "rate_interval",
     "resampled_ranks",
     "spearman",
+    "steiger_test",
     "wilcoxon_signed_rank",
     "zou_interval",
 ]
@@ -111,6 +116,10 @@ class Estimate(BaseModel):
     unit: str = "rooms"
     method: str
     reason: str | None = None
+    one_sided: bool = False
+    """The interval is a one-sided bound at ``confidence``: ``[0, high]`` when every unit's
+    rate is 0, ``[low, 1]`` when every one is 1 (:func:`rate_interval`); ``False`` in reports
+    before it."""
 
     @property
     def defined(self) -> bool:
@@ -166,6 +175,12 @@ class PairedComparison(BaseModel):
     only_in_b: list[str] = Field(default_factory=list)
 
 
+TIE_TOLERANCE = 1e-12
+"""Two values ``a``, ``b`` with ``|b - a| <= TIE_TOLERANCE * max(1, |a|, |b|)`` are equal: a
+paired difference that small is a tie, and values that close are one value to a correlation,
+its ranks and the test of "all values equal" (rounding noise of room means is ~1e-16)."""
+
+
 def _as_array(values: Sequence[float], what: str) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     if arr.ndim != 1:
@@ -177,7 +192,40 @@ def _as_array(values: Sequence[float], what: str) -> np.ndarray:
 
 
 def _all_equal(arr: np.ndarray) -> bool:
-    return bool(arr.size) and bool(np.all(arr == arr[0]))
+    """Whether every value equals the first within :data:`TIE_TOLERANCE` (:func:`_snap_ties`):
+    room means equal in exact arithmetic but not in floats (``0.1`` and
+    ``0.10000000000000002``) are equal, so a "spread" of rounding noise is no spread."""
+    if not arr.size:
+        return False
+    snapped = _snap_ties(arr)
+    return bool(np.all(snapped == snapped[0]))
+
+
+def _snap_ties(arr: np.ndarray) -> np.ndarray:
+    """``arr`` with values equal within :data:`TIE_TOLERANCE` made exactly equal: sorted, each
+    value within ``TIE_TOLERANCE * max(1, |v|, |w|)`` of the smallest value ``w`` of its group
+    is replaced by ``w`` (a group is anchored at its first value, so tolerances never chain).
+
+    Why: room means of equal values summed in another order differ in the last bits
+    (``(0.2 + 0.4) / 2 - 0.3 = 5.6e-17``, three-episode rooms give ``0.1`` and
+    ``0.10000000000000002``); a correlation or rank of such values would be one of rounding
+    noise. Values further apart than the tolerance are unchanged. Shape: as ``arr``.
+    """
+    if arr.size < 2:
+        return arr
+    order = np.argsort(arr, kind="stable")
+    srt = arr[order]
+    out = srt.copy()
+    anchor = float(srt[0])
+    for i in range(1, srt.size):
+        v = float(srt[i])
+        if abs(v - anchor) <= TIE_TOLERANCE * max(1.0, abs(v), abs(anchor)):
+            out[i] = anchor
+        else:
+            anchor = v
+    res = np.empty_like(arr)
+    res[order] = out
+    return res
 
 
 Bounds = tuple[float | None, float | None]
@@ -297,42 +345,181 @@ def cluster_mean_interval(
     return mean_interval(list(means.values()), unit=unit, confidence=confidence, bounds=bounds)
 
 
+RATE_METHOD = (
+    "Korn-Graubard interval over {unit}: Clopper-Pearson limits at the effective count n* = "
+    "p(1 - p) / (s^2 / n) (z(1-a/2) / t(n-1, 1-a/2))^2, p the mean and s the standard "
+    "deviation (ddof 1) of the {unit}' values in [0, 1], x* = p n*: [Beta(a/2; x*, n* - x* + 1), "
+    "Beta(1 - a/2; x* + 1, n* - x*)]; every value 0: one-sided upper bound 1 - a^(1/n) "
+    "(exact Clopper-Pearson at 0 of n {unit}), every value 1: lower bound a^(1/n)"
+)
+"""Method of :func:`rate_interval` (``{unit}``: rooms, ...)."""
+
+
+def rate_interval(
+    values: Sequence[float],
+    *,
+    unit: str = "rooms",
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> Estimate:
+    """Mean of rates in [0, 1] (one per independent unit, e.g. room pass rates) with the
+    Korn-Graubard interval (:data:`RATE_METHOD`), for rates that pile up at 0.
+
+    Method (Korn & Graubard 1998, *Survey Methodology* 24:193-201; the NCHS standard for
+    proportions from clustered samples, Parker et al. 2017, *Vital Health Stat* 2(175)): the
+    variance of the mean ``s^2 / n`` over units (rooms: episodes and criteria of one room
+    share its difficulty, so the room is the unit, as in :func:`mean_interval`) gives the
+    effective count ``n_eff = p(1 - p) / (s^2 / n)`` (the count of independent trials with
+    the same variance: the pooled criteria divided by their design effect); it is shrunk by
+    ``(z_(1-a/2) / t_(n-1, 1-a/2))^2`` for the ``n - 1`` degrees of freedom of ``s^2``, and the
+    exact binomial (Clopper-Pearson) limits are taken at ``x* = p n*`` of ``n*`` (beta
+    quantiles, defined for non-integer counts). Unlike Student's t (symmetric about ``p``,
+    so short above a mean near 0), the limits are skewed away from the bound: on zero-heavy
+    pass rates the t interval covered 88% at 4 rooms and 90% at 12 against 95%, this one
+    96-97% (``benchmarks/bench_mean_interval.py``, figures in ``docs/analysis.md``).
+
+    Every value 0 (no spread, so no ``n_eff``): the one-sided upper bound ``1 - a^(1/n)``
+    at level ``confidence`` (``a = 1 - confidence``), ``n`` the units, with ``low = 0`` and
+    ``one_sided=True``. It is the exact Clopper-Pearson bound for 0 events in ``n`` trials
+    (the "rule of three" ``3/n`` is its large-n approximation, ``-ln(0.05) = 3.0``, and
+    overstates it at few rooms: 0.75 against 0.53 at 4). ``n`` is the rooms, not the pooled
+    criteria: a room's rate ``X`` in [0, 1] has ``P(X > 0) >= E[X]``, so ``P(all n rooms at
+    0) <= (1 - mean)^n`` and the bound holds whatever the clustering inside rooms, while a
+    count of criteria would assume them independent (and with no spread no design effect can
+    be estimated). Every value 1: the lower bound ``a^(1/n)``, likewise. Any other constant
+    value: ``[v, v]`` with a note, as :func:`mean_interval`.
+
+    Returns ``value=None`` for no values; the mean without an interval for fewer than
+    :data:`MIN_UNITS` values. Raises ``ValueError`` for non-finite values or values outside
+    [0, 1] (naming the positions).
+    """
+    arr = _as_array(values, "rate_interval")
+    bad = [i for i, v in enumerate(arr.tolist()) if not 0.0 <= v <= 1.0]
+    if bad:
+        raise ValueError(f"rate_interval: values outside [0, 1] at positions {bad[:10]}")
+    method = RATE_METHOD.format(unit=unit)
+    n = int(arr.size)
+    base = {"n": n, "unit": unit, "method": method, "confidence": confidence}
+    if n < MIN_UNITS or (_all_equal(arr) and 0.0 < float(arr[0]) < 1.0):
+        est = mean_interval(arr.tolist(), unit=unit, confidence=confidence, bounds=SHARE)
+        return est.model_copy(update={"method": method})
+    alpha = 1.0 - confidence
+    if _all_equal(arr):
+        bound = alpha ** (1.0 / n)
+        if float(arr[0]) == 0.0:
+            return Estimate(
+                value=0.0,
+                low=0.0,
+                high=1.0 - bound,
+                one_sided=True,
+                reason=(
+                    f"all {n} {unit} at 0: one-sided {confidence:.0%} upper bound "
+                    f"1 - {alpha:g}^(1/{n}) (exact Clopper-Pearson, n = {n} {unit})"
+                ),
+                **base,
+            )
+        return Estimate(
+            value=1.0,
+            low=bound,
+            high=1.0,
+            one_sided=True,
+            reason=(
+                f"all {n} {unit} at 1: one-sided {confidence:.0%} lower bound "
+                f"{alpha:g}^(1/{n}) (exact Clopper-Pearson, n = {n} {unit})"
+            ),
+            **base,
+        )
+    p = float(arr.mean())
+    var = float(arr.var(ddof=1)) / n
+    shrink = (
+        float(scipy.stats.norm.ppf(1 - alpha / 2)) / float(scipy.stats.t.ppf(1 - alpha / 2, n - 1))
+    ) ** 2
+    n_star = p * (1.0 - p) / var * shrink
+    x_star = p * n_star
+    low = (
+        0.0 if x_star <= 0 else float(scipy.stats.beta.ppf(alpha / 2, x_star, n_star - x_star + 1))
+    )
+    high = (
+        1.0
+        if x_star >= n_star
+        else float(scipy.stats.beta.ppf(1 - alpha / 2, x_star + 1, n_star - x_star))
+    )
+    return Estimate(value=p, low=min(low, p), high=max(high, p), **base)
+
+
+WILCOXON_EXACT_MAX_N = 50
+"""Up to this many non-zero differences the Wilcoxon p-value is exact (the whole sign-flip
+distribution, ties included); above it, the normal approximation with the tie correction."""
+
 WILCOXON_METHOD = (
-    "Wilcoxon signed-rank test (scipy.stats.wilcoxon), two-sided, zero differences dropped "
-    "(zero_method='wilcox'), exact null distribution when n <= 50 without ties, else normal "
-    "approximation"
+    "Wilcoxon signed-rank test, two-sided, zero differences dropped (Wilcoxon's rule), "
+    "T+ = sum of the average ranks of |d| over the positive d; p = min(1, 2 min(P(T+ <= t), "
+    "P(T+ >= t))) under the exact sign-flip null (each non-zero d positive or negative with "
+    f"probability 1/2, given its rank; all 2^n sign patterns, ties included) for n <= "
+    f"{WILCOXON_EXACT_MAX_N}, else the normal approximation with the tie correction and no "
+    "continuity correction; computed here, not by scipy.stats.wilcoxon, whose choice "
+    "between exact, permutation and normal p changed across scipy versions"
 )
 
 
+def _signed_rank_null(ranks2: np.ndarray) -> np.ndarray:
+    """Exact null distribution of ``2 T+`` given the doubled average ranks ``ranks2`` (integers,
+    shape (n,)): ``out[k] = P(2 T+ = k)`` when each rank's sign is + or - with probability 1/2,
+    independently (the sign-flip or permutation distribution of the signed-rank statistic,
+    which holds with tied ranks; Lehmann 1975, *Nonparametrics* sec. 4.2). Built by
+    convolving one rank at a time (the generating function ``prod (1 + s^r) / 2``), exactly
+    in integer counts: shape (sum(ranks2) + 1,)."""
+    total = int(ranks2.sum())
+    counts = np.zeros(total + 1, dtype=object)  # exact integer counts up to 2^n
+    counts[0] = 1
+    top = 0
+    for r in ranks2.tolist():
+        counts[r : top + r + 1] = counts[r : top + r + 1] + counts[: top + 1]
+        top += r
+    return counts
+
+
 def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult:
-    """Two-sided Wilcoxon signed-rank test of paired differences against zero.
+    """Two-sided Wilcoxon signed-rank test of paired differences against zero
+    (:data:`WILCOXON_METHOD`; Wilcoxon 1945, *Biometrics Bulletin* 1:80-83).
+
+    Zero differences are dropped; the others are ranked by ``|d|`` (average ranks for ties).
+    ``statistic`` is ``min(T+, T-)``. For ``n <= WILCOXON_EXACT_MAX_N`` non-zero differences
+    the p-value is exact over all ``2^n`` sign patterns with the observed (tied) ranks, so it
+    is never below the smallest attainable ``2 / 2^n`` (5 rooms all improved: 0.0625,
+    whatever the ties); above that, ``z = (T+ - n(n+1)/4) / sqrt(n(n+1)(2n+1)/24 -
+    sum(t^3 - t)/48)`` (``t`` the sizes of tied groups) against the normal. Computed here
+    so that the p-value does not depend on the scipy version (scipy 1.11-1.14 gave 0.041 for
+    5 of 5 rooms improved with tied differences; 1.15+ the exact 0.0625 at n <= 13 only).
 
     Undefined (``p_value=None``) when fewer than :data:`MIN_UNITS` differences are non-zero
-    (including every difference being zero).
+    (including every difference being zero). Raises ``ValueError`` for non-finite values.
     """
     d = _as_array(differences, "wilcoxon_signed_rank")
     nonzero = d[d != 0]
-    if nonzero.size < MIN_UNITS:
-        if d.size and nonzero.size == 0:
+    n = int(nonzero.size)
+    if n < MIN_UNITS:
+        if d.size and n == 0:
             why = f"all {d.size} paired differences are zero"
         else:
-            why = (
-                f"needs >= {MIN_UNITS} non-zero paired differences (got {nonzero.size} of {d.size})"
-            )
-        return TestResult(
-            statistic=None, p_value=None, n=int(nonzero.size), method=WILCOXON_METHOD, reason=why
-        )
-    res = scipy.stats.wilcoxon(nonzero, zero_method="wilcox", alternative="two-sided")
-    return TestResult(
-        statistic=float(res.statistic),
-        p_value=float(res.pvalue),
-        n=int(nonzero.size),
-        method=WILCOXON_METHOD,
-    )
-
-
-TIE_TOLERANCE = 1e-12
-"""A paired difference ``b - a`` with ``|b - a| <= TIE_TOLERANCE * max(1, |a|, |b|)`` is a tie."""
+            why = f"needs >= {MIN_UNITS} non-zero paired differences (got {n} of {d.size})"
+        return TestResult(statistic=None, p_value=None, n=n, method=WILCOXON_METHOD, reason=why)
+    ranks = scipy.stats.rankdata(np.abs(_snap_ties(nonzero)))  # average ranks: k or k + 1/2
+    t_plus = float(ranks[nonzero > 0].sum())
+    statistic = min(t_plus, n * (n + 1) / 2 - t_plus)
+    if n <= WILCOXON_EXACT_MAX_N:
+        ranks2 = np.rint(2 * ranks).astype(np.int64)
+        counts = _signed_rank_null(ranks2)
+        k = int(ranks2[nonzero > 0].sum())
+        total = 2**n
+        low_tail = sum(counts[: k + 1])  # P(2T+ <= k) * 2^n, exact integers
+        high_tail = sum(counts[k:])
+        p = min(1.0, 2 * min(low_tail, high_tail) / total)
+    else:
+        _, tie_sizes = np.unique(ranks, return_counts=True)
+        var = n * (n + 1) * (2 * n + 1) / 24 - float((tie_sizes**3 - tie_sizes).sum()) / 48
+        z = (t_plus - n * (n + 1) / 4) / math.sqrt(var)
+        p = min(1.0, float(2 * scipy.stats.norm.sf(abs(z))))
+    return TestResult(statistic=statistic, p_value=float(p), n=n, method=WILCOXON_METHOD)
 
 
 def _tie_to_zero(b: float, a: float) -> float:
@@ -386,9 +573,11 @@ def _degenerate_pair(x: np.ndarray, y: np.ndarray) -> str | None:
 
 
 def _xy(x: Sequence[float], y: Sequence[float], what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` as arrays, values equal within :data:`TIE_TOLERANCE` made equal
+    (:func:`_snap_ties`)."""
     if len(x) != len(y):
         raise ValueError(f"{what}: x has {len(x)} values but y has {len(y)}")
-    return _as_array(x, f"{what} x"), _as_array(y, f"{what} y")
+    return _snap_ties(_as_array(x, f"{what} x")), _snap_ties(_as_array(y, f"{what} y"))
 
 
 PEARSON_METHOD = (
@@ -642,6 +831,94 @@ def zou_interval(
     return max(-2.0, d - math.sqrt(max(down, 0.0))), min(2.0, d + math.sqrt(max(up, 0.0)))
 
 
+STEIGER_METHOD = (
+    "Steiger (1980) test of r_b = r_a (two correlations that share x, on the same units), "
+    "two-sided: Z = (atanh(r_b) - atanh(r_a)) / sqrt(v (2 - 2 c)), r = (r_a + r_b) / 2 pooled "
+    "under the null, c = (r_ab (1 - 2 r^2) - r^2 (1 - 2 r^2 - r_ab^2) / 2) / (1 - r^2)^2 the "
+    "correlation of the two Fisher z, v the variance of one z: 1 / (n - 3) (Pearson), (1 + "
+    "r^2 / 2) / (n - 3) (Spearman, Bonett-Wright); p = 2 (1 - Phi(|Z|))"
+)
+"""Definition of :attr:`CorrelationChange.steiger` (quoted in its ``method``)."""
+
+
+def steiger_test(
+    r_a: float,
+    r_b: float,
+    r_ab: float,
+    n: int,
+    *,
+    kind: Literal["pearson", "spearman"],
+) -> TestResult:
+    """Two-sided test of ``r_a = r_b`` for ``r_a = corr(x, y_a)`` and ``r_b = corr(x, y_b)``
+    measured on the same ``n`` units, ``r_ab = corr(y_a, y_b)`` (:data:`STEIGER_METHOD`).
+
+    Which test: the two correlations are *dependent* (the same rooms) and *overlapping* (they
+    share x, the room size; y_a and y_b are the two arms' sub-calls, two variables), so the
+    tests for two independent samples, and Raghunathan, Rosenthal & Rubin's (1996) test for
+    non-overlapping correlations (no shared variable), do not apply. Among the overlapping
+    tests this is Steiger's (1980, *Psychological Bulletin* 87:245-251, eq. 14-15) Z-bar*:
+    Dunn & Clark's (1969) z on Fisher's scale with the covariance of the two correlations
+    (Pearson & Filon 1898; Olkin & Finn 1990) evaluated at the pooled ``r = (r_a + r_b) / 2``,
+    the value both take under the null. It matches :func:`zou_interval`: both work with
+    Fisher z and the same covariance formula (Zou's ``c`` at the two estimates instead of
+    the pooled one), so the test and the interval rarely disagree; and pooling under the null
+    keeps its false-positive rate near alpha where the unpooled z is liberal (Steiger 1980;
+    Hittner, May & Silver 2003, *J. General Psychology* 130:149-168). Meng, Rosenthal &
+    Rubin's (1992) z is the same test with ``r^2`` in ``c`` taken as the mean of the squares;
+    at the report's few rooms the pooled form was chosen for its measured false-positive
+    rate (``benchmarks/bench_correlation_change_interval.py``). For Spearman, the Fisher z of
+    each rho has the Bonett-Wright variance and ``c`` is Pearson's formula on rank
+    correlations (an approximation, as in Zou's interval for Spearman).
+
+    Returns a :class:`TestResult` (``statistic`` = Z, ``n`` = units). Undefined (with the
+    reason) when ``n < 4``, ``|r_a|`` or ``|r_b|`` is 1 (Fisher z infinite), or the estimated
+    correlation of the two z is 1 or more (no variance left for their difference) while they
+    differ; equal correlations give Z = 0, p = 1.
+    """
+    if n < 4:
+        return TestResult(
+            statistic=None,
+            p_value=None,
+            n=n,
+            method=STEIGER_METHOD,
+            reason=f"Steiger's test needs n >= 4 (got {n})",
+        )
+    if max(abs(r_a), abs(r_b)) >= 1.0:
+        return TestResult(
+            statistic=None,
+            p_value=None,
+            n=n,
+            method=STEIGER_METHOD,
+            reason="|r| = 1 in an arm: its Fisher z is infinite, no Steiger test",
+        )
+    diff = math.atanh(r_b) - math.atanh(r_a)
+    rbar2 = ((r_a + r_b) / 2) ** 2
+    psi = r_ab * (1 - 2 * rbar2) - 0.5 * rbar2 * (1 - 2 * rbar2 - r_ab * r_ab)
+    c = psi / (1 - rbar2) ** 2
+    var_z = (1 + rbar2 / 2 if kind == "spearman" else 1.0) / (n - 3)
+    var = var_z * (2 - 2 * c)
+    if diff == 0:
+        return TestResult(statistic=0.0, p_value=1.0, n=n, method=STEIGER_METHOD)
+    if var <= 0:
+        return TestResult(
+            statistic=None,
+            p_value=None,
+            n=n,
+            method=STEIGER_METHOD,
+            reason=(
+                f"the estimated correlation of the two Fisher z is {c:.3g} >= 1: no variance "
+                "left for their difference, no Steiger test"
+            ),
+        )
+    z = diff / math.sqrt(var)
+    return TestResult(
+        statistic=z,
+        p_value=float(min(1.0, 2 * scipy.stats.norm.sf(abs(z)))),
+        n=n,
+        method=STEIGER_METHOD,
+    )
+
+
 class CorrelationChange(BaseModel):
     """Change of a correlation with x between two arms measured on the same units (rooms).
 
@@ -686,6 +963,10 @@ class CorrelationChange(BaseModel):
     zou_high: float | None = None
     zou_reason: str | None = None
     """Why Zou's interval is undefined (n < 4, or |r| = 1 in an arm)."""
+    steiger: TestResult | None = None
+    """Steiger's (1980) closed-form test of ``r_b = r_a`` (:func:`steiger_test`), beside the
+    bootstrap p-value, which is liberal for Pearson at 8-12 rooms; ``None`` in reports before
+    it and when the correlations are undefined."""
     method: str
     reason: str | None = None
 
@@ -791,9 +1072,10 @@ def correlation_change(
         raise ValueError(
             f"correlation_change: x has {len(x)} values, y_a {len(y_a)} and y_b {len(y_b)}"
         )
-    xa = _as_array(x, "correlation_change x")
-    ya = _as_array(y_a, f"correlation_change y of arm {a}")
-    yb = _as_array(y_b, f"correlation_change y of arm {b}")
+    # values equal within TIE_TOLERANCE are one value (rounding noise of room means)
+    xa = _snap_ties(_as_array(x, "correlation_change x"))
+    ya = _snap_ties(_as_array(y_a, f"correlation_change y of arm {a}"))
+    yb = _snap_ties(_as_array(y_b, f"correlation_change y of arm {b}"))
     n = int(xa.size)
     name = "Pearson r" if kind == "pearson" else "Spearman rho (ranks within each resample)"
 
@@ -802,7 +1084,7 @@ def correlation_change(
             f"change of {name} between arms, {b} - {a}; paired percentile bootstrap over "
             f"{unit} (same resampled units for both arms), {how}; resamples with a constant "
             f"{x_name} or {y_name} left out; {CORRELATION_CHANGE_P_METHOD}; beside it, "
-            f"{ZOU_METHOD}"
+            f"{ZOU_METHOD}; and {STEIGER_METHOD}"
         )
         return CorrelationChange.model_validate(
             {
@@ -847,6 +1129,7 @@ def correlation_change(
         zou["zou_low"], zou["zou_high"] = zou_interval(
             r_a, r_b, r_ab, n, kind=kind, confidence=confidence
         )
+    zou["steiger"] = steiger_test(r_a, r_b, r_ab, n, kind=kind)
     idx, exact = _resample_indices(n, n_resamples, exhaustive, seed)
     total = int(idx.shape[0])
     how = f"exhaustive: all {n}^{n} = {total} resamples" if exact else f"B={total}, seed={seed}"
