@@ -193,3 +193,60 @@ def test_loop_passes_the_executor_to_every_collect_stage(tmp_path: Path) -> None
     ]
     assert cfgs[0].ray.episodes_per_node == 8
     assert cfgs[0].fingerprint() == cfgs[1].fingerprint()  # same episodes with or without Ray
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_cli_ray_address_with_no_cluster_exits_2_and_writes_nothing(
+    cuad_room3: Path, tmp_path: Path
+) -> None:
+    """``collect --executor ray --ray-address X`` with nothing at X: exit 2 with the address
+    named, before run.json (Ray's own connection retries ran after it was written)."""
+    port = _free_port()
+    out = tmp_path / "run"
+    env = {**os.environ, "RLMDISTILL_API_KEY": "x"}
+    env.pop("RAY_ADDRESS", None)
+    with FakeOpenAIServer(ScriptedHandler(["FINAL(x)"])) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rlmdistill.cli", "collect", "--room", str(cuad_room3),
+             "--root", f"openai:root@{server.base_url}", "--sub", f"openai:sub@{server.base_url}",
+             "--episodes", "1", "--out", str(out), "--no-progress", "--prefill", "",
+             "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert server.requests == []
+    assert proc.returncode == 2, proc.stderr
+    assert f"127.0.0.1:{port}" in proc.stderr.replace("\n", "")
+    assert not out.exists()
+
+
+def test_ray_address_check_reads_every_address_form() -> None:
+    import socket
+
+    from rlmdistill.collect.ray_cluster import (
+        RayClusterUnreachable,
+        _host_port,
+        check_address,
+    )
+
+    assert _host_port("10.0.0.5:6379") == ("10.0.0.5", 6379)
+    assert _host_port("ray://head") == ("head", 10001)
+    assert _host_port("ray://head:12345") == ("head", 12345)
+    assert _host_port("[::1]:6379") == ("::1", 6379)
+    assert _host_port("local") is None and _host_port("auto") is None
+    with pytest.raises(RayClusterUnreachable, match="no port"):
+        _host_port("head")
+    port = _free_port()
+    with pytest.raises(RayClusterUnreachable, match=f"127.0.0.1:{port}"):
+        check_address(f"ray://127.0.0.1:{port}", timeout_s=2.0)
+    with socket.socket() as listener:  # something answers: the check passes
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        check_address(f"127.0.0.1:{listener.getsockname()[1]}", timeout_s=2.0)

@@ -141,7 +141,8 @@ def run_collect(
     With ``config.executor == "ray"`` the episodes run on a Ray cluster
     (:mod:`rlmdistill.collect.ray_executor`); without Ray installed this raises
     :class:`~rlmdistill.collect.ray_cluster.RayUnavailable` (a ``ValueError`` naming the
-    extra) before anything is written.
+    extra) before anything is written, and with an address where no cluster answers
+    :class:`~rlmdistill.collect.ray_cluster.RayClusterUnreachable` (a ``ValueError``: exit 2).
 
     Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``),
     ``ValueError`` for a room without a task (before any model loads) and whatever
@@ -155,10 +156,11 @@ def run_collect(
     from rlmdistill.provenance import prefetch
     from rlmdistill.rooms import DataRoom
 
-    if config.executor == "ray":  # a missing extra is named before anything is written
-        from rlmdistill.collect.ray_cluster import import_ray
+    if config.executor == "ray":  # a missing extra or cluster is named before any write
+        from rlmdistill.collect.ray_cluster import check_address, import_ray
 
         import_ray()
+        check_address(config.ray.address)
     prefetch()  # run.json's provenance, found while rooms load and servers are checked
     rooms = [DataRoom.load(p, strict=strict) for p in config.rooms]  # before a model loads
     for r in rooms:
