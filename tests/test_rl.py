@@ -205,3 +205,29 @@ def test_cli_bad_config_and_nothing_to_resume(
     good.write_text(f"rooms: [{cuad_room3}]\nout: {tmp_path / 'o'}\n")
     assert rl_main(good, resume=True, progress=False) == 2
     assert "no checkpoint in" in capsys.readouterr().err
+
+
+def test_dr_grpo_divides_by_the_episodes_generation_budget(tmp_path: Path) -> None:
+    """TRL's ``dr_grpo`` loss divides by ``max_completion_length``; left at TRL's default (512)
+    it has nothing to do with an episode. ``rl`` sets it to max_turns x max_tokens of the
+    rollouts: 2 x 12 = 24 with TINY_COLLECT, 6 x 256 = 1536 with rl's defaults (collect's
+    default max_turns 6, rl's default root max_tokens 256)."""
+    from trl import GRPOConfig
+
+    from rlmdistill.rl.rollout import HarnessRollout
+    from rlmdistill.rl.train import grpo_arguments
+
+    for collect, budget in ((TINY_COLLECT, 24), ({}, 1536)):
+        cfg = build_config(
+            None,
+            {"rooms": [str(tmp_path)], "out": str(tmp_path / "o"), "loss_type": "dr_grpo",
+             "collect": collect},
+        )  # fmt: skip
+        rollout = HarnessRollout(cfg, {}, None, None)  # type: ignore[arg-type]
+        rc = rollout.collect_config([str(tmp_path)], 1, 0)
+        kwargs = grpo_arguments(cfg, rc, tmp_path / "ckpt", progress=False, cpu=True)
+        args = GRPOConfig(**kwargs)
+        assert args.loss_type == "dr_grpo"
+        assert args.max_completion_length == budget != 512
+        assert args.num_generations == 4 and args.per_device_train_batch_size == 4
+        assert args.temperature == 1.0 and args.top_p == 1.0  # rl's rollout sampling

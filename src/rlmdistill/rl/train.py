@@ -109,6 +109,54 @@ def _log_callback(path: Path, rollout: HarnessRollout, trainer_ref: list[Any]) -
     return _RLLog()
 
 
+def generation_budget(rollout_config: Any) -> int:
+    """Most ids the root may generate in one episode (tokens): ``limits.max_turns`` x
+    ``root_sampling.max_tokens`` of the rollouts' :class:`~rlmdistill.collect.config.CollectConfig`.
+    """
+    return int(rollout_config.limits.max_turns) * int(rollout_config.root_sampling.max_tokens)
+
+
+def grpo_arguments(
+    config: RLConfig, rollout_config: Any, ckpt_dir: Path, *, progress: bool, cpu: bool
+) -> dict[str, Any]:
+    """The keyword arguments of TRL's ``GRPOConfig`` for ``config``.
+
+    ``rollout_config`` is the rollouts' ``CollectConfig`` (:meth:`HarnessRollout.collect_config`):
+    its root sampling gives TRL's ``temperature``/``top_p`` (the distribution the loss scores),
+    and its generation budget (:func:`generation_budget`) gives ``max_completion_length``.
+    TRL generates nothing here (the harness does), so that length only sets the constant
+    ``loss_type: dr_grpo`` divides by (Liu et al. 2025, "Understanding R1-Zero-Like
+    Training": the sum of the masked per-token losses over ``batch x max_completion_length``);
+    TRL's default of 512 has nothing to do with an episode, whose generated ids can reach
+    ``max_turns x max_tokens``.
+    """
+    sampling = rollout_config.root_sampling
+    k = config.num_generations
+    return {
+        "output_dir": str(ckpt_dir),
+        "num_generations": k,
+        "per_device_train_batch_size": k * config.rooms_per_step,
+        "gradient_accumulation_steps": 1,
+        "max_steps": config.max_steps,
+        "learning_rate": config.learning_rate,
+        "beta": config.beta,
+        "loss_type": config.loss_type,
+        "scale_rewards": config.scale_rewards,
+        "max_completion_length": generation_budget(rollout_config),
+        "temperature": sampling.temperature if sampling.temperature > 0 else 1.0,
+        "top_p": sampling.top_p,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": config.save_steps,
+        "save_total_limit": config.save_total_limit,
+        "seed": config.seed,
+        "report_to": config.report_to or "none",
+        "disable_tqdm": not progress,
+        "use_cpu": cpu,
+        "bf16": False,
+    }
+
+
 def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLResult:
     """Train a LoRA adapter on the root with GRPO on harness rollouts (module doc).
 
@@ -192,29 +240,11 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
     _write_manifest(manifest_path, manifest)
 
     rollout = HarnessRollout(config, rooms, sub, tokenizer)
-    sampling = rollout.collect_config([next(iter(rooms))], 1, 0).root_sampling
-    k = config.num_generations
+    rollout_config = rollout.collect_config([next(iter(rooms))], 1, 0)
     args = GRPOConfig(
-        output_dir=str(ckpt_dir),
-        num_generations=k,
-        per_device_train_batch_size=k * config.rooms_per_step,
-        gradient_accumulation_steps=1,
-        max_steps=config.max_steps,
-        learning_rate=config.learning_rate,
-        beta=config.beta,
-        loss_type=config.loss_type,
-        scale_rewards=config.scale_rewards,
-        temperature=sampling.temperature if sampling.temperature > 0 else 1.0,
-        top_p=sampling.top_p,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=config.save_steps,
-        save_total_limit=config.save_total_limit,
-        seed=config.seed,
-        report_to=config.report_to or "none",
-        disable_tqdm=not progress,
-        use_cpu=not torch.cuda.is_available(),
-        bf16=False,
+        **grpo_arguments(
+            config, rollout_config, ckpt_dir, progress=progress, cpu=not torch.cuda.is_available()
+        )
     )
     lora = LoraConfig(
         r=config.lora_r,
