@@ -111,7 +111,9 @@ def test_outage_mid_run_exits_3_then_the_same_command_finishes(
         err = " ".join(capsys.readouterr().err.split())
         assert code == EXIT_INFRASTRUCTURE
         assert str(out) in err and "root model_not_found" in err and "2 not started" in err
-        assert handler.calls == 1  # a 404 is not retried in the request; nothing else started
+        # the sampling probe's root and sub requests (a 404 there is left to the run), then
+        # one root turn: a 404 is not retried in the request; nothing else started
+        assert handler.calls == 2 + 1
         assert not (out / "episodes.jsonl").exists()
         [attempt] = parse_records(out / "attempts.jsonl", AttemptRecord)
         assert (attempt.attempt, attempt.final, attempt.cause, attempt.who) == (

@@ -90,5 +90,5 @@ def test_request_timeout_reaches_the_openai_clients(room: Path, tmp_path: Path) 
     [attempt] = parse_records(out / "attempts.jsonl", AttemptRecord)
     assert (attempt.cause, attempt.who, attempt.http_attempts) == ("timeout", "root", 5)
     assert "(timeout 0.5s)" in attempt.error
-    assert handler.root_calls == 5
+    assert handler.root_calls == 1 + 5  # the sampling probe (one attempt), then the turn
     assert attempt.wall_time_s < 30.0  # every attempt gave up after 0.5 s, not after 30

@@ -18,6 +18,7 @@ from rlmdistill.collect.runner import collect
 from rlmdistill.models.base import (
     ContextExceededError,
     EmptyReplyError,
+    FatalModelError,
     Message,
     ModelError,
     ReasoningOnlyError,
@@ -58,6 +59,8 @@ EXPECTED: dict[str, tuple[type[ModelError], str, bool]] = {
     "context_top_level": (ContextExceededError, "context_exceeded", False),
     "context_input_tokens": (ContextExceededError, "context_exceeded", False),
     "context_characters": (ContextExceededError, "context_exceeded", False),
+    "finish_abort": (RetryableModelError, "finish_abort", True),
+    "unsupported_parameter": (FatalModelError, "http_400", False),
 }
 RETRIED = {k for k, (_, _, retried) in EXPECTED.items() if retried}
 

@@ -155,6 +155,10 @@ class _State:
     n_sub_calls: int = 0
     n_sub_errors: int = 0
     n_batches: int = 0
+    error_kinds: set[str] = field(default_factory=set)
+    """``error_kind`` of every failed sub-call (their texts went back to the code)."""
+    n_truncated_root: int = 0
+    """Root turns whose reply ``max_tokens`` cut (``finish_reason == "length"``)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -335,6 +339,7 @@ class Episode:
                 else:
                     rec.response, rec.usage = res.text, res.usage
                     rec.attempts, rec.latency_s = res.attempts, res.latency_s
+                    rec.finish_reason = res.finish_reason
                     if self.config.token_ids == "all":
                         rec.tokens = token_trace(res)
         with st.lock:
@@ -343,11 +348,12 @@ class Episode:
                     st.usage.sub = st.usage.sub + rec.usage
                 if rec.error is not None:
                     st.n_sub_errors += 1
+                    st.error_kinds.add(str(rec.error_kind))
         self._write(*records)
         return [
             r.response
             if r.response is not None
-            else f"[llm_query error ({r.error_kind}): {r.error}]"
+            else prompts.sub_call_error_text(str(r.error_kind), str(r.error))
             for r in records
         ]
 
@@ -502,9 +508,11 @@ class Episode:
             raise _TurnEnd("model_error", f"{exc.kind}: {exc}") from exc
         rec.completion, rec.usage = res.text, res.usage
         rec.latency_s, rec.attempts = res.latency_s, res.attempts
+        rec.finish_reason, rec.text_from_reasoning = res.finish_reason, res.text_from_reasoning
         with self.state.lock:
             if isinstance(rec, TurnRecord):
                 self.state.usage.root = self.state.usage.root + res.usage
+                self.state.n_truncated_root += res.finish_reason == "length"
             else:
                 self.state.usage.sub = self.state.usage.sub + res.usage
         reply = (prefill or "") + res.text
@@ -697,6 +705,8 @@ class Episode:
             n_sub_calls=self.state.n_sub_calls,
             n_sub_call_errors=self.state.n_sub_errors,
             n_sub_batches=self.state.n_batches,
+            n_truncated_turns=self.state.n_truncated_root,
+            memo_sub_call_errors=prompts.count_sub_call_error_texts(memo, self.state.error_kinds),
             tokens=self.state.usage,
             wall_time_s=time.monotonic() - self._t_start,
             memo=memo,

@@ -128,7 +128,10 @@ def run_collect(
     ``config.servers`` adds replicas to the root/sub specs whose URL it lists
     (:func:`rlmdistill.models.spec.with_servers`). Every ``openai:`` server (each replica)
     is checked first (:func:`rlmdistill.models.preflight.preflight`),
-    so nothing, not even ``run.json``, is written when one is down or lacks the model. The
+    so nothing, not even ``run.json``, is written when one is down or lacks the model; then
+    one tiny request per role with the run's sampling settings and prefill
+    (:func:`rlmdistill.models.preflight.probe_sampling`) stops the run, again before anything
+    is written, when a server refuses them (HTTP 400 "Unsupported parameter"). The
     result says which episodes the infrastructure left unfinished (:func:`check_finished`).
 
     ``open_specs`` maps a spec as recorded in ``config`` to the spec to open, when the two
@@ -144,13 +147,14 @@ def run_collect(
     extra) before anything is written, and with an address where no cluster answers
     :class:`~rlmdistill.collect.ray_cluster.RayClusterUnreachable` (a ``ValueError``: exit 2).
 
-    Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``),
+    Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``;
+    :class:`~rlmdistill.models.preflight.SamplingRefusedError` for refused settings),
     ``ValueError`` for a room without a task (before any model loads) and whatever
     :func:`rlmdistill.collect.runner.collect` raises (``RunConfigMismatch`` for a run folder
     made with another config).
     """
     from rlmdistill.collect.runner import collect
-    from rlmdistill.models.preflight import preflight
+    from rlmdistill.models.preflight import preflight, probe_sampling
     from rlmdistill.models.reasoning import token_id_options
     from rlmdistill.models.spec import close_all, get_client, parse_spec, with_servers
     from rlmdistill.provenance import prefetch
@@ -175,6 +179,17 @@ def run_collect(
     root_spec = with_servers(opened.get(config.root, config.root), config.servers)
     sub_spec = with_servers(opened.get(config.sub, config.sub), config.servers)
     preflight({"--root": root_spec, "--sub": sub_spec})  # every replica of each
+    probe_sampling(  # a server refusing the run's sampling settings stops it before run.json
+        {
+            "--root": (root_spec, config.root_sampling, config.prefill),
+            "--sub": (
+                sub_spec,
+                config.sub_sampling,
+                config.subagent_prefill if config.depth == 2 else None,
+            ),
+        },
+        timeout_s=min(10.0, config.request_timeout_s or 10.0),
+    )
     root = get_client(
         root_spec,
         **token_id_options(config.root, config.token_ids != "off"),

@@ -58,6 +58,10 @@ def register(app: typer.Typer) -> None:
         from_ids: Annotated[
             bool, typer.Option(help="Turn mode: build examples from recorded token ids.")
         ] = False,
+        truncated_turns: Annotated[
+            str,
+            typer.Option(help="Root turns cut by max_tokens: keep | mask | drop (docs/export.md)."),
+        ] = "keep",
         overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset.")] = False,
     ) -> None:
         """Export root turns of collected runs as an SFT dataset (HF datasets on disk)."""
@@ -75,6 +79,7 @@ def register(app: typer.Typer) -> None:
                     "min_supervised_tokens": min_supervised_tokens,
                     "reasoning": reasoning,
                     "from_ids": from_ids,
+                    "truncated_turns": truncated_turns,
                 }
             )
             report = run(

@@ -513,7 +513,11 @@ def export_dataset(
                 ep.recorded = dict(zip((t.turn for t in ordered), prompt_ids(ordered), strict=True))
             except ValueError as exc:
                 return ep.stop("prompt_ids_mismatch", str(exc))
-        ep.items = items
+        ep.items = _truncated_turns(items, traj, options.truncated_turns)
+        if not ep.items and items:
+            cut = [t.turn for t in traj.turns if t.finish_reason == "length"]
+            return ep.stop("truncated_turn", f"root turn(s) {cut} cut by max_tokens")
+        items = ep.items
         for item in items:
             if isinstance(item, Conversation):
                 try:
@@ -743,6 +747,41 @@ def export_dataset(
     (out_dir / EXPORT_MANIFEST).write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     (out_dir / "README.md").write_text(_card(manifest, report, card_extra), encoding="utf-8")
     return report
+
+
+def _truncated_turns(
+    items: list[Conversation | RenderFailure], traj: Trajectory, policy: str
+) -> list[Conversation | RenderFailure]:
+    """Apply the ``truncated_turns`` policy (:data:`~rlmdistill.export.options.TruncatedTurns`)
+    to an episode's rendered items: a turn is truncated when its record says
+    ``finish_reason == "length"``. Trajectory mode: ``mask`` unsupervises those replies (the
+    reply of sorted turn ``k`` is message ``groups[k]``), ``drop`` returns ``[]`` (the
+    caller drops the episode); turn mode: the turn's example becomes a
+    :class:`RenderFailure` ``truncated_turn``."""
+    if policy == "keep":
+        return items
+    turns = sorted(traj.turns, key=lambda t: t.turn)
+    cut = {t.turn for t in turns if t.finish_reason == "length"}
+    if not cut:
+        return items
+    out: list[Conversation | RenderFailure] = []
+    for item in items:
+        if isinstance(item, RenderFailure):
+            out.append(item)
+        elif item.turn >= 0:  # turn mode: one example per turn, its reply supervised
+            if item.turn in cut:
+                detail = f"turn {item.turn} was cut by max_tokens (finish_reason length)"
+                out.append(RenderFailure(item.turn, "truncated_turn", detail))
+            else:
+                out.append(item)
+        elif policy == "drop":
+            return []
+        else:
+            for k, t in enumerate(turns):
+                if t.turn in cut:
+                    item.supervised[item.groups[k]] = False
+            out.append(item)
+    return out
 
 
 def _check_reasoning_template(

@@ -14,6 +14,7 @@ __all__ = [
     "ExportStyle",
     "ReasoningPolicy",
     "SystemPromptChoice",
+    "TruncatedTurns",
     "Truncation",
 ]
 
@@ -27,6 +28,13 @@ Truncation = Literal["drop", "keep_start"]
 """Over ``max_length``: ``drop`` the example, or ``keep_start``: keep the system prompt, worked
 example and task, and drop the earliest whole turns until it fits (counted). The last
 assistant turn is never cut; tokens are never cut mid-conversation."""
+
+TruncatedTurns = Literal["keep", "mask", "drop"]
+"""Root turns whose reply ``max_tokens`` cut (recorded ``finish_reason == "length"``):
+``keep`` them as any turn; ``mask``: never supervised (trajectory mode: the reply stays in
+the context, unsupervised; turn mode: its example is dropped as ``truncated_turn``); ``drop``
+the episode's examples (trajectory mode: the whole episode; turn mode: that turn's example),
+reason ``truncated_turn``. Turns of traces without a finish reason count as not truncated."""
 
 
 ReasoningPolicy = Literal["all", "last", "drop"]
@@ -104,6 +112,11 @@ class ExportOptions(BaseModel):
         description="Turn mode: build each example from the recorded token ids (prompt + "
         "completion as the model saw and produced them) instead of a re-render; the "
         "re-render is compared and mismatches are counted in the report.",
+    )
+    truncated_turns: TruncatedTurns = Field(
+        "keep",
+        description="Root turns cut by max_tokens (finish_reason length): keep, mask (never "
+        "supervised) or drop (the example holding one).",
     )
     end_of_turn_tokens: list[str] = Field(
         default_factory=list,

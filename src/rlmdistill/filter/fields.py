@@ -12,10 +12,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlmdistill.collect.prompts import count_sub_call_error_texts
 from rlmdistill.traces.schema import EpisodeSummary
 from rlmdistill.traces.scores import PassRates
 
-__all__ = ["EPISODE_FIELDS", "SCORE_FIELDS", "episode_fields"]
+__all__ = ["EPISODE_FIELDS", "SCORE_FIELDS", "episode_fields", "memo_sub_call_errors"]
+
+
+def memo_sub_call_errors(summary: EpisodeSummary) -> int:
+    """Sub-call error texts the episode's memo carries: the count the collector recorded
+    (:attr:`EpisodeSummary.memo_sub_call_errors`), or, for a summary written before it,
+    the markers ``[llm_query error (<kind>): `` found in the memo of an episode that had a
+    failed sub-call (:func:`rlmdistill.collect.prompts.count_sub_call_error_texts`)."""
+    if summary.memo_sub_call_errors is not None:
+        return summary.memo_sub_call_errors
+    if summary.n_sub_call_errors == 0:
+        return 0
+    return count_sub_call_error_texts(summary.memo)
 
 
 EPISODE_FIELDS: dict[str, str] = {
@@ -38,6 +51,10 @@ EPISODE_FIELDS: dict[str, str] = {
     "n_sub_calls": "sub-calls made (int)",
     "n_sub_call_errors": "sub-calls that failed (int)",
     "n_sub_batches": "llm_query_batched batches (int)",
+    "memo_sub_call_errors": "sub-call error texts ([llm_query error (kind): ...]) the memo "
+    "carries (int; such episodes are never kept)",
+    "truncated_turns": "root turns cut by max_tokens (finish_reason length) (int or None "
+    "when the run predates finish reasons)",
     "root_prompt_tokens": "prompt tokens of all root requests (int)",
     "root_cached_tokens": "cached prompt tokens of root requests (int; None: not reported)",
     "root_completion_tokens": "completion tokens of the root (int)",
@@ -110,6 +127,8 @@ def episode_fields(summary: EpisodeSummary, scores: PassRates | None) -> dict[st
         "n_sub_calls": summary.n_sub_calls,
         "n_sub_call_errors": summary.n_sub_call_errors,
         "n_sub_batches": summary.n_sub_batches,
+        "memo_sub_call_errors": memo_sub_call_errors(summary),
+        "truncated_turns": summary.n_truncated_turns,
         "root_prompt_tokens": root.prompt_tokens,
         "root_cached_tokens": root.cached_tokens,
         "root_completion_tokens": root.completion_tokens,

@@ -10,16 +10,21 @@ reason, and every rule it fails is recorded (see :data:`REASON_ORDER`):
 
 1. ``status``      status not in ``required_status``
 2. ``no_memo``     ``require_memo`` and the memo is empty
-3. ``turns``       ``n_turns`` outside ``[min_turns, max_turns]``
-4. ``sub_calls``   ``n_sub_calls < min_sub_calls``
-5. ``ungraded``    a pass-rate rule is set and the grader has no verdicts for this memo
-6. ``pass_rate``   below ``min_pass_rate`` or the room's ``min_pass_rate_quantile``
-7. ``no_coverage`` a coverage rule is set and the episode has no coverage
-8. ``coverage``    below ``min_coverage`` or the room's ``min_coverage_quantile``
-9. ``where``       a ``where`` expression is false (or reads a field that is ``None``)
-10. ``duplicate``  among episodes passing 1-9: same memo (and/or root completions) as a
+3. ``sub_call_error_text``  always: the memo carries the error text of a failed sub-call
+                   (``[llm_query error (<kind>): ...]``, field ``memo_sub_call_errors``):
+                   harness error text never becomes training data
+4. ``turns``       ``n_turns`` outside ``[min_turns, max_turns]``
+5. ``sub_calls``   ``n_sub_calls < min_sub_calls``
+6. ``ungraded``    a pass-rate rule is set and the grader has no verdicts for this memo
+7. ``pass_rate``   below ``min_pass_rate`` or the room's ``min_pass_rate_quantile``
+8. ``no_coverage`` a coverage rule is set and the episode has no coverage
+9. ``coverage``    below ``min_coverage`` or the room's ``min_coverage_quantile``
+10. ``where``      a ``where`` expression is false (or reads a field that is ``None``);
+                   e.g. ``truncated_turns == 0`` drops episodes with a turn cut by
+                   ``max_tokens``
+11. ``duplicate``  among episodes passing 1-10: same memo (and/or root completions) as a
                    better-ranked one
-11. ``top_k``      among episodes passing 1-10: not in the room's ``top_k_per_room`` best
+12. ``top_k``      among episodes passing 1-11: not in the room's ``top_k_per_room`` best
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ PassRateName = Literal["pass_rate", "graded_pass_rate", "weighted_pass_rate"]
 DedupKey = Literal["memo", "completions"]
 """``memo``: equal ``memo_sha256`` (from the summary, fast). ``completions``: equal sequence of
 root assistant messages (prefill + completion), read from the trajectory of each episode still
-kept after rules 1-9 -- slower, not for dashboard previews."""
+kept after rules 1-10 -- slower, not for dashboard previews."""
 
 QuantileMethod = Literal[
     "linear",

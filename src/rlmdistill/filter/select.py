@@ -5,9 +5,9 @@
 size in pass rates) -- never a trajectory, unless ``dedup`` asks for ``completions``. It gives
 every episode one :class:`FilterDecision`: kept or not, the primary drop reason (first rule
 failed, in :data:`rlmdistill.filter.rules.REASON_ORDER`), every rule it failed with details,
-and its scores. Rules 1-9 are judged on each episode alone, so all their failures are
-recorded; ``duplicate`` is judged only among episodes passing 1-9 and ``top_k`` only among
-episodes passing 1-10.
+and its scores. Rules 1-10 are judged on each episode alone, so all their failures are
+recorded; ``duplicate`` is judged only among episodes passing 1-10 and ``top_k`` only among
+episodes passing 1-11.
 
 Per-room quantile thresholds are computed over the room's *eligible* episodes (status, memo,
 turn and sub-call rules passed) that have the score, with :func:`numpy.quantile` and the
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.filter.fields import episode_fields
+from rlmdistill.filter.fields import episode_fields, memo_sub_call_errors
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces.artefacts import FilterDecision
@@ -279,7 +279,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
             )
         )
 
-    # Rules 1-4: status, memo, turns, sub-calls (each episode alone).
+    # Rules 1-5: status, memo, sub-call error text, turns, sub-calls (each episode alone).
     required = set(rules.required_status)
     for ep in eps:
         s = ep.summary
@@ -287,6 +287,11 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
             ep.fail("status", f"status {s.status} not in {sorted(required)}")
         if rules.require_memo and not (s.memo or s.memo_chars > 0):
             ep.fail("no_memo", "no memo")
+        if n_error_texts := memo_sub_call_errors(s):
+            ep.fail(
+                "sub_call_error_text",
+                f"memo carries {n_error_texts} sub-call error text(s) ([llm_query error ...])",
+            )
         if rules.min_turns is not None and s.n_turns < rules.min_turns:
             ep.fail("turns", f"n_turns {s.n_turns} < {rules.min_turns}")
         elif rules.max_turns is not None and s.n_turns > rules.max_turns:
@@ -294,7 +299,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
         if rules.min_sub_calls is not None and s.n_sub_calls < rules.min_sub_calls:
             ep.fail("sub_calls", f"n_sub_calls {s.n_sub_calls} < {rules.min_sub_calls}")
 
-    # Per-room quantile thresholds over eligible episodes (rules 1-4 passed).
+    # Per-room quantile thresholds over eligible episodes (rules 1-5 passed).
     by_room: dict[str, list[_Ep]] = {}
     for ep in eps:
         by_room.setdefault(room_key(ep.summary), []).append(ep)
@@ -319,7 +324,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
             ),
         )
 
-    # Rules 5-9: scores and expressions.
+    # Rules 6-10: scores and expressions.
     expressions = rules.expressions()
     evaluators = [expr.evaluator() for expr in expressions]
     pass_rule = rules.min_pass_rate is not None or rules.min_pass_rate_quantile is not None

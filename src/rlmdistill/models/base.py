@@ -80,7 +80,22 @@ class Usage(BaseModel):
         )
 
 
-FinishReason = Literal["stop", "length", "error", "unknown"]
+FinishReason = Literal[
+    "stop", "length", "content_filter", "tool_calls", "abort", "error", "unknown"
+]
+"""Why a reply ended (the chat-completions ``finish_reason``): ``stop`` (end token or stop
+string), ``length`` (``max_tokens`` cut it: the reply is truncated), ``content_filter`` and
+``tool_calls`` (OpenAI's), ``abort`` / ``error`` (the server ended the request itself: vLLM's
+and SGLang's ``abort`` for a preempted, cancelled or shut-down request; never returned by a
+client, which raises a :class:`RetryableModelError` for them, see
+:data:`SERVER_FINISH_REASONS`), ``unknown`` (the back end did not say, or said something
+else)."""
+
+SERVER_FINISH_REASONS: frozenset[str] = frozenset({"abort", "error"})
+"""``finish_reason`` values that mean the server, not the model, ended the reply (vllm#57082,
+sglang#6693): the partial text is no policy turn; the client retries the request and raises
+:class:`RetryableModelError` (``cause="finish_abort"``/``"finish_error"``) when retries are
+spent."""
 
 
 class ChatResult(BaseModel):
@@ -107,6 +122,11 @@ class ChatResult(BaseModel):
     inline ``<think>`` text stays in ``text`` (see :mod:`rlmdistill.models.reasoning`)."""
     prompt_token_ids: list[int] | None = None
     """The exact prompt ids the model was given (prefill included) when the back end says."""
+    text_from_reasoning: bool = False
+    """True when ``text`` was read from the reasoning field: a reasoning-parser server that
+    continued a prefilled reply returned the continuation as reasoning with ``content: null``
+    (vLLM with ``--reasoning-parser`` and ``continue_final_message``; see
+    ``docs/serving.md``)."""
 
 
 class ModelError(Exception):
@@ -172,7 +192,11 @@ class EmptyReplyError(FatalModelError):
 class ReasoningOnlyError(FatalModelError):
     """The reply has reasoning (``reasoning_content``/``reasoning``) but empty content: a
     thinking model spent ``max_tokens`` thinking (``finish_reason`` says ``length``) or never
-    left its reasoning. Raise ``max_tokens`` or turn thinking off for the root."""
+    left its reasoning. Raise ``max_tokens`` or turn thinking off for the root.
+
+    Not raised for a prefilled reply whose prefill opens no ``<think>`` block: there the
+    reasoning field holds the continuation and becomes the text
+    (:attr:`ChatResult.text_from_reasoning`)."""
 
     kind = "reasoning_only"
 

@@ -19,8 +19,14 @@ case T4, the ``*_case_t4`` tests of ``tests/test_models_openai.py``):
   once retries are spent -> ``RetryableModelError(attempts=n, cause=...)``;
 - 404 (unknown model id) and 401/403 -> ``ServerRefusedError``, not retried here: the
   collector records the episode as a failed attempt and the next run retries it;
+- HTTP 200 whose ``finish_reason`` says the server ended the request (``abort``,
+  ``error``: vllm#57082, sglang#6693) is retried like a malformed answer (cause
+  ``finish_abort``), never returned as a reply: its partial text is not the model's turn;
 - ``"content": null`` -> ``EmptyReplyError``; empty content beside reasoning ->
-  ``ReasoningOnlyError``; any other 4xx -> ``FatalModelError``.
+  ``ReasoningOnlyError``, except for a prefilled reply (prefill opening no ``<think>``):
+  a reasoning parser returns that continuation as reasoning with ``content: null``
+  (vllm#17349), so the reasoning field is the text (``ChatResult.text_from_reasoning``);
+  any other 4xx -> ``FatalModelError``.
 
 Reply prefill uses the vLLM/SGLang ``continue_final_message`` extension: the prefill is sent as
 a final assistant message with ``extra_body={"continue_final_message": True,
@@ -37,7 +43,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import urllib3
 from tenacity import (
@@ -49,6 +55,7 @@ from tenacity import (
 
 from rlmdistill.models.aio_http import AsyncHTTP, TransportError
 from rlmdistill.models.base import (
+    SERVER_FINISH_REASONS,
     ChatResult,
     ContextExceededError,
     EmptyReplyError,
@@ -63,7 +70,13 @@ from rlmdistill.models.base import (
     Usage,
     chat_concurrently,
 )
-from rlmdistill.models.reasoning import TOKEN_REQUEST_PARAMS, response_extras, token_params_refused
+from rlmdistill.models.reasoning import (
+    REASONING_FIELDS,
+    TOKEN_REQUEST_PARAMS,
+    opens_think_block,
+    response_extras,
+    token_params_refused,
+)
 
 PrefillMode = Literal["continue_final_message", "none"]
 """How a reply prefill is sent: vLLM/SGLang ``continue_final_message``, or not supported."""
@@ -91,6 +104,9 @@ length is N tokens. However, you requested M tokens ..." (top-level ``{"object":
 body of older versions), "... your request has M input tokens ..." (nested ``{"error": {}}``),
 and "... you requested N output tokens and your prompt contains C characters ..." (vllm#33418).
 """
+
+_FINISH_REASONS = frozenset(get_args(FinishReason)) - {"unknown"}
+"""``finish_reason`` values kept as the server said them (anything else is ``unknown``)."""
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _REFUSED_STATUS = {401: "auth", 403: "auth", 404: "model_not_found"}
@@ -196,6 +212,14 @@ def _completion_json(
         raise _MalformedResponse("no_choices", f"no choices: {out!r:.300}")
     if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
         raise _MalformedResponse("no_choices", f"choice without message: {out!r:.300}")
+    finish = choices[0].get("finish_reason")
+    if isinstance(finish, str) and finish in SERVER_FINISH_REASONS:  # the server ended it
+        raise _MalformedResponse(
+            f"finish_{finish}",
+            f"HTTP 200 with finish_reason {finish!r}: the server ended the request itself "
+            f"(partial text of {len(str(choices[0]['message'].get('content') or ''))} "
+            "characters, not a reply)",
+        )
     return out
 
 
@@ -537,10 +561,23 @@ class OpenAIChatClient:
         if not isinstance(message, dict):
             raise malformed("choice without message")
         finish: FinishReason = "unknown"
-        if choice.get("finish_reason") in ("stop", "length"):
+        if choice.get("finish_reason") in _FINISH_REASONS:
             finish = choice["finish_reason"]
         content = message.get("content")
         reasoning = message.get("reasoning_content") or message.get("reasoning")
+        from_reasoning = (
+            bool(prefill)
+            and not content
+            and isinstance(reasoning, str)
+            and bool(reasoning)
+            and not opens_think_block(prefill or "")
+        )
+        if from_reasoning:
+            # a reasoning parser saw no </think> in the continuation of the prefilled reply
+            # and returned all of it as reasoning (vllm#17349, #19839): it is the reply
+            content = reasoning
+            message = {k: v for k, v in message.items() if k not in REASONING_FIELDS}
+            choice = {**choice, "message": message}
         if not content and isinstance(reasoning, str) and reasoning.strip():
             raise ReasoningOnlyError(
                 f"{self.model_id}: the reply is reasoning only ({len(reasoning)} characters), "
@@ -582,6 +619,7 @@ class OpenAIChatClient:
             token_ids=extras.token_ids,
             prompt_token_ids=extras.prompt_token_ids,
             reasoning=extras.reasoning,
+            text_from_reasoning=from_reasoning,
         )
 
     def chat_batch(

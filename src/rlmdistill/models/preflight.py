@@ -8,23 +8,73 @@ does not serve an id stops the stage with :class:`ServerUnavailableError`, namin
 or any other file exists, so the corrected command with the same ``--out`` runs.
 ``local:`` specs need no server and are skipped. Every replica of a spec with several
 servers is checked.
+
+:func:`probe_sampling` then sends one tiny chat request per role with the run's own sampling
+settings and prefill (``max_tokens`` capped at :data:`PROBE_MAX_TOKENS`): a server that
+answers HTTP 400/422 to them (a hosted API's "Unsupported parameter: 'max_tokens'" or
+"Unsupported value: 'temperature'"), or a prefill the spec cannot send (``+prefill=none``),
+would fail every request of the run the same way, so the stage stops with
+:class:`SamplingRefusedError` naming the role, the server and the parameter.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 
 import urllib3
 
+from rlmdistill.models.base import FatalModelError, Message, ModelError, Sampling
 from rlmdistill.models.spec import ModelSpec, parse_spec
 
-__all__ = ["ServerUnavailableError", "list_served_models", "preflight"]
+__all__ = [
+    "PROBE_MAX_TOKENS",
+    "SamplingRefusedError",
+    "ServerUnavailableError",
+    "list_served_models",
+    "preflight",
+    "probe_sampling",
+    "refused_parameter",
+]
+
+PROBE_MAX_TOKENS = 16
+"""Most tokens the sampling probe asks for (the run's ``max_tokens`` when smaller)."""
+
+PROBE_MESSAGES = [Message(role="user", content="Reply with the word OK.")]
+"""The sampling probe's prompt."""
+
+_REFUSED_PARAMETER = re.compile(
+    r"(?:unsupported (?:parameter|value)|unrecognized request argument supplied|"
+    r"extra inputs are not permitted|unknown parameter)\W+'?([A-Za-z_][\w.]*)'?",
+    re.IGNORECASE,
+)
 
 
 class ServerUnavailableError(ValueError):
     """An ``openai:`` server is unreachable, refuses the key, or does not serve a model id."""
+
+
+class SamplingRefusedError(ServerUnavailableError):
+    """A server refuses the run's sampling settings (HTTP 400/422 to the probe) or its prefill
+    (a spec with ``+prefill=none`` and a prefill set): a configuration fault, every request
+    would fail alike. ``role``, ``parameter`` (``None`` when the server names none) and
+    ``status`` (0: nothing was sent) say which."""
+
+    def __init__(self, message: str, role: str, parameter: str | None, status: int) -> None:
+        super().__init__(message)
+        self.role = role
+        self.parameter = parameter
+        self.status = status
+
+
+def refused_parameter(message: str) -> str | None:
+    """The request field an HTTP 400 text names as refused (``"Unsupported parameter:
+    'max_tokens' ..."`` -> ``max_tokens``; also "Unsupported value", "Unrecognized request
+    argument supplied", pydantic's "Extra inputs are not permitted"), else ``None``."""
+    match = _REFUSED_PARAMETER.search(message)
+    return match.group(1) if match else None
 
 
 def list_served_models(base_url: str, key_env: str, timeout_s: float = 10.0) -> list[str]:
@@ -101,3 +151,92 @@ def preflight(roles: Mapping[str, ModelSpec | str | None], *, timeout_s: float =
                     f"{spec}); it serves: {', '.join(served) or '(nothing)'}. Fix the model "
                     "name in the spec, or load the adapter / start the server with that model"
                 )
+
+
+def probe_sampling(
+    roles: Mapping[str, tuple[ModelSpec | str | None, Sampling, str | None]],
+    *,
+    timeout_s: float = 10.0,
+) -> None:
+    """Send one tiny chat request per ``openai:`` role with its real sampling settings.
+
+    ``roles``: role name (``--root``, ``--sub``) -> (spec, sampling, prefill). The request is
+    :data:`PROBE_MESSAGES` with every sampling field as the run sends it, except
+    ``max_tokens`` capped at :data:`PROBE_MAX_TOKENS`, and the prefill sent as the run sends
+    it; one attempt, no retry, to the spec's first server (replicas run the same server).
+    Equal (spec, sampling, prefill) are sent once. Only a refusal that every request of the
+    run would get stops the stage; any other answer or failure (a timeout, a 5xx, a
+    reasoning-only reply) is left to the run's own fault handling (``docs/serving.md``).
+
+    Raises :class:`SamplingRefusedError` (a ``ValueError``: the CLI exits 2) naming the
+    role, the spec, the server's message and the refused parameter, when the server answers
+    HTTP 400/422 that is not a context-length error, or when the spec cannot send the prefill.
+    """
+    from rlmdistill.models.openai_client import OpenAIChatClient
+
+    seen: set[tuple[str, str, str | None]] = set()
+    for role, (raw, sampling, prefill) in roles.items():
+        if raw is None:
+            continue
+        spec = raw if isinstance(raw, ModelSpec) else parse_spec(raw)
+        if spec.kind != "openai" or spec.base_url is None:
+            continue
+        key = (str(spec.without_replicas()), sampling.model_dump_json(), prefill)
+        if key in seen:
+            continue
+        seen.add(key)
+        probe = sampling.model_copy(
+            update={"max_tokens": min(sampling.max_tokens, PROBE_MAX_TOKENS)}
+        )
+        client = OpenAIChatClient(
+            spec.name,
+            spec.base_url,
+            key_env=spec.key_env,
+            prefill_mode=spec.prefill_mode,
+            timeout_s=timeout_s,
+            max_retries=0,
+        )
+        try:
+            client.chat(list(PROBE_MESSAGES), probe, prefill=prefill)
+        except FatalModelError as exc:
+            _raise_refusal(role, spec, sampling, prefill, exc)
+        except ModelError:
+            pass  # not a configuration fault: the run handles it (attempts, statuses)
+        finally:
+            client.close()
+
+
+def _raise_refusal(
+    role: str, spec: ModelSpec, sampling: Sampling, prefill: str | None, exc: FatalModelError
+) -> None:
+    """Raise :class:`SamplingRefusedError` for a refusal every request would get; return for
+    a fatal answer that is the reply's own (empty, reasoning only)."""
+    if exc.attempts == 0 and prefill:  # +prefill=none with a prefill: nothing was sent
+        raise SamplingRefusedError(
+            f"{role} {spec}: the run sets a reply prefill ({prefill!r}) but the spec sends none "
+            "(+prefill=none), so every root turn would fail. Drop the prefill (prefill: null, "
+            "--prefill '') or serve the model with vLLM/SGLang and remove +prefill=none",
+            role,
+            None,
+            0,
+        ) from exc
+    match = re.fullmatch(r"http_(\d+)", exc.cause)
+    if match is None or int(match.group(1)) not in (400, 422):
+        return
+    status = int(match.group(1))
+    message = str(exc)
+    parameter = refused_parameter(message)
+    settings = ", ".join(
+        f"{k}={v!r}" for k, v in sampling.model_dump().items() if v not in (None, [])
+    )
+    named = f"parameter {parameter!r}" if parameter else "a request field (not named)"
+    raise SamplingRefusedError(
+        f"{role} {spec}: the server refuses {named} of the run's sampling settings "
+        f"(HTTP {status} to a one-request probe with {settings}"
+        f"{f', prefill {prefill!r}' if prefill else ''}): {message}. Every request of the run "
+        "would fail the same way; change the setting (root_sampling / sub_sampling in the "
+        "collect config) or use a server that accepts it. Nothing was written",
+        role,
+        parameter,
+        status,
+    ) from exc

@@ -9,6 +9,10 @@ one of two ways:
 - **inline**: the content itself starts with ``<think>...</think>`` (no parser; or templates
   whose generation prompt already opens ``<think>``, so only ``...</think>`` comes back).
 
+A parser that continues a prefilled reply (``continue_final_message``) sees no ``</think>``
+and returns the whole continuation as reasoning, ``content: null``: :func:`opens_think_block`
+tells the OpenAI client when that field is the reply.
+
 Token ids: vLLM >= 0.10.2 returns ``prompt_token_ids`` (top level) and ``choices[i].token_ids``
 when the request has ``"return_token_ids": true`` (vLLM ``ChatCompletionRequest``); older
 servers give completion ids only through ``"return_tokens_as_token_ids": true`` with
@@ -25,6 +29,7 @@ __all__ = [
     "THINK_OPEN",
     "TOKEN_REQUEST_PARAMS",
     "ResponseExtras",
+    "opens_think_block",
     "reasoning_field",
     "response_extras",
     "split_inline_reasoning",
@@ -66,6 +71,19 @@ def split_inline_reasoning(text: str) -> tuple[str | None, str]:
     elif THINK_OPEN in head:  # an opening tag after other text: not a leading block
         return None, text
     return head.strip("\n"), text[close + len(THINK_CLOSE) :].lstrip("\n")
+
+
+def opens_think_block(prefill: str) -> bool:
+    """True when a reply prefill leaves a ``<think>`` block open (its last ``<think>`` has no
+    ``</think>`` after it): the continuation then starts inside the reasoning.
+
+    Why it matters: behind ``--reasoning-parser``, vLLM parses only the generated text of a
+    ``continue_final_message`` request, and a parser that finds no ``</think>`` there returns
+    all of it as reasoning with ``content: null`` (vllm#17349, #19839; Qwen3#1297). For a
+    prefill that opens no block (``"```repl\n"``) that "reasoning" is the continuation of
+    the answer; for one that does, it is real reasoning."""
+    start = prefill.rfind(THINK_OPEN)
+    return start >= 0 and THINK_CLOSE not in prefill[start:]
 
 
 def reasoning_field(message: dict[str, Any]) -> str | None:

@@ -274,9 +274,54 @@ FAULT_KINDS: dict[str, FakeReply] = {
     "context_top_level": FakeReply.context_exceeded_top_level(),
     "context_input_tokens": FakeReply.context_exceeded_input_tokens(),
     "context_characters": FakeReply.context_exceeded_characters(),
+    "finish_abort": FakeReply(text="```repl\nnotes = search(", finish_reason="abort"),
+    "unsupported_parameter": FakeReply.error(
+        400,
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+        "'max_completion_tokens' instead.",
+    ),
 }
 """One reply per fault of the ``docs/serving.md`` table (the timeout hangs 2 s: use a client
-timeout below that)."""
+timeout below that). ``finish_abort``: HTTP 200 with half a reply and ``finish_reason:
+"abort"`` (vLLM and SGLang end a preempted or cancelled request so, vllm#57082);
+``unsupported_parameter``: a hosted API's HTTP 400 for a sampling parameter it does not
+take."""
+
+UNSUPPORTED_PARAMETER = (
+    "Unsupported parameter: '{name}' is not supported with this model. Use "
+    "'max_completion_tokens' instead."
+)
+"""A hosted API's HTTP 400 text for a request field it refuses (OpenAI's wording)."""
+UNSUPPORTED_VALUE = (
+    "Unsupported value: '{name}' does not support {value!r} with this model. Only the "
+    "default (1) value is supported."
+)
+"""A hosted API's HTTP 400 text for a sampling value it refuses (OpenAI's wording)."""
+
+
+def refuse_parameter(
+    name: str,
+    handler: Handler,
+    *,
+    models: list[str] | None = None,
+    unless: Any = None,
+) -> Handler:
+    """Answer HTTP 400 to every request (of ``models``, default all) that carries the field
+    ``name``, as a hosted API that does not take it does; with ``unless`` set, only when the
+    field's value differs from it ("Unsupported value", e.g. ``temperature`` other than 1).
+    Other requests go to ``handler``."""
+
+    def wrapped(request: dict[str, Any]) -> FakeReply | str:
+        if (models is None or request.get("model") in models) and name in request:
+            value = request[name]
+            if unless is None:
+                return FakeReply.error(400, UNSUPPORTED_PARAMETER.format(name=name))
+            if value != unless:
+                return FakeReply.error(400, UNSUPPORTED_VALUE.format(name=name, value=value))
+        return handler(request)
+
+    wrapped.models = list(getattr(handler, "models", None) or [])  # type: ignore[attr-defined]
+    return wrapped
 
 
 _LOOPBACK_PORT = re.compile(r"127\.0\.0\.1:\d+")
@@ -381,6 +426,13 @@ class FakeOpenAIServer:
         models: ids listed by ``GET /v1/models`` (default: ``handler.models`` or ``["fake"]``).
         port: TCP port on 127.0.0.1 (0: a free one, see :attr:`port`); several servers run
             side by side on their own ports (replicas behind one spec).
+        reasoning_parser: answer as vLLM behind ``--reasoning-parser deepseek_r1`` does (and
+            the ``qwen3`` parser of templates whose generation prompt opens ``<think>``): the generated text up to ``</think>`` goes to the message's
+            ``reasoning_field``, the rest to ``content``; a text without ``</think>`` is all
+            reasoning, with ``content: null``. That includes the continuation of a prefilled
+            reply (``continue_final_message``): the parser sees only the generated text
+            (vllm PR #38749, #17349, #19839).
+        reasoning_field: ``reasoning_content`` (older vLLM) or ``reasoning`` (newer).
 
     Raises ``OSError`` when ``port`` is taken.
     """
@@ -395,8 +447,12 @@ class FakeOpenAIServer:
         echo_prefill: bool = False,
         models: list[str] | None = None,
         port: int = 0,
+        reasoning_parser: bool = False,
+        reasoning_field: str = "reasoning",
     ) -> None:
         self.handler = handler
+        self.reasoning_parser = reasoning_parser
+        self.reasoning_field = reasoning_field
         self.latency_s = latency_s
         self.context_window = context_window
         self.echo_prefill = echo_prefill
@@ -548,6 +604,16 @@ class FakeOpenAIServer:
         }
         if reply.reasoning is not None:
             choice["message"][reply.reasoning_field] = reply.reasoning
+        elif self.reasoning_parser and not reply.null_content:
+            head, sep, tail = text.partition("</think>")
+            if sep:  # the parser splits at the end of the block
+                thought = head.lstrip().removeprefix("<think>").strip("\n")
+                message["content"] = tail.lstrip("\n")
+            else:  # no </think> in the generated text: all of it is reasoning
+                thought = text
+                message["content"] = None
+            if thought:
+                message[self.reasoning_field] = thought
         ids = self._token_ids(request, reply, text)
         if ids is not None:
             prompt_ids, choice["token_ids"] = ids
@@ -772,6 +838,12 @@ class FakeOpenAIServer:
                 conn.start_next_cycle()
         except (h11.ProtocolError, OSError):
             return  # a client that left or spoke bad HTTP: drop the connection
+        except asyncio.CancelledError:
+            # the server stops with this keep-alive connection open (waiting for its next
+            # request): end the task normally. A task that ends cancelled makes Python
+            # 3.11's StreamReaderProtocol callback call task.exception(), which raises
+            # CancelledError and logs "Exception in callback ..." with a traceback.
+            return
         finally:
             self._writers.discard(writer)
             writer.close()

@@ -371,6 +371,7 @@ DECISION_SCHEMA_VERSION = SCHEMA_VERSION
 DropReason = Literal[
     "status",
     "no_memo",
+    "sub_call_error_text",
     "turns",
     "sub_calls",
     "ungraded",

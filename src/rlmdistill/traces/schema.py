@@ -245,6 +245,14 @@ class TurnBase(_Record):
     tokens: TokenTrace | None = None
     """Token ids and logprobs of this request (root: always tried; subagent: when
     ``CollectConfig.token_ids == "all"``). ``None`` in traces older than schema version 2."""
+    finish_reason: str | None = None
+    """Why the reply ended, as the back end said (``stop``, ``length``: cut by
+    ``max_tokens``, so the turn is truncated; ``content_filter``, ``tool_calls``,
+    ``unknown``: not said; see :data:`rlmdistill.models.base.FinishReason`). ``None``: not
+    recorded (traces written before the field, or a request that failed)."""
+    text_from_reasoning: bool = False
+    """The completion was read from the server's reasoning field: a reasoning parser returned
+    the continuation of the prefilled reply as reasoning (see ``docs/serving.md``)."""
 
 
 class TurnRecord(TurnBase):
@@ -305,6 +313,10 @@ class SubCallRecord(_Record):
     error_kind: str | None = None
     tokens: TokenTrace | None = None
     """Token ids of a plain completion when ``CollectConfig.token_ids == "all"``."""
+    finish_reason: str | None = None
+    """Why a plain completion ended (as :attr:`TurnBase.finish_reason`; ``length``: the
+    answer was cut by ``max_tokens``); ``None`` for a subagent, a failed call, or traces
+    written before the field."""
 
 
 class EpisodeEnd(_Record):
@@ -337,6 +349,14 @@ class EpisodeSummary(_Record):
     n_sub_calls: int
     n_sub_call_errors: int = 0
     n_sub_batches: int = 0
+    n_truncated_turns: int | None = None
+    """Root turns whose reply ``max_tokens`` cut (``finish_reason == "length"``); ``None`` in
+    runs collected before finish reasons were recorded."""
+    memo_sub_call_errors: int | None = None
+    """Sub-call error texts the harness handed the root (``[llm_query error (kind): ...]``,
+    :func:`rlmdistill.collect.prompts.count_sub_call_error_texts`) that the memo carries: 0
+    for a clean memo. ``None`` in runs collected before the field (readers then look for the
+    marker in the memo themselves)."""
     tokens: TokenUsage
     wall_time_s: float
     memo: str | None = None
