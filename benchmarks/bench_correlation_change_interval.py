@@ -8,7 +8,9 @@ with the room's sub-calls, on the same rooms. A 95% interval should contain the 
 change. This draws ``--samples`` data sets of n rooms for each n in ``--n`` and each shape and
 prints, for the bootstrap and for Zou's interval: the share of intervals that contain the true
 change (with a 95% Wilson interval of that share, ``scipy.stats.binomtest``) and, for the null
-shapes, the share of bootstrap p-values < 0.05.
+shapes, the share of p-values < 0.05 of the bootstrap and of Steiger's (1980) closed-form test
+(``CorrelationChange.steiger``, ``analysis.stats.steiger_test``) that the report gives beside it;
+for the other shapes, the share of Steiger p < 0.05 is the test's power.
 
 Zou's interval (Zou 2007, *Psychological Methods* 12:399-413, eq. 15 with the correlation of
 two overlapping correlations of Olkin & Finn 1990 / Dunn & Clark 1969): ``L = d - sqrt((r_b -
@@ -96,7 +98,10 @@ def main() -> None:
     ]
     print(f"{args.samples} data sets per row; 95% intervals; coverage [95% Wilson interval], N")
     head = f"{'shape':<8}{'kind':<10}{'true d':>8}{'n':>4}  "
-    print(head + f"{'bootstrap (report)':<30}{'Zou 2007':<30}{'boot p<0.05':>12}")
+    print(
+        head + f"{'bootstrap (report)':<30}{'Zou 2007':<30}{'boot p<0.05':>12}"
+        f"{'Steiger p<0.05':>16}"
+    )
     for name, draw in shapes:
         big = draw(rng, 400_000)
         for kind in ("pearson", "spearman"):
@@ -107,6 +112,7 @@ def main() -> None:
                 hit = {"boot": 0, "zou": 0}
                 cnt = {"boot": 0, "zou": 0}
                 small_p = 0
+                steiger_small = steiger_n = 0
                 for _ in range(args.samples):
                     x, ya, yb = draw(rng, n)
                     res = correlation_change(
@@ -117,13 +123,19 @@ def main() -> None:
                         cnt["boot"] += 1
                         hit["boot"] += res.low <= true <= res.high
                         small_p += res.p_value is not None and res.p_value < 0.05
+                    st = res.steiger
+                    if st is not None and st.p_value is not None:
+                        steiger_n += 1
+                        steiger_small += st.p_value < 0.05
                     if res.zou_low is not None and res.zou_high is not None:
                         cnt["zou"] += 1
                         hit["zou"] += res.zou_low <= true <= res.zou_high
                 cells = [coverage_cell(hit[k], cnt[k]) for k in ("boot", "zou")]
                 rate = f"{small_p / cnt['boot']:.3f}" if name == "null" and cnt["boot"] else "-"
+                steiger = f"{steiger_small / steiger_n:.3f} N={steiger_n}" if steiger_n else "-"
                 print(
-                    f"{name:<8}{kind:<10}{true:>8.3f}{n:>4}  {cells[0]:<30}{cells[1]:<30}{rate:>12}",
+                    f"{name:<8}{kind:<10}{true:>8.3f}{n:>4}  {cells[0]:<30}{cells[1]:<30}{rate:>12}"
+                    f"{steiger:>16}",
                     flush=True,
                 )
 

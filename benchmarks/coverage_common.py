@@ -6,22 +6,23 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 
 import scipy.stats
+
+from rlmdistill.hardware import machine_line
 
 
 def parse_args(doc: str, n: list[int], resamples: int) -> argparse.Namespace:
     """``--samples`` (data sets per row, 400), ``--n`` (units per data set, ``n``),
-    ``--resamples`` (B of a bootstrap, ``resamples``), ``--seed`` (0); prints the machine."""
+    ``--resamples`` (B of a bootstrap, ``resamples``), ``--seed`` (0); prints the machine line
+    (:func:`rlmdistill.hardware.machine_line`, which ``benchmarks/record.py`` keeps)."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--samples", type=int, default=400)
     ap.add_argument("--n", type=int, nargs="+", default=n)
     ap.add_argument("--resamples", type=int, default=resamples)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    print(machine_line())
     return args
 
 

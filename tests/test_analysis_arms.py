@@ -608,3 +608,28 @@ def test_a_report_written_before_zou_and_t_renders_as_it_was_computed():
     assert "## Per-arm means (mean of room means, 95% cluster-bootstrap CI over rooms)" in md
     assert "Student t" not in md.split("## Methods")[0]
     assert "| r1 | r2 | room_documents | 3 | 0.9951 -> 0.09078: -0.9043 [-2, 0] [5], p = 1 |" in md
+    assert "Steiger" not in md.split("## Methods")[0]
+
+
+def _drop_key(node: object, key: str) -> None:
+    if isinstance(node, dict):
+        node.pop(key, None)
+        for v in node.values():
+            _drop_key(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            _drop_key(v, key)
+
+
+def test_a_report_written_with_t_intervals_for_rates_renders_as_it_was_computed():
+    """Reports before the Korn-Graubard interval of rates: no ``one_sided`` field, the t
+    method in ``methods``; they load and render with "t CI" headings."""
+    data = json.loads(_report(["base", "r1", "r2"]).model_dump_json())
+    _drop_key(data, "one_sided")
+    _drop_key(data, "steiger")
+    data["methods"]["mean"] = "mean of room means; interval by Student's t over the room means"
+    md = render_markdown(Report.model_validate(data))
+    assert "## Per-arm means (mean of room means, 95% t CI over rooms)" in md
+    assert "Intervals: 95%; means and paired differences: Student t over rooms;" in md
+    body = md.split("## Methods")[0]
+    assert "(one-sided)" not in body and "Steiger" not in body and "Korn-Graubard" not in body

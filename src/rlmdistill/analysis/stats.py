@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_RESAMPLES",
     "DIFF_DECIMALS",
+    "EQUAL_VALUES_NOTE",
     "EXHAUSTIVE_MAX_RESAMPLES",
     "MEAN_METHOD",
     "MIN_UNITS",
@@ -580,9 +581,16 @@ def _xy(x: Sequence[float], y: Sequence[float], what: str) -> tuple[np.ndarray, 
     return _snap_ties(_as_array(x, f"{what} x")), _snap_ties(_as_array(y, f"{what} y"))
 
 
+EQUAL_VALUES_NOTE = (
+    "values equal within a relative 1e-12 count as equal (a constant x or y, e.g. room means "
+    "that differ by rounding only, leaves the correlation undefined)"
+)
+"""How a correlation treats values equal up to rounding (:data:`TIE_TOLERANCE`); ends the
+``method`` of every correlation."""
+
 PEARSON_METHOD = (
     "Pearson r (scipy.stats.pearsonr), two-sided p; interval by the Fisher z transform "
-    "tanh(atanh(r) +- z/sqrt(n-3))"
+    "tanh(atanh(r) +- z/sqrt(n-3)); " + EQUAL_VALUES_NOTE
 )
 
 
@@ -703,7 +711,8 @@ def resampled_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 SPEARMAN_METHOD = (
     "Spearman rho (scipy.stats.spearmanr); two-sided p {p}; interval by the Fisher z transform "
-    "with the Bonett-Wright standard error tanh(atanh(rho) +- z*sqrt((1 + rho^2/2)/(n-3)))"
+    "with the Bonett-Wright standard error tanh(atanh(rho) +- z*sqrt((1 + rho^2/2)/(n-3))); "
+    + EQUAL_VALUES_NOTE
 )
 
 
@@ -1083,8 +1092,8 @@ def correlation_change(
         method = (
             f"change of {name} between arms, {b} - {a}; paired percentile bootstrap over "
             f"{unit} (same resampled units for both arms), {how}; resamples with a constant "
-            f"{x_name} or {y_name} left out; {CORRELATION_CHANGE_P_METHOD}; beside it, "
-            f"{ZOU_METHOD}; and {STEIGER_METHOD}"
+            f"{x_name} or {y_name} left out; {EQUAL_VALUES_NOTE}; {CORRELATION_CHANGE_P_METHOD}; "
+            f"beside it, {ZOU_METHOD}; and {STEIGER_METHOD}"
         )
         return CorrelationChange.model_validate(
             {
