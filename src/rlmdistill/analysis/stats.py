@@ -10,10 +10,17 @@ Methods (named in every result's ``method`` field; sources in ``docs/analysis.md
   range. Episodes of one room share the room's difficulty, so treating episodes as
   independent would understate the uncertainty. (A percentile bootstrap over rooms, used
   before, covered 77-92% at 4-12 rooms for a 95% interval; the t interval 88-98%.)
+- **Mean of a rate over rooms** (:func:`rate_interval`, what the report uses for rates and
+  shares): Korn & Graubard's (1998) Clopper-Pearson interval at the effective count, skewed
+  away from 0 (zero-heavy pass rates: 94-97.5% at 4-20 rooms where t gave 88-94%); every room
+  at 0 gives the one-sided bound ``1 - a^(1/n)`` over the n rooms.
 - **Paired difference over rooms** (:func:`paired_comparison`): per room ``d = mean_B - mean_A``
   over the rooms both arms ran; the mean of ``d`` with the same t interval, and the
-  two-sided Wilcoxon signed-rank test of ``d`` (``scipy.stats.wilcoxon``, zero differences
-  dropped, exact null distribution for small samples without ties; Wilcoxon 1945).
+  two-sided Wilcoxon signed-rank test of ``d`` (:func:`wilcoxon_signed_rank`: zero
+  differences dropped, p exact over all 2^n sign flips with tied ranks for n <= 50, computed
+  here so that it does not depend on the scipy version; Wilcoxon 1945).
+- **Equal values**: values within :data:`TIE_TOLERANCE` (relative) of each other are one
+  value, so rounding noise of room means is no spread for a correlation or a mean.
 - **Pearson r** (:func:`pearson`): ``scipy.stats.pearsonr``; interval by the Fisher z
   transform ``tanh(atanh(r) +- z_{1-a/2} / sqrt(n - 3))`` (Fisher 1921).
 - **Spearman rho** (:func:`spearman`): ``scipy.stats.spearmanr``; two-sided p exact by
@@ -26,7 +33,9 @@ Methods (named in every result's ``method`` field; sources in ``docs/analysis.md
   ``n**n`` resamples when that is no more than B), two-sided bootstrap p-value
   (:data:`CORRELATION_CHANGE_P_METHOD`, Efron & Tibshirani 1993, sec. 15.4); beside it Zou's
   (2007) closed-form interval (:func:`zou_interval`), which keeps its coverage at few rooms
-  where the percentile bootstrap's falls short.
+  where the percentile bootstrap's falls short, and Steiger's (1980) test
+  (:func:`steiger_test`), whose false-positive rate stays near alpha where the bootstrap p's
+  does not.
 
 Undefined rather than a made-up number: fewer than 3 units (rooms, pairs, points), zero
 variance, every paired difference zero. No result ever holds NaN or infinity.
