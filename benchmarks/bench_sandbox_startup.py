@@ -2,8 +2,9 @@
 
 Each repeat starts a fresh :class:`~rlmdistill.collect.repl.ReplProcess` over a small room
 snapshot, runs ``print(len(room))`` and closes it; the median over repeats is the figure the
-README quotes (section "Sandbox"). As root, ``bwrap`` includes creating and removing the pids
-cgroup of the process cap.
+docs/sandbox.md quotes. As root, ``bwrap`` includes making and removing the REPL's cgroups (pids,
+memory, freezer) and the start through ``setpriv``; the first start of a process also makes the
+root collector's user namespace (once per process, outside the median).
 
     python benchmarks/bench_sandbox_startup.py [--repeats 30]
 """
@@ -11,8 +12,6 @@ cgroup of the process cap.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from rlmdistill.collect.prepare import ensure_snapshot
 from rlmdistill.collect.repl import ReplLimits, ReplProcess
+from rlmdistill.hardware import machine_line
 from rlmdistill.rooms import DataRoom
 from rlmdistill.testing.rooms import write_clause_room
 
@@ -28,10 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args(argv)
-    print(
-        f"machine: {platform.machine()} {platform.processor() or ''} "
-        f"python {platform.python_version()} uid {os.geteuid()} cpus {os.cpu_count()}"
-    )
+    print(machine_line(), flush=True)  # the machine every figure below was measured on
     with tempfile.TemporaryDirectory() as tmp:
         room = DataRoom.load(write_clause_room(Path(tmp) / "room"))
         snap = ensure_snapshot(room, Path(tmp) / "cache" / f"{room.room_hash}.snapshot.json")

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -496,9 +497,11 @@ def test_bwrap_file_system_holds_only_the_binds_and_no_network(snapshot, tmp_pat
     assert out.error is None, out.error
     lines = out.stdout.splitlines()
     assert lines[0] == "['r.snapshot.json'] ['repl_worker.py'] /scratch"
+    remapped = not sys.base_prefix.startswith("/usr")  # libpython found at /opt/python/lib
     assert lines[1] == str(
         sorted(
             [
+                *(["LD_LIBRARY_PATH"] if remapped else []),
                 "GLIBC_TUNABLES",
                 "HOME",
                 "LANG",
@@ -513,3 +516,241 @@ def test_bwrap_file_system_holds_only_the_binds_and_no_network(snapshot, tmp_pat
     )
     assert lines[2] == "False False False"
     assert lines[3] == "ConnectionRefusedError"
+
+
+# ----------------------------------------------------------------------------- hardening
+# Each test below failed on the profile before the hardening (root collector: the sandbox's
+# uid 0 was the host's uid 0, / and /dev writable tmpfs, no seccomp, no memory cgroup, no
+# freezer, leftovers kept 60 s). ``bwrap`` only: ``audit`` stops none of these.
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the root collector's profile")
+
+
+def bwrap_repl(snapshot, tmp_path, **limits) -> ReplProcess:
+    return ReplProcess(snapshot, tmp_path / "scratch", ReplLimits(**limits), sandbox="bwrap")
+
+
+@needs_root
+def test_no_file_under_proc_sys_opens_for_writing(snapshot, tmp_path):
+    """Opening for writing is the step before a write; nothing is written either way."""
+    code = UNHOOK + (
+        "import os\n"
+        "opened, tried = [], 0\n"
+        "for d, _, files in os.walk('/proc/sys'):\n"
+        "    for f in files:\n"
+        "        tried += 1\n"
+        "        try:\n"
+        "            os.close(os.open(os.path.join(d, f), os.O_WRONLY))\n"
+        "            opened.append(os.path.join(d, f))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(tried > 100, opened[:5])"
+    )
+    with bwrap_repl(snapshot, tmp_path) as repl:
+        out = run(repl, code)
+    assert out.error is None, out.error
+    assert out.stdout == "True []\n"
+
+
+@needs_root
+def test_dev_null_cannot_be_chmodded(snapshot, tmp_path):
+    before = os.stat("/dev/null").st_mode
+    code = UNHOOK + (  # the same mode: harmless on the host had it gone through
+        f"import os\ntry:\n    os.chmod('/dev/null', {before & 0o7777})\n    print('changed')\n"
+        "except OSError as e:\n    print(e.strerror)"
+    )
+    with bwrap_repl(snapshot, tmp_path) as repl:
+        out = run(repl, code)
+    assert out.stdout in ("Operation not permitted\n", "Read-only file system\n"), out
+    assert os.stat("/dev/null").st_mode == before
+
+
+def test_writing_a_gib_outside_scratch_fails_at_once(snapshot, tmp_path):
+    """/ and /dev (so /dev/shm) are read-only: not a byte lands outside the scratch cap."""
+    code = UNHOOK + (
+        "import os\n"
+        "chunk = b'x' * 2**26\n"
+        "for path in ['/big', '/dev/shm/big', '/dev/big', '/opt/big', '/room/big']:\n"
+        "    n = 0\n"
+        "    try:\n"
+        "        with open(path, 'wb') as fh:\n"
+        "            for _ in range(16):\n"  # 16 x 64 MiB = 1 GiB
+        "                fh.write(chunk)\n"
+        "                fh.flush()\n"
+        "                n += len(chunk)\n"
+        "        err = None\n"
+        "    except OSError as e:\n"
+        "        err = e.errno\n"
+        "    finally:\n"
+        "        if os.path.exists(path):\n"
+        "            os.unlink(path)\n"
+        "    print(path, n, err)"
+    )
+    with bwrap_repl(snapshot, tmp_path) as repl:
+        out = run(repl, code)
+    assert out.error is None, out.error
+    for line in out.stdout.splitlines():
+        _path, n, err = line.split()
+        assert n == "0" and err in ("30", "2", "13"), line  # EROFS / ENOENT / EACCES
+
+
+def test_new_user_namespace_and_mount_are_refused(snapshot, tmp_path):
+    code = UNHOOK + (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "r = libc.unshare(0x10000000)\n"  # CLONE_NEWUSER
+        "print('unshare', r, ctypes.get_errno())\n"
+        "r = libc.mount(b'none', b'/scratch', b'tmpfs', 0, b'size=8g')\n"
+        "print('mount', r, ctypes.get_errno())\n"
+    )
+    with bwrap_repl(snapshot, tmp_path) as repl:
+        out = run(repl, code)
+    assert out.error is None, out.error
+    assert out.stdout == "unshare -1 1\nmount -1 1\n"  # EPERM both
+
+
+@needs_root
+def test_three_children_are_stopped_by_the_repl_memory_cap(snapshot, tmp_path):
+    """Each child stays under its own RLIMIT_AS (memory_limit_mb); together they pass the
+    REPL's memory cgroup (memory_limit_mb + scratch_mb = 528 MiB): the kernel kills inside
+    the REPL, the collector (this process) lives on."""
+    code = UNHOOK + (
+        "import os, time\n"
+        "kids = []\n"
+        "for _ in range(3):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        block = b'\\x01' * (300 * 2**20)\n"  # touched pages: 300 MiB resident
+        "        time.sleep(3)\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "print(sorted(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in kids))"
+    )
+    with bwrap_repl(snapshot, tmp_path, memory_limit_mb=512, scratch_mb=16) as repl:
+        assert "memory" not in getattr(repl, "notes", {}), repl.notes
+        out = run(repl, code)
+        events = getattr(repl._cgroup, "memory_events", dict)()
+    assert out.error is None, out.error
+    codes = eval(out.stdout)  # a list of ints printed by the block
+    assert -signal.SIGKILL in codes, codes  # at least one child was OOM-killed
+    assert events.get("oom_kill", 0) >= 1, events
+    assert subprocess.run([sys.executable, "-c", "print(1)"], capture_output=True).stdout == b"1\n"
+
+
+@needs_root
+def test_a_background_thread_does_not_run_between_blocks(snapshot, tmp_path):
+    start = UNHOOK + (
+        "import threading, time\n"
+        "ticks = []\n"
+        "def spin():\n"
+        "    while True:\n"
+        "        ticks.append(time.monotonic())\n"
+        "        time.sleep(0.002)\n"
+        "threading.Thread(target=spin, daemon=True).start()\n"
+        "time.sleep(0.05)\n"
+        "end_of_block = time.monotonic()"
+    )
+    count = (
+        "now = time.monotonic()\n"
+        "print(len([t for t in ticks if end_of_block + 0.3 < t < now - 0.3]))"
+    )
+    with bwrap_repl(snapshot, tmp_path) as repl:
+        run(repl, start)
+        assert getattr(repl, "frozen_between_blocks", True)
+        time.sleep(1.5)  # the model thinks
+        out = run(repl, count)
+        assert out.error is None, out.error
+        assert out.stdout == "0\n", out  # ~450 ticks in that window when it ran
+        again = run(
+            repl,
+            "t0 = time.monotonic()\ntime.sleep(0.3)\nprint(len([t for t in ticks if t > t0]) > 10)",
+        )
+    assert again.stdout == "True\n"  # it runs while a block runs
+
+
+KILLED_COLLECTOR = """\
+import json, sys, tempfile
+from pathlib import Path
+from rlmdistill.collect.repl import BackgroundRepl, ReplLimits
+from rlmdistill.collect.sandbox import scratch_parent
+snap = sys.argv[1]
+scratch = Path(tempfile.mkdtemp(prefix='ep-', dir=scratch_parent()))
+repl = BackgroundRepl(Path(snap), scratch, ReplLimits(), sandbox='bwrap')
+out = repl.execute(sys.argv[2], lambda p, s: ['x'] * len(p), timeout_s=60)
+print(json.dumps({'stdout': out.stdout, 'scratch': str(scratch)}), flush=True)
+sys.stdin.readline()
+"""
+
+
+def _owned_by(pid: int) -> list[Path]:
+    """cgroup folders and temp folders named after collector ``pid``."""
+    from rlmdistill.collect import cgroups
+
+    h = cgroups.hierarchies()
+    bases = {*h.v1.values(), *([h.v2] if h.v2 else []), Path(tempfile.gettempdir())}
+    return [
+        e
+        for b in bases
+        if b.is_dir()
+        for e in b.iterdir()
+        if (cgroups.parse_owned(e.name) or (0, 0))[0] == pid
+    ]
+
+
+@needs_root
+def test_nothing_is_left_after_the_collector_is_killed(snapshot, tmp_path):
+    """SIGKILL while the REPL is frozen between blocks: its processes die (cgroup2 freezer lets
+    SIGKILL through), and the next collector's first REPL removes the cgroups and the scratch
+    folders named after the dead one."""
+    marker = f"rlmdistill-escape-{uuid.uuid4().hex}"
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(rlmdistill.__file__).parents[1])}  # fmt: skip
+    procs = []
+    for code in (daemon_code(marker), "print('second')"):
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", KILLED_COLLECTOR, str(snapshot), code],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        )
+        out = json.loads(procs[-1].stdout.readline())
+        if len(procs) == 1:
+            assert out["stdout"] == "daemon started\n", out
+            first = procs[0]
+            assert _owned_by(first.pid) != []  # its cgroups and scratch folders exist
+            first.kill()
+            first.wait(timeout=30)
+            left = wait_gone(marker)
+            kill_all(left)
+            assert left == []
+    second = procs[1]
+    try:
+        assert out["stdout"] == "second\n"
+        assert _owned_by(first.pid) == []
+    finally:
+        second.communicate("\n", timeout=60)
+
+
+def test_capabilities_uid_and_namespaces(snapshot, tmp_path):
+    """No capability in any set, not the host's uid 0, and ipc, uts, net, pid, mount and
+    cgroup namespaces of its own (compared with the collector's)."""
+    kinds = ["ipc", "uts", "net", "pid", "mnt", "cgroup"]
+    code = UNHOOK + (
+        "import os, socket\n"
+        "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n"
+        "print([st[k] for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')], st['NoNewPrivs'])\n"
+        "print(os.getuid(), socket.gethostname())\n"
+        f"print([os.readlink('/proc/self/ns/' + k) for k in {kinds!r}])"
+    )
+    with bwrap_repl(snapshot, tmp_path) as repl:
+        out = run(repl, code)
+    assert out.error is None, out.error
+    caps, ids, ns = out.stdout.splitlines()
+    assert caps == str(["0000000000000000"] * 5) + " 1"
+    uid, host = ids.split()
+    assert host == "sandbox"
+    if os.geteuid() == 0:
+        assert uid == "65534"
+    mine = [os.readlink(f"/proc/self/ns/{k}") for k in kinds]
+    assert all(a != b for a, b in zip(eval(ns), mine, strict=True)), (ns, mine)

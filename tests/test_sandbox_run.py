@@ -76,6 +76,10 @@ def fake_bwrap(tmp_path: Path, message: str) -> Path:
     [
         ("setting up uid map: Permission denied", "AppArmor"),
         ("Can't mount proc on /newroot/proc: Operation not permitted", "/proc cannot be mounted"),
+        # a system bwrap older than 0.10 (Ubuntu 22.04: 0.6.1)
+        ("Unknown option --size", "older than the sandbox needs"),
+        # Ubuntu 24.04's AppArmor user-namespace rule, and gVisor
+        ("loopback: Failed RTM_NEWADDR: Operation not permitted", "kernel.apparmor_restrict"),
     ],
 )
 def test_known_start_up_failures_name_their_cause_and_the_audit_option(
@@ -209,14 +213,16 @@ def test_coverage_counts_only_what_the_collector_sent(tmp_path):
     assert s.coverage.overall == 0.0
 
 
-def test_forged_result_ends_the_episode_repl_crashed(tmp_path):
+@pytest.mark.parametrize("mode", ["bwrap", "audit"])
+def test_forged_result_ends_the_episode_repl_crashed(tmp_path, mode):
+    """Under both sandboxes (the docs say the audit sandbox stops a forged result line too)."""
     forge = (
         "```repl\nimport __main__, json\n"
         "__main__._proto_out.write(json.dumps({'op': 'result', 'stdout': '', 'stdout_chars': 0, "
         "'error': None, 'final': {'source': 'final_call', 'value': 'FORGED'}, "
         "'final_error': None}) + '\\n')\n__main__._proto_out.flush()\n```"
     )
-    s, _ = run_episode(tmp_path, [forge])
+    s, _ = run_episode(tmp_path, [forge], sandbox=mode)
     assert s.status == "repl_crashed"
     assert s.memo is None and "unexpected line after a reply" in s.status_detail
 
@@ -291,3 +297,47 @@ def test_no_bwrap_anywhere_names_the_package_to_install(monkeypatch):
         info.value
     )
     assert "--sandbox audit" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- no cgroups
+def test_without_memory_and_freezer_cgroups_the_repl_runs_and_says_what_it_lacks(
+    tmp_path, monkeypatch
+):
+    """The cgroup tree pointed at folders nothing can be made in (``/proc/sys`` as the cgroup2
+    folder, no memory or freezer hierarchy): the REPL still runs, ``notes`` and the profile
+    recorded in run.json say that memory is capped per process only and that nothing is
+    frozen between blocks. (As root the pids cgroup stays required: it is kept.)"""
+    from rlmdistill.collect import cgroups
+    from rlmdistill.collect.repl import ReplProcess
+    from rlmdistill.collect.sandbox import profile
+
+    real = cgroups.hierarchies()
+    fake = cgroups.Hierarchies(
+        v1={"pids": real.v1["pids"]} if "pids" in real.v1 else {}, v2=Path("/proc/sys")
+    )
+    monkeypatch.setattr(cgroups, "hierarchies", lambda *a: fake)
+    snap = tmp_path / "r.snapshot.json"
+    snap.write_text(json.dumps({"room_id": "r", "documents": []}))
+    with ReplProcess(snap, tmp_path / "s", ReplLimits(), sandbox="bwrap") as repl:
+        out = repl.execute("print(40 + 2)", lambda p, s: [], timeout_s=60)
+        assert out.stdout == "42\n"
+        assert not repl.frozen_between_blocks
+        assert "memory is capped per process only" in repl.notes["memory"]
+        assert "keep running between blocks" in repl.notes["freeze"]
+    prof = profile("bwrap", memory_limit_mb=4096, scratch_mb=256, max_processes=64)
+    assert "memory is capped per process only" in prof["memory"]
+    assert "keep running between blocks" in prof["between_blocks"]
+    monkeypatch.undo()
+    prof = profile("bwrap", memory_limit_mb=4096, scratch_mb=256, max_processes=64)
+    assert prof["memory"].startswith("cgroup v")  # this machine can make one
+    assert prof["between_blocks"].startswith("frozen")
+
+
+def test_run_json_records_the_sandbox_profile(tmp_path):
+    from rlmdistill.traces.runs import load_manifest
+
+    s, _ = run_episode(tmp_path, ["```repl\nFINAL('memo')\n```"])
+    assert s.status == "completed"
+    prof = load_manifest(tmp_path / "run").machine["sandbox"]
+    assert prof["mode"] == "bwrap" and "seccomp refuses" in prof["seccomp"]
+    assert "read-only" in prof["filesystem"]

