@@ -87,7 +87,7 @@ def render(ws: Workspace) -> None:
     views = {rd: data.run_view(rd) for rd in data.list_runs(ws)}
     table = runs_frame(ws, views)
     if table.empty:
-        st.info(f"No runs in `{ws.runs}`.")
+        st.info(f"No runs in `runs/` of workspace {ws.root.name}.")
         return
     st.subheader(f"{len(table)} run(s)")
     st.dataframe(table, hide_index=True, width="stretch")

@@ -207,7 +207,7 @@ def render(ws: Workspace) -> None:
     st.subheader("Adapters")
     table = adapters_frame(ws)
     if table.empty:
-        st.caption(f"No adapters in `{ws.adapters}`.")
+        st.caption(f"No adapters in `adapters/` of workspace {ws.root.name}.")
         return
     st.dataframe(table, hide_index=True, width="stretch")
     chosen = st.selectbox("Adapter", list(table["adapter"]), key="sft_adapter")

@@ -52,7 +52,9 @@ def pick_report(ws: Workspace, key: str) -> Path | None:
     """A select box over ``DIR/reports/*``; ``None`` (with a caption) when there is none."""
     reports = data.list_reports(ws)
     if not reports:
-        st.caption(f"No reports in `{ws.reports}` (write one with `rlmdistill report`).")
+        st.caption(
+            f"No reports in `reports/` of workspace {ws.root.name} (write one with `rlmdistill report`)."
+        )
         return None
     name = st.selectbox("Report", [r.name for r in reports], key=key)
     return ws.reports / str(name)

@@ -128,7 +128,9 @@ def pick_run(ws: Workspace, key: str, label: str = "Run") -> Path | None:
     """
     runs = list_runs(ws)
     if not runs:
-        st.info(f"No runs in `{ws.runs}` (a run is a folder with run.json, made by `collect`).")
+        st.info(
+            f"No runs in `runs/` of workspace {ws.root.name} (a run is a folder with run.json, made by `collect`)."
+        )
         return None
     names = [r.name for r in runs]
     if key not in st.session_state:
