@@ -18,6 +18,7 @@ import queue
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,10 +73,14 @@ class _LogprobRecorder:
     model's own distribution like vLLM's default ``raw_logprobs``.
     """
 
-    def __init__(self, prompt_width: int) -> None:
+    def __init__(self, prompt_width: int, turn_end_id: int | None = None) -> None:
         self.width = prompt_width
+        self.turn_end_id = turn_end_id
         self.previous: Any = None
         self.rows: list[list[float]] | None = None
+        self.turn_end_rows: list[list[float]] | None = None
+        """Per row and step, the log-probability of ``turn_end_id`` (when given): the logprob
+        of the id a secondary end id is replaced by (:func:`normalise_turn_end`)."""
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
@@ -91,6 +96,12 @@ class _LogprobRecorder:
             self.rows = [[] for _ in vals]
         for row, v in zip(self.rows, vals, strict=True):
             row.append(float(v))
+        if self.turn_end_id is not None:
+            ends = self.previous[:, self.turn_end_id].tolist()
+            if self.turn_end_rows is None:
+                self.turn_end_rows = [[] for _ in ends]
+            for row, v in zip(self.turn_end_rows, ends, strict=True):
+                row.append(float(v))
 
     def finish(self, out: Any) -> list[list[float] | None]:
         """Per row, the log-probabilities of the generated ids of ``out`` (rows of
@@ -100,6 +111,80 @@ class _LogprobRecorder:
             self.previous = None
         n = out.shape[0]
         return list(self.rows) if self.rows is not None else [None] * n
+
+
+def declared_end_ids(tokenizer: Any, generation_config: Any = None) -> list[int]:
+    """Every id generation stops on, in order: ``generation_config.eos_token_id`` (an int or a
+    list: Qwen3 ``[151645, 151643]``, Phi-3.5 ``[32007, 32001, 32000]``, gemma-3 ``[1, 106]``),
+    the tokenizer's ``eos_token_id``, then whichever of ``<|im_end|>``, ``<|eot_id|>``,
+    ``<|endoftext|>`` the vocabulary has. Empty when none is known."""
+    ids: list[int] = []
+    gen_eos = getattr(generation_config, "eos_token_id", None)
+    for v in [gen_eos, tokenizer.eos_token_id]:
+        if isinstance(v, int):
+            ids.append(v)
+        elif isinstance(v, list):
+            ids.extend(int(x) for x in v)
+    for special in ("<|im_end|>", "<|eot_id|>", "<|endoftext|>"):
+        tid = tokenizer.convert_tokens_to_ids(special)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid >= 0:
+            ids.append(tid)
+    return list(dict.fromkeys(ids))
+
+
+_PROBE = "rlmdistill turn-end probe"
+
+
+def template_turn_end(tokenizer: Any, end_ids: Sequence[int]) -> int | None:
+    """The end id the chat template writes after an assistant message, or ``None``.
+
+    Renders ``[user, assistant(probe)]`` without a generation prompt and tokenises what
+    follows the assistant's text: its first id, when it is one of ``end_ids`` (ChatML:
+    ``<|im_end|>``; Llama 3: ``<|eot_id|>``; Phi-3: ``<|end|>``; Gemma: ``<end_of_turn>``).
+    ``None`` when the template renders no end id of ``end_ids`` there (then nothing is
+    normalised) or cannot render that conversation."""
+    try:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _PROBE}],
+            tokenize=False,
+        )
+    except Exception:  # a template that refuses this conversation: nothing to normalise
+        return None
+    at = str(text).rfind(_PROBE)
+    if at < 0:
+        return None
+    tail = str(text)[at + len(_PROBE) :]
+    ids = list(tokenizer(tail, add_special_tokens=False)["input_ids"])
+    return int(ids[0]) if ids and ids[0] in set(end_ids) else None
+
+
+def normalise_turn_end(
+    ids: list[int],
+    logprobs: list[float] | None,
+    end_ids: Sequence[int],
+    turn_end_id: int | None,
+    turn_end_logprobs: list[float] | None = None,
+) -> tuple[list[int], list[float] | None]:
+    """``ids`` (and ``logprobs``) with the first end id replaced by ``turn_end_id`` when it is a
+    *secondary* end id (one of ``end_ids`` that the template does not write after a turn).
+
+    Generation stops on every declared end id (Qwen: ``<|endoftext|>`` as well as
+    ``<|im_end|>``), but the next prompt, rendered by the chat template, closes the turn with
+    the template's own id; a completion kept with the secondary id does not extend into the
+    next prompt, and the episode has no single token sequence (trl PR #7039 describes the same
+    mismatch in GRPO). The replaced position's logprob becomes ``turn_end_logprobs`` at that
+    position (the model's log-probability of the id now in the row) when given. Returns new
+    lists; nothing changes when ``turn_end_id`` is ``None`` or no secondary end id occurs."""
+    if turn_end_id is None:
+        return ids, logprobs
+    ends = set(end_ids)
+    k = next((i for i, t in enumerate(ids) if t in ends), None)
+    if k is None or ids[k] == turn_end_id:
+        return ids, logprobs
+    ids = [*ids[:k], turn_end_id, *ids[k + 1 :]]
+    if logprobs is not None and turn_end_logprobs is not None and k < len(turn_end_logprobs):
+        logprobs = [*logprobs[:k], turn_end_logprobs[k], *logprobs[k + 1 :]]
+    return ids, logprobs
 
 
 def bf16_supported() -> bool:
@@ -242,6 +327,9 @@ class LocalChatClient:
             context_window or getattr(config, "max_position_embeddings", 0) or 2048
         )
         self.eos_ids: list[int] = self._eos_ids()
+        self.turn_end_id: int | None = template_turn_end(self.tokenizer, self.eos_ids)
+        """The end id the chat template closes a turn with; a completion that stopped on
+        another end id keeps this one instead (:func:`normalise_turn_end`)."""
         pad = self.tokenizer.pad_token_id
         self.pad_id: int = int(pad if pad is not None else self.eos_ids[0])
         self._tok_lock = threading.Lock()
@@ -256,18 +344,7 @@ class LocalChatClient:
         self._worker.start()
 
     def _eos_ids(self) -> list[int]:
-        ids: list[int] = []
-        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        for v in [gen_eos, self.tokenizer.eos_token_id]:
-            if isinstance(v, int):
-                ids.append(v)
-            elif isinstance(v, list):
-                ids.extend(int(x) for x in v)
-        for special in ("<|im_end|>", "<|eot_id|>", "<|endoftext|>"):
-            tid = self.tokenizer.convert_tokens_to_ids(special)
-            if isinstance(tid, int) and tid != self.tokenizer.unk_token_id and tid >= 0:
-                ids.append(tid)
-        ids = list(dict.fromkeys(ids))
+        ids = declared_end_ids(self.tokenizer, getattr(self.model, "generation_config", None))
         if not ids:
             raise FatalModelError(f"{self.model_id}: no end-of-sequence token known", attempts=0)
         return ids
@@ -461,7 +538,7 @@ class LocalChatClient:
                     return done
 
             sampling = batch[0].sampling
-            recorder = _LogprobRecorder(width)
+            recorder = _LogprobRecorder(width, self.turn_end_id)
             gen_kwargs: dict[str, Any] = {
                 "max_new_tokens": max(limits),
                 "pad_token_id": self.pad_id,
@@ -495,9 +572,19 @@ class LocalChatClient:
             return
         done_at = time.perf_counter()
         logprobs = recorder.finish(out)
+        turn_end_lps: list[list[float] | None] = [None] * len(batch)
+        if recorder.turn_end_rows is not None:
+            turn_end_lps = list(recorder.turn_end_rows)
         for i, r in enumerate(batch):
             try:
-                result = self._decode(out[i, width:].tolist(), r, done_at, logprobs[i])
+                gen, lps = normalise_turn_end(
+                    out[i, width:].tolist(),
+                    logprobs[i],
+                    self.eos_ids,
+                    self.turn_end_id,
+                    turn_end_lps[i],
+                )
+                result = self._decode(gen, r, done_at, lps)
             except Exception as exc:
                 self._fail(r, f"decoding failed: {type(exc).__name__}: {exc}")
                 continue
@@ -565,4 +652,11 @@ class LocalChatClient:
         return f"LocalChatClient({self.model_id!r}, dtype={self.dtype}, max_batch={self.max_batch})"
 
 
-__all__ = ["LocalChatClient", "ModelError", "bf16_supported"]
+__all__ = [
+    "LocalChatClient",
+    "ModelError",
+    "bf16_supported",
+    "declared_end_ids",
+    "normalise_turn_end",
+    "template_turn_end",
+]
