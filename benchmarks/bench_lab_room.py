@@ -14,10 +14,13 @@ parent folder), then, each step in a fresh process so that its peak RSS is its o
    seconds per :meth:`CoverageProbe.result` (median of 3);
 3. **warm, N episodes** (``--episodes``, default 1 and 8, N at once): ``collect`` against a
    loopback fake server (own process; L = 0 s) with a scripted root whose turn 0 reads 40
-   random documents and sends each to a sub-call, then waits at a gate (a folder each REPL
-   adds a file to) until all N episodes are there and :data:`HOLD_S` more; turn 1 hands back
-   a memo. Sampled every 50 ms: the collector's RSS and PSS and the REPL processes' PSS
-   (shared pages split between the processes mapping them, so the room's blob counts once).
+   random documents and sends each to a sub-call, then waits at a gate (it polls the fake
+   server with a ``GATE`` sub-call, which answers ``open`` once all N episodes have asked and
+   :data:`HOLD_S` more seconds have passed); turn 1 hands back a memo. REPLs run in
+   ``--sandbox`` (default ``bwrap``, the sandbox users get). Sampled every 50 ms: the
+   collector's RSS and PSS and the PSS of every process under it (REPL workers and, with
+   bubblewrap, the bwrap processes around them; shared pages split between the processes
+   mapping them, so the room's blob counts once).
    The figure is collector PSS + REPL PSS with **all N episodes live at the gate** (median of
    the samples in the hold), and the growth per extra episode from it; the sampled peak over
    the whole run is printed beside it. (Read off the peak alone, the per-episode growth
@@ -54,16 +57,16 @@ from typing import Any
 import psutil
 
 TURN0 = (
-    "```repl\nimport os, random, time\ndocs = list_documents()\npick = random.sample(docs, 40)\n"
+    "```repl\nimport random, time, uuid\ndocs = list_documents()\npick = random.sample(docs, 40)\n"
     "parts = [read(d['id'], 0, 25000) for d in pick]\n"
     "answers = llm_query_batched(['Summarise for the memo:\\n' + p for p in parts])\n"
     "print(len(answers), sum(map(len, parts)))\n"
     # the gate: every episode holds here, its REPL and its collector state live, until all N
-    # have arrived, then HOLD s more: the plateau that the memory figure is read on
-    "open(os.path.join(@GATE@, str(os.getpid())), 'w').close()\n"
-    "t_end = time.time() + 120\n"
-    "while len(os.listdir(@GATE@)) < @N@ and time.time() < t_end:\n    time.sleep(0.02)\n"
-    "time.sleep(@HOLD@)\n```"
+    # have arrived, then HOLD s more: the plateau that the memory figure is read on. It goes
+    # through the model server (a sub-call asks whether the gate is open), so it works in any
+    # sandbox: a bubblewrap REPL sees no host folder to meet in.
+    "token = uuid.uuid4().hex\nt_end = time.time() + 300\n"
+    "while llm_query('GATE ' + token) != 'open' and time.time() < t_end:\n    time.sleep(0.05)\n```"
 )
 HOLD_S = 1.5
 """Seconds every episode holds at the gate once all have arrived."""
@@ -150,15 +153,34 @@ def _result_time(room_dir: str, cache: str) -> dict[str, Any]:
     }
 
 
-def _turn0(gate: str, n: int) -> str:
-    """The scripted turn 0 with its gate: folder ``gate``, ``n`` episodes."""
-    return TURN0.replace("@GATE@", repr(gate)).replace("@N@", str(n)).replace("@HOLD@", str(HOLD_S))
+class _Gate:
+    """The fake server's side of the gate: ``GATE <token>`` prompts. Each new token (one per
+    episode) touches a file in ``folder`` (what the sampler counts); the answer is ``open``
+    once ``n`` tokens have arrived and :data:`HOLD_S` more seconds have passed."""
+
+    def __init__(self, folder: str, n: int) -> None:
+        self.folder, self.n = folder, n
+        self.tokens: set[str] = set()
+        self.opened_at: float | None = None
+
+    def __call__(self, prompt: str) -> str:
+        if not prompt.startswith("GATE "):
+            return "summary: " + prompt[24:64]
+        token = prompt.split()[1]
+        if token not in self.tokens:
+            self.tokens.add(token)
+            Path(self.folder, token).touch()
+        if self.opened_at is None and len(self.tokens) >= self.n:
+            self.opened_at = time.monotonic() + HOLD_S
+        return (
+            "open" if self.opened_at is not None and time.monotonic() >= self.opened_at else "wait"
+        )
 
 
-def _serve(urls: Any, stop: Any, turn0: str = TURN0) -> None:
+def _serve(urls: Any, stop: Any, gate: str, n: int) -> None:
     from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
 
-    handler = ScriptedHandler([turn0, TURN1], lambda prompt: "summary: " + prompt[24:64])
+    handler = ScriptedHandler([TURN0, TURN1], _Gate(gate, n))
     with FakeOpenAIServer(handler, latency_s=0.0) as server:
         urls.put(server.base_url)
         stop.wait()
@@ -178,6 +200,7 @@ def _episodes(
     n: int,
     url: str,
     gate: str,
+    sandbox: str = "bwrap",
     sub_concurrency: int = 40,
 ) -> dict[str, Any]:
     os.environ["RLMDISTILL_ROOM_CACHE"] = cache
@@ -215,7 +238,7 @@ def _episodes(
         concurrency=n,
         sub_concurrency=sub_concurrency,
         limits=EpisodeLimits(max_turns=3),
-        sandbox="none",
+        sandbox=sandbox,  # type: ignore[arg-type]
     )
     root, sub = mk("root"), mk("sub")
     t = time.perf_counter()
@@ -264,6 +287,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--episodes", type=int, nargs="*", default=[1, 8], help="none: skip")
     ap.add_argument("--tmp", default=None, help="parent folder of the temporary room")
+    ap.add_argument(
+        "--sandbox",
+        choices=["bwrap", "audit", "none"],
+        default="bwrap",
+        help="REPL sandbox of the warm episodes (bwrap: the default users get; its processes "
+        "count in the REPL figure)",
+    )
     ap.add_argument("--room", default=None, help="use this room (left in place) instead")
     ap.add_argument(
         "--cache",
@@ -337,14 +367,14 @@ def main(argv: list[str] | None = None) -> None:
             gate = tmp / f"gate{n}"
             gate.mkdir()
             urls, stop = ctx.Queue(), ctx.Event()
-            server = ctx.Process(
-                target=_serve, args=(urls, stop, _turn0(str(gate), n)), daemon=True
-            )
+            server = ctx.Process(target=_serve, args=(urls, stop, str(gate), n), daemon=True)
             server.start()
             try:
                 url = urls.get(timeout=60)
                 run = str(tmp / f"run{n}")
-                r = _in_child(_episodes, str(room_dir), str(cache), run, n, url, str(gate))
+                r = _in_child(
+                    _episodes, str(room_dir), str(cache), run, n, url, str(gate), args.sandbox
+                )
             finally:
                 stop.set()
                 server.join(timeout=10)
