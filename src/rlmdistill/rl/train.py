@@ -322,4 +322,12 @@ def read_rl_manifest(path: Path) -> RLManifest:
         raise ValueError(f"{path}: not an rl.json manifest: {exc}") from exc
 
 
-__all__ = ["RLError", "RLManifest", "RLResult", "read_rl_manifest", "run"]
+__all__ = [
+    "RLError",
+    "RLManifest",
+    "RLResult",
+    "generation_budget",
+    "grpo_arguments",
+    "read_rl_manifest",
+    "run",
+]
