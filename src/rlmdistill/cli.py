@@ -43,7 +43,7 @@ console = Console()
 err = Console(stderr=True)
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
-"""The embedded default root and sub model (see README: measured, and how weak it is)."""
+"""The embedded default root and sub model (docs/models.md: measured, and how weak it is)."""
 
 
 # ----------------------------------------------------------------------------- rooms
@@ -197,14 +197,14 @@ def collect_cmd(
         str | None,
         typer.Option(
             help="REPL isolation: bwrap (bubblewrap; default on Linux), audit (audit hook "
-            "only) or none. See README, Sandbox."
+            "only) or none. See docs/sandbox.md."
         ),
     ] = None,
     executor: Annotated[
         str | None,
         typer.Option(
             help="Where episodes run: thread (this machine, default) or ray (the nodes of a "
-            "Ray cluster; pip install 'rlmdistill[ray]'). See README, Scale-out."
+            "Ray cluster; pip install 'rlmdistill[ray]'). See docs/how-to/ray.md."
         ),
     ] = None,
     ray_address: Annotated[

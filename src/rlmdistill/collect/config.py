@@ -163,16 +163,21 @@ class CollectConfig(BaseModel):
     )
     seed: int = Field(0, description="Base seed; each episode's seed derives from it and its id.")
     root_sampling: Sampling = Field(
-        default_factory=lambda: Sampling(temperature=0.7, top_p=0.95, max_tokens=768)
+        default_factory=lambda: Sampling(temperature=0.7, top_p=0.95, max_tokens=768),
+        description="Sampling of the root's turns (temperature, top_p, max_tokens per reply).",
     )
     sub_sampling: Sampling = Field(
-        default_factory=lambda: Sampling(temperature=0.2, top_p=0.95, max_tokens=200)
+        default_factory=lambda: Sampling(temperature=0.2, top_p=0.95, max_tokens=200),
+        description="Sampling of sub-calls (and of depth-2 subagent turns).",
     )
     few_shot: bool = Field(False, description="Put the packaged worked example before the task.")
     prefill: str | None = Field(
         None, description='Text every root reply starts with, e.g. "```repl\\n".'
     )
-    limits: EpisodeLimits = Field(default_factory=EpisodeLimits)
+    limits: EpisodeLimits = Field(
+        default_factory=EpisodeLimits,
+        description="Per-episode budgets (turns, sub-calls, tokens) and the wall-time safety net.",
+    )
     max_usd: float | None = Field(
         None, ge=0, description="Spend cap of the whole run in USD (hosted APIs); None = none."
     )
@@ -184,7 +189,11 @@ class CollectConfig(BaseModel):
         description="Price table file (YAML/JSON, rlmdistill.models.limits.PriceTable); "
         "default: the packaged example table (local models and loopback servers cost 0).",
     )
-    repl: ReplLimits = Field(default_factory=ReplLimits)
+    repl: ReplLimits = Field(
+        default_factory=ReplLimits,
+        description="Limits of the REPL process that runs the root's code (time, memory, "
+        "scratch, processes, message sizes).",
+    )
     token_ids: Literal["root", "all", "off"] = Field(
         "root",
         description="Token ids + logprobs in the trace: root turns (default), all requests "
@@ -203,7 +212,10 @@ class CollectConfig(BaseModel):
         "'ray' (the nodes of a Ray cluster; needs the extra: pip install 'rlmdistill[ray]'). "
         "Operational: not part of episode ids.",
     )
-    ray: RayOptions = Field(default_factory=RayOptions)
+    ray: RayOptions = Field(
+        default_factory=RayOptions,
+        description="Ray cluster options for executor 'ray'. Operational: not part of episode ids.",
+    )
     fingerprint_version: Literal[1, 2] = Field(
         1,
         description="Which fields define episodes (FINGERPRINT_VERSION): 1 keeps the episode "

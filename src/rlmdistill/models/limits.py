@@ -74,7 +74,9 @@ class PriceTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     version: str = Field(description="Identifier of this price list, recorded with a run.")
-    prices: list[ModelPrice] = Field(default_factory=list)
+    prices: list[ModelPrice] = Field(
+        default_factory=list, description="Prices by model-id pattern; the first match wins."
+    )
 
     def price_for(self, model_id: str) -> ModelPrice | None:
         """The first entry whose pattern matches ``model_id`` (case-sensitive), else ``None``."""

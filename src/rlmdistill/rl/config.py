@@ -33,15 +33,18 @@ class RLConfig(BaseModel):
     num_generations: int = Field(4, ge=2, description="K: episodes per room (group size).")
     rooms_per_step: int = Field(1, ge=1, description="Rollout groups per optimiser step.")
     max_steps: int = Field(3, ge=1, description="Optimiser steps.")
-    learning_rate: float = Field(1e-5, gt=0)
+    learning_rate: float = Field(1e-5, gt=0, description="Learning rate of the LoRA weights.")
     beta: float = Field(
         0.04, ge=0, description="KL coefficient against the base (adapter off); 0 = no KL term."
     )
     loss_type: str = Field("grpo", description="TRL GRPOConfig.loss_type (grpo, dapo, dr_grpo...).")
     scale_rewards: str = Field("group", description="TRL scale_rewards: group | batch | none.")
-    lora_r: int = Field(8, ge=1)
-    lora_alpha: int = Field(16, ge=1)
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"])
+    lora_r: int = Field(8, ge=1, description="LoRA rank.")
+    lora_alpha: int = Field(16, ge=1, description="LoRA alpha (scale = alpha / r).")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "v_proj"],
+        description="Module names that get LoRA adapters (peft target_modules).",
+    )
     reward: str = Field(
         "pass_rate",
         description="pass_rate | weighted_pass_rate (reference grader) | cited_documents | "
@@ -54,7 +57,9 @@ class RLConfig(BaseModel):
     )
     seed: int = Field(0, description="Trainer seed; step s collects with collect seed seed + s.")
     save_steps: int = Field(1, ge=1, description="Checkpoint every N steps (resume point).")
-    save_total_limit: int | None = Field(2, ge=1)
+    save_total_limit: int | None = Field(
+        2, ge=1, description="Checkpoints kept (oldest removed first); None keeps all."
+    )
     report_to: list[str] = Field(
         default_factory=list, description="TRL trackers (none by default)."
     )
