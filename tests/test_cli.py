@@ -170,7 +170,9 @@ def test_spend_cap_ends_episodes_with_budget_exceeded(cuad_room3, tmp_path, monk
     (line,) = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
     assert line["status"] == "budget_exceeded"
     assert "spend cap" in line["status_detail"].lower() or "usd" in line["status_detail"].lower()
-    assert n_requests == 1  # the root's first request crossed the cap; nothing was sent after
+    # the preflight's sampling probe (one tiny request per role, before the run), then the
+    # root's first request, which crossed the cap; nothing was sent after
+    assert n_requests == 2 + 1
 
 
 def test_models_list_fits_80_columns_and_keeps_the_notes_whole(tmp_path, monkeypatch):

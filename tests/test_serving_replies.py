@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 import urllib3
 from pydantic import TypeAdapter
+from typer.testing import CliRunner
 
+from rlmdistill.analysis.summary import summarize_run
+from rlmdistill.cli import app
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
 from rlmdistill.collect.main import run_collect
-from rlmdistill.collect.prompts import count_sub_call_error_texts, sub_call_error_text
 from rlmdistill.collect.runner import collect
 from rlmdistill.filter.fields import episode_fields
 from rlmdistill.filter.rules import FilterRules
@@ -30,6 +32,7 @@ from rlmdistill.testing.fake_openai import (
     refuse_parameter,
 )
 from rlmdistill.testing.rooms import write_clause_room
+from rlmdistill.traces.memo_errors import count_sub_call_error_texts, sub_call_error_text
 from rlmdistill.traces.schema import (
     AttemptRecord,
     EpisodeSummary,
@@ -303,6 +306,13 @@ def test_filter_never_keeps_a_memo_carrying_sub_call_error_text(room: Path, tmp_
     # sub-call is found the same way
     old = res.summaries[0].model_copy(update={"memo_sub_call_errors": None})
     assert episode_fields(old, None)["memo_sub_call_errors"] == 1
+    # show counts them
+    assert summarize_run(run).memo_with_sub_call_errors == 2
+    shown = CliRunner().invoke(app, ["show", str(run)])
+    assert shown.exit_code == 0, shown.output
+    assert "memo carrying sub-call error text (never kept by the filter): 2/2" in " ".join(
+        shown.output.split()
+    )
 
 
 def test_error_text_marker_counts_only_the_episodes_own_error_kinds() -> None:

@@ -23,7 +23,8 @@ def render_summary(s: RunSummary, console: Console, per_episode: bool = True) ->
     console.print(
         f"[bold]run {s.run_id}[/bold]  root {s.root}  sub {s.sub}  rooms {', '.join(s.rooms)}\n"
         f"episodes finished {s.n_episodes}/{s.n_planned}; memo citing a room document: "
-        f"{s.memo_with_citation}/{s.n_episodes}"
+        f"{s.memo_with_citation}/{s.n_episodes}; memo carrying sub-call error text (never kept "
+        f"by the filter): {s.memo_with_sub_call_errors}/{s.n_episodes}"
     )
     t = Table(title="episodes by status")
     t.add_column("status")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from rlmdistill.traces.memo_errors import memo_sub_call_errors
 from rlmdistill.traces.runs import (
     grader_ids,
     load_attempts,
@@ -105,6 +106,10 @@ class RunSummary(BaseModel):
     status_counts: dict[str, int]
     memo_with_citation: int
     """Episodes whose memo cites at least one document id of the room."""
+    memo_with_sub_call_errors: int = 0
+    """Episodes whose memo carries the error text of a failed sub-call
+    (:func:`~rlmdistill.traces.memo_errors.memo_sub_call_errors`): never training data, the
+    filter drops them (rule ``sub_call_error_text``)."""
     metrics: dict[str, Stat]
     graders: list[GraderScores]
     episodes: list[EpisodeSummary]
@@ -188,6 +193,7 @@ def summarize_run(run_dir: Path) -> RunSummary:
         n_episodes=len(episodes),
         status_counts=dict(Counter(e.status for e in episodes)),
         memo_with_citation=sum(1 for e in episodes if e.memo and e.cited_documents),
+        memo_with_sub_call_errors=sum(1 for e in episodes if memo_sub_call_errors(e) > 0),
         metrics=metrics,
         graders=graders,
         episodes=episodes,

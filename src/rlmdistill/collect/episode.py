@@ -53,6 +53,7 @@ from rlmdistill.models.base import (
 )
 from rlmdistill.models.replicas import affinity
 from rlmdistill.rooms.text import cited_documents
+from rlmdistill.traces.memo_errors import count_sub_call_error_texts, sub_call_error_text
 from rlmdistill.traces.rebuild import messages_sha256
 from rlmdistill.traces.schema import (
     CodeBlockResult,
@@ -353,7 +354,7 @@ class Episode:
         return [
             r.response
             if r.response is not None
-            else prompts.sub_call_error_text(str(r.error_kind), str(r.error))
+            else sub_call_error_text(str(r.error_kind), str(r.error))
             for r in records
         ]
 
@@ -706,7 +707,7 @@ class Episode:
             n_sub_call_errors=self.state.n_sub_errors,
             n_sub_batches=self.state.n_batches,
             n_truncated_turns=self.state.n_truncated_root,
-            memo_sub_call_errors=prompts.count_sub_call_error_texts(memo, self.state.error_kinds),
+            memo_sub_call_errors=count_sub_call_error_texts(memo, self.state.error_kinds),
             tokens=self.state.usage,
             wall_time_s=time.monotonic() - self._t_start,
             memo=memo,

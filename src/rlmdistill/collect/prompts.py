@@ -10,9 +10,6 @@ with any real room.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
 from rlmdistill.models.base import Message
 
 PROMPT_VERSION = "rlm-dd-v4"
@@ -199,33 +196,3 @@ def subagent_task_message(context: str, preview_chars: int = 600) -> str:
         else ""
     )
     return f"`context` holds {len(context):,} characters. It begins:\n\n{preview}{more}"
-
-
-SUB_CALL_ERROR_PREFIX = "[llm_query error ("
-"""How every sub-call error text the harness hands the root starts (see
-:func:`sub_call_error_text`). Not part of the root's prompts: changing it changes no
-episode id, but :func:`count_sub_call_error_texts` must keep recognising older texts."""
-
-_ERROR_MARKER = re.compile(r"\[llm_query error \(([a-z_]+)\): ")
-
-
-def sub_call_error_text(kind: str, error: str) -> str:
-    """The text ``llm_query`` returns to the root's code in place of an answer when the
-    sub-call failed: ``[llm_query error (<kind>): <message>]`` (``kind``: the error's
-    ``ModelError.kind``, ``prompt_too_large``, a subagent's status, ...)."""
-    return f"{SUB_CALL_ERROR_PREFIX}{kind}): {error}]"
-
-
-def count_sub_call_error_texts(memo: str | None, kinds: Iterable[str] | None = None) -> int:
-    """How many sub-call error texts (:func:`sub_call_error_text`) a memo carries, counted by
-    their marker ``[llm_query error (<kind>): `` (a root often pastes only the start of an
-    answer, so the marker, not the whole text, is what is looked for).
-
-    ``kinds``: the error kinds of the episode's failed sub-calls, as the episode recorded
-    them; only markers of those kinds count, so a memo can only be charged with errors the
-    harness really handed back. ``None`` (a summary written before the episode counted
-    them): any kind counts. 0 for no memo."""
-    if not memo or SUB_CALL_ERROR_PREFIX not in memo:
-        return 0
-    allowed = None if kinds is None else set(kinds)
-    return sum(1 for m in _ERROR_MARKER.finditer(memo) if allowed is None or m.group(1) in allowed)

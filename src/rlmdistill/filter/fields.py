@@ -12,23 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmdistill.collect.prompts import count_sub_call_error_texts
+from rlmdistill.traces.memo_errors import memo_sub_call_errors
 from rlmdistill.traces.schema import EpisodeSummary
 from rlmdistill.traces.scores import PassRates
 
-__all__ = ["EPISODE_FIELDS", "SCORE_FIELDS", "episode_fields", "memo_sub_call_errors"]
-
-
-def memo_sub_call_errors(summary: EpisodeSummary) -> int:
-    """Sub-call error texts the episode's memo carries: the count the collector recorded
-    (:attr:`EpisodeSummary.memo_sub_call_errors`), or, for a summary written before it,
-    the markers ``[llm_query error (<kind>): `` found in the memo of an episode that had a
-    failed sub-call (:func:`rlmdistill.collect.prompts.count_sub_call_error_texts`)."""
-    if summary.memo_sub_call_errors is not None:
-        return summary.memo_sub_call_errors
-    if summary.n_sub_call_errors == 0:
-        return 0
-    return count_sub_call_error_texts(summary.memo)
+__all__ = ["EPISODE_FIELDS", "SCORE_FIELDS", "episode_fields"]
 
 
 EPISODE_FIELDS: dict[str, str] = {

@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.filter.fields import episode_fields, memo_sub_call_errors
+from rlmdistill.filter.fields import episode_fields
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces.artefacts import FilterDecision
 from rlmdistill.traces.layout import EPISODES
+from rlmdistill.traces.memo_errors import memo_sub_call_errors
 from rlmdistill.traces.runs import (
     EpisodeRef,
     RoomTaskError,

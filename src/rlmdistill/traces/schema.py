@@ -354,7 +354,7 @@ class EpisodeSummary(_Record):
     runs collected before finish reasons were recorded."""
     memo_sub_call_errors: int | None = None
     """Sub-call error texts the harness handed the root (``[llm_query error (kind): ...]``,
-    :func:`rlmdistill.collect.prompts.count_sub_call_error_texts`) that the memo carries: 0
+    :func:`rlmdistill.traces.memo_errors.count_sub_call_error_texts`) that the memo carries: 0
     for a clean memo. ``None`` in runs collected before the field (readers then look for the
     marker in the memo themselves)."""
     tokens: TokenUsage
