@@ -10,6 +10,7 @@ points the tests at a server already running SmolLM2-135M with ``--enable-lora
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,49 @@ def test_plain_chat_with_usage(vllm: Served) -> None:
     assert 0 < res.usage.completion_tokens <= GREEDY.max_tokens
     assert res.usage.prompt_tokens > 0
     assert isinstance(res.usage.cached_tokens, int)  # --enable-prompt-tokens-details
+
+
+def test_async_path_matches_the_blocking_one_and_runs_a_batch(vllm: Served) -> None:
+    """The path every sub-call to an ``openai:`` server takes (``achat`` over
+    ``models/aio_http.py``, on one event loop): greedy gives the blocking path's text, and 8
+    requests in flight at once on one loop all come back with usage."""
+
+    async def run(c: OpenAIChatClient) -> list[Any]:
+        one = await c.achat(COUNT, GREEDY)
+        batch = await asyncio.gather(*(c.achat(COUNT, GREEDY) for _ in range(8)))
+        return [one, *batch]
+
+    with client(vllm) as c:
+        blocking = c.chat(COUNT, GREEDY)
+        results = asyncio.run(run(c))
+    assert blocking.text.strip().startswith("1")
+    assert [r.text for r in results] == [blocking.text] * 9
+    assert all(r.usage.completion_tokens == blocking.usage.completion_tokens for r in results)
+    assert all(r.usage.prompt_tokens == blocking.usage.prompt_tokens > 0 for r in results)
+    assert all(r.finish_reason == blocking.finish_reason for r in results)
+
+
+def test_token_ids_from_the_real_server_match_the_tokenizer(
+    vllm: Served, smollm2_tokenizer: Any
+) -> None:
+    """``return_token_ids`` on a real vLLM: the prompt ids are the chat template's render of
+    the messages, and the completion ids decode to the reply's text; the same on the async
+    path."""
+    rendered = smollm2_tokenizer.apply_chat_template(
+        [m.model_dump() for m in COUNT], add_generation_prompt=True, tokenize=True
+    )
+    if not isinstance(rendered, list):  # a BatchEncoding in recent transformers
+        rendered = rendered["input_ids"]
+    want_prompt = list(rendered)
+    with client(vllm, token_ids=True) as c:
+        res = c.chat(COUNT, GREEDY)
+        ares = asyncio.run(c.achat(COUNT, GREEDY))
+    for r in (res, ares):
+        assert r.prompt_token_ids == want_prompt
+        assert r.token_ids and len(r.token_ids) == r.usage.completion_tokens
+        decoded = smollm2_tokenizer.decode(r.token_ids, skip_special_tokens=True)
+        assert decoded == r.text
+    assert ares.token_ids == res.token_ids  # greedy
 
 
 def test_prefill_continues_and_is_not_echoed(vllm: Served) -> None:
