@@ -4,7 +4,8 @@
 
 runs ``python benchmarks/bench_decode.py --kib 1024 --repeat 5``, passing its output through,
 and when it exits 0 writes ``benchmarks/results/bench_decode.json`` (:class:`BenchmarkResult`):
-the command, the figure, the machine, the date, the commit and the whole output. The figure is
+the command, the figure, the machine, the load average, the date, the commit and the whole
+output. The figure is
 the benchmark's lines that start with ``result:`` (a benchmark may print one to name its
 headline), else its last output line. The machine is its ``machine: ...`` line (every
 benchmark prints one, :func:`rlmdistill.hardware.machine_line`), else this process's. One file
@@ -15,6 +16,7 @@ per benchmark: the last run replaces the one before (git keeps the history).
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shlex
 import subprocess
 import sys
@@ -43,6 +45,9 @@ class BenchmarkResult(BaseModel):
     date: dt.datetime = Field(description="When the run ended (UTC).")
     commit: str = Field(description="Short git commit of the checkout ('+dirty' if changed).")
     wall_s: float = Field(description="Wall time of the whole benchmark process (seconds).")
+    load: tuple[float, float] | None = Field(
+        None, description="1-minute load average at the start and at the end of the run."
+    )
     output: list[str] = Field(description="The benchmark's stdout, its last lines.")
 
 
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     script = HERE / Path(argv[0]).name
     cmd = [sys.executable, str(script), *argv[1:]]
-    start = dt.datetime.now(dt.UTC)
+    start, load0 = dt.datetime.now(dt.UTC), os.getloadavg()[0]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
     assert proc.stdout is not None
     lines: list[str] = []
@@ -109,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         date=end,
         commit=_commit(),
         wall_s=round((end - start).total_seconds(), 3),
+        load=(round(load0, 2), round(os.getloadavg()[0], 2)),
         output=lines[-MAX_OUTPUT_LINES:],
     )
     RESULTS.mkdir(exist_ok=True)

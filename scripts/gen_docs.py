@@ -470,7 +470,7 @@ def _bench_doc(path: Path) -> tuple[str, str]:
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     para = " ".join(doc.split("\n\n")[0].split())
     m = re.search(r"^(.+?\.)(\s|$)", para)
-    what = (m.group(1) if m else para) or "(no docstring)"
+    what = rst_to_md(m.group(1) if m else para) or "(no docstring)"
     cm = re.search(rf"^\s*(python3? benchmarks/{re.escape(path.name)}.*)$", doc, re.M)
     command = cm.group(1).strip() if cm else f"python benchmarks/{path.name}"
     command = command.rstrip("\\").strip()
@@ -514,7 +514,7 @@ def benchmarks_page(bench_dir: Path = BENCHMARKS, results: Path = RESULTS) -> st
         "before result files existed are in each stage's page and in "
         "[the measurement history](results/history.md).\n\n"
     )
-    out.append("| benchmark | command | what it measures | last figure | machine | date |\n")
+    out.append("| benchmark | command | what it measures | last figure | machine (load) | date |\n")
     out.append("|---|---|---|---|---|---|\n")
     for path in sorted(bench_dir.glob("bench_*.py")):
         what, command = _bench_doc(path)
@@ -524,6 +524,8 @@ def benchmarks_page(bench_dir: Path = BENCHMARKS, results: Path = RESULTS) -> st
         else:
             command = r.command
             figure, machine, date = r.figure, r.machine, f"{r.date:%Y-%m-%d} ({r.commit})"
+            if r.load is not None:
+                machine += f"; load {r.load[0]:.1f} -> {r.load[1]:.1f}"
         out.append(
             f"| `{path.stem}` | `{_cell(command)}` | {_cell(what)} | {_cell(figure)} | "
             f"{_cell(machine)} | {date} |\n"

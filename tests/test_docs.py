@@ -241,13 +241,14 @@ def test_benchmarks_page_from_result_files(tmp_path):
         date=dt.datetime(2026, 12, 4, 10, 0, tzinfo=dt.UTC),
         commit="abc1234",
         wall_s=3.0,
+        load=(0.5, 1.3),
         output=["machine: Xeon (x86_64), 2 CPUs", "a 1.5 ms"],
     )
     (results / "bench_a.json").write_text(r.model_dump_json())
     page = gen.benchmarks_page(bench, results)
     assert (
         "| `bench_a` | `python benchmarks/bench_a.py --n 5` | Speed of a. | a 1.5 ms | "
-        "Xeon (x86_64), 2 CPUs | 2026-12-04 (abc1234) |" in page
+        "Xeon (x86_64), 2 CPUs; load 0.5 -> 1.3 | 2026-12-04 (abc1234) |" in page
     )
     assert (
         "| `bench_b` | `python benchmarks/bench_b.py` | Memory of b \\| c. | "
