@@ -1,4 +1,4 @@
-"""Report sections that compare many arms on the same held-out rooms (issue 21).
+"""Report sections that compare many arms on the same held-out rooms.
 
 - :func:`arm_table`: base, r1, r2, ... (and depth arms) side by side on the rooms every arm
   ran: per metric of :data:`~rlmdistill.analysis.sections.OUTCOME_METRICS` each arm's mean of

@@ -116,7 +116,7 @@ def report_figures(
             ],
         )
     )
-    # sub-calls vs room size in documents and in tokens (issue 21); rooms of unknown size
+    # sub-calls vs room size in documents and in tokens; rooms of unknown size
     # (tokens) are off the axis and counted in the notes
     for x, unit in (("room_documents", "documents"), ("room_tokens", "tokens")):
         chosen = [s for s in sizes if s.x == x]

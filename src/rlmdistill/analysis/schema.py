@@ -161,7 +161,7 @@ class Comparison(BaseModel):
 RoomSize = Literal["room_chars", "room_documents", "room_tokens"]
 """How a room's size is measured: characters, documents, or tokens of the root model's
 tokenizer (``RoomInfo.n_tokens``; known only when the root had a tokenizer at collection).
-Reports before issue 21 hold only ``room_chars`` and ``room_documents``."""
+Reports written before room tokens were recorded hold only ``room_chars`` and ``room_documents``."""
 
 
 class SizeCorrelation(BaseModel):
@@ -233,8 +233,8 @@ class DepthAblation(BaseModel):
     no_memo: dict[str, int]
     n_episodes: dict[str, int]
     metrics: list[DepthMetricRow] = Field(default_factory=list)
-    """The depth table (issue 21): pass rate, coverage, memo rate, read-no-memo, sub-calls and
-    timeouts, depth 1 against depth 2 paired over rooms (empty in reports before issue 21)."""
+    """The depth table: pass rate, coverage, memo rate, read-no-memo, sub-calls and
+    timeouts, depth 1 against depth 2 paired over rooms (empty in reports written before the depth table existed)."""
     timeouts: dict[str, int] = Field(default_factory=dict)
     """Arm label -> episodes that ended ``timeout`` (episode wall-time limit)."""
 
@@ -366,7 +366,7 @@ class TimeoutFlag(BaseModel):
     """Two compared arms whose shares of episodes ended by the wall-clock limit differ.
 
     A wall-clock ``timeout`` depends on machine load, not only on the root: a comparison whose
-    arms differ in timeouts may measure the machine (issue 21, item 4)."""
+    arms differ in timeouts may measure the machine."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -409,9 +409,9 @@ class Report(BaseModel):
     adapter_checks: list[AdapterCheck] = Field(default_factory=list)
     """Checks the caller handed in (the loop: does the adapter change the greedy output?).
     Left out of ``report.json`` when empty, so a report without one reads as before."""
-    # issue 21: fields with defaults, so reports written before load unchanged
+    # fields with defaults, so reports written before these sections existed load unchanged
     arm_table: ArmTable | None = None
-    """Every arm on the rooms all arms ran (``None``: one arm, or a report before issue 21)."""
+    """Every arm on the rooms all arms ran (``None``: one arm, or a report written before the many-arm sections)."""
     size_correlation_changes: list[SizeCorrelationChange] = Field(default_factory=list)
     """Each arm after the baseline: change of each size correlation from the baseline."""
     timeouts: dict[str, int] = Field(default_factory=dict)

@@ -227,7 +227,7 @@ TIMEOUT_METRIC = Metric(
     lambda r: float(r.status == "timeout"),
     SHARE,
 )
-"""Wall-clock timeouts: a safety net whose count depends on machine load (issue 21, item 4)."""
+"""Wall-clock timeouts: a safety net whose count depends on machine load."""
 
 SUB_CALL_ERROR_METRIC = Metric(
     "sub_call_error_share",

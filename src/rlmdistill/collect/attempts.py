@@ -3,7 +3,7 @@
 An episode whose root turn a server failure ended (connection refused or reset, unknown model
 id, refused key, retries spent: :class:`~rlmdistill.models.base.InfrastructureError`) is not
 a finished episode: it ended because of the outage, not the model. (A failed sub-call is only
-that prompt's error, case T4.) The runner appends an
+that prompt's error.) The runner appends an
 :class:`~rlmdistill.traces.schema.AttemptRecord` here instead of a line to ``episodes.jsonl``,
 stops starting new episodes, and the command exits :data:`EXIT_INFRASTRUCTURE`; running the
 same command again retries exactly those episodes. The ``max_attempts``-th failed attempt of

@@ -22,7 +22,7 @@ DEFAULT_MAX_WALL_S = 21_600.0
 budgets that decide an episode's outcome are counted in turns, tokens and sub-calls, which do
 not depend on how loaded the machine is; on a loaded 2-core machine 4 of the quickstart's 8
 base episodes hit the old 1,800 s default (status ``timeout``) where an idle one ended them
-``no_memo`` at the turn cap (issue 21)."""
+``no_memo`` at the turn cap."""
 
 
 class EpisodeLimits(BaseModel):
@@ -89,7 +89,7 @@ FINGERPRINT_VERSION = 2
 1: every field but :data:`OPERATIONAL_FIELDS` and the REPL's abuse caps (runs written before
 this versioning: ``run.json`` without ``fingerprint_version``). 2: also leaves out
 :data:`LIMITS_OPERATIONAL_FIELDS` (the episode wall limit), so a run resumes with another
-wall limit (issue 21)."""
+wall limit."""
 
 
 class RayOptions(BaseModel):

@@ -1539,7 +1539,7 @@ def _result_pool() -> ThreadPoolExecutor:
     :meth:`CoverageIndex._extend`): :data:`_RESULT_THREADS` worker threads,
     started on first use and kept for the life of the process. On 2 idle cores (AMD EPYC) it
     took ``result()`` on a 337 M-character room from 1.01 s to 0.43 s (median of 3,
-    ``benchmarks/bench_lab_room.py --steps result``; issue 17)."""
+    ``benchmarks/bench_lab_room.py --steps result``)."""
     return ThreadPoolExecutor(_RESULT_THREADS, "coverage-result")
 
 
@@ -1558,7 +1558,7 @@ class CoverageProbe:
     sub-call's prompt is the same object as the one its record keeps, so it costs nothing
     more), and a 16-byte digest per input. Neither its window hashes (8 bytes per window: 8 MB
     per million characters, which made the probe the largest per-episode cost of a collector
-    running many episodes over one room, issue 17) nor its normalised copy (another 1-4 bytes
+    running many episodes over one room) nor its normalised copy (another 1-4 bytes
     per character) is held: both are computed in :meth:`detail`, one episode at a time.
     """
 

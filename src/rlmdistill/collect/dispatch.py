@@ -143,7 +143,7 @@ class Dispatch:
         """Send every ``(messages, sampling)`` of ``requests`` to ``client``, at most
         ``limit`` at once; returns at once. Each outcome is the :class:`ChatResult` or that
         request's :class:`ModelError` alone (an unexpected exception becomes a
-        :class:`FatalModelError`; one failing prompt never fails the others, case T4)."""
+        :class:`FatalModelError`; one failing prompt never fails the others)."""
         model_id = str(getattr(client, "model_id", client))
         achat = async_chat_of(client)
         if achat is None:

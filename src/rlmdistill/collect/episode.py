@@ -12,7 +12,7 @@ The trajectory file is appended as the episode runs (:class:`EpisodeStart`, then
 :class:`TurnRecord`, :class:`SubCallRecord` and :class:`SubagentTurnRecord` lines, then
 :class:`EpisodeEnd`); the returned :class:`EpisodeSummary` is what the runner appends to
 ``episodes.jsonl``. Sub-calls are stored apart from root turns and linked to the turn, code
-block and parent sub-call that made them (case R4).
+block and parent sub-call that made them.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ FinalSource = Literal["text", "final_call", "final_var"]
 def bounded(text: str, head: int, tail: int) -> str:
     """``text`` if it fits in ``head + tail`` characters, else head + explicit marker + tail.
 
-    The tail is kept so a traceback at the end of a long output stays visible (case R3).
+    The tail is kept so a traceback at the end of a long output stays visible.
     """
     if len(text) <= head + tail:
         return text
@@ -205,7 +205,7 @@ class Episode:
         self.infrastructure_failure: tuple[str, str, InfrastructureError] | None = None
         """The serving failure that ended this attempt at a root turn: (``root``, model id,
         error); the runner then records a failed attempt instead of a finished episode
-        (collect/attempts). Sub-call failures stay that prompt's error (case T4)."""
+        (collect/attempts). Sub-call failures stay that prompt's error."""
 
     def _note_failure(self, who: str, model: ModelClient, exc: ModelError) -> None:
         """Remember the first :class:`InfrastructureError` of the episode (thread-safe)."""

@@ -6,7 +6,7 @@ episode threads each build and drop megabytes (a sub-call batch's JSON message, 
 prompts, request bodies), so with 8 episodes at once most of that stayed resident in 8 arenas:
 measured on a 337 M-character room (``benchmarks/bench_lab_room.py --steps warm --episodes 1
 8``, 2-core AMD EPYC), the collector grew 4.7 MiB per extra live episode with glibc's default
-and ~1.7 MiB with the arenas capped at 2 (issue 17: <= 5% of the room per extra episode).
+and ~1.7 MiB with the arenas capped at 2 (the collector's target: <= 5% of the room per extra episode).
 """
 
 from __future__ import annotations

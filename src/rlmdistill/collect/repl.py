@@ -7,7 +7,7 @@ see the worker's docstring). Under the ``bwrap`` sandbox mode (the default on Li
 inside bubblewrap with a process cap and a size-capped scratch tmpfs
 (:mod:`rlmdistill.collect.sandbox`). The collector talks to it over pipes. A block that exceeds
 its wall-time limit gets the whole process group killed (SIGKILL) — thread timeouts and
-``signal.alarm`` cannot stop ``while True: pass`` (case T5). State persists across blocks and
+``signal.alarm`` cannot stop ``while True: pass``. State persists across blocks and
 survives exceptions (R2).
 
 Everything the worker writes is untrusted (the root's code runs in that process and can write

@@ -138,7 +138,7 @@ class _Texts(Mapping[str, str]):
     The index is held in columns (ids in a list; folders, sizes and byte spans in arrays): a
     snapshot written in columns (``"format": 2``, :meth:`DataRoom.snapshot`) is parsed into
     1.6 MiB on a 5,000-document room where the per-document dicts of format 1 took 3.4 MiB,
-    in every REPL (issue 17). Format 1 (a ``"documents"`` list) still loads.
+    in every REPL. Format 1 (a ``"documents"`` list) still loads.
     """
 
     def __init__(self, index_path: str) -> None:
@@ -212,7 +212,7 @@ class _Texts(Mapping[str, str]):
         then the pages they lie on leave this process's resident set (``MADV_DONTNEED``: they
         stay in the page cache, shared, and come back on the next read). Without it every
         page a REPL ever read, and the kernel's fault-around beyond it, stayed counted in the
-        REPL (6 MiB after reading 40 documents of a 5,000-document room, issue 17), while the
+        REPL (6 MiB after reading 40 documents of a 5,000-document room), while the
         decoded text is held in this process's own memory anyway."""
         if end <= start:
             return ""

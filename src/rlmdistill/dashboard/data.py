@@ -1,4 +1,4 @@
-"""Data loaders behind the dashboard pages, cached by path and modification time (case A3).
+"""Data loaders behind the dashboard pages, cached by path and modification time.
 
 Every cached function takes plain strings and integers only -- a path as ``str`` and a *stamp*
 built from the modification times (``st.stat().st_mtime_ns``) and sizes of the files it reads --

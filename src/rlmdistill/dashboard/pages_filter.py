@@ -6,7 +6,7 @@ with :func:`rlmdistill.filter.main.run` -- the filter stage behind ``rlmdistill 
 an export from runs of held-out rooms is refused unless overridden (:func:`check_no_heldout`).
 
 The preview reads summaries and verdicts only (never trajectories: ``dedup: completions`` is
-left to the CLI) and is cached by the runs' paths and stamps plus the rules as JSON (case A3).
+left to the CLI) and is cached by the runs' paths and stamps plus the rules as JSON.
 """
 
 from __future__ import annotations

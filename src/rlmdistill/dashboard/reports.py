@@ -63,7 +63,7 @@ def pick_report(ws: Workspace, key: str) -> Path | None:
 # ------------------------------------------------------------------ analysis-stage reports
 def fmt_estimate(e: Any) -> str:
     """``"0.512 [0.401, 0.620]"``; the value alone when no interval; ``"undefined (why)"``
-    when there is no value (never a made-up number, cases A1/A2)."""
+    when there is no value (never a made-up number)."""
     if e.value is None:
         return f"undefined ({e.reason})" if e.reason else "undefined"
     if e.low is None or e.high is None:

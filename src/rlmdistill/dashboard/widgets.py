@@ -60,7 +60,7 @@ def fmt_p(p: float | None) -> str:
 
 
 def fmt_pct(x: float | None) -> str:
-    """``0.4567 -> "45.7%"``; ``None``/NaN -> ``"n/a"`` (never a made-up number, case A1)."""
+    """``0.4567 -> "45.7%"``; ``None``/NaN -> ``"n/a"`` (never a made-up number)."""
     if x is None or x != x:
         return "n/a"
     return f"{x:.1%}"

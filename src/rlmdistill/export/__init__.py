@@ -1,4 +1,4 @@
-"""Export stage: selected episodes' root turns -> a validated SFT dataset (issue #5).
+"""Export stage: selected episodes' root turns -> a validated SFT dataset.
 
 ``export_dataset(episodes, out_dir, options)`` renders each episode's root turns exactly as
 the root saw them (:mod:`.render`), tokenises each example with ONE full chat-template render

@@ -95,7 +95,9 @@ class ExportOptions(BaseModel):
         True, description="Train on the reply prefill as part of the assistant turn."
     )
     min_supervised_tokens: int = Field(
-        1, ge=1, description="Drop examples with fewer supervised tokens (case S2)."
+        1,
+        ge=1,
+        description="Drop examples with fewer supervised tokens (a row with none would average a loss over zero tokens).",
     )
     default_system: Literal["refuse", "allow"] = Field(
         "refuse",

@@ -4,7 +4,7 @@ Source of truth: :func:`rlmdistill.traces.rebuild.root_requests` (every request 
 ``EpisodeStart.initial_messages`` and the turns, each checked against its recorded sha256)
 and :func:`rlmdistill.traces.rebuild.assistant_message` (prefill + completion). Only root
 turns (``Trajectory.turns``) are used: sub-calls and subagent turns never enter an example
-except as the REPL output the root saw (case R4).
+except as the REPL output the root saw.
 
 The conversation is ``head + turn units``:
 
@@ -117,7 +117,7 @@ def render_episode(
     ``content`` is always the answer without the reasoning.
 
     Raises ``ValueError`` when the rebuilt root prompts do not match the recorded hashes
-    (trajectory edited or incomplete). Tool-style turns that cannot be converted (case T1)
+    (trajectory edited or incomplete). Tool-style turns that cannot be converted
     come back as :class:`RenderFailure` with reason ``malformed_tool_call``; an episode
     without root turns as reason ``no_root_turns``.
     """

@@ -5,11 +5,11 @@
   REPL output the root saw) into an assistant message with ``tool_calls`` and one ``tool``
   message per executed block.
 - :func:`normalize_tool_calls` parses tool-call arguments given as a JSON string into a
-  mapping before templating (case S4: never double-encoded); invalid JSON raises
-  :class:`ToolCallError` naming the episode and message index (case T1: the export counts
+  mapping before templating (never double-encoded); invalid JSON raises
+  :class:`ToolCallError` naming the episode and message index (the export counts
   and drops that example instead of crashing).
 - :func:`load_messages` restores the exact message dicts of a dataset row from its
-  ``messages_json`` string column (case S5: Arrow would widen heterogeneous argument dicts,
+  ``messages_json`` string column (Arrow would widen heterogeneous argument dicts,
   giving row 1 ``{"q": "a", "n": null}`` when row 2 has ``{"n": 1}``).
 """
 
@@ -69,11 +69,11 @@ class ToolCallError(ValueError):
 
 
 def normalize_tool_calls(messages: Sequence[Mapping[str, Any]], episode_id: str) -> list[dict]:
-    """Copies of ``messages`` whose tool-call ``arguments`` are mappings (case S4).
+    """Copies of ``messages`` whose tool-call ``arguments`` are mappings.
 
     A JSON-string argument is parsed once; a mapping is kept as is (so nothing is ever
     double-encoded). Raises :class:`ToolCallError` naming ``episode_id`` and the message
-    index when a string is not valid JSON or does not decode to an object (case T1).
+    index when a string is not valid JSON or does not decode to an object.
     """
     out: list[dict] = []
     for i, msg in enumerate(messages):
@@ -128,7 +128,7 @@ def turn_tool_messages(
     tool messages.
 
     Raises :class:`ToolCallError` (``what="turn"``) when the observation's block headers do
-    not match the reply's code blocks one to one (a malformed turn, case T1).
+    not match the reply's code blocks one to one (a malformed turn).
     """
     blocks, prose = split_fences(reply)
     calls = [
@@ -168,7 +168,7 @@ def turn_tool_messages(
 
 
 def load_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The exact message dicts of a dataset row (from its ``messages_json`` column, case S5).
+    """The exact message dicts of a dataset row (from its ``messages_json`` column).
 
     Raises ``KeyError`` when the row has no ``messages_json`` and ``ValueError`` when it is not
     a JSON list.

@@ -9,7 +9,7 @@ which are over the binary PASS/FAIL labels.
 Cohen's kappa (Cohen 1960, "A coefficient of agreement for nominal scales"), from the 2x2
 confusion matrix ``C`` of ``n`` pairs: ``p_o = trace(C) / n``,
 ``p_e = sum_k rows_k * cols_k / n^2``, ``kappa = (p_o - p_e) / (1 - p_e)``. It is *undefined*
-(``None`` with a reason, never NaN, case A1) when ``n = 0`` or ``p_e = 1`` (both graders gave
+(``None`` with a reason, never NaN) when ``n = 0`` or ``p_e = 1`` (both graders gave
 one and the same label to every pair: chance agreement is already perfect).
 
 The criterion type of a pair is the first grader's ``criterion_type`` (else the second's, else

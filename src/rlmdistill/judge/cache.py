@@ -4,7 +4,7 @@ with the same judge model and prompt version issues no request.
 The cache is a JSON Lines file of :class:`~rlmdistill.traces.schema.JudgeCacheEntry`, by
 default ``runs/<run>/verdicts/<grader>.cache.jsonl`` (one per run and grader; pass another path
 to share one cache between runs). It is append-only, read once when opened (torn last line
-tolerated, case T3), and keyed by :class:`CacheKey`:
+tolerated), and keyed by :class:`CacheKey`:
 
 - ``memo_sha256``: sha256 of the memo's UTF-8 text (:func:`rlmdistill.traces.scores.memo_sha256`,
   the same hash the collector writes);

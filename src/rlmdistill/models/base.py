@@ -2,7 +2,7 @@
 
 Every back end (OpenAI-compatible HTTP, in-process ``transformers``) implements
 :class:`ModelClient`. Errors are classified so the harness can give an episode an explicit
-status (case T4: ``tests/test_serving_faults.py``, the ``*_case_t4`` tests; the full table is
+status (``tests/test_serving_faults.py``, the ``*_case_t4`` tests; the full table is
 ``docs/serving.md``):
 
 - :class:`ContextExceededError`: the prompt does not fit; never retried, the episode ends
@@ -241,7 +241,7 @@ def chat_concurrently(
 
     Up to ``max_concurrency`` threads. One entry per input, in input order: the
     :class:`ChatResult`, or that prompt's :class:`ModelError` alone; one failing prompt never
-    fails the others (case T4). An unexpected exception becomes a :class:`FatalModelError`.
+    fails the others. An unexpected exception becomes a :class:`FatalModelError`.
     """
 
     def one(messages: list[Message]) -> ChatResult | ModelError:

@@ -190,7 +190,7 @@ def normalise_turn_end(
 def bf16_supported() -> bool:
     """True when this CPU runs bfloat16 natively (AVX512-BF16, AMX, Arm BF16).
 
-    Before issue 24 this answered "a bfloat16 matmul runs", which is also true where PyTorch
+    Until 2026-11 this answered "a bfloat16 matmul runs", which is also true where PyTorch
     emulates bfloat16 (AVX2-only CPUs, 9x slower than float32 there). It now asks
     :func:`rlmdistill.hardware.choose_compute_dtype`, the one decision ``dtype: auto`` uses.
     """
@@ -425,7 +425,7 @@ class LocalChatClient:
 
         All requests are queued at once, so they share ``generate`` calls (up to
         ``max_batch`` each). A prompt that fails (e.g. ``ContextExceededError``) yields its
-        error in its slot and never fails the others (case T4).
+        error in its slot and never fails the others.
         """
         slots: list[ChatResult | ModelError | Future[ChatResult]] = []
         for messages in batch:

@@ -10,7 +10,7 @@ client's CPU per request is on the episode's critical path. Measured on the 2-co
 than ``httpx``, and ``httpx`` ~0.25 ms more than ``urllib3`` (64 fresh connections: send
 spread 46 ms -> 32 ms). The wire format is the public chat-completions JSON, parsed here with
 explicit checks. Every fault is classified (the table with its tests is ``docs/serving.md``;
-case T4, the ``*_case_t4`` tests of ``tests/test_models_openai.py``):
+the ``*_case_t4`` tests of ``tests/test_models_openai.py``):
 
 - a context-length message (any of the texts vLLM versions send, top-level or nested, at any
   status but 408/409/429) -> ``ContextExceededError``, never retried;
@@ -633,7 +633,7 @@ class OpenAIChatClient:
 
         Uses up to ``max_concurrency`` threads. Returns one entry per input, in input order:
         the :class:`ChatResult`, or the classified :class:`ModelError` of that prompt alone
-        (one failing prompt never fails the others, case T4).
+        (one failing prompt never fails the others).
         """
 
         return chat_concurrently(

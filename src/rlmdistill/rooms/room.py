@@ -426,7 +426,7 @@ class DataRoom:
         document in id order (``folder`` indexes ``folders``, the sorted folder names;
         ``encoding``/``replaced`` as on :class:`Document`). Columns, not one dict per document:
         every REPL parses the index, and 5,000 dicts held 3.4 MiB in each (1.6 MiB in columns;
-        issue 17). The REPL still reads format 1 (a ``"documents"`` list of dicts with the same
+        the collector's memory target). The REPL still reads format 1 (a ``"documents"`` list of dicts with the same
         fields). Concurrent episodes map the same ``.bin`` read-only, so the OS page cache holds
         one copy of the room however many REPLs run. Both files are written under temporary
         names and renamed into place.

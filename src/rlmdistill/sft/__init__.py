@@ -1,6 +1,6 @@
 """SFT stage: fine-tune the root on an exported dataset with TRL ``SFTTrainer`` + LoRA.
 
-``config`` (:class:`SFTConfig`, YAML/TOML), ``data`` (dataset checks, cases S2/S3/S7),
+``config`` (:class:`SFTConfig`, YAML/TOML), ``data`` (dataset checks: supervised tokens, end-of-turn tokens, template and vocabulary),
 ``train`` (:func:`train`, adapter folder with ``sft.json`` and ``train_log.jsonl``), ``merge``
 (:func:`merge_adapter`), ``cli`` (``rlmdistill sft`` / ``sft merge``, :func:`register`).
 ``train`` is the module; the function is ``rlmdistill.sft.train.train``.

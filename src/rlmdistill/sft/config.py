@@ -110,7 +110,7 @@ class SFTConfig(BaseModel):
         False,
         description="Pack several examples into one row of max_length tokens without padding "
         "(best-fit decreasing, whole examples only). Position ids restart at 0 for each "
-        "example and attention never crosses an example boundary (case S8). Needs max_length.",
+        "example and attention never crosses an example boundary. Needs max_length.",
     )
 
     # -- lengths -----------------------------------------------------------------------

@@ -2,17 +2,17 @@
 
 An exported dataset (``datasets/NAME/``, written by the export stage; format in
 ``docs/architecture.md``) holds pre-tokenised rows: ``input_ids`` from one full render of the
-conversation with the chat template (case S7) and ``assistant_masks`` (1 on every supervised
-assistant turn's content and its end-of-turn token, case S3). This module checks, for a given
+conversation with the chat template and ``assistant_masks`` (1 on every supervised
+assistant turn's content and its end-of-turn token). This module checks, for a given
 base tokenizer:
 
 - the tokens mean the same thing to the base model: the chat-template sha256 and vocabulary
   recorded in ``export.json`` match the base tokenizer, or (when the template hash differs or
   is not recorded) re-rendering sample rows with the base tokenizer reproduces their ids; every
   id is inside the vocabulary;
-- every row has at least one supervised token (case S2) -- otherwise an error naming the row
+- every row has at least one supervised token -- otherwise an error naming the row
   and episode, never a loss averaged over zero tokens;
-- every supervised run (assistant turn) ends with an end-of-turn token (case S3), and the last
+- every supervised run (assistant turn) ends with an end-of-turn token, and the last
   one was not cut by truncation; rows longer than ``max_length`` are never truncated here:
   refused or dropped and counted (:data:`~rlmdistill.sft.config.LengthPolicy`).
 
@@ -52,7 +52,7 @@ END_OF_TURN_TOKENS = (
     "</s>",
 )
 """Special tokens that close an assistant turn in the template families we know (ChatML/Qwen,
-Llama 3, GLM-4 -- whose turn ends at the next role marker, case S3 --, Phi, gpt-oss, Gemma)."""
+Llama 3, GLM-4 -- whose turn ends at the next role marker --, Phi, gpt-oss, Gemma)."""
 
 
 class DatasetError(ValueError):
@@ -226,7 +226,7 @@ def check_tokenizer(
             raise DatasetError(
                 f"{dataset_dir}: {_row_name(ds, i)}: input_ids differ from one full render with "
                 f"the base model's chat template (export template sha256 {theirs}, base "
-                f"{ours}); export the dataset with the base model's tokenizer (case S7)"
+                f"{ours}); export the dataset with the base model's tokenizer"
             )
         checked += 1
     if checked == 0:
@@ -290,9 +290,9 @@ def check_rows(
     end-of-turn token), when ``policy == "drop"``.
 
     Raises:
-        DatasetError: a row with no supervised token (case S2), masks of the wrong length or
+        DatasetError: a row with no supervised token, masks of the wrong length or
             not 0/1, a supervised turn before the last that does not end with an end-of-turn
-            token (case S3, a template/mask fault), a too-long or cut row when
+            token (a template/mask fault), a too-long or cut row when
             ``policy == "refuse"``, or no row left. Messages name the folder, row and episode.
     """
     eot = end_of_turn_ids(tokenizer, extra_end_of_turn)
@@ -316,14 +316,14 @@ def check_rows(
         if not runs:
             raise DatasetError(
                 f"{name}: no supervised token (assistant_masks all zero); training would "
-                "average a loss over zero tokens (case S2). Re-export: the export drops such rows."
+                "average a loss over zero tokens. Re-export: the export drops such rows."
             )
         for k, (s, e) in enumerate(runs[:-1]):
             if not _ends_turn(ids, s, e, eot, blank):
                 raise DatasetError(
                     f"{name}: supervised turn {k} (tokens {s}..{e - 1}) does not end with an "
                     f"end-of-turn token (ends with {tokenizer.convert_ids_to_tokens(ids[e - 1])!r}); "
-                    "the model would not learn to stop (case S3)"
+                    "the model would not learn to stop"
                 )
         reason = None
         if max_length is not None and len(ids) > max_length:

@@ -5,12 +5,12 @@
 ``assistant_masks``); TRL treats a dataset with ``input_ids`` as processed and turns
 ``assistant_masks`` into labels (-100 elsewhere), so the loss covers the root's own turns only
 (assistant-only loss). Before any step runs the dataset is checked against the base tokenizer
-(:mod:`rlmdistill.sft.data`: template/vocabulary, cases S2/S3, lengths). Whole episodes can be
+(:mod:`rlmdistill.sft.data`: template/vocabulary, supervised and end-of-turn tokens, lengths). Whole episodes can be
 held out (``eval_fraction``) for an eval loss computed by the Trainer's own eval loop with the
 same masks, before training and at the end of every epoch (``sft.json``). Packing, when asked
 for, is TRL's best-fit-decreasing packing in padding-free form: whole examples only, position
 ids restart at 0 per example, and ``transformers`` turns the restarts into a block-diagonal
-attention mask (case S8).
+attention mask.
 
 Writes the adapter folder ``adapters/NAME/``: ``adapter_config.json`` +
 ``adapter_model.safetensors`` (peft), ``sft.json`` (:class:`SFTManifest`), ``train_log.jsonl``
@@ -138,7 +138,7 @@ def check_embedding_rows(model: Any, tokenizer: Any) -> None:
     """Refuse a tokenizer with more tokens than the model's input embedding matrix has rows.
 
     A token id ``>= rows`` makes the embedding lookup fail mid-training with ``IndexError:
-    index out of range in self`` (issue #25); a tokenizer *smaller* than the matrix is normal
+    index out of range in self``; a tokenizer *smaller* than the matrix is normal
     (Qwen2.5 pads its 151,665 tokens to 151,936 rows) and passes.
 
     Args:
@@ -176,7 +176,7 @@ def resolve_precision(option: str, probe: CpuProbe | None = None) -> Precision:
     ``auto``: bfloat16 on a CUDA device that supports it; on CPU only where the CPU runs
     bfloat16 natively (:func:`rlmdistill.hardware.choose_compute_dtype`, the same decision as
     ``dtype: auto`` for collection): emulated bfloat16 on an AVX2-only CPU is several times
-    slower than float32 (issue 24). ``on`` where neither holds is an error; ``off`` is float32.
+    slower than float32. ``on`` where neither holds is an error; ``off`` is float32.
 
     Args:
         option: ``auto`` | ``on`` | ``off``.

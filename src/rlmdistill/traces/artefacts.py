@@ -272,7 +272,7 @@ class SFTManifest(BaseModel):
     precision: Literal["float32", "bf16"]
     """Training precision (float32 weights; bf16 = mixed-precision autocast)."""
     precision_reason: str | None = None
-    """Why that precision (e.g. "no native bfloat16 on this CPU ..."); absent before issue 24."""
+    """Why that precision (e.g. "no native bfloat16 on this CPU ..."); absent in sft.json written before the dtype choice was recorded."""
     machine: dict[str, Any] = Field(default_factory=dict)
     """Where it trained (``rlmdistill.hardware.machine_info``); empty in older adapters."""
     world_size: int

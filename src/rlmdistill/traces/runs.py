@@ -82,9 +82,9 @@ class EpisodeRef(NamedTuple):
 class Trajectory:
     """Every record of one episode's trajectory file, split by kind (file order kept).
 
-    ``turns`` are root turns only (the SFT source, case R4); ``subagent_turns`` and
+    ``turns`` are root turns only (the SFT source); ``subagent_turns`` and
     ``sub_calls`` are stored apart. ``end`` is ``None`` for an episode that never finished
-    (crash); ``torn_tail`` is the unparsable last line left by a crash, if any (case T3).
+    (crash); ``torn_tail`` is the unparsable last line left by a crash, if any.
     """
 
     path: Path

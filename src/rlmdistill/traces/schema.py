@@ -235,9 +235,9 @@ class TurnBase(_Record):
     sees it in its next request. ``None`` when the episode (or subagent) ended in this turn."""
     final_answer_source: Literal["text", "final_call", "final_var"] | None = None
     final_error: str | None = None
-    """E.g. ``FINAL_VAR(memo)`` named a variable that does not exist (case R1)."""
+    """E.g. ``FINAL_VAR(memo)`` named a variable that does not exist."""
     no_op: bool = False
-    """The reply held neither code nor a final answer (case R2)."""
+    """The reply held neither code nor a final answer."""
     duration_s: float = 0.0
     reasoning: str | None = None
     """What the model thought before its answer (reasoning models), when it did."""

@@ -333,7 +333,7 @@ def read_no_memo(coverage: float | None, has_memo: bool) -> bool | None:
 
     ``coverage`` is the share of the room's characters that reached a model
     (``EpisodeSummary.coverage.overall``); ``None`` (not measured) gives ``None`` (unknown).
-    The one definition used by the report, ``show`` and the dashboard (issue 18).
+    The one definition used by the report, ``show`` and the dashboard, so the three never disagree.
     """
     if coverage is None:
         return None
