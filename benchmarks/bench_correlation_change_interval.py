@@ -1,5 +1,5 @@
 """Coverage and false-positive rate of the report's correlation change between two arms
-(``analysis.stats.correlation_change``: paired percentile bootstrap over rooms) against Zou's
+(``rlmdistill.stats.correlation_change``: paired percentile bootstrap over rooms) against Zou's
 (2007) closed-form interval for two dependent correlations that share a variable.
 
 The report gives ``r_B - r_A``, the change from arm A to arm B of the correlation of room size
@@ -9,7 +9,7 @@ change. This draws ``--samples`` data sets of n rooms for each n in ``--n`` and 
 prints, for the bootstrap and for Zou's interval: the share of intervals that contain the true
 change (with a 95% Wilson interval of that share, ``scipy.stats.binomtest``) and, for the null
 shapes, the share of p-values < 0.05 of the bootstrap and of Steiger's (1980) closed-form test
-(``CorrelationChange.steiger``, ``analysis.stats.steiger_test``) that the report gives beside it;
+(``CorrelationChange.steiger``, ``rlmdistill.stats.steiger_test``) that the report gives beside it;
 for the other shapes, the share of Steiger p < 0.05 is the test's power.
 
 Zou's interval (Zou 2007, *Psychological Methods* 12:399-413, eq. 15 with the correlation of
@@ -17,7 +17,7 @@ two overlapping correlations of Olkin & Finn 1990 / Dunn & Clark 1969): ``L = d 
 l_b)^2 + (u_a - r_a)^2 - 2 c (r_b - l_b)(u_a - r_a))``, ``U = d + sqrt((u_b - r_b)^2 + (r_a -
 l_a)^2 - 2 c (u_b - r_b)(r_a - l_a))``, where ``[l, u]`` are each correlation's own interval
 (Pearson: Fisher z; Spearman: Fisher z with the Bonett-Wright standard error, as
-``analysis.stats.spearman``) and ``c`` the estimated correlation of ``r_a`` and ``r_b``: the
+``rlmdistill.stats.spearman``) and ``c`` the estimated correlation of ``r_a`` and ``r_b``: the
 report's own (``CorrelationChange.zou_low``/``zou_high``; a separate implementation here gave
 the same figures to the last digit).
 
@@ -42,7 +42,7 @@ import numpy as np
 import scipy.stats
 from coverage_common import coverage_cell, parse_args
 
-from rlmdistill.analysis.stats import correlation_change
+from rlmdistill.stats import correlation_change
 
 Draw = Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 

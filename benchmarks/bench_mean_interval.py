@@ -1,8 +1,8 @@
 """Coverage of the report's intervals of a mean over rooms against the percentile bootstrap
 over rooms they replaced: Student t over the room means, clipped to the metric's range
-(``analysis.stats.mean_interval``), for every shape, and for rates and shares (values in
+(``rlmdistill.stats.mean_interval``), for every shape, and for rates and shares (values in
 [0, 1]) the Korn-Graubard interval the report now uses for them
-(``analysis.stats.rate_interval``).
+(``rlmdistill.stats.rate_interval``).
 
 A report gives each arm's mean of room means (pass rate, coverage, sub-calls, ...) and each
 paired difference with a 95% interval over its 4 (quickstart) to 12 (room_scaling) held-out
@@ -35,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 from coverage_common import coverage_cell, parse_args
 
-from rlmdistill.analysis.stats import SHARE, Bounds, mean_interval, rate_interval
+from rlmdistill.stats import SHARE, Bounds, mean_interval, rate_interval
 
 Draw = Callable[[np.random.Generator, int], np.ndarray]
 

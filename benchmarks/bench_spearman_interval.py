@@ -1,4 +1,4 @@
-"""Coverage of the Spearman interval the report uses (``analysis.stats.spearman``: Fisher z with
+"""Coverage of the Spearman interval the report uses (``rlmdistill.stats.spearman``: Fisher z with
 the Bonett-Wright standard error) against the percentile bootstrap over pairs it replaced.
 
 A 95% interval should contain the true rho in 95% of samples. This draws ``--samples`` data
@@ -29,7 +29,7 @@ import numpy as np
 import scipy.stats
 from coverage_common import coverage_cell, parse_args
 
-from rlmdistill.analysis.stats import resampled_ranks, spearman
+from rlmdistill.stats import resampled_ranks, spearman
 
 Draw = Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]
 

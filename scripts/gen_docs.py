@@ -190,7 +190,7 @@ FILES: list[tuple[str, str, list[tuple[str, str]]]] = [
         "`loop` (the resolved experiment)",
         [("rlmdistill.loop.config", "ExperimentConfig")],
     ),
-    ("<workspace>/lineage.jsonl", "`loop`", [("rlmdistill.loop.lineage", "LineageRecord")]),
+    ("<workspace>/lineage.jsonl", "`loop`", [("rlmdistill.traces.lineage", "LineageRecord")]),
     (
         "<workspace>/.dashboard/jobs/<name>.json",
         "the dashboard's SFT jobs",

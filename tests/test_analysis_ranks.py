@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from rlmdistill.analysis import stats
-from rlmdistill.analysis.stats import correlation_change, resampled_ranks
+from rlmdistill import stats
+from rlmdistill.stats import correlation_change, resampled_ranks
 
 
 @pytest.mark.parametrize("n_distinct", [1, 2, 5, 40, 500])

@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 from rlmdistill.analysis.cli import register
 from rlmdistill.analysis.main import ReportConfig
 from rlmdistill.analysis.main import run as report_stage
-from rlmdistill.analysis.stats import ema
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
 from rlmdistill.collect.prompts import SUBAGENT_SYSTEM_PROMPT
 from rlmdistill.collect.runner import collect
@@ -31,6 +30,7 @@ from rlmdistill.judge.run import judge_run
 from rlmdistill.models.base import Sampling
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms.cuad import build_cuad_room
+from rlmdistill.stats import ema
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, conversation_turn
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from rlmdistill.analysis.stats import (
+from rlmdistill.stats import (
     cluster_mean_interval,
     cluster_means,
     correlation_change,

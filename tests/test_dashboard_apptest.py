@@ -321,12 +321,13 @@ def test_filter_bad_expression_is_an_error_message(workspace: Path) -> None:
     assert at.error and "no_such_field" in at.error[0].value
 
 
-def test_filter_export_writes_the_same_dataset_as_the_cli_function(
+def test_filter_export_writes_the_same_dataset_as_the_cli_command(
     workspace: Path, smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import datasets
+    from typer.testing import CliRunner
 
-    from rlmdistill.filter.main import FilterConfig, build_export_options, run
+    from rlmdistill.cli import app
 
     at = _open("filter")
     at.text_input(key="f_name").set_value("ds1")
@@ -338,8 +339,10 @@ def test_filter_export_writes_the_same_dataset_as_the_cli_function(
     assert at.success and "1 of 2 episodes kept" in at.success[0].value
     got = datasets.load_from_disk(str(workspace / "datasets" / "ds1"))
     ref_dir = tmp_path_factory.mktemp("ref") / "ds"
-    options = build_export_options(tokenizer=str(smollm2_dir), max_length=4096)
-    run(FilterConfig(runs=[workspace / "runs" / "base"], out=ref_dir, export=options))
+    args = ["filter", str(workspace / "runs" / "base"), "--out", str(ref_dir)]
+    args += ["--tokenizer", str(smollm2_dir), "--max-length", "4096"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
     ref = datasets.load_from_disk(str(ref_dir))
     assert len(got) == len(ref) == 1
     assert got["input_ids"] == ref["input_ids"]
@@ -422,7 +425,7 @@ def test_ablations_page_shows_depth_ablation_of_a_report(workspace2: Path) -> No
 
 
 def test_runs_page_shows_lineage_from_the_loop_file(workspace: Path) -> None:
-    from rlmdistill.loop.lineage import LineageRecord, record
+    from rlmdistill.traces.lineage import LineageRecord, record
 
     record(
         workspace,

@@ -13,10 +13,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import rlmdistill.dashboard.app as app_module
-from rlmdistill.analysis.stats import Estimate
 from rlmdistill.dashboard.data import ENV_WORKSPACE
 from rlmdistill.dashboard.reports import report_figures
 from rlmdistill.dashboard.tables import fmt_difference, fmt_value, is_share
+from rlmdistill.stats import Estimate
 
 APP = str(Path(app_module.__file__))
 TARBALL = Path(__file__).resolve().parents[1] / "docs/results/room_scaling/workspace.tar.xz"

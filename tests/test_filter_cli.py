@@ -10,14 +10,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from rlmdistill.export.main import ExportConfig
+from rlmdistill.export.main import run as export_stage
+from rlmdistill.export.options import ExportOptionsError, build_export_options
 from rlmdistill.filter.cli import register
-from rlmdistill.filter.main import (
-    FilterConfig,
-    NothingKeptError,
-    OutputFolderError,
-    build_export_options,
-    run,
-)
+from rlmdistill.filter.main import FilterConfig, NothingKeptError, OutputFolderError, run
 from rlmdistill.filter.rules import FilterRuleError, FilterRules
 from rlmdistill.filter.select import FilterDecision
 from rlmdistill.testing.scored_runs import SyntheticEpisode, SyntheticRoom, write_scored_run
@@ -26,8 +23,8 @@ from rlmdistill.traces.store import parse_records
 E = SyntheticEpisode
 
 
-def _filter(runs, out, rules, export=None, *, force=False):  # type: ignore[no-untyped-def]
-    return run(FilterConfig(runs=runs, out=out, rules=rules, export=export, force=force))
+def _filter(runs, out, rules, *, force=False):  # type: ignore[no-untyped-def]
+    return run(FilterConfig(runs=runs, out=out, rules=rules, force=force))
 
 
 def _run(tmp_path: Path) -> Path:
@@ -76,7 +73,7 @@ def test_filter_main_writes_reports_and_decisions(tmp_path):
     assert report["runs"][0]["run_id"] == "a"
     md = (out / "filter_report.md").read_text(encoding="utf-8")
     assert "**2 of 4 episodes kept**" in md and "| pass_rate | 1 | 1 |" in md
-    assert outcome.exported is None and outcome.selection.n_kept == 2
+    assert outcome.decisions == out / "decisions.jsonl" and outcome.selection.n_kept == 2
 
 
 def test_output_folder_safety(tmp_path):
@@ -110,16 +107,41 @@ def test_bad_rules_leave_out_untouched(tmp_path):
 
 
 def test_nothing_kept_writes_reports_then_refuses_export(tmp_path):
+    """The filter stage writes its reports whatever it keeps; keeping nothing is an error
+    only for an export (``require_kept``), and the command exits 1 before exporting."""
     run = _run(tmp_path)
     out = tmp_path / "out"
-    with pytest.raises(NothingKeptError, match="no episode kept out of 4"):
-        _filter(
-            [run],
-            out,
-            FilterRules(min_pass_rate=1.0, min_sub_calls=5),
-            build_export_options(tokenizer="never-loaded"),
-        )
-    assert (out / "filter_report.md").exists()
+    outcome = _filter([run], out, FilterRules(min_pass_rate=1.0, min_sub_calls=5))
+    assert (out / "filter_report.md").exists() and outcome.selection.n_kept == 0
+    with pytest.raises(
+        NothingKeptError, match=r"no episode kept out of 4; see .*filter_report\.md"
+    ):
+        outcome.require_kept()
+    out2 = tmp_path / "out2"
+    args = ["filter", str(run), "--out", str(out2), "--where", "n_sub_calls >= 5"]
+    args += ["--min-pass-rate", "1.0", "--tokenizer", "never-loaded"]
+    result = CliRunner().invoke(_app(), args)
+    assert result.exit_code == 1, result.output
+    assert "error: no episode kept out of 4" in result.output
+    assert sorted(p.name for p in out2.iterdir()) == [
+        "decisions.jsonl",
+        "filter_report.json",
+        "filter_report.md",
+    ]
+
+
+def test_cli_invalid_export_options_exit_2_before_writing(tmp_path):
+    run = _run(tmp_path)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        _app(),
+        ["filter", str(run), "--out", str(out), "--tokenizer", "t", "--mode", "sideways"],
+    )
+    assert result.exit_code == 2, result.output
+    assert "error: invalid export options: mode:" in result.output
+    assert not out.exists()
+    with pytest.raises(ExportOptionsError, match="invalid export options: max_length"):
+        build_export_options(tokenizer="t", max_length=2)
 
 
 def test_cli_report_only_with_rules_file_and_overrides(tmp_path):
@@ -177,8 +199,15 @@ def test_end_to_end_dataset_from_collected_run(collected_run, tmp_path, smollm2_
     shutil.copytree(collected_run, run)
     out = tmp_path / "datasets" / "d"
     options = build_export_options(tokenizer=str(smollm2_dir), max_length=4096)
-    outcome = _filter([run], out, FilterRules(dedup=[], min_pass_rate=0.0), options)
+    outcome = _filter([run], out, FilterRules(dedup=[], min_pass_rate=0.0))
     assert outcome.selection.n_kept == 2
+    outcome.require_kept()
+    export_stage(
+        ExportConfig(
+            out=out, options=options, episodes=outcome.decisions, card_extra=outcome.card_section()
+        ),
+        progress=False,
+    )
     ds = datasets.load_from_disk(str(out))
     assert len(ds) == 2
     decisions = {d.episode_id: d for d in outcome.selection.decisions}

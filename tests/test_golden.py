@@ -169,7 +169,7 @@ def _spearman_method_change(report: dict[str, Any]) -> dict[str, Any]:
     (Bonett-Wright) and that no Spearman interval was defined on the fixture (so the method is
     the only thing that changed)."""
     from rlmdistill.analysis.sections import METHODS
-    from rlmdistill.analysis.stats import SPEARMAN_METHOD
+    from rlmdistill.stats import SPEARMAN_METHOD
 
     now = SPEARMAN_METHOD.format(
         p="from the exact permutation distribution (scipy.stats.permutation_test)"
@@ -206,7 +206,7 @@ def _mean_method_change(obj: Any) -> Any:
     is undefined (2 rooms), so the method is the only thing that changed; and the report's
     ``methods`` texts of a mean and a paired difference as recorded."""
     from rlmdistill.analysis.sections import METHODS
-    from rlmdistill.analysis.stats import MEAN_METHOD
+    from rlmdistill.stats import MEAN_METHOD
 
     if isinstance(obj, list):
         return [_mean_method_change(v) for v in obj]
@@ -241,7 +241,7 @@ def _rate_and_test_method_change(obj: Any) -> Any:
     method becomes today's Student t text of a share, which :func:`_mean_method_change` maps
     to the recorded one), ``one_sided`` is false, every Wilcoxon is undefined (2 rooms) and
     the correlations keep their values."""
-    from rlmdistill.analysis.stats import (
+    from rlmdistill.stats import (
         EQUAL_VALUES_NOTE,
         MEAN_METHOD,
         WILCOXON_METHOD,

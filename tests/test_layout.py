@@ -3,15 +3,21 @@
 The allowed edges are the ``layering`` block of ``docs/architecture.md`` (section Layering),
 read here, so the document and the check cannot drift apart. Every import of ours counts,
 also one inside a function (an import on use is still a dependency); only imports under
-``if TYPE_CHECKING:`` do not. The checks:
+``if TYPE_CHECKING:`` do not. A package's command adapters (its ``cli`` and ``*_cli``
+modules, and ``__main__``) stand on the ``cli`` floor, not on their package's: a command may
+run several stages in turn (``rlmdistill filter`` runs filter, then export). The checks:
 
 - every package of ``src/rlmdistill`` has a line in the block;
-- no module imports a package its package may not import;
+- no module imports a package its floor may not import;
 - no module outside a package (and the top-level ``rlmdistill.cli``) imports its ``cli`` or
   ``*_cli`` module: the loop and the dashboard call stage functions;
-- the module import graph has no cycle.
+- the module import graph has no cycle;
+- the block's ``stages:`` line names the stages, and no stage may import another: stages
+  stand side by side and talk through files (issue 38);
+- the block itself has no cycle between packages.
 
-The checker itself is tested on a small tree with one violation of each kind.
+The checker itself is tested on a small tree and small blocks with one violation of each
+kind.
 """
 
 from __future__ import annotations
@@ -27,22 +33,62 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rlmdistill"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 BASE = "base"
 """Name of the ground floor in the block: the top-level modules below."""
-BASE_MODULES = {"__init__", "compat", "hardware", "mdtable", "paths", "provenance"}
+BASE_MODULES = {"__init__", "compat", "hardware", "mdtable", "paths", "provenance", "stats"}
+CLI = "cli"
+"""Name of the floor of command adapters: ``rlmdistill.cli`` and every package's ``cli``,
+``*_cli`` and ``__main__`` modules."""
+STAGES_LINE = "stages:"
+
+
+def _block_lines(doc: Path) -> list[str]:
+    m = re.search(r"```layering\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+    if m is None:
+        raise ValueError(f"{doc}: no ```layering block")
+    return [line for line in m.group(1).strip().splitlines() if line.strip()]
 
 
 def read_layering(doc: Path) -> dict[str, set[str]]:
     """``{package: packages it may import}`` from the ```` ```layering ```` block of ``doc``
-    (lines ``pkg -> a, b``). Raises ``ValueError`` when the block is missing or malformed."""
-    m = re.search(r"```layering\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
-    if m is None:
-        raise ValueError(f"{doc}: no ```layering block")
+    (lines ``pkg -> a, b``; the ``stages:`` line is read by :func:`read_stages`). Raises
+    ``ValueError`` when the block is missing or malformed."""
     out: dict[str, set[str]] = {}
-    for line in m.group(1).strip().splitlines():
+    for line in _block_lines(doc):
+        if line.startswith(STAGES_LINE):
+            continue
         left, sep, right = line.partition("->")
         if not sep:
             raise ValueError(f"{doc}: layering line without '->': {line!r}")
         out[left.strip()] = {p.strip() for p in right.split(",") if p.strip()}
     return out
+
+
+def read_stages(doc: Path) -> set[str]:
+    """The packages named on the block's ``stages: a, b, ...`` line. Raises ``ValueError``
+    when the block or the line is missing, or the line appears twice."""
+    lines = [line for line in _block_lines(doc) if line.startswith(STAGES_LINE)]
+    if len(lines) != 1:
+        raise ValueError(f"{doc}: the layering block needs one '{STAGES_LINE}' line")
+    return {p.strip() for p in lines[0][len(STAGES_LINE) :].split(",") if p.strip()}
+
+
+def stage_violations(allowed: Mapping[str, set[str]], stages: set[str]) -> list[str]:
+    """One message per stage of ``stages`` that has no line in ``allowed`` or may import
+    another stage."""
+    out = [f"stage {s!r} has no line in the layering block" for s in sorted(stages - set(allowed))]
+    for s in sorted(stages & set(allowed)):
+        for other in sorted(allowed[s] & stages - {s}):
+            out.append(f"stage {s!r} may import stage {other!r}: stages stand side by side")
+    return out
+
+
+def layer_of(module: str) -> str:
+    """Floor of a module in the block: :data:`CLI` for a command adapter (``rlmdistill.cli``,
+    a package's ``cli``, ``*_cli`` or ``__main__`` module), else its package
+    (:func:`package_of`)."""
+    last = module.rsplit(".", 1)[-1]
+    if module.count(".") >= 2 and (last in (CLI, "__main__") or last.endswith("_cli")):
+        return CLI
+    return package_of(module)
 
 
 def package_of(module: str) -> str:
@@ -107,17 +153,20 @@ def violations(src: Path, allowed: Mapping[str, set[str]]) -> list[str]:
     """Every import of ``src`` that breaks the layering ``allowed`` or imports another
     package's ``cli``, one message each naming the file, line and rule."""
     out = []
-    layers = {package_of(m) for m in modules(src)}
+    layers = {layer_of(m) for m in modules(src)}
     out += [
         f"package {p!r} has no line in the layering block" for p in sorted(layers - set(allowed))
     ]
     for importer, imported, line in imports(src):
-        a, b = package_of(importer), package_of(imported)
+        a, b = layer_of(importer), layer_of(imported)
         where = f"{modules(src)[importer].relative_to(src.parent)}:{line}"
         if a != b and b not in allowed.get(a, set()):
             out.append(f"{where}: {importer} imports {imported} ({a} may not import {b})")
-        last = imported.rsplit(".", 1)[-1]
-        if (last == "cli" or last.endswith("_cli")) and a != b and a != "cli":
+        if (
+            b == CLI
+            and package_of(importer) != package_of(imported)
+            and package_of(importer) != CLI
+        ):
             out.append(f"{where}: {importer} imports {imported} (a stage's cli module)")
     return out
 
@@ -128,6 +177,23 @@ def cycles(src: Path) -> list[list[str]]:
     graph: dict[str, set[str]] = {m: set() for m in modules(src)}
     for a, b, _ in imports(src):
         graph[a].add(b)
+    return strongly_connected(graph)
+
+
+def block_cycles(allowed: Mapping[str, set[str]]) -> list[list[str]]:
+    """Cycles between packages in the layering block itself (an edge to itself, such as
+    ``base -> base``, is no cycle): each strongly connected set of more than one package,
+    sorted; empty when the floors stack."""
+    graph = {p: {q for q in deps if q != p} for p, deps in allowed.items()}
+    for deps in list(graph.values()):
+        for q in deps:
+            graph.setdefault(q, set())
+    return strongly_connected(graph)
+
+
+def strongly_connected(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node of ``graph`` (node -> nodes it
+    points to; every target is a key), Tarjan's algorithm, iterative; each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -180,6 +246,49 @@ def test_source_has_no_import_cycle() -> None:
     assert cycles(SRC) == []
 
 
+def test_no_stage_imports_another_stage() -> None:
+    """The stages named on the block's ``stages:`` line stand on one floor: none may import
+    another (the test above holds the source to the block)."""
+    stages = read_stages(DOC)
+    assert {"collect", "judge", "filter", "export", "sft", "analysis"} <= stages
+    assert stage_violations(read_layering(DOC), stages) == []
+
+
+def test_layering_block_has_no_cycle() -> None:
+    assert block_cycles(read_layering(DOC)) == []
+
+
+def test_checker_finds_stage_to_stage_edges_and_block_cycles() -> None:
+    allowed = {
+        "base": {"base"},
+        "traces": {"base"},
+        "judge": {"base", "traces", "analysis"},
+        "analysis": {"base", "traces"},
+        "loop": {"judge", "analysis"},
+        "x": {"y"},
+        "y": {"z"},
+        "z": {"x", "base"},
+    }
+    assert stage_violations(allowed, {"judge", "analysis", "filter"}) == [
+        "stage 'filter' has no line in the layering block",
+        "stage 'judge' may import stage 'analysis': stages stand side by side",
+    ]
+    assert stage_violations(allowed, {"judge", "loop"}) == [
+        "stage 'loop' may import stage 'judge': stages stand side by side"
+    ]
+    assert block_cycles(allowed) == [["x", "y", "z"]]
+    assert block_cycles({k: v for k, v in allowed.items() if k != "z"}) == []
+
+
+def test_command_adapters_stand_on_the_cli_floor() -> None:
+    assert layer_of("rlmdistill.filter.cli") == CLI
+    assert layer_of("rlmdistill.judge.eval_cli") == CLI
+    assert layer_of("rlmdistill.sft.__main__") == CLI
+    assert layer_of("rlmdistill.cli") == CLI
+    assert layer_of("rlmdistill.filter.main") == "filter"
+    assert layer_of("rlmdistill.stats") == BASE
+
+
 def _tree(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
         p = root / "rlmdistill" / rel
@@ -189,8 +298,8 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_checker_finds_a_layering_violation_a_cli_import_and_a_cycle(tmp_path: Path) -> None:
-    """A tree where traces imports filter (not allowed), the dashboard imports filter.cli,
-    and rooms.a <-> rooms.b import each other (b only inside a function, which still counts);
+    """A tree where traces imports filter (not allowed), the dashboard imports filter.cli
+    (a command adapter, on the cli floor), and rooms.a <-> rooms.b import each other (b only inside a function, which still counts);
     a TYPE_CHECKING import of filter by traces is no violation."""
     src = _tree(
         tmp_path,
@@ -210,11 +319,19 @@ def test_checker_finds_a_layering_violation_a_cli_import_and_a_cycle(tmp_path: P
             "rooms/b.py": "def f():\n    from rlmdistill.rooms.a import g\n",
         },
     )
-    allowed = {"base": {"base"}, "traces": {"base"}, "filter": {"traces"}, "rooms": set(),
-               "dashboard": {"filter"}}  # fmt: skip
+    allowed = {
+        "base": {"base"},
+        "traces": {"base"},
+        "filter": {"traces"},
+        "rooms": set(),
+        "dashboard": {"filter"},
+        "cli": {"filter"},
+    }
     expected = [
         "rlmdistill/dashboard/page.py:2: rlmdistill.dashboard.page imports rlmdistill.filter.cli "
         "(a stage's cli module)",
+        "rlmdistill/dashboard/page.py:2: rlmdistill.dashboard.page imports rlmdistill.filter.cli "
+        "(dashboard may not import cli)",
         "rlmdistill/traces/bad.py:1: rlmdistill.traces.bad imports rlmdistill.filter.y "
         "(traces may not import filter)",
     ]
@@ -230,6 +347,13 @@ def test_layering_block_is_read_as_written(tmp_path: Path) -> None:
     doc = tmp_path / "a.md"
     doc.write_text("x\n```layering\nbase -> base\ntraces -> base, rooms\n```\n", "utf-8")
     assert read_layering(doc) == {"base": {"base"}, "traces": {"base", "rooms"}}
+    with pytest.raises(ValueError, match="needs one 'stages:' line"):
+        read_stages(doc)
+    doc.write_text(
+        "```layering\nbase -> base\nstages: judge, filter\njudge -> base\n```\n", "utf-8"
+    )
+    assert read_layering(doc) == {"base": {"base"}, "judge": {"base"}}
+    assert read_stages(doc) == {"judge", "filter"}
     doc.write_text("no block\n", "utf-8")
     with pytest.raises(ValueError, match="no ```layering block"):
         read_layering(doc)

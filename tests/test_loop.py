@@ -21,9 +21,9 @@ from rlmdistill.analysis.markdown import render_markdown
 from rlmdistill.analysis.schema import Report
 from rlmdistill.analysis.sections import METHODS
 from rlmdistill.loop.config import ExperimentError, load_experiment
-from rlmdistill.loop.lineage import latest_records, render_tree
 from rlmdistill.loop.run import run_loop
 from rlmdistill.testing.fake_openai import FakeOpenAIServer
+from rlmdistill.traces.lineage import latest_records, render_tree
 from rlmdistill.traces.runs import load_summaries
 
 
@@ -190,7 +190,7 @@ def test_lineage_prints_a_shared_ancestor_once_then_refers_back(tmp_path):
     from typer.testing import CliRunner
 
     from rlmdistill.cli import app
-    from rlmdistill.loop.lineage import LineageRecord, record
+    from rlmdistill.traces.lineage import LineageRecord, record
 
     def rec(artefact: str, kind: str, stage: str, inputs: list[str], rnd: int = 0) -> None:
         made = LineageRecord(

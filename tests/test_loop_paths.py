@@ -126,9 +126,9 @@ def test_adapter_of_an_older_version_is_up_to_date_after_a_move(tmp_path: Path) 
     (``sft.json`` keeps it under ``config.dataset``). Moved, such an adapter is still up to
     date: no training starts (the dataset here is no real one, so training would fail), and a
     record with the new, workspace-relative fingerprint is appended."""
-    from rlmdistill.loop.lineage import LineageRecord, latest_records, record
     from rlmdistill.loop.run import _sha_files
     from rlmdistill.sft.config import build_config as sft_config
+    from rlmdistill.traces.lineage import LineageRecord, latest_records, record
 
     loop = _loop(tmp_path)
     ws = tmp_path / "ws"

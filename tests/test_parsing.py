@@ -1,6 +1,6 @@
 """Reading root replies: fenced code and the final answer (case R1)."""
 
-from rlmdistill.collect.parsing import balanced_argument, parse_reply, split_fences
+from rlmdistill.traces.replies import balanced_argument, parse_reply, split_fences
 
 
 def test_final_balanced_parentheses_case_r1():

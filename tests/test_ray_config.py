@@ -230,7 +230,7 @@ def test_cli_ray_address_with_no_cluster_exits_2_and_writes_nothing(
 def test_ray_address_check_reads_every_address_form() -> None:
     import socket
 
-    from rlmdistill.collect.ray_cluster import (
+    from rlmdistill.cluster.ray_cluster import (
         RayClusterUnreachable,
         _host_port,
         check_address,

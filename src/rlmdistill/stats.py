@@ -1,6 +1,7 @@
-"""Honest statistics for behaviour-shift reports: intervals of means over rooms, paired
-differences, Wilcoxon signed-rank tests and correlations, each with an explicit undefined
-result (``value=None`` plus ``reason``) for degenerate data (cases A1, A2).
+"""Honest statistics for behaviour-shift reports (``analysis``) and the judge's evaluation
+(``judge-eval``): intervals of means over rooms, paired differences, Wilcoxon signed-rank
+tests and correlations, each with an explicit undefined result (``value=None`` plus
+``reason``) for degenerate data (no variance, too few rooms).
 
 Methods (named in every result's ``method`` field; sources in ``docs/analysis.md``):
 
@@ -51,8 +52,6 @@ import numpy as np
 import scipy.stats
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
-
 __all__ = [
     "CORRELATION_CHANGE_P_METHOD",
     "COUNT",
@@ -94,6 +93,10 @@ __all__ = [
     "zou_interval",
 ]
 
+DEFAULT_RESAMPLES = 2000
+"""Bootstrap resamples (B) used unless told otherwise."""
+DEFAULT_CONFIDENCE = 0.95
+"""Two-sided confidence level of every interval unless told otherwise."""
 SPEARMAN_EXACT_MAX_N = 8
 """Up to this many points the Spearman p-value is exact (all n! pairings, 40,320 at n = 8)."""
 MIN_UNITS = 3

@@ -1,6 +1,9 @@
-"""Analysis: run summaries (``show``) and behaviour-shift reports (``report``)."""
+"""Analysis: run summaries (``show``) and behaviour-shift reports (``report``).
 
-DEFAULT_RESAMPLES = 2000
-"""Bootstrap resamples (B) used unless told otherwise."""
-DEFAULT_CONFIDENCE = 0.95
-"""Two-sided confidence level of every interval unless told otherwise."""
+The statistics live one floor down, in :mod:`rlmdistill.stats` (the judge's evaluation uses
+them too); the interval defaults are re-exported here.
+"""
+
+from rlmdistill.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+
+__all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES"]

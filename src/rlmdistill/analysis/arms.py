@@ -3,11 +3,11 @@
 - :func:`arm_table`: base, r1, r2, ... (and depth arms) side by side on the rooms every arm
   ran: per metric of :data:`~rlmdistill.analysis.sections.OUTCOME_METRICS` each arm's mean of
   room means with its t interval over rooms, and each arm's difference from the baseline
-  (the first arm) paired over rooms (:func:`~rlmdistill.analysis.stats.paired_comparison`).
+  (the first arm) paired over rooms (:func:`~rlmdistill.stats.paired_comparison`).
 - :func:`size_correlation_changes`: per compared arm pair (:func:`correlation_change_pairs`:
   baseline -> each arm, round on round, depth 1 -> depth 2) and per room size, the change of
   the correlation of room-mean sub-calls with room size, paired bootstrap over rooms
-  (:func:`~rlmdistill.analysis.stats.correlation_change`).
+  (:func:`~rlmdistill.stats.correlation_change`).
 - :func:`timeout_flags`: compared arm pairs whose shares of episodes that ended ``timeout``
   (the episode wall-time limit, which depends on machine load) differ.
 
@@ -43,7 +43,7 @@ from rlmdistill.analysis.sections import (
     room_size,
     timeout_count,
 )
-from rlmdistill.analysis.stats import (
+from rlmdistill.stats import (
     CORRELATION_CHANGE_P_METHOD,
     MIN_UNITS,
     STEIGER_METHOD,

@@ -12,7 +12,7 @@ The first run is the baseline (arm A); every other run is compared with it. Room
 content hash (``room_hash``), so a room rebuilt elsewhere from the same documents still pairs.
 The ``report.json`` records are in :mod:`rlmdistill.analysis.schema` (re-exported here), the
 sections in :mod:`rlmdistill.analysis.sections`, the figure data in
-:mod:`rlmdistill.analysis.figure_data`; statistics in :mod:`rlmdistill.analysis.stats`,
+:mod:`rlmdistill.analysis.figure_data`; statistics in :mod:`rlmdistill.stats`,
 metrics in :mod:`rlmdistill.analysis.metrics`; all are defined in ``docs/analysis.md``.
 """
 
@@ -62,10 +62,10 @@ from rlmdistill.analysis.sections import (
     SectionContext,
     read_training_curve,
 )
-from rlmdistill.analysis.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rlmdistill.analysis.trajectory_cache import cache_file
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rlmdistill.traces import layout
 
 __all__ = [
@@ -142,7 +142,7 @@ def build_report(
         sft_dirs: adapter folders whose ``train_log.jsonl`` becomes training curves.
         prices: price table for cost.
         labels: arm labels (default: run folder names, made unique).
-        n_resamples, seed, confidence: interval settings (see :mod:`analysis.stats`; B and
+        n_resamples, seed, confidence: interval settings (see :mod:`rlmdistill.stats`; B and
             seed are those of the correlation changes' bootstrap).
         trajectories: compute the trajectory metrics (reads every trajectory file once, or only
             those changed since this report was last built: ``out/.cache``).

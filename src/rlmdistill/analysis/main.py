@@ -31,7 +31,7 @@ class ReportConfig(BaseModel):
         sft: adapter folders whose ``train_log.jsonl`` becomes training curves.
         prices: price table for cost (default: the packaged example table).
         labels: arm labels (default: run folder names, made unique).
-        resamples, seed, confidence: interval settings (see :mod:`rlmdistill.analysis.stats`;
+        resamples, seed, confidence: interval settings (see :mod:`rlmdistill.stats`;
             B and seed are those of the correlation changes' bootstrap).
         trajectories: compute the trajectory metrics (reads every trajectory file once).
         overwrite: replace a report already in ``out``.

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlmdistill.analysis.stats import Correlation, CorrelationChange, Estimate, PairedComparison
 from rlmdistill.mdtable import markdown_table
+from rlmdistill.stats import Correlation, CorrelationChange, Estimate, PairedComparison
 
 if TYPE_CHECKING:
     from rlmdistill.analysis.schema import DepthAblation, Report

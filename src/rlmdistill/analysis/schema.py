@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.analysis.checks import AdapterCheck
 from rlmdistill.analysis.figures import FigureData
-from rlmdistill.analysis.stats import Correlation, CorrelationChange, Estimate, PairedComparison
 from rlmdistill.analysis.summary import Stat
+from rlmdistill.stats import Correlation, CorrelationChange, Estimate, PairedComparison
 
 __all__ = [
     "EMA_BETA",
@@ -303,7 +303,7 @@ class TrainingCurve(BaseModel):
 
 class SizeCorrelationChange(BaseModel):
     """Change of the sub-calls-vs-room-size correlation from the baseline arm ``a`` to arm
-    ``b``, paired over the rooms both ran (:func:`~rlmdistill.analysis.stats.correlation_change`)."""
+    ``b``, paired over the rooms both ran (:func:`~rlmdistill.stats.correlation_change`)."""
 
     model_config = ConfigDict(extra="forbid")
 

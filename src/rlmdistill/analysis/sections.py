@@ -52,7 +52,9 @@ from rlmdistill.analysis.schema import (
     TokenShares,
     TrainingCurve,
 )
-from rlmdistill.analysis.stats import (
+from rlmdistill.analysis.summary import Stat
+from rlmdistill.models.spec import parse_spec
+from rlmdistill.stats import (
     COUNT,
     MIN_UNITS,
     SHARE,
@@ -69,8 +71,6 @@ from rlmdistill.analysis.stats import (
     rate_interval,
     spearman,
 )
-from rlmdistill.analysis.summary import Stat
-from rlmdistill.models.spec import parse_spec
 from rlmdistill.traces.artefacts import read_train_log
 
 __all__ = [
@@ -114,7 +114,7 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- settings
 class SectionContext(NamedTuple):
-    """Interval settings of a report (see :mod:`analysis.stats`).
+    """Interval settings of a report (see :mod:`rlmdistill.stats`).
 
     Fields: ``resamples`` (B, >= 100, of the paired bootstrap of a correlation change),
     ``seed`` (of that resampling; the same seed gives the same intervals), ``confidence``
@@ -432,10 +432,10 @@ def mean_of_room_means(
     ctx: SectionContext, means: dict[str, float], bounds: Bounds = UNBOUNDED
 ) -> Estimate:
     """Mean of room means with its interval over rooms: for a rate or share (``bounds`` is
-    :data:`SHARE`) the Korn-Graubard interval (:func:`~rlmdistill.analysis.stats.rate_interval`:
+    :data:`SHARE`) the Korn-Graubard interval (:func:`~rlmdistill.stats.rate_interval`:
     skewed away from 0 for zero-heavy pass rates, a one-sided bound when every room is at 0),
     else the Student t interval clipped to ``bounds`` (the metric's range;
-    :func:`~rlmdistill.analysis.stats.mean_interval`)."""
+    :func:`~rlmdistill.stats.mean_interval`)."""
     if bounds == SHARE:
         return rate_interval(list(means.values()), confidence=ctx.confidence)
     return mean_interval(list(means.values()), confidence=ctx.confidence, bounds=bounds)
@@ -446,7 +446,7 @@ def paired_rooms(
 ) -> PairedComparison:
     """``b - a`` paired over the rooms both have (room label -> mean), with the t interval of
     the mean difference clipped to :func:`difference_bounds` of ``bounds`` (the metric's
-    range) and the Wilcoxon test (:func:`~rlmdistill.analysis.stats.paired_comparison`)."""
+    range) and the Wilcoxon test (:func:`~rlmdistill.stats.paired_comparison`)."""
     return paired_comparison(a, b, confidence=ctx.confidence, bounds=difference_bounds(bounds))
 
 

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from rlmdistill.collect.config import RayOptions
+from rlmdistill.cluster.options import RayOptions
 
 __all__ = [
     "RAY_EXTRA",

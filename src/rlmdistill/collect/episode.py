@@ -1,6 +1,6 @@
 """One RLM episode: root turns, REPL execution, sub-calls (and subagents), trajectory records.
 
-The root's reply is parsed for fenced code blocks (:mod:`rlmdistill.collect.parsing`); each
+The root's reply is parsed for fenced code blocks (:mod:`rlmdistill.traces.replies`); each
 block runs in the episode's REPL process, whose ``llm_query`` calls come back here and go to
 the sub model in parallel. At depth 1 a sub-call is one plain completion. At depth 2 it starts
 a **subagent**: the sub model gets its own REPL whose variable ``context`` holds the prompt it
@@ -30,7 +30,6 @@ from rlmdistill.collect import prompts
 from rlmdistill.collect.config import CollectConfig
 from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
 from rlmdistill.collect.dispatch import Dispatch, shared_dispatch
-from rlmdistill.collect.parsing import parse_reply
 from rlmdistill.collect.repl import (
     BackgroundRepl,
     BlockOutcome,
@@ -55,6 +54,7 @@ from rlmdistill.models.replicas import affinity
 from rlmdistill.rooms.text import cited_documents
 from rlmdistill.traces.memo_errors import count_sub_call_error_texts, sub_call_error_text
 from rlmdistill.traces.rebuild import messages_sha256
+from rlmdistill.traces.replies import parse_reply
 from rlmdistill.traces.schema import (
     CodeBlockResult,
     Coverage,

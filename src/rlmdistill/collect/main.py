@@ -143,9 +143,9 @@ def run_collect(
 
     With ``config.executor == "ray"`` the episodes run on a Ray cluster
     (:mod:`rlmdistill.collect.ray_executor`); without Ray installed this raises
-    :class:`~rlmdistill.collect.ray_cluster.RayUnavailable` (a ``ValueError`` naming the
+    :class:`~rlmdistill.cluster.ray_cluster.RayUnavailable` (a ``ValueError`` naming the
     extra) before anything is written, and with an address where no cluster answers
-    :class:`~rlmdistill.collect.ray_cluster.RayClusterUnreachable` (a ``ValueError``: exit 2).
+    :class:`~rlmdistill.cluster.ray_cluster.RayClusterUnreachable` (a ``ValueError``: exit 2).
 
     Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``;
     :class:`~rlmdistill.models.preflight.SamplingRefusedError` for refused settings),
@@ -161,7 +161,7 @@ def run_collect(
     from rlmdistill.rooms import DataRoom
 
     if config.executor == "ray":  # a missing extra or cluster is named before any write
-        from rlmdistill.collect.ray_cluster import check_address, import_ray
+        from rlmdistill.cluster.ray_cluster import check_address, import_ray
 
         import_ray()
         check_address(config.ray.address)

@@ -1,7 +1,7 @@
 """``executor: ray``: a run's episodes on the nodes of a Ray cluster, driver-side commit.
 
 This module is the driver; what runs on the nodes is :mod:`rlmdistill.collect.ray_node`, and
-cluster access (importing Ray, node selection) :mod:`rlmdistill.collect.ray_cluster`; their
+cluster access (importing Ray, node selection) :mod:`rlmdistill.cluster.ray_cluster`; their
 public names are re-exported here. Needs the optional extra (``pip install 'rlmdistill[ray]'``); asking for it without Ray raises
 :class:`RayUnavailable` naming the extra. Layout (the pattern of verl's agent-loop workers:
 one long-lived worker actor per node, pinned with ``NodeAffinitySchedulingStrategy``, the
@@ -56,9 +56,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from tqdm import tqdm
 
-from rlmdistill.collect.config import CollectConfig, episode_seed
-from rlmdistill.collect.executor import commit_episode
-from rlmdistill.collect.ray_cluster import (
+from rlmdistill.cluster.ray_cluster import (
     RAY_EXTRA,
     RayUnavailable,
     connect,
@@ -66,6 +64,8 @@ from rlmdistill.collect.ray_cluster import (
     import_ray,
     lost_errors,
 )
+from rlmdistill.collect.config import CollectConfig, episode_seed
+from rlmdistill.collect.executor import commit_episode
 from rlmdistill.collect.ray_node import (
     ClusterLimits,
     EpisodeJob,

@@ -26,8 +26,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlmdistill.cluster.ray_cluster import import_ray
 from rlmdistill.collect.config import CollectConfig
-from rlmdistill.collect.ray_cluster import import_ray
 from rlmdistill.models.base import InfrastructureError, ModelClient, Usage
 from rlmdistill.models.limits import PriceTable, RunLimits, SpendCapExceeded
 from rlmdistill.rooms import DataRoom

@@ -178,7 +178,10 @@ def check_no_heldout(run_dirs: list[Path], roles: WorkspaceRoles, allow: bool) -
 
 
 def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules, roles: WorkspaceRoles) -> None:
-    from rlmdistill.filter.main import FilterConfig, build_export_options
+    from rlmdistill.export.main import ExportConfig
+    from rlmdistill.export.main import run as export_stage
+    from rlmdistill.export.options import build_export_options
+    from rlmdistill.filter.main import FilterConfig
     from rlmdistill.filter.main import run as filter_stage
 
     with st.form("f_export"):
@@ -218,8 +221,16 @@ def _export(ws: Workspace, run_dirs: list[Path], rules: FilterRules, roles: Work
             max_length=int(max_length),
         )
         with st.spinner("exporting..."):
-            outcome = filter_stage(
-                FilterConfig(runs=run_dirs, out=out, rules=rules, export=options, force=force)
+            outcome = filter_stage(FilterConfig(runs=run_dirs, out=out, rules=rules, force=force))
+            outcome.require_kept()
+            export_stage(
+                ExportConfig(
+                    out=out,
+                    options=options,
+                    episodes=outcome.decisions,
+                    card_extra=outcome.card_section(),
+                ),
+                progress=False,
             )
     except (FilterRuleError, ExpressionError, FileExistsError, ValueError, OSError) as exc:
         st.error(f"export failed: {exc}")

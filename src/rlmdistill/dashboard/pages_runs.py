@@ -51,7 +51,7 @@ def lineage_of(ws: Workspace, run_dir: Path) -> tuple[list[str], list[str]] | No
     written by ``rlmdistill loop``): the artefacts the run was made from (e.g. the adapter of
     its root) and those made from it (datasets, reports), as workspace-relative paths.
     ``None`` when the workspace has no lineage file."""
-    from rlmdistill.loop.lineage import latest_records, lineage_path
+    from rlmdistill.traces.lineage import latest_records, lineage_path
 
     if not lineage_path(ws.root).exists():
         return None
@@ -76,7 +76,7 @@ def _lineage(ws: Workspace, run_dir: Path) -> None:
         + " · used by: "
         + (", ".join(f"`{a}`" for a in used_by) or "nothing yet")
     )
-    from rlmdistill.loop.lineage import render_tree
+    from rlmdistill.traces.lineage import render_tree
 
     with st.expander("Workspace lineage tree"):
         st.code(render_tree(ws.root), language="text")

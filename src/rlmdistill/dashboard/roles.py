@@ -79,7 +79,7 @@ def _roles(
     report_runs: list[str] = []
     eval_order: list[str] = []
     if lineage_stamp != "-":
-        from rlmdistill.loop.lineage import latest_records
+        from rlmdistill.traces.lineage import latest_records
 
         latest = latest_records(ws)
         for artefact, rec in latest.items():
@@ -119,7 +119,7 @@ def workspace_roles(root: Path, runs: Sequence[str]) -> WorkspaceRoles:
     (folder names), cached by the stamps of ``lineage.jsonl`` and ``rooms/split.json``.
 
     Raises ``ValueError`` naming ``rooms/split.json`` when it is not JSON, and what
-    :func:`rlmdistill.loop.lineage.latest_records` raises for an invalid lineage line."""
+    :func:`rlmdistill.traces.lineage.latest_records` raises for an invalid lineage line."""
     split = root / layout.ROOMS / layout.SPLIT
     try:
         return _roles(str(root), file_stamp(root / layout.LINEAGE), file_stamp(split), tuple(runs))

@@ -26,7 +26,7 @@ from rlmdistill.analysis.schema import (
     Grid,
     TokenShares,
 )
-from rlmdistill.analysis.stats import SHARE, Estimate
+from rlmdistill.stats import SHARE, Estimate
 
 __all__ = [
     "ARM_COLUMNS",
@@ -269,7 +269,7 @@ _METRICS = {
 
 def is_share(metric: str) -> bool:
     """Whether the report's ``metric`` is a share in [0, 1] (its bounds are
-    :data:`~rlmdistill.analysis.stats.SHARE`): pass rates, coverage, memo rate, ... and their
+    :data:`~rlmdistill.stats.SHARE`): pass rates, coverage, memo rate, ... and their
     per-type/per-folder forms (``pass_rate[finding]``, ``coverage[License]``)."""
     m = _METRICS.get(metric) or _METRICS.get(metric.split("[", 1)[0])
     return m is not None and m.bounds == SHARE

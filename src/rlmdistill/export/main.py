@@ -1,6 +1,6 @@
 """The ``export`` stage as a function: :func:`run` takes an :class:`ExportConfig` and returns
-the :class:`~rlmdistill.export.dataset.ExportReport` (``rlmdistill export`` calls it; the main
-entry is ``rlmdistill filter``, whose stage calls :func:`~rlmdistill.export.export_dataset`).
+the :class:`~rlmdistill.export.dataset.ExportReport` (``rlmdistill export`` calls it; so do
+``rlmdistill filter``, the loop and the dashboard, on the decisions the filter stage wrote).
 
 It exports every finished episode of the given runs, or the kept episodes of a filter's
 ``decisions.jsonl`` or a hand-written episode list (read with
@@ -30,6 +30,9 @@ class ExportConfig(BaseModel):
         options: how root turns become examples.
         episodes: a filter's ``decisions.jsonl``: export its kept episodes instead.
         overwrite: replace an existing dataset.
+        card_extra: Markdown section of the dataset card saying where the episodes came
+            from (the filter's summary, ``FilterOutcome.card_section()``); ``None``: a line
+            naming the runs or ``episodes`` file, without selection rules.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -39,6 +42,7 @@ class ExportConfig(BaseModel):
     options: ExportOptions
     episodes: Path | None = None
     overwrite: bool = False
+    card_extra: str | None = None
 
 
 def kept_episodes(path: Path) -> tuple[list[EpisodeRef], dict[str, FilterTimeScores]]:
@@ -70,6 +74,9 @@ def run(config: ExportConfig, *, progress: bool = True) -> ExportReport:
     else:
         raise ValueError("give run directories or --episodes decisions.jsonl")
     source = f"--episodes {c.episodes}" if c.episodes else "runs " + ", ".join(map(str, c.runs))
+    card = c.card_extra
+    if card is None:
+        card = f"Exported by `rlmdistill export` from {source} (no selection rules here)."
     return export_dataset(
         refs,
         c.out,
@@ -77,5 +84,5 @@ def run(config: ExportConfig, *, progress: bool = True) -> ExportReport:
         scores=scores,
         overwrite=c.overwrite,
         progress=progress,
-        card_extra=f"Exported by `rlmdistill export` from {source} (no selection rules here).",
+        card_extra=card,
     )

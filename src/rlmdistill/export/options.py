@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = [
     "ExportMode",
     "ExportOptions",
+    "ExportOptionsError",
     "ExportStyle",
     "ReasoningPolicy",
     "SystemPromptChoice",
     "TruncatedTurns",
     "Truncation",
+    "build_export_options",
 ]
 
 ExportMode = Literal["trajectory", "turn"]
@@ -162,3 +164,21 @@ class ExportOptions(BaseModel):
             return SystemPromptChoice("plain", None, keep)
         text = Path(self.system_prompt).read_text(encoding="utf-8")
         return SystemPromptChoice(self.system_prompt, text, keep)
+
+
+class ExportOptionsError(ValueError):
+    """Export options that do not validate; the message names every bad field."""
+
+
+def build_export_options(**values: Any) -> ExportOptions:
+    """An :class:`ExportOptions` from the given fields, ``None`` values left at their
+    defaults (what a command's unset flags give). Raises :class:`ExportOptionsError`
+    (``invalid export options: FIELD: problem; ...``) when the options are invalid."""
+    data = {k: v for k, v in values.items() if v is not None}
+    try:
+        return ExportOptions.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ExportOptionsError(f"invalid export options: {problems}") from exc

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlmdistill.collect.parsing import split_fences
+from rlmdistill.traces.replies import split_fences
 
 __all__ = [
     "REPL_TOOL",

@@ -4,11 +4,14 @@
         --min-pass-rate 0.5 --top-k-per-room 2 --where "n_sub_calls >= 2" \\
         --tokenizer qwen2.5-coder-0.5b --mode trajectory --style plain --max-length 8192
 
-The stage is :func:`rlmdistill.filter.main.run` (a :class:`~rlmdistill.filter.main.FilterConfig`
-in, a :class:`~rlmdistill.filter.main.FilterOutcome` out); :func:`register` adds the typer
-command, which maps the outcome to output and an exit code. Runs are only read: everything is written under ``--out``, which
-must be empty or absent (``--force`` replaces a folder this stage wrote before, never any
-other folder, and never a folder holding or inside a run).
+The command runs two stages in turn: :func:`rlmdistill.filter.main.run` (a
+:class:`~rlmdistill.filter.main.FilterConfig` in, a
+:class:`~rlmdistill.filter.main.FilterOutcome` out), then, unless ``--report-only``,
+:func:`rlmdistill.export.main.run` on the decisions the filter wrote. :func:`register` adds
+the typer command, which maps the outcomes to output and an exit code. Runs are only read:
+everything is written under ``--out``, which must be empty or absent (``--force`` replaces a
+folder this stage wrote before, never any other folder, and never a folder holding or inside
+a run).
 """
 
 from __future__ import annotations
@@ -18,14 +21,11 @@ from typing import Annotated
 
 import typer
 
+from rlmdistill.export.main import ExportConfig
+from rlmdistill.export.main import run as export_stage
+from rlmdistill.export.options import ExportOptionsError, build_export_options
 from rlmdistill.filter.expr import ExpressionError
-from rlmdistill.filter.main import (
-    FilterConfig,
-    NothingKeptError,
-    OutputFolderError,
-    build_export_options,
-    run,
-)
+from rlmdistill.filter.main import FilterConfig, NothingKeptError, OutputFolderError, run
 from rlmdistill.filter.report import FilterReport
 from rlmdistill.filter.rules import FilterRuleError, FilterRules
 from rlmdistill.traces.runs import NotARunError
@@ -113,14 +113,24 @@ def register(app: typer.Typer) -> None:
                     system_prompt=system_prompt,
                     max_length=max_length,
                 )
-            outcome = run(
-                FilterConfig(runs=runs, out=out, rules=merged, export=options, force=force)
-            )
+            outcome = run(FilterConfig(runs=runs, out=out, rules=merged, force=force))
+            if options is not None:
+                outcome.require_kept()
+                export_stage(
+                    ExportConfig(
+                        out=out,
+                        options=options,
+                        episodes=outcome.decisions,
+                        card_extra=outcome.card_section(),
+                    ),
+                    progress=False,
+                )
         except NothingKeptError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
         except (
             FilterRuleError,
+            ExportOptionsError,
             ExpressionError,
             OutputFolderError,
             NotARunError,
@@ -133,5 +143,5 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from exc
         typer.echo(_summary_line(outcome.report))
         typer.echo(f"wrote {out / 'filter_report.md'}, filter_report.json, decisions.jsonl")
-        if outcome.exported is not None:
+        if options is not None:
             typer.echo(f"dataset: {out}")

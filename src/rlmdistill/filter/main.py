@@ -4,6 +4,11 @@
 Runs are only read: everything is written under ``out``, which must be empty or absent
 (``force`` replaces a folder this stage wrote before, never any other folder, and never a
 folder holding or inside a run).
+
+The stage selects and writes its report and decisions; it never exports. Whoever wants a
+dataset (the ``filter`` command, the loop, the dashboard) runs the export stage next, on the
+decisions this stage wrote (``ExportConfig(episodes=outcome.decisions, out=out,
+card_extra=outcome.card_section())``, after :meth:`FilterOutcome.require_kept`).
 """
 
 from __future__ import annotations
@@ -11,11 +16,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.export.options import ExportOptions
 from rlmdistill.filter.report import FilterReport, render_card_section, write_report
 from rlmdistill.filter.rules import FilterRuleError, FilterRules
 from rlmdistill.filter.select import Selection, select_episodes
@@ -26,7 +30,6 @@ __all__ = [
     "FilterOutcome",
     "NothingKeptError",
     "OutputFolderError",
-    "build_export_options",
     "run",
 ]
 
@@ -37,8 +40,8 @@ _OUR_FILES = (
     layout.EXPORT_MANIFEST,
     "dataset_info.json",
 )
-"""Files that mark a folder as written by this stage or the export stage (``--force`` only
-ever deletes such a folder)."""
+"""Files that mark a folder as written by this stage or the export stage that runs after it
+(``--force`` only ever deletes such a folder)."""
 
 
 class OutputFolderError(FileExistsError):
@@ -51,12 +54,27 @@ class NothingKeptError(FilterRuleError):
 
 
 class FilterOutcome(NamedTuple):
-    """What :func:`run` did."""
+    """What :func:`run` did: the selection, its report, and where the decisions are."""
 
     selection: Selection
     report: FilterReport
-    exported: Any | None
-    """The export stage's return value (``None`` when no export was asked for)."""
+    decisions: Path
+    """The ``decisions.jsonl`` written (one line per episode, kept or not, in selection
+    order): what the export stage reads (``ExportConfig.episodes``) to export the kept ones
+    with their filter-time pass rate and coverage."""
+
+    def card_section(self) -> str:
+        """The Markdown section the dataset card of an export of this selection carries
+        (source runs, kept/dropped counts, the rules; see
+        :func:`~rlmdistill.filter.report.render_card_section`)."""
+        return render_card_section(self.report)
+
+    def require_kept(self) -> None:
+        """Raise :class:`NothingKeptError` (naming ``filter_report.md``) when no episode was
+        kept: call it before exporting."""
+        if self.selection.n_kept == 0:
+            report_md = self.decisions.parent / layout.FILTER_REPORT_MD
+            raise NothingKeptError(f"no episode kept out of {self.report.n_total}; see {report_md}")
 
 
 def _prepare_out(out: Path, runs: Sequence[Path], force: bool) -> None:
@@ -85,28 +103,14 @@ def _prepare_out(out: Path, runs: Sequence[Path], force: bool) -> None:
     shutil.rmtree(out)
 
 
-def build_export_options(**values: Any) -> ExportOptions:
-    """An :class:`~rlmdistill.export.options.ExportOptions` from the given fields (``None``
-    values left at their defaults). Raises :class:`FilterRuleError` when the options are
-    invalid (the message names the fields)."""
-    data = {k: v for k, v in values.items() if v is not None}
-    try:
-        return ExportOptions.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: {e['msg']}" for e in exc.errors()
-        )
-        raise FilterRuleError(f"invalid export options: {problems}") from exc
-
-
 class FilterConfig(BaseModel):
-    """What :func:`run` selects from and where it writes (the fields of ``rlmdistill filter``).
+    """What :func:`run` selects from and where it writes (the fields of ``rlmdistill filter``
+    but the export's).
 
     Fields:
         runs: run folders (read only).
         out: dataset folder to write (``datasets/NAME``); empty or absent unless ``force``.
         rules: the selection rules.
-        export: export options; ``None`` writes the filter report and decisions only.
         force: replace a dataset folder this stage or the export stage wrote before.
     """
 
@@ -115,47 +119,22 @@ class FilterConfig(BaseModel):
     runs: list[Path] = Field(min_length=1)
     out: Path
     rules: FilterRules = Field(default_factory=FilterRules)
-    export: ExportOptions | None = None
     force: bool = False
 
 
-def run(config: FilterConfig, *, progress: bool = False) -> FilterOutcome:
-    """The ``filter`` stage: select episodes of ``config.runs`` with ``config.rules``, write
-    ``filter_report.{md,json}`` and ``decisions.jsonl`` into ``config.out``, then (when
-    ``config.export`` is given) export the kept episodes there with
-    ``rlmdistill.export.export_dataset`` (given each kept episode's pass rate and coverage at
-    filter time, and the filter summary for the dataset card). ``progress``: progress bars.
+def run(config: FilterConfig) -> FilterOutcome:
+    """The ``filter`` stage: select episodes of ``config.runs`` with ``config.rules`` and write
+    ``filter_report.{md,json}`` and ``decisions.jsonl`` into ``config.out``. It exports
+    nothing: the caller runs the export stage on :attr:`FilterOutcome.decisions`.
 
     Selection runs before anything is written, so bad rules leave ``out`` untouched. Raises
     :class:`FilterRuleError` / :class:`~rlmdistill.filter.expr.ExpressionError` for rules
-    that cannot be applied, :class:`OutputFolderError` for an unusable ``out``,
-    :class:`NothingKeptError` (after writing the reports) when no episode is kept and an
-    export was asked for, and :class:`~rlmdistill.traces.runs.NotARunError` for a folder
-    without ``run.json``.
+    that cannot be applied, :class:`OutputFolderError` for an unusable ``out``, and
+    :class:`~rlmdistill.traces.runs.NotARunError` for a folder without ``run.json``. Keeping
+    no episode is no error here (:meth:`FilterOutcome.require_kept` makes it one).
     """
-    runs, out, export_options = list(config.runs), Path(config.out), config.export
+    runs, out = list(config.runs), Path(config.out)
     selection = select_episodes(runs, config.rules)
     _prepare_out(out, runs, config.force)
     report = write_report(selection, out)
-    if export_options is None:
-        return FilterOutcome(selection, report, None)
-    if selection.n_kept == 0:
-        raise NothingKeptError(
-            f"no episode kept out of {report.n_total}; see {out / 'filter_report.md'}"
-        )
-    from rlmdistill.export import FilterTimeScores, export_dataset
-
-    scores = {
-        d.episode_id: FilterTimeScores(pass_rate=d.pass_rate, coverage=d.coverage)
-        for d in selection.decisions
-        if d.kept
-    }
-    exported = export_dataset(
-        selection.kept,
-        out,
-        export_options,
-        card_extra=render_card_section(report),
-        scores=scores,
-        progress=progress,
-    )
-    return FilterOutcome(selection, report, exported)
+    return FilterOutcome(selection, report, out / layout.FILTER_DECISIONS)

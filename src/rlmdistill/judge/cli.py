@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rlmdistill.collect.config import RayOptions
+from rlmdistill.cluster.options import RayOptions
 from rlmdistill.judge.agreement import AgreementTable, TooFewGradersError, run_agreement
 from rlmdistill.judge.main import JudgeConfig, run
 from rlmdistill.models.limits import PriceTable

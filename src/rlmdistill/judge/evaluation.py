@@ -18,7 +18,7 @@ Steps (:func:`run`):
 3. Per kind of memo: the share graded PASS (recall for memos that must pass, false-pass rate
    for decoys), as the mean over documents of each document's share, with a Student t
    interval over documents clipped to [0, 1]
-   (:func:`~rlmdistill.analysis.stats.cluster_mean_interval`; memos of one document share its
+   (:func:`~rlmdistill.stats.cluster_mean_interval`; memos of one document share its
    wording, so documents are the independent units).
 
 Writes ``OUT/cases.jsonl`` (one :class:`EvalOutcome` per memo) and ``OUT/report.json``
@@ -33,13 +33,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.analysis.stats import SHARE, Estimate, cluster_mean_interval
 from rlmdistill.judge.base import Grader
 from rlmdistill.judge.evalset import EXPECTED, SPLIT_SALT, EvalCase, build_cases, contract_split
 from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.rooms.cuad import build_cuad_room, criteria_per_contract, labelled_spans
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.rooms.task import Task
+from rlmdistill.stats import SHARE, Estimate, cluster_mean_interval
 from rlmdistill.traces.store import append_records
 
 __all__ = [

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.collect.config import RayOptions
+from rlmdistill.cluster.options import RayOptions
 from rlmdistill.judge.cache import VerdictCache
 from rlmdistill.judge.llm import (
     JudgeStats,

@@ -3,7 +3,7 @@
 :class:`SpreadChatClient` is a :class:`~rlmdistill.models.base.ModelClient` whose ``chat``
 calls run on the nodes of the cluster: one :class:`ChatWorker` actor per node that may run
 work (the same node selection and caps as ``collect --executor ray``:
-:func:`rlmdistill.collect.ray_cluster.eligible_nodes`), each holding the judge's client (a
+:func:`rlmdistill.cluster.ray_cluster.eligible_nodes`), each holding the judge's client (a
 ``local:`` judge is loaded once per node; an ``openai:`` one is a client of the shared server),
 and each request goes to the node with the fewest requests in flight. Everything else of the
 judge stays in the driver: the grader, its verdict cache, its usage log and the verdict file,
@@ -19,8 +19,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from rlmdistill.collect.config import RayOptions
-from rlmdistill.collect.ray_cluster import connect, eligible_nodes, import_ray, lost_errors
+from rlmdistill.cluster.options import RayOptions
+from rlmdistill.cluster.ray_cluster import connect, eligible_nodes, import_ray, lost_errors
 from rlmdistill.models.base import (
     ChatResult,
     InfrastructureError,
@@ -62,7 +62,7 @@ class SpreadChatClient:
         opts: client options (timeouts, retries) for ``get_client`` on each node.
         ray_options: cluster address, node selection and per-node caps.
 
-    Raises :class:`~rlmdistill.collect.ray_cluster.RayUnavailable` without Ray and
+    Raises :class:`~rlmdistill.cluster.ray_cluster.RayUnavailable` without Ray and
     ``ValueError`` when no node of the cluster may run requests.
     """
 

@@ -62,6 +62,6 @@ def register(app: typer.Typer) -> None:
         workspace: Annotated[Path, typer.Argument(help="Experiment workspace folder.")],
     ) -> None:
         """Which runs made which dataset made which adapter made which run and report."""
-        from rlmdistill.loop.lineage import render_tree
+        from rlmdistill.traces.lineage import render_tree
 
         typer.echo(render_tree(workspace))

@@ -18,7 +18,7 @@ Round ``r`` (1..N) of an experiment::
 Each stage is skipped when its output exists and is up to date: collection resumes by
 episode (a finished run loads no model), grading skips graded episodes, and the dataset,
 adapter and report are rebuilt only when the fingerprint of their inputs and settings
-changed (recorded in ``lineage.jsonl``, see :mod:`rlmdistill.loop.lineage`). Every round
+changed (recorded in ``lineage.jsonl``, see :mod:`rlmdistill.traces.lineage`). Every round
 fine-tunes the *base* model on that round's data (expert iteration restarts from the base,
 as in STaR, Zelikman et al. 2022); the tuned root of round r collects round r+1's data.
 """
@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlmdistill.loop.config import ExperimentConfig, ExperimentError
-from rlmdistill.loop.lineage import LineageRecord, latest_records, record
 from rlmdistill.loop.paths import legacy_match, to_record
 from rlmdistill.traces import layout
 from rlmdistill.traces.artefacts import load_sft_manifest
+from rlmdistill.traces.lineage import LineageRecord, latest_records, record
 
 __all__ = ["Arm", "LoopResult", "RoundResult", "report_arms", "run_loop"]
 
@@ -226,9 +226,12 @@ class _Loop:
                       graded=rep.result.graded)  # fmt: skip
 
     def dataset(self, train_run: Path, out: Path, rnd: int) -> None:
-        from rlmdistill.filter.main import FilterConfig, build_export_options
+        from rlmdistill.export.main import ExportConfig
+        from rlmdistill.export.main import run as export_stage
+        from rlmdistill.export.options import build_export_options
+        from rlmdistill.filter.main import FilterConfig
         from rlmdistill.filter.main import run as filter_stage
-        from rlmdistill.sft.train import resolve_base
+        from rlmdistill.models.spec import resolve_base
 
         export = {"tokenizer": str(resolve_base(self.cfg.base)), **self.cfg.export}
         options = build_export_options(**export)
@@ -242,14 +245,20 @@ class _Loop:
             self.log(f"[skip] {self.rel(out)}: dataset up to date")
             return
         self.log(f"[run ] filter + export {self.rel(train_run)} -> {self.rel(out)}")
-        outcome = filter_stage(
-            FilterConfig(runs=[train_run], out=out, rules=rules, export=options, force=True),
+        outcome = filter_stage(FilterConfig(runs=[train_run], out=out, rules=rules, force=True))
+        outcome.require_kept()
+        exported = export_stage(
+            ExportConfig(
+                out=out,
+                options=options,
+                episodes=outcome.decisions,
+                card_extra=outcome.card_section(),
+            ),
             progress=self.progress,
         )
-        exported = outcome.exported
         self.note(out / layout.EXPORT_MANIFEST, "dataset", "filter", rnd, [train_run], fp,
                   kept=outcome.report.n_kept, total=outcome.report.n_total,
-                  examples=getattr(exported, "n_examples", None))  # fmt: skip
+                  examples=exported.n_examples)  # fmt: skip
 
     def adapter(self, dataset: Path, out: Path, rnd: int) -> None:
         from rlmdistill.sft.config import build_config as sft_config
@@ -351,7 +360,7 @@ class _Loop:
     def greedy_check(self, base_run: Path, adapter: Path) -> Any:
         from rlmdistill.compat import library_warning_filter
         from rlmdistill.loop.adapter_check import greedy_change
-        from rlmdistill.sft.train import resolve_base
+        from rlmdistill.models.spec import resolve_base
         from rlmdistill.traces.runs import load_summaries, load_trajectory
 
         summaries = load_summaries(base_run)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -237,6 +238,38 @@ def with_servers(text: str, servers: list[str]) -> str:
         return text
     extra = [u for u in urls if u not in spec.base_urls]
     return str(spec.model_copy(update={"replicas": (*spec.replicas, *extra)}))
+
+
+class BaseModelError(ValueError):
+    """A ``--base`` that names no local weights to train: a spec of another kind, or one
+    with an adapter."""
+
+
+def resolve_base(base: str, cache_dir: Path | str | None = None) -> Path:
+    """Checkpoint directory of a base model to train (SFT, RL, the loop): an embedded model
+    name, ``local:NAME`` or a directory.
+
+    Raises:
+        BaseModelError: a spec with an adapter or of another kind (``openai:``).
+        FileNotFoundError: the errors of :func:`rlmdistill.models.pull.resolve_local` (not
+            pulled, unknown name, directory without ``config.json``).
+    """
+    from rlmdistill.models.pull import resolve_local
+
+    name = base
+    if base.startswith(("local:", "openai:")):
+        spec = parse_spec(base)
+        if spec.kind != "local":
+            raise BaseModelError(
+                f"--base {base!r}: training needs local weights (local:NAME or a directory)"
+            )
+        if spec.adapter:
+            raise BaseModelError(
+                f"--base {base!r}: training on top of an adapter is not supported; merge it "
+                "first with `rlmdistill sft merge` and train on the merged checkpoint"
+            )
+        name = spec.name
+    return resolve_local(name, cache_dir).resolve()
 
 
 def _as_spec(spec: ModelSpec | str) -> ModelSpec:

@@ -181,10 +181,9 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
     from trl import GRPOConfig, GRPOTrainer
 
     from rlmdistill.compat import library_warning_filter
-    from rlmdistill.models.spec import open_client
+    from rlmdistill.models.spec import open_client, resolve_base
     from rlmdistill.provenance import git_state, package_versions
     from rlmdistill.rooms import DataRoom
-    from rlmdistill.sft.train import resolve_base
 
     out = Path(config.out)
     ckpt_dir = out / "checkpoints"

@@ -43,6 +43,7 @@ def sft_main(
     """
     from pydantic import ValidationError
 
+    from rlmdistill.models.spec import BaseModelError
     from rlmdistill.sft.config import build_config
     from rlmdistill.sft.data import DatasetError
     from rlmdistill.sft.main import run
@@ -63,7 +64,7 @@ def sft_main(
     except ValidationError as exc:
         err.print(f"[red]invalid SFT configuration:[/red] {exc}")
         return 2
-    except (SFTError, DatasetError, FileNotFoundError) as exc:
+    except (SFTError, BaseModelError, DatasetError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
     loss = (
@@ -93,12 +94,13 @@ def merge_main(
     dtype: Literal["float32", "bfloat16"] = "float32",
 ) -> int:
     """Write base + adapter merged into ``out``; returns the exit code (2 on a user error)."""
+    from rlmdistill.models.spec import BaseModelError
     from rlmdistill.sft.merge import merge_adapter
     from rlmdistill.sft.train import SFTError
 
     try:
         path = merge_adapter(adapter, out, base=base, dtype=dtype)
-    except (SFTError, FileNotFoundError) as exc:
+    except (SFTError, BaseModelError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
     err.print(f"merged {adapter} -> {path} (load it with local:{path})")

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 from rlmdistill.compat import library_warning_filter
+from rlmdistill.models.spec import resolve_base
 from rlmdistill.provenance import git_state, package_versions
-from rlmdistill.sft.train import SFTError, resolve_base
+from rlmdistill.sft.train import SFTError
 from rlmdistill.traces.artefacts import load_sft_manifest
 from rlmdistill.traces.layout import SFT_MANIFEST
 
@@ -29,7 +30,9 @@ def adapter_base(adapter: Path) -> Path:
     ``--base``).
 
     Raises:
-        SFTError: ``adapter`` holds no ``adapter_config.json``, or names no usable base.
+        SFTError: ``adapter`` holds no ``adapter_config.json``, or names no base.
+        BaseModelError: the base it names is not local weights (see
+            :func:`rlmdistill.models.spec.resolve_base`).
     """
     config_path = adapter / "adapter_config.json"
     if not config_path.is_file():

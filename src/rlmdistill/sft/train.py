@@ -33,6 +33,7 @@ from transformers import TrainerCallback
 
 from rlmdistill.compat import library_warning_filter
 from rlmdistill.hardware import CpuProbe, choose_compute_dtype, machine_info
+from rlmdistill.models.spec import resolve_base
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.sft.config import SFTConfig
 from rlmdistill.sft.data import (
@@ -83,31 +84,6 @@ class SFTResult(NamedTuple):
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def resolve_base(base: str) -> Path:
-    """Checkpoint directory of ``base``: an embedded model name, ``local:NAME`` or a directory.
-
-    Raises:
-        SFTError: a spec with an adapter or of another kind; or the errors of
-            :func:`rlmdistill.models.pull.resolve_local` (``FileNotFoundError``: not pulled,
-            unknown name, directory without ``config.json``).
-    """
-    from rlmdistill.models.pull import resolve_local
-    from rlmdistill.models.spec import parse_spec
-
-    name = base
-    if base.startswith(("local:", "openai:")):
-        spec = parse_spec(base)
-        if spec.kind != "local":
-            raise SFTError(f"--base {base!r}: SFT needs local weights (local:NAME or a directory)")
-        if spec.adapter:
-            raise SFTError(
-                f"--base {base!r}: training on top of an adapter is not supported; merge it "
-                "first with `rlmdistill sft merge` and train on the merged checkpoint"
-            )
-        name = spec.name
-    return resolve_local(name).resolve()
 
 
 def linear_module_names(model: Any) -> list[str]:
@@ -541,7 +517,6 @@ __all__ = [
     "check_embedding_rows",
     "check_target_modules",
     "linear_module_names",
-    "resolve_base",
     "resolve_precision",
     "train",
 ]

@@ -7,6 +7,9 @@ made from, and the fingerprint of its inputs and settings; a stage is up to date
 artefact exists and its newest record carries the fingerprint the stage would write now.
 ``rlmdistill lineage WORKSPACE`` prints the graph as a tree, each artefact in full once and
 ``(see above)`` where it appears again.
+
+It sits in ``traces`` beside the other workspace files: the loop writes it, and the dashboard
+and ``rlmdistill lineage`` read it, without either importing the other.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Reading the root's reply: fenced code blocks and the final answer (case R1).
+"""Reading the root's reply: fenced code blocks and the final answer.
+
+The one reading of a reply's text: the collector's episode acts on it, and the export stage
+reads recorded replies with it (tool-call style), so it sits in ``traces``, below both.
 
 Actions are fenced code blocks in plain text (``action_format = "fenced_code"``), as in the
 reference RLM work: a block opened with ```` ```repl ```` or ```` ```python ```` (or a bare
