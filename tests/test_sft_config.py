@@ -107,3 +107,29 @@ def test_cli_flags_reach_train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "7 steps on 3 examples, loss 2.0000 -> 1.0000" in res.output
     res = CliRunner().invoke(app, [*args, "--lr", "-1"])
     assert res.exit_code == 2 and "learning_rate" in res.output
+
+
+@pytest.mark.parametrize(
+    ("base", "message"),
+    [
+        ("openai:m@http://127.0.0.1:9/v1", "training needs local weights"),
+        ("local:smollm2-135m+adapter=/tmp", "training on top of an adapter is not supported"),
+    ],
+)
+def test_cli_base_without_local_weights_exits_2(tmp_path: Path, base: str, message: str) -> None:
+    """A ``--base`` that names no local weights (``models.spec.resolve_base``, shared with
+    ``rl`` and the loop) is a user error: exit 2 naming the flag, nothing written."""
+    import typer
+    from typer.testing import CliRunner
+
+    from rlmdistill.sft.cli import register
+
+    app = typer.Typer()
+    register(app)
+    out = tmp_path / "ad"
+    res = CliRunner().invoke(
+        app, ["sft", "--dataset", str(tmp_path), "--base", base, "--out", str(out)]
+    )
+    assert res.exit_code == 2, res.output
+    assert f"--base {base!r}: {message}" in res.output.replace("\n", "")
+    assert not out.exists()
