@@ -104,8 +104,8 @@ def _prepare_out(out: Path, runs: Sequence[Path], force: bool) -> None:
 
 
 class FilterConfig(BaseModel):
-    """What :func:`run` selects from and where it writes (the fields of ``rlmdistill filter``
-    but the export's).
+    """What :func:`run` selects from and where it writes (the selection flags of ``rlmdistill
+    filter``; its export flags go to the export stage, run next).
 
     Fields:
         runs: run folders (read only).
