@@ -1,4 +1,11 @@
-"""Provenance saved beside every artefact: package versions and the git commit of the code.
+"""Provenance saved beside every artefact: package versions, the git commit of the code, and
+the machine.
+
+:class:`Provenance` is the one record of these fields: every manifest we write (``run.json``,
+``export.json``, ``sft.json``, ``report.json``, ``grpo.json``, ``rl.json``, ``merge.json``)
+inherits it, so the fields are spelled once and sit at the top level of each file, as they
+always have (files written before this record load unchanged: every field has a default).
+:func:`current_provenance` fills it for this process.
 
 Both are computed once per process and cached: the code a process runs is the code it
 loaded at its start, and finding them costs 0.05-0.25 s (``importlib.metadata`` scans, two
@@ -16,6 +23,9 @@ import subprocess
 import threading
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
 
 _PACKAGES = (
     "rlmdistill",
@@ -27,6 +37,41 @@ _PACKAGES = (
     "pydantic",
     "datasets",
 )
+
+
+class Provenance(BaseModel):
+    """What made an artefact: package versions, code commit and machine.
+
+    Inherited by every manifest; its fields are top-level keys of the file. Every field has a
+    default, so a file written before a field was recorded loads (empty/``None``)."""
+
+    versions: dict[str, str] = Field(default_factory=dict)
+    """``{name: version}`` of Python and the packages that shape results
+    (:func:`package_versions`); empty when not recorded."""
+    git_commit: str | None = None
+    """Commit (40 hex) of the rlmdistill checkout that wrote the file; ``None`` when the code
+    is not in a git checkout or the writer did not record it."""
+    git_dirty: bool | None = None
+    """Whether that checkout had uncommitted changes to tracked files; ``None``: unknown."""
+    machine: dict[str, Any] = Field(default_factory=dict)
+    """Where it ran (:func:`rlmdistill.hardware.machine_info`: CPU model, vector extensions,
+    torch threads, what ``dtype: auto`` picks and why; ``run.json`` adds ``sandbox``); empty
+    when the writer does not record the machine, and in older files."""
+
+
+def current_provenance(machine: dict[str, Any] | None = None) -> Provenance:
+    """This process's :class:`Provenance`: :func:`package_versions`, :func:`git_state` of this
+    package, and ``machine`` (default: not recorded, ``{}``; pass
+    :func:`rlmdistill.hardware.machine_info` where the machine matters: it imports torch).
+    Spread it into a manifest with ``**current_provenance().model_dump()``."""
+    commit, dirty = git_state()
+    return Provenance(
+        versions=package_versions(),
+        git_commit=commit,
+        git_dirty=dirty,
+        machine=dict(machine or {}),
+    )
+
 
 _lock = threading.Lock()
 _versions: dict[str, str] | None = None

@@ -14,28 +14,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 
 from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rlmdistill.analysis.main import ReportConfig, run
-from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
+from rlmdistill.models.limits import load_prices
 
 __all__ = ["load_prices", "register"]
-
-
-def load_prices(path: Path | None) -> PriceTable:
-    """The price table in ``path`` (YAML or JSON, :class:`PriceTable` shape), or the packaged
-    example table when ``path`` is ``None``. Raises ``ValueError`` naming the file when it
-    does not validate, ``FileNotFoundError`` when it is missing."""
-    if path is None:
-        return DEFAULT_PRICES
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        return PriceTable.model_validate(data)
-    except FileNotFoundError as exc:
-        raise FileNotFoundError(f"{path}: price table not found") from exc
-    except (yaml.YAMLError, ValueError) as exc:
-        raise ValueError(f"{path}: not a valid price table: {exc}") from exc
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlmdistill.analysis.checks import AdapterCheck
 from rlmdistill.analysis.figures import FigureData
 from rlmdistill.analysis.summary import Stat
+from rlmdistill.provenance import Provenance
 from rlmdistill.stats import Correlation, CorrelationChange, Estimate, PairedComparison
 
 __all__ = [
@@ -382,8 +383,9 @@ class TimeoutFlag(BaseModel):
     note: str
 
 
-class Report(BaseModel):
-    """``report.json``: every number the report shows, and each figure's data."""
+class Report(Provenance):
+    """``report.json``: every number the report shows, and each figure's data (with the
+    :class:`~rlmdistill.provenance.Provenance` fields of the code that made it)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -391,8 +393,6 @@ class Report(BaseModel):
     created_at: dt.datetime
     settings: dict[str, Any]
     """Resamples, seed, confidence, grader, price table, thresholds."""
-    versions: dict[str, str]
-    git_commit: str | None
     arms: list[ArmInfo]
     rooms: list[RoomInfoRow]
     methods: dict[str, str]

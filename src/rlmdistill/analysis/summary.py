@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -135,7 +136,7 @@ def summarize_run(run_dir: Path) -> RunSummary:
     episodes = load_summaries(run_dir)
     cfg = manifest.config
 
-    def col(f) -> Stat:  # type: ignore[no-untyped-def]
+    def col(f: Callable[[EpisodeSummary], float]) -> Stat:
         return Stat.of([float(f(e)) for e in episodes])
 
     metrics = {
@@ -186,10 +187,10 @@ def summarize_run(run_dir: Path) -> RunSummary:
         attempts=_attempts(run_dir, {e.episode_id for e in episodes}),
         cache_hits=_cache_hits(episodes),
         run_id=manifest.run_id,
-        root=str(cfg.get("root")),
-        sub=str(cfg.get("sub")),
+        root=str(cfg.root),
+        sub=str(cfg.sub),
         rooms=[r.room_id for r in manifest.rooms],
-        n_planned=len(manifest.rooms) * int(cfg.get("episodes", 0)),
+        n_planned=len(manifest.rooms) * cfg.episodes,
         n_episodes=len(episodes),
         status_counts=dict(Counter(e.status for e in episodes)),
         memo_with_citation=sum(1 for e in episodes if e.memo and e.cited_documents),

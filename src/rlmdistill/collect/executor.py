@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
 from rlmdistill.collect.attempts import ATTEMPTS_FILE, attempt_record
 from rlmdistill.collect.config import CollectConfig
 from rlmdistill.models.base import InfrastructureError
@@ -77,13 +75,12 @@ def commit_episode(
 def run_limits(config: CollectConfig) -> Any:
     """The run's :class:`~rlmdistill.models.limits.RunLimits`: ``max_usd``,
     ``requests_per_minute`` and the price table of ``config.prices`` (default: the packaged
-    example table). Raises ``FileNotFoundError`` / ``pydantic.ValidationError`` for a missing or
-    invalid price file."""
-    from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable, RunLimits
+    example table; :func:`~rlmdistill.models.limits.load_prices`). Raises
+    ``FileNotFoundError`` / ``ValueError`` naming the file for a missing or invalid price file."""
+    from rlmdistill.models.limits import RunLimits, load_prices
 
-    prices = DEFAULT_PRICES
-    if config.prices:
-        prices = PriceTable.model_validate(yaml.safe_load(Path(config.prices).read_text("utf-8")))
     return RunLimits(
-        max_usd=config.max_usd, requests_per_minute=config.requests_per_minute, prices=prices
+        max_usd=config.max_usd,
+        requests_per_minute=config.requests_per_minute,
+        prices=load_prices(config.prices),
     )

@@ -34,7 +34,7 @@ from rlmdistill.collect.sandbox import profile as sandbox_profile
 from rlmdistill.collect.sandbox import scratch_parent
 from rlmdistill.hardware import machine_info
 from rlmdistill.models.base import ModelClient
-from rlmdistill.provenance import git_state, package_versions, prefetch
+from rlmdistill.provenance import current_provenance, prefetch
 from rlmdistill.rooms import DataRoom
 from rlmdistill.traces import layout
 from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary, RoomInfo, RunManifest
@@ -93,26 +93,24 @@ def _manifest(
     if old is not None:
         return old
     path = run_dir / layout.RUN_MANIFEST
-    commit, dirty = git_state()
     manifest = RunManifest(
         run_id=run_dir.name,
         config=config.model_dump(mode="json"),
         config_hash=_config_hash(config, rooms),
-        versions=package_versions(),
-        git_commit=commit,
-        git_dirty=dirty,
         rooms=rooms,
         command=sys.argv,
-        machine={
-            **machine_info(),
-            "sandbox": sandbox_profile(
-                config.sandbox,
-                memory_limit_mb=config.repl.memory_limit_mb,
-                scratch_mb=config.repl.scratch_mb,
-                max_processes=config.repl.max_processes,
-            ),
-        },
         compute_dtypes=dtypes or {},
+        **current_provenance(
+            {
+                **machine_info(),
+                "sandbox": sandbox_profile(
+                    config.sandbox,
+                    memory_limit_mb=config.repl.memory_limit_mb,
+                    scratch_mb=config.repl.scratch_mb,
+                    max_processes=config.repl.max_processes,
+                ),
+            }
+        ).model_dump(),
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")

@@ -276,11 +276,11 @@ def _overview(view: RunView) -> RunOverview:
 
     return RunOverview(
         run_id=m.run_id,
-        root=str(cfg.get("root")),
-        sub=str(cfg.get("sub")),
-        depth=int(cfg.get("depth", 1)),
+        root=str(cfg.root),
+        sub=str(cfg.sub),
+        depth=cfg.depth,
         rooms=[r.room_id for r in m.rooms],
-        n_planned=len(m.rooms) * int(cfg.get("episodes", 0)),
+        n_planned=len(m.rooms) * cfg.episodes,
         n_episodes=len(table),
         status_counts=table["status"].value_counts().to_dict() if len(table) else {},
         mean_coverage=mean("coverage"),

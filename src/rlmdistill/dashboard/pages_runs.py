@@ -106,7 +106,7 @@ def render(ws: Workspace) -> None:
     with right:
         manifest = view.manifest
         with st.expander("Config (run.json)"):
-            st.json(manifest.config)
+            st.json(manifest.config.model_dump(mode="json"))
         st.caption(
             f"created {manifest.created_at:%Y-%m-%d %H:%M} UTC · commit "
             f"{(manifest.git_commit or 'unknown')[:10]}{' (dirty)' if manifest.git_dirty else ''}"

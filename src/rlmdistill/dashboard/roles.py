@@ -138,7 +138,7 @@ def _depth_root(run_dir: Path) -> tuple[int, str]:
         cfg = manifest_of(run_dir).config
     except (FileNotFoundError, ValueError):
         return 0, ""
-    return int(cfg.get("depth", 1)), str(cfg.get("root"))
+    return cfg.depth, str(cfg.root)
 
 
 def compare_default(runs_dir: Path, names: Sequence[str], roles: WorkspaceRoles) -> list[str]:

@@ -50,7 +50,8 @@ from rlmdistill.export.advantages import (
     GroupAdvantages,
     group_advantages,
 )
-from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.provenance import Provenance, current_provenance
+from rlmdistill.traces.layout import GRPO_MANIFEST
 from rlmdistill.traces.runs import grader_ids, load_manifest, load_trajectory
 from rlmdistill.traces.schema import EpisodeSummary, TurnRecord
 from rlmdistill.traces.scores import (
@@ -105,8 +106,9 @@ class GroupStats(BaseModel):
     drop_reason: str | None = None
 
 
-class GrpoManifest(BaseModel):
-    """``datasets/NAME/grpo.json``: what was exported, how, and what was left out."""
+class GrpoManifest(Provenance):
+    """``datasets/NAME/grpo.json``: what was exported, how, and what was left out (with the
+    :class:`~rlmdistill.provenance.Provenance` fields)."""
 
     schema_version: int = GRPO_SCHEMA_VERSION
     created_at: dt.datetime
@@ -125,8 +127,6 @@ class GrpoManifest(BaseModel):
     dropped_examples: list[dict[str, str]] = Field(default_factory=list)
     """Up to 50 dropped episodes with their reason and detail."""
     groups: list[GroupStats]
-    versions: dict[str, str]
-    git_commit: str | None = None
 
 
 class GrpoExportError(ValueError):
@@ -286,8 +286,8 @@ def export_grpo(
     groups: dict[str, list[_Candidate]] = {}
     for run_dir in run_dirs:
         manifest = load_manifest(run_dir)
-        root = str(manifest.config.get("root", ""))
-        temperature = (manifest.config.get("root_sampling") or {}).get("temperature")
+        root = manifest.config.root or ""
+        temperature = manifest.config.root_sampling.get("temperature")
         scored = run_scores(run_dir, grader, on_error="report")
         tasks_ok = {s.room.room_hash for s in scored.summaries} - {
             p.room_hash for p in scored.problems
@@ -356,7 +356,6 @@ def export_grpo(
                 f"{None if r['logprobs'] is None else len(r['logprobs'])} logprobs"
             )
 
-    commit, _ = git_state()
     manifest_out = GrpoManifest(
         created_at=dt.datetime.now(dt.UTC),
         options=options,
@@ -371,13 +370,12 @@ def export_grpo(
         dropped_episodes=dict(sorted(dropped.items())),
         dropped_examples=examples,
         groups=stats,
-        versions=package_versions(),
-        git_commit=commit,
+        **current_provenance().model_dump(),
     )
     if out.exists():
         shutil.rmtree(out)
     Dataset.from_list(rows).save_to_disk(str(out))
-    (out / "grpo.json").write_text(manifest_out.model_dump_json(indent=2), encoding="utf-8")
+    (out / GRPO_MANIFEST).write_text(manifest_out.model_dump_json(indent=2), encoding="utf-8")
     (out / "README.md").write_text(grpo_card(manifest_out), encoding="utf-8")
     return manifest_out
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -32,7 +31,7 @@ from rich.table import Table
 from rlmdistill.cluster.options import RayOptions
 from rlmdistill.judge.agreement import AgreementTable, TooFewGradersError, run_agreement
 from rlmdistill.judge.main import JudgeConfig, run
-from rlmdistill.models.limits import PriceTable
+from rlmdistill.models.limits import load_prices
 from rlmdistill.traces.runs import grader_ids
 
 __all__ = [
@@ -44,14 +43,6 @@ __all__ = [
 
 list_graders = grader_ids
 """Grader ids with a verdict file in a run (:func:`rlmdistill.traces.runs.grader_ids`)."""
-
-
-def load_prices(path: Path) -> PriceTable:
-    """Read a :class:`PriceTable` from a YAML or JSON file; ``ValueError`` names the file."""
-    try:
-        return PriceTable.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError, ValueError) as exc:
-        raise ValueError(f"{path}: not a valid price table: {exc}") from exc
 
 
 def render_agreement(table: AgreementTable, console: Console) -> None:

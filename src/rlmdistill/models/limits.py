@@ -28,7 +28,9 @@ import fnmatch
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.models.base import (
@@ -49,6 +51,7 @@ __all__ = [
     "PriceTable",
     "RunLimits",
     "SpendCapExceeded",
+    "load_prices",
 ]
 
 
@@ -134,6 +137,28 @@ DEFAULT_PRICES = PriceTable(
     ],
 )
 """Free local/loopback models plus two clearly fake example entries; bring your own prices."""
+
+
+def load_prices(path: str | Path | None) -> PriceTable:
+    """The price table in ``path`` (YAML or JSON of the :class:`PriceTable` shape), or
+    :data:`DEFAULT_PRICES` when ``path`` is ``None`` or empty: the one place a price file is
+    read (``collect --prices``, ``judge --prices``, ``report --prices``, a config's ``prices:``).
+
+    Raises ``FileNotFoundError`` naming the file when it is missing and ``ValueError`` naming it
+    when it is not YAML/JSON or not a valid price table (the validation error says which field).
+    """
+    if path is None or str(path) == "":
+        return DEFAULT_PRICES
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{path}: price table not found") from exc
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a valid price table: {exc}") from exc
+    try:
+        return PriceTable.model_validate(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a valid price table: {exc}") from exc
 
 
 class SpendCapExceeded(FatalModelError):

@@ -22,10 +22,12 @@ import os
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from rlmdistill.provenance import Provenance, current_provenance
 from rlmdistill.rl.config import RLConfig
 from rlmdistill.rl.rollout import HarnessRollout, dump_record, harness_reward
+from rlmdistill.traces.layout import RL_MANIFEST
 
 RL_SCHEMA_VERSION = 1
 RLStatus = Literal["running", "completed", "failed"]
@@ -35,8 +37,9 @@ class RLError(RuntimeError):
     """A user-fixable problem (occupied output folder, nothing to resume, room without task)."""
 
 
-class RLManifest(BaseModel):
-    """``OUT/rl.json``: what was trained, from what, how, and how it went."""
+class RLManifest(Provenance):
+    """``OUT/rl.json``: what was trained, from what, how, and how it went (with the
+    :class:`~rlmdistill.provenance.Provenance` fields)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -54,8 +57,6 @@ class RLManifest(BaseModel):
     resumed_from: list[str] = Field(default_factory=list)
     steps: list[dict[str, Any]] = Field(default_factory=list)
     """Per step: reward_mean, reward_std, zero_variance_groups, groups, loss, kl."""
-    versions: dict[str, str] = Field(default_factory=dict)
-    git_commit: str | None = None
 
 
 class RLResult(NamedTuple):
@@ -182,12 +183,11 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
 
     from rlmdistill.compat import library_warning_filter
     from rlmdistill.models.spec import open_client, resolve_base
-    from rlmdistill.provenance import git_state, package_versions
     from rlmdistill.rooms import DataRoom
 
     out = Path(config.out)
     ckpt_dir = out / "checkpoints"
-    manifest_path = out / "rl.json"
+    manifest_path = out / RL_MANIFEST
     resume_ckpt: str | None = None
     previous: RLManifest | None = None
     if resume:
@@ -219,7 +219,6 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
     dataset = Dataset.from_list([{"prompt": p} for p in rooms])
     out.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC)
-    commit, _ = git_state()
     manifest = RLManifest(
         created_at=previous.created_at if previous else now,
         updated_at=now,
@@ -233,8 +232,7 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
             *([resume_ckpt] if resume_ckpt else []),
         ],
         steps=previous.steps if previous else [],
-        versions=package_versions(),
-        git_commit=commit,
+        **current_provenance().model_dump(),
     )
     _write_manifest(manifest_path, manifest)
 

@@ -15,13 +15,10 @@ from typing import Literal
 
 from rlmdistill.compat import library_warning_filter
 from rlmdistill.models.spec import resolve_base
-from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.provenance import current_provenance
 from rlmdistill.sft.train import SFTError
-from rlmdistill.traces.artefacts import load_sft_manifest
-from rlmdistill.traces.layout import SFT_MANIFEST
-
-MERGE_MANIFEST = "rlmdistill_merge.json"
-"""Provenance file written beside a merged checkpoint."""
+from rlmdistill.traces.artefacts import MergeManifest, load_sft_manifest
+from rlmdistill.traces.layout import MERGE_MANIFEST, SFT_MANIFEST
 
 
 def adapter_base(adapter: Path) -> Path:
@@ -77,17 +74,14 @@ def merge_adapter(
     out.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(str(out))
     AutoTokenizer.from_pretrained(str(base_dir)).save_pretrained(str(out))
-    commit, dirty = git_state()
-    record = {
-        "created_at": datetime.now(UTC).isoformat(),
-        "adapter": str(adapter),
-        "base_path": str(base_dir),
-        "dtype": dtype,
-        "versions": package_versions(),
-        "git_commit": commit,
-        "git_dirty": dirty,
-    }
-    (out / MERGE_MANIFEST).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    record = MergeManifest(
+        created_at=datetime.now(UTC),
+        adapter=str(adapter),
+        base_path=str(base_dir),
+        dtype=dtype,
+        **current_provenance().model_dump(),
+    )
+    (out / MERGE_MANIFEST).write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return out
 
 

@@ -34,7 +34,7 @@ from transformers import TrainerCallback
 from rlmdistill.compat import library_warning_filter
 from rlmdistill.hardware import CpuProbe, choose_compute_dtype, machine_info
 from rlmdistill.models.spec import resolve_base
-from rlmdistill.provenance import git_state, package_versions
+from rlmdistill.provenance import current_provenance
 from rlmdistill.sft.config import SFTConfig
 from rlmdistill.sft.data import (
     DatasetError,
@@ -426,7 +426,6 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         )
     trainer.accelerator.wait_for_everyone()  # every rank passed the output-folder check
     is_main = trainer.is_world_process_zero()
-    commit, dirty = git_state()
     manifest = SFTManifest(
         created_at=previous.created_at if previous else _now(),
         updated_at=_now(),
@@ -450,13 +449,10 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         device=device,
         precision="bf16" if bf16 else "float32",
         precision_reason=precision.reason,
-        machine=machine_info(),
         world_size=trainer.args.world_size,
         backend=trainer.accelerator.state.backend if trainer.args.world_size > 1 else None,
         seed=config.seed,
-        versions=package_versions(),
-        git_commit=commit,
-        git_dirty=dirty,
+        **current_provenance(machine_info()).model_dump(),
         global_step=previous.global_step if previous else 0,
         resumed_from=[
             *(previous.resumed_from if previous else []),

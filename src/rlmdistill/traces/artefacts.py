@@ -25,7 +25,8 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rlmdistill.traces.layout import EXPORT_MANIFEST, SFT_MANIFEST, TRAIN_LOG
+from rlmdistill.provenance import Provenance
+from rlmdistill.traces.layout import EXPORT_MANIFEST, MERGE_MANIFEST, SFT_MANIFEST, TRAIN_LOG
 from rlmdistill.traces.runs import EpisodeRef
 from rlmdistill.traces.schema import SCHEMA_VERSION
 from rlmdistill.traces.store import read_jsonl
@@ -33,6 +34,7 @@ from rlmdistill.traces.store import read_jsonl
 __all__ = [
     "DECISION_SCHEMA_VERSION",
     "EXPORT_SCHEMA_VERSION",
+    "MERGE_SCHEMA_VERSION",
     "SFT_SCHEMA_VERSION",
     "ArtefactError",
     "DropReason",
@@ -42,6 +44,7 @@ __all__ = [
     "ExportManifest",
     "FilterDecision",
     "LengthStats",
+    "MergeManifest",
     "SFTManifest",
     "SFTStatus",
     "SourceRun",
@@ -49,6 +52,7 @@ __all__ = [
     "TrainLog",
     "TrainLogRecord",
     "load_export_manifest",
+    "load_merge_manifest",
     "load_sft_manifest",
     "read_decisions",
     "read_selection",
@@ -137,7 +141,7 @@ class TokenizerInfo(BaseModel):
     """sha256 of the vocabulary, when the writer recorded it (SFT then checks it)."""
 
 
-class ExportManifest(BaseModel):
+class ExportManifest(Provenance):
     """``export.json``: how the dataset was made and from what (read by SFT)."""
 
     schema_version: int = EXPORT_SCHEMA_VERSION
@@ -170,12 +174,11 @@ class ExportManifest(BaseModel):
     supervised: LengthStats
     sources: list[SourceRun]
     options: dict[str, Any]
-    versions: dict[str, str]
-    git_commit: str | None
-    git_dirty: bool | None
 
 
 SFT_SCHEMA_VERSION = 1
+MERGE_SCHEMA_VERSION = 1
+"""Version of ``rlmdistill_merge.json`` (files without the key are version 1)."""
 """Version of ``sft.json`` and ``train_log.jsonl`` records."""
 
 SFTStatus = Literal["running", "completed", "failed"]
@@ -222,7 +225,7 @@ class EvalLossRecord(BaseModel):
     """Mean assistant-only token loss on the held-out rows (nats/token), TRL's ``eval_loss``."""
 
 
-class SFTManifest(BaseModel):
+class SFTManifest(Provenance):
     """``adapters/NAME/sft.json``: what was trained, from what, how, and how it went."""
 
     model_config = ConfigDict(extra="forbid")
@@ -273,16 +276,11 @@ class SFTManifest(BaseModel):
     """Training precision (float32 weights; bf16 = mixed-precision autocast)."""
     precision_reason: str | None = None
     """Why that precision (e.g. "no native bfloat16 on this CPU ..."); absent in sft.json written before the dtype choice was recorded."""
-    machine: dict[str, Any] = Field(default_factory=dict)
-    """Where it trained (``rlmdistill.hardware.machine_info``); empty in older adapters."""
     world_size: int
     """Processes that trained (``accelerate launch --num_processes``)."""
     backend: str | None = None
     """``torch.distributed`` backend (``gloo`` on CPU, ``nccl`` on GPUs); ``None`` alone."""
     seed: int
-    versions: dict[str, str]
-    git_commit: str | None
-    git_dirty: bool | None
     global_step: int = 0
     """Optimiser steps done."""
     train_loss: float | None = None
@@ -318,6 +316,32 @@ def load_sft_manifest(adapter_dir: Path) -> SFTManifest:
     Raises :class:`ArtefactError` naming the file when it is missing, not JSON or invalid.
     """
     return _load_json_model(Path(adapter_dir) / SFT_MANIFEST, SFTManifest, "sft.json")
+
+
+class MergeManifest(Provenance):
+    """``rlmdistill_merge.json`` beside a merged checkpoint (``rlmdistill sft merge``): which
+    adapter was folded into which base, in which dtype. Files written before this model (a
+    plain dict of the same keys) load unchanged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = MERGE_SCHEMA_VERSION
+    created_at: dt.datetime
+    """When the merge finished (UTC)."""
+    adapter: str
+    """Absolute path of the adapter folder."""
+    base_path: str
+    """Absolute checkpoint directory of the base model."""
+    dtype: str
+    """torch dtype the merged weights were saved in (``float32``, ``bfloat16``, ...)."""
+
+
+def load_merge_manifest(checkpoint_dir: Path) -> MergeManifest:
+    """``<checkpoint_dir>/rlmdistill_merge.json`` as a :class:`MergeManifest`.
+
+    Raises :class:`ArtefactError` naming the file when it is missing, not JSON or invalid.
+    """
+    return _load_json_model(Path(checkpoint_dir) / MERGE_MANIFEST, MergeManifest, "merge record")
 
 
 class TrainLog(BaseModel):

@@ -10,7 +10,8 @@ Run folder (``runs/<run>/``)::
 
 Dataset (``datasets/<name>/``): ``export.json``, ``decisions.jsonl``, ``filter_report.{md,json}``.
 Adapter (``adapters/<name>/``): ``sft.json``, ``train_log.jsonl``. Report (``reports/<name>/``):
-``report.json``, ``report.md``. Room: ``task.json``. Workspace: ``runs/ datasets/ adapters/
+``report.json``, ``report.md``. GRPO dataset: ``grpo.json``; RL run: ``rl.json``; merged
+checkpoint: ``rlmdistill_merge.json``. Room: ``task.json``, ``room.json``. Workspace: ``runs/ datasets/ adapters/
 reports/ rooms/``, ``lineage.jsonl``, ``rooms/split.json``, ``experiment.json``.
 """
 
@@ -39,6 +40,14 @@ TRAIN_LOG = "train_log.jsonl"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 TASK = "task.json"
+ROOM_META = "room.json"
+"""A built room's provenance (``rlmdistill rooms build-cuad`` / ``rooms synth``)."""
+GRPO_MANIFEST = "grpo.json"
+"""``rlmdistill export-grpo``'s manifest in its dataset folder."""
+RL_MANIFEST = "rl.json"
+"""``rlmdistill rl``'s manifest in its output folder."""
+MERGE_MANIFEST = "rlmdistill_merge.json"
+"""Provenance written beside a merged checkpoint (``rlmdistill sft merge``)."""
 
 # ---------------------------------------------------------------------------- workspace
 RUNS = "runs"
@@ -82,12 +91,16 @@ __all__ = [
     "FILTER_DECISIONS",
     "FILTER_REPORT_JSON",
     "FILTER_REPORT_MD",
+    "GRPO_MANIFEST",
     "LINEAGE",
+    "MERGE_MANIFEST",
     "PLACEMENT",
     "REPORTS",
     "REPORT_JSON",
     "REPORT_MD",
+    "RL_MANIFEST",
     "ROOMS",
+    "ROOM_META",
     "RUNS",
     "RUN_MANIFEST",
     "SFT_MANIFEST",

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.models.base import Message, Sampling, Usage
+from rlmdistill.provenance import Provenance
 
 SCHEMA_VERSION = 2
 """Bump when a record changes shape; add the upgrade step to :func:`upgrade_record`.
@@ -421,24 +422,52 @@ class AttemptRecord(_Record):
     ended_at: dt.datetime = Field(default_factory=utcnow)
 
 
-class RunManifest(_Record):
-    """``run.json``: the resolved config and provenance of a run."""
+class RunConfig(BaseModel):
+    """``run.json``'s ``config``: the resolved collect config as the run recorded it.
+
+    The fields every reader uses are typed here; every other field of
+    ``rlmdistill.collect.config.CollectConfig`` is kept as written (``extra="allow"``), and
+    ``collect`` validates the whole against ``CollectConfig`` when it resumes the run. Fields
+    added to ``CollectConfig`` later are absent from older runs' configs, so each typed field
+    has the default an older run implies."""
+
+    model_config = ConfigDict(extra="allow")
+
+    rooms: list[str] = Field(default_factory=list)
+    """Room folders (absolute paths once resolved)."""
+    root: str | None = None
+    """Root model spec (``local:NAME[+adapter=DIR]``, ``openai:MODEL@URL``); ``None`` only in
+    hand-made runs (tests) that record no config."""
+    sub: str | None = None
+    """Sub-call model spec; ``None`` only in hand-made runs."""
+    episodes: int = 0
+    """Episodes (samples) per room; 0 when not recorded."""
+    depth: int = 1
+    """Recursion depth: 1 = plain sub-calls, 2 = subagents."""
+    seed: int = 0
+    """Base seed of the run's episodes."""
+    root_sampling: dict[str, Any] = Field(default_factory=dict)
+    """The root's sampling settings (``rlmdistill.models.base.Sampling`` as JSON: ``temperature``,
+    ``top_p``, ``max_tokens``, ...); kept as written so a run of any version loads."""
+    fingerprint_version: int = 1
+    """Episode-id rule (``CollectConfig.fingerprint_version``); absent = 1, the rule of every
+    run written before versions."""
+
+
+class RunManifest(_Record, Provenance):
+    """``run.json``: the resolved config and provenance of a run (:class:`Provenance`'s fields:
+    ``versions``, ``git_commit``, ``git_dirty``, ``machine``, the collector's machine with the
+    sandbox profile that held under ``machine.sandbox``)."""
 
     record_type: Literal["run_manifest"] = "run_manifest"
     run_id: str
     created_at: dt.datetime = Field(default_factory=utcnow)
-    config: dict[str, Any]
-    """Resolved collect config (see ``rlmdistill.collect.config.CollectConfig``)."""
+    config: RunConfig
+    """Resolved collect config (:class:`RunConfig`: ``rlmdistill.collect.config.CollectConfig``
+    as JSON)."""
     config_hash: str
-    versions: dict[str, str]
-    """Package versions (python, rlmdistill, torch, transformers, openai, ...)."""
-    git_commit: str | None = None
-    git_dirty: bool | None = None
     rooms: list[RoomInfo]
     command: list[str] = Field(default_factory=list)
-    machine: dict[str, Any] = Field(default_factory=dict)
-    """Where the run was collected (``rlmdistill.hardware.machine_info``: CPU model, vector
-    extensions, torch threads, what ``dtype: auto`` picks and why); empty in older runs."""
     compute_dtypes: dict[str, str] = Field(default_factory=dict)
     """``{"root": "float32 (reason)", "sub": ...}`` for in-process models; empty for servers and
     in older runs."""

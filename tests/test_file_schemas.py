@@ -1,0 +1,125 @@
+"""Every file we write has one typed, versioned schema, and old files keep loading.
+
+Covers the shared :class:`~rlmdistill.provenance.Provenance` record, ``run.json``'s typed
+``config``, the merged checkpoint's record, the one price-table loader, and ``room.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_price_table_is_read_in_one_place(tmp_path: Path) -> None:
+    from rlmdistill.analysis import cli as analysis_cli
+    from rlmdistill.collect.config import CollectConfig
+    from rlmdistill.collect.executor import run_limits
+    from rlmdistill.judge import cli as judge_cli
+    from rlmdistill.models.limits import DEFAULT_PRICES, load_prices
+
+    assert judge_cli.load_prices is load_prices
+    assert analysis_cli.load_prices is load_prices
+    assert load_prices(None) is DEFAULT_PRICES
+
+    good = tmp_path / "prices.yaml"
+    good.write_text(
+        "version: t1\nprices:\n  - {pattern: 'openai:m@*', input: 1.0, output: 2.0}\n",
+        encoding="utf-8",
+    )
+    table = load_prices(good)
+    assert (table.version, table.prices[0].output) == ("t1", 2.0)
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: t2\nprices:\n  - {pattern: 'x', input: -1, output: 0}\n", "utf-8")
+    cfg = CollectConfig(rooms=[], root="local:a", sub="local:b", prices=str(bad))
+    # collect reads the price file through the same loader: the error names the file
+    with pytest.raises(ValueError, match=r"bad\.yaml: not a valid price table"):
+        run_limits(cfg)
+    with pytest.raises(FileNotFoundError, match=r"missing\.yaml: price table not found"):
+        load_prices(tmp_path / "missing.yaml")
+
+
+def test_manifests_share_one_provenance_record() -> None:
+    from rlmdistill.analysis.schema import Report
+    from rlmdistill.export.grpo import GrpoManifest
+    from rlmdistill.provenance import Provenance
+    from rlmdistill.rl.train import RLManifest
+    from rlmdistill.traces.artefacts import ExportManifest, MergeManifest, SFTManifest
+    from rlmdistill.traces.schema import RunManifest
+
+    for cls in (RunManifest, ExportManifest, SFTManifest, Report, GrpoManifest, RLManifest):
+        assert issubclass(cls, Provenance), cls.__name__
+    assert issubclass(MergeManifest, Provenance)
+    assert set(Provenance.model_fields) == {"versions", "git_commit", "git_dirty", "machine"}
+
+
+def test_current_provenance_fills_versions_and_commit() -> None:
+    from rlmdistill.provenance import current_provenance, git_state, package_versions
+
+    p = current_provenance({"cpus": 3})
+    assert p.versions == package_versions() and p.versions["python"]
+    assert (p.git_commit, p.git_dirty) == git_state()
+    assert p.machine == {"cpus": 3}
+    assert current_provenance().machine == {}
+
+
+@pytest.mark.parametrize("run", ["run_b25d9e7", "run_73ea734_wall", "run_0aba44b_openai"])
+def test_old_run_json_loads_with_typed_config(run: str) -> None:
+    from rlmdistill.traces.runs import load_manifest
+
+    raw = json.loads((DATA / run / "run.json").read_text(encoding="utf-8"))
+    m = load_manifest(DATA / run)
+    assert m.config.root == raw["config"]["root"]
+    assert m.config.sub == raw["config"]["sub"]
+    assert m.config.episodes == raw["config"]["episodes"]
+    assert m.config.depth == raw["config"].get("depth", 1)
+    # no fingerprint_version recorded: the rule of every run written before versions
+    assert m.config.fingerprint_version == raw["config"].get("fingerprint_version", 1)
+    # fields of the collect config that are not typed here are kept as written
+    assert m.config.model_dump(mode="json")["sub_sampling"] == raw["config"]["sub_sampling"]
+    assert m.versions == raw["versions"]
+    assert m.machine == raw.get("machine", {})
+
+
+def test_merge_record_of_earlier_versions_loads(tmp_path: Path) -> None:
+    from rlmdistill.traces.artefacts import ArtefactError, load_merge_manifest
+
+    old = {  # what `sft merge` wrote before the record was typed
+        "created_at": "2025-06-01T10:00:00+00:00",
+        "adapter": "/a/adapters/r1",
+        "base_path": "/m/base",
+        "dtype": "float32",
+        "versions": {"python": "3.11.7"},
+        "git_commit": None,
+        "git_dirty": None,
+    }
+    (tmp_path / "rlmdistill_merge.json").write_text(json.dumps(old), encoding="utf-8")
+    m = load_merge_manifest(tmp_path)
+    assert (m.schema_version, m.adapter, m.dtype, m.machine) == (1, "/a/adapters/r1", "float32", {})
+    (tmp_path / "rlmdistill_merge.json").write_text('{"adapter": 1}', encoding="utf-8")
+    with pytest.raises(ArtefactError, match=r"rlmdistill_merge\.json: not a valid merge record"):
+        load_merge_manifest(tmp_path)
+
+
+def test_golden_manifests_load_with_provenance(tmp_path: Path) -> None:
+    """The committed fixture's ``export.json`` and ``sft.json`` (written before the shared
+    record) load, and keep their recorded provenance."""
+    from rlmdistill.traces.artefacts import load_export_manifest, load_sft_manifest
+
+    ws = tmp_path / "ws"
+    shutil.copytree(DATA / "golden_ws", ws)
+    for folder, load, name in (
+        (ws / "datasets" / "r1", load_export_manifest, "export.json"),
+        (ws / "adapters" / "r1", load_sft_manifest, "sft.json"),
+    ):
+        raw = json.loads((folder / name).read_text(encoding="utf-8").replace("@WS@", str(ws)))
+        (folder / name).write_text(json.dumps(raw), encoding="utf-8")
+        m = load(folder)
+        assert m.versions == raw["versions"]
+        assert m.git_commit == raw["git_commit"]
+        assert m.machine == raw.get("machine", {})
