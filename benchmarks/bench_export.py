@@ -12,7 +12,8 @@ return_offsets_mapping=True)`` in ONE call on exactly the texts of the exported 
 export's share of it (export tokens/s / tokenizer tokens/s, from the best export of
 ``--export-repeats``, each followed by its tokenizer runs; the export also reads and checks
 every trajectory, renders every conversation, builds masks, writes the dataset, and in turn
-mode tokenises each example's prompt a second time for its exactness check). The export's
+mode renders each example's prompt again for its exactness check and tokenises only the
+prompt's tail from its last special token, ``TurnPromptCutter``). The export's
 wall time includes the first tokenizer load of the process (the first case pays it; the
 tokenizer is then cached).
 

@@ -41,10 +41,12 @@ from rlmdistill.export.masks import (
     ConversationInput,
     DefaultSystemPromptError,
     Encoded,
+    PromptCut,
     ReasoningTemplateError,
     TemplateError,
     TemplateInfo,
     Tokens,
+    TurnPromptCutter,
     check_turn_prompt,
     encode_conversation,
     finish_conversations,
@@ -234,13 +236,22 @@ class _Prefetched(NamedTuple):
     """Turn mode: the prompt as seen and the ids of prompt + prefill (or why not)."""
 
 
+class _PromptCheck(NamedTuple):
+    """A turn-mode example's prompt check: the prompt as seen, and where prompt + prefill is
+    cut (only its tail is tokenised, see :class:`TurnPromptCutter`)."""
+
+    seen: str
+    prompt: str
+    cut: PromptCut
+
+
 class _Batch(NamedTuple):
     """Rendered conversations whose tokens are on their way (see :meth:`_Encoder.start`)."""
 
     items: list[tuple[Conversation, str]]
     inputs: list[ConversationInput]
     rendered: list[str | Exception]
-    seen: list[str | Exception | None]
+    checks: list[_PromptCheck | Exception | None]
     tokens: Future[list[Tokens]]
 
 
@@ -257,20 +268,13 @@ class _Encoder:
 
     def __init__(self, tokenizer: Any, info: TemplateInfo, options: ExportOptions) -> None:
         self.tokenizer, self.info, self.options = tokenizer, info, options
+        self.cutter = TurnPromptCutter(tokenizer)
         self._ready: dict[int, _Prefetched] = {}
 
     def start(self, items: list[tuple[Conversation, str]], pool: Executor) -> _Batch:
         """Render ``(conversation, where)`` items and the turn-mode prompt checks' prompts,
-        and submit their tokenisation (one call) to ``pool``."""
-        seen: list[str | Exception | None] = []
-        for conv, _ in items:
-            if conv.turn >= 0 and conv.n_turns_dropped == 0:
-                try:
-                    seen.append(turn_prompt_text(self.tokenizer, conv.messages, conv.tools))
-                except Exception as exc:  # raised by encode, where the check would raise it
-                    seen.append(exc)
-            else:
-                seen.append(None)
+        and submit their tokenisation (one call: the examples, and the tail of each prompt
+        after its last special token, see :class:`TurnPromptCutter`) to ``pool``."""
         inputs = [
             ConversationInput(c.messages, c.supervised, c.tools, c.prefill_chars, w, c.turn >= 0)
             for c, w in items
@@ -278,27 +282,59 @@ class _Encoder:
         rendered = render_conversations(
             self.tokenizer, self.info, inputs, default_system=self.options.default_system
         )
+        checks: list[_PromptCheck | Exception | None] = []
+        for (conv, _), text in zip(items, rendered, strict=True):
+            if conv.turn < 0 or conv.n_turns_dropped > 0 or not isinstance(text, str):
+                checks.append(None)  # no check (or the render's error is raised first)
+                continue
+            try:
+                seen = turn_prompt_text(self.tokenizer, conv.messages, conv.tools)
+            except Exception as exc:  # raised by encode, where the check would raise it
+                checks.append(exc)
+                continue
+            prompt = seen + conv.prefill
+            checks.append(_PromptCheck(seen, prompt, self.cutter.cut(text, prompt)))
         texts = [r for r in rendered if isinstance(r, str)]
-        texts += [
-            text + conv.prefill
-            for (conv, _), text in zip(items, seen, strict=True)
-            if isinstance(text, str)
-        ]
+        texts += [c.cut.tail for c in checks if isinstance(c, _PromptCheck)]
         return _Batch(
-            items, inputs, rendered, seen, pool.submit(tokenize_batch, self.tokenizer, texts)
+            items, inputs, rendered, checks, pool.submit(tokenize_batch, self.tokenizer, texts)
         )
 
     def finish(self, batch: _Batch) -> None:
-        """Masks of a started batch, kept for :meth:`encode`."""
+        """Masks of a started batch, kept for :meth:`encode`; the prompt ids of each turn-mode
+        example from its own tokens and its prompt's tail (the whole prompt tokenised, in
+        one more call, only where the cut cannot be proved exact)."""
         tokens = batch.tokens.result()
         n_texts = sum(isinstance(r, str) for r in batch.rendered)
         encs = finish_conversations(
             self.tokenizer, self.info, batch.inputs, batch.rendered, tokens[:n_texts]
         )
-        prompt_tokens = iter(tokens[n_texts:])
-        for (conv, _), enc, text in zip(batch.items, encs, batch.seen, strict=True):
-            check = (text, next(prompt_tokens).ids) if isinstance(text, str) else text
-            self._ready[id(conv)] = _Prefetched(conv, enc, check)
+        full = iter(tokens[:n_texts])
+        tails = iter(tokens[n_texts:])
+        ids: list[list[int] | None] = []
+        for text, check in zip(batch.rendered, batch.checks, strict=True):
+            own = next(full) if isinstance(text, str) else None
+            if isinstance(check, _PromptCheck) and own is not None:
+                ids.append(self.cutter.prompt_ids(check.cut, own, next(tails).ids))
+            else:
+                ids.append(None)
+        uncut = {
+            i: c.prompt
+            for i, (c, got) in enumerate(zip(batch.checks, ids, strict=True))
+            if isinstance(c, _PromptCheck) and got is None
+        }
+        if uncut:
+            redone = tokenize_batch(self.tokenizer, list(uncut.values()))
+            for i, toks in zip(uncut, redone, strict=True):
+                ids[i] = toks.ids
+        for (conv, _), enc, check, got in zip(batch.items, encs, batch.checks, ids, strict=True):
+            ready: tuple[str, list[int]] | Exception | None
+            if isinstance(check, _PromptCheck):
+                assert got is not None  # cut or tokenised in full above
+                ready = (check.seen, got)
+            else:
+                ready = check
+            self._ready[id(conv)] = _Prefetched(conv, enc, ready)
 
     def clear(self) -> None:
         """Forget prefetched results not handed out."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -46,10 +47,12 @@ __all__ = [
     "ConversationInput",
     "DefaultSystemPromptError",
     "Encoded",
+    "PromptCut",
     "ReasoningTemplateError",
     "TemplateError",
     "TemplateInfo",
     "Tokens",
+    "TurnPromptCutter",
     "check_turn_prompt",
     "clear_tokenizer_cache",
     "encode_conversation",
@@ -793,6 +796,120 @@ def turn_prompt_text(
     add_generation_prompt=True)`` (the reply prefill not included)."""
     kw: dict[str, Any] = {"tools": tools} if tools else {}
     return _render(tokenizer, messages[:-1], add_generation_prompt=True, **kw)
+
+
+class PromptCut(NamedTuple):
+    """Where a turn prompt's tokenisation may start: ``tail`` (the prompt from character
+    ``start`` on) is what is tokenised; ``token_id`` is the added token the tail starts
+    with, or -1 when the tail is the whole prompt (no cut)."""
+
+    start: int
+    token_id: int
+    tail: str
+
+
+class TurnPromptCutter:
+    """The ids of a turn prompt from the example's own tokens and a short tail, exactly.
+
+    A turn-mode example's text ``T`` is the prompt the model saw, ``P`` (prompt + prefill),
+    followed by the reply. ``ids(P)`` is needed for :func:`check_turn_prompt`; tokenising
+    ``P`` in full costs nearly a second tokenisation of the example. Instead ``P`` is cut at
+    its last *cut token* ``c`` (at characters ``[a, a + len(c))``), only ``P[a:]`` is
+    tokenised, and ``ids(P) = ids(T)[:k] + ids(P[a:])`` where token ``k`` of ``T`` is ``c`` at
+    exactly those characters. The cut token starts the tail (so the text after it is not at
+    the start of the input, as in ``P``: Metaspace ``prepend_scheme: first`` is keyed on
+    that).
+
+    Why this is exact (Hugging Face ``tokenizers``, ``AddedVocabulary``): the added tokens
+    that are not normalised are found first in the raw text, by one Aho-Corasick scan with
+    leftmost-longest matches; the text between them is then normalised, pre-tokenised and
+    encoded piece by piece, each piece on its own. When ``P`` is a prefix of ``T``, every
+    match the scan reports in ``T`` up to and including the one at ``a`` is reported in
+    ``P`` too (an earlier or longer match in ``P`` would be one in ``T``), so ``P``'s pieces
+    before ``a`` are ``T``'s and give ``T``'s ids; the scan of ``P`` from ``a`` on is the scan
+    of ``P[a:]`` alone. This needs, and the cutter checks: a fast tokenizer whose special
+    tokens are split (``split_special_tokens`` off), no added token with ``single_word``
+    (a match the scan drops), a cut token not normalised, with neither ``lstrip`` nor
+    ``rstrip`` and no whitespace at its ends, ``T`` starting with ``P``, and ``T``'s tokens
+    holding the cut token's id at exactly ``[a, a + len(c))``. Otherwise (:meth:`cut` gives
+    the whole prompt, or :meth:`prompt_ids` gives ``None``) the prompt is tokenised in full.
+
+    Source: ``tokenizers`` ``src/tokenizer/added_vocabulary.rs`` (``find_matches``,
+    ``extract_and_normalize``) and ``pre_tokenizers/metaspace.rs``.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        decoder = (
+            backend.get_added_tokens_decoder()
+            if backend is not None and hasattr(backend, "get_added_tokens_decoder")
+            else getattr(tokenizer, "added_tokens_decoder", {})
+        )
+        self.cut_ids: dict[str, int] = {}
+        """Content -> id of every token a prompt may be cut at (empty: never cut)."""
+        usable = (
+            backend is not None
+            and not getattr(tokenizer, "split_special_tokens", False)
+            and not any(getattr(t, "single_word", True) for t in decoder.values())
+        )
+        if usable:
+            for tid, tok in decoder.items():
+                content = str(tok.content)
+                if (
+                    content
+                    and content == content.strip()
+                    and not tok.normalized
+                    and not tok.lstrip
+                    and not tok.rstrip
+                ):
+                    self.cut_ids[content] = int(tid)
+        self._length = {tid: len(content) for content, tid in self.cut_ids.items()}
+        self._pattern = (
+            re.compile("|".join(re.escape(c) for c in sorted(self.cut_ids, key=len, reverse=True)))
+            if self.cut_ids
+            else None
+        )
+
+    def cut(self, text: str, prompt: str) -> PromptCut:
+        """Where to cut ``prompt`` (prompt + prefill), the start of the example ``text``:
+        at the last occurrence of a cut token; the whole prompt when there is none or
+        ``text`` does not start with ``prompt``. Only a proposal: :meth:`prompt_ids` checks
+        it against the example's tokens."""
+        if self._pattern is None or not text.startswith(prompt):
+            return PromptCut(0, -1, prompt)
+        n = len(prompt)
+        window = 256
+        while True:
+            lo = max(0, n - window)
+            last = None
+            for last in self._pattern.finditer(prompt, lo):  # noqa: B007 (the last one)
+                pass
+            if last is not None:
+                return PromptCut(last.start(), self.cut_ids[last.group()], prompt[last.start() :])
+            if lo == 0:
+                return PromptCut(0, -1, prompt)
+            window *= 16
+
+    def prompt_ids(
+        self, cut: PromptCut, tokens: Tokens, tail_ids: Sequence[int]
+    ) -> list[int] | None:
+        """``ids(prompt)`` from the example's ``tokens`` (ids and offsets of the whole
+        ``text``) and ``tail_ids`` (the ids of ``cut.tail``); ``None`` when the example's
+        tokens do not hold the cut token at the cut (then tokenise the whole prompt)."""
+        if cut.token_id < 0:
+            return list(tail_ids)
+        ids, offsets = tokens.ids, tokens.offsets
+        k = bisect.bisect_left(offsets, cut.start, key=_start)
+        end = cut.start + self._length[cut.token_id]
+        if (
+            k < len(ids)
+            and ids[k] == cut.token_id
+            and tuple(offsets[k]) == (cut.start, end)
+            and len(tail_ids) > 0
+            and tail_ids[0] == cut.token_id
+        ):
+            return [*ids[:k], *tail_ids]
+        return None
 
 
 def check_turn_prompt(
