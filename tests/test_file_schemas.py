@@ -123,3 +123,39 @@ def test_golden_manifests_load_with_provenance(tmp_path: Path) -> None:
         assert m.versions == raw["versions"]
         assert m.git_commit == raw["git_commit"]
         assert m.machine == raw.get("machine", {})
+
+
+def test_room_json_typed_for_both_builders(tmp_path: Path) -> None:
+    from rlmdistill.rooms.cuad import SAMPLE_SOURCE, build_cuad_room
+    from rlmdistill.rooms.meta import CuadRoomMeta, SynthRoomMeta, read_room_meta, write_room_meta
+    from rlmdistill.rooms.synth import build_synth_room
+
+    cuad = build_cuad_room(SAMPLE_SOURCE, tmp_path / "cuad", n_contracts=2, seed=1)
+    meta = read_room_meta(tmp_path / "cuad")
+    assert isinstance(meta, CuadRoomMeta)
+    assert (meta.seed, meta.n_contracts, meta.task_id) == (1, 2, cuad.task_id)
+    assert sorted(c.source_file for c in meta.contracts) == cuad.contracts
+
+    synth = build_synth_room(tmp_path / "synth", n_docs=20, seed=5)
+    smeta = read_room_meta(tmp_path / "synth")
+    assert isinstance(smeta, SynthRoomMeta)
+    assert (smeta.seed, smeta.n_docs, smeta.room_hash) == (5, 20, synth.room_hash)
+    # at version 1 no schema_version key is written, so the room's bytes never change;
+    # writing the record back gives the builder's bytes
+    raw = (tmp_path / "synth" / "room.json").read_bytes()
+    assert b"schema_version" not in raw
+    write_room_meta(tmp_path / "synth", smeta)
+    assert (tmp_path / "synth" / "room.json").read_bytes() == raw
+
+
+def test_room_json_errors_name_the_file(tmp_path: Path) -> None:
+    from rlmdistill.rooms.meta import read_room_meta
+
+    with pytest.raises(FileNotFoundError, match=r"room\.json: no room\.json"):
+        read_room_meta(tmp_path)
+    (tmp_path / "room.json").write_text('{"kind": "cuad", "seed": "x"}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"(?s)room\.json: not a valid room\.json.*seed"):
+        read_room_meta(tmp_path)
+    (tmp_path / "room.json").write_text('{"schema_version": 9, "kind": "cuad"}', "utf-8")
+    with pytest.raises(ValueError, match="schema_version 9 is newer"):
+        read_room_meta(tmp_path)

@@ -27,7 +27,6 @@ Writes ``OUT/cases.jsonl`` (one :class:`EvalOutcome` per memo) and ``OUT/report.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +36,7 @@ from rlmdistill.judge.base import Grader
 from rlmdistill.judge.evalset import EXPECTED, SPLIT_SALT, EvalCase, build_cases, contract_split
 from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.rooms.cuad import build_cuad_room, criteria_per_contract, labelled_spans
+from rlmdistill.rooms.meta import ROOM_META, CuadRoomMeta, read_room_meta
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.rooms.task import Task
 from rlmdistill.stats import SHARE, Estimate, cluster_mean_interval
@@ -150,14 +150,16 @@ def _contracts(config: JudgeEvalConfig) -> list[str]:
 
 def _room_contracts(room_dir: Path) -> dict[str, str]:
     """Document id -> source text file name, from the ``room.json`` the CUAD builder wrote."""
-    path = room_dir / "room.json"
+    path = room_dir / ROOM_META
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-        return {c["doc_id"]: c["source_file"] for c in meta["contracts"]}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        meta = read_room_meta(room_dir)
+    except (OSError, ValueError) as exc:
         raise ValueError(
-            f"{path}: not a CUAD room.json with contracts[].doc_id/source_file"
+            f"{path}: not a CUAD room.json with contracts[].doc_id/source_file ({exc})"
         ) from exc
+    if not isinstance(meta, CuadRoomMeta):
+        raise ValueError(f"{path}: not a CUAD room.json (kind {meta.kind!r})")
+    return {c.doc_id: c.source_file for c in meta.contracts}
 
 
 def run(config: JudgeEvalConfig, grader: Grader | None = None) -> JudgeEvalReport:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import ast
 import csv
 import hashlib
-import json
 import random
 import re
 import shutil
@@ -40,6 +39,7 @@ from typing import Any
 from rapidfuzz import fuzz, process
 
 from rlmdistill import __version__
+from rlmdistill.rooms.meta import CuadRoomMeta, write_room_meta
 from rlmdistill.rooms.output import prepare_room_folder
 from rlmdistill.rooms.room import DataRoom, decode_text
 from rlmdistill.rooms.task import Criterion, Evidence, Task, save_task
@@ -536,9 +536,7 @@ def build_cuad_room(
         },
         "contracts": contracts_meta,
     }
-    (out / "room.json").write_text(
-        json.dumps(room_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    write_room_meta(out, CuadRoomMeta.model_validate(room_meta))
     (out / "ATTRIBUTION.md").write_text(
         _attribution_md([(d, c.txt_path.name) for d, c in zip(doc_ids, chosen, strict=True)]),
         encoding="utf-8",

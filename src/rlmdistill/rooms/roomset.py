@@ -42,6 +42,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rlmdistill.rooms.cuad import SAMPLE_SOURCE, CuadError, build_cuad_room, criteria_per_contract
+from rlmdistill.rooms.meta import CuadRoomMeta, SynthRoomMeta, read_room_meta
 from rlmdistill.rooms.synth import (
     GENERATOR,
     MAX_DOCS,
@@ -330,8 +331,9 @@ def check_split(base: str | Path, rooms: list[RoomSetEntry]) -> SplitCheck:
         names: set[str] = set()
         for entry in rooms:
             if entry.split == split:
-                meta = json.loads((base / entry.path / "room.json").read_text(encoding="utf-8"))
-                names.update(meta.get("cuad_documents", {}).values())
+                meta = read_room_meta(base / entry.path)
+                if isinstance(meta, SynthRoomMeta):
+                    names.update(meta.cuad_documents.values())
         return names
 
     shared_cuad = sorted(cuad_files("train") & cuad_files("holdout"))
@@ -605,9 +607,11 @@ def _reused_draws(spec: CuadSetSpec, paths: list[Path], previous: Path | None) -
             old = {}
     draws = []
     for k, path in enumerate(paths):
-        meta = json.loads((path / "room.json").read_text(encoding="utf-8"))
-        contracts = sorted(c["source_file"] for c in meta.get("contracts", []))
-        seed = int(meta["seed"])
+        meta = read_room_meta(path)
+        contracts = sorted(
+            c.source_file for c in (meta.contracts if isinstance(meta, CuadRoomMeta) else [])
+        )
+        seed = meta.seed
         prior = old.get(path.name) or {}
         same = prior.get("contracts") == contracts and prior.get("seed") == seed
         draws.append(

@@ -49,7 +49,6 @@ nothing time-dependent is written).
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 from collections import Counter
@@ -59,6 +58,7 @@ from typing import Any
 
 from rlmdistill import __version__
 from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
+from rlmdistill.rooms.meta import SynthRoomMeta, write_room_meta
 from rlmdistill.rooms.output import prepare_room_folder
 from rlmdistill.rooms.synth_catalog import CATEGORIES, FAMILY_CHARS
 from rlmdistill.rooms.synth_issues import (
@@ -728,9 +728,7 @@ def build_synth_room(
         "issues": issue_meta,
         "attribution": CUAD_ATTRIBUTION if cuad_docs else None,
     }
-    (out / "room.json").write_text(
-        json.dumps(room_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    write_room_meta(out, SynthRoomMeta.model_validate(room_meta))
     (out / "ATTRIBUTION.md").write_text(_attribution(cuad_docs), encoding="utf-8")
     return SynthReport(
         out=out,

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlmdistill.rooms.meta import ROOM_META as _ROOM_META
+
 # ------------------------------------------------------------------------------- run folder
 RUN_MANIFEST = "run.json"
 EPISODES = "episodes.jsonl"
@@ -40,8 +42,9 @@ TRAIN_LOG = "train_log.jsonl"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 TASK = "task.json"
-ROOM_META = "room.json"
-"""A built room's provenance (``rlmdistill rooms build-cuad`` / ``rooms synth``)."""
+ROOM_META = _ROOM_META
+"""A built room's provenance (``rlmdistill rooms build-cuad`` / ``rooms synth``); spelled in
+:mod:`rlmdistill.rooms.meta`, whose builders stand below this package."""
 GRPO_MANIFEST = "grpo.json"
 """``rlmdistill export-grpo``'s manifest in its dataset folder."""
 RL_MANIFEST = "rl.json"
