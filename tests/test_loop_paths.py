@@ -148,10 +148,10 @@ def test_adapter_of_an_older_version_is_up_to_date_after_a_move(tmp_path: Path) 
                              detail={"steps": 3}))  # fmt: skip
     logs: list[str] = []
     loop.log = logs.append
-    loop.adapter(dataset, out, 1)
+    loop.execute(loop.adapter_stage(1, dataset, out))
     assert logs == ["[skip] adapters/r1: adapter up to date"]
     new = latest_records(ws)["adapters/r1/sft.json"]
     assert new.fingerprint != old_fp and new.detail == {"steps": 3}
     logs.clear()
-    loop.adapter(dataset, out, 1)  # now up to date by the new fingerprint
+    loop.execute(loop.adapter_stage(1, dataset, out))  # up to date by the new fingerprint
     assert logs == ["[skip] adapters/r1: adapter up to date"]

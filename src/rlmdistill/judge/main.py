@@ -26,7 +26,7 @@ from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import get_client, parse_spec
 from rlmdistill.traces import layout
 
-__all__ = ["JudgeConfig", "JudgeReport", "run"]
+__all__ = ["JudgeConfig", "JudgeReport", "grader_id_of", "run"]
 
 
 class JudgeReport(NamedTuple):
@@ -87,6 +87,14 @@ class JudgeConfig(BaseModel):
     ray: RayOptions | None = None
 
 
+def grader_id_of(judge: str) -> str:
+    """The grader id (and verdict file stem, ``verdicts/<id>.jsonl``) that :func:`run` writes
+    for ``judge``: ``reference`` for the reference grader, else
+    :func:`~rlmdistill.judge.llm.llm_grader_id` of the spec. Raises ``ValueError`` for a
+    spec that does not parse."""
+    return "reference" if judge == "reference" else llm_grader_id(parse_spec(judge))
+
+
 def run(config: JudgeConfig) -> JudgeReport:
     """The ``judge`` stage: grade every episode of ``config.run_dir`` not yet graded, with
     the reference grader or an LLM judge, appending to ``verdicts/<grader>.jsonl``.
@@ -106,7 +114,7 @@ def run(config: JudgeConfig) -> JudgeReport:
             )
         # CPU-bound pure Python: threads would not help, so episodes are graded in turn.
         result = judge_run(run_dir, ReferenceGrader())
-        return JudgeReport(result, "reference", None, None, None)
+        return JudgeReport(result, grader_id_of(judge), None, None, None)
     if not (run_dir / layout.RUN_MANIFEST).exists():
         raise FileNotFoundError(
             f"{run_dir / layout.RUN_MANIFEST} not found: is {run_dir} a run directory?"
@@ -118,7 +126,7 @@ def run(config: JudgeConfig) -> JudgeReport:
         max_tokens_per_criterion=c.max_tokens_per_criterion,
         max_concurrency=c.request_concurrency,
     )
-    grader_id = llm_grader_id(spec)
+    grader_id = grader_id_of(judge)
     cache_file = c.cache_path or layout.verdict_side_path(run_dir, grader_id, "cache")
     usage_file = layout.verdict_side_path(run_dir, grader_id, "usage")
     opts: dict[str, object] = {}

@@ -29,19 +29,140 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 from rlmdistill.loop.config import ExperimentConfig, ExperimentError
 from rlmdistill.loop.paths import legacy_match, to_record
 from rlmdistill.traces import layout
 from rlmdistill.traces.artefacts import load_sft_manifest
-from rlmdistill.traces.lineage import LineageRecord, latest_records, record
+from rlmdistill.traces.lineage import ArtefactKind, LineageRecord, latest_records, record
 
-__all__ = ["Arm", "LoopResult", "RoundResult", "report_arms", "run_loop"]
+if TYPE_CHECKING:  # the stages are imported when their row is built (torch, transformers)
+    from rlmdistill.analysis.main import ReportConfig
+    from rlmdistill.analysis.schema import Report
+    from rlmdistill.collect.config import CollectConfig
+    from rlmdistill.collect.executor import CollectResult
+    from rlmdistill.export.dataset import ExportReport
+    from rlmdistill.export.options import ExportOptions
+    from rlmdistill.filter.main import FilterConfig, FilterOutcome
+    from rlmdistill.judge.main import JudgeConfig, JudgeReport
+    from rlmdistill.loop.adapter_check import GreedyCheck
+    from rlmdistill.loop.rooms import PreparedRooms
+    from rlmdistill.sft.config import SFTConfig
+    from rlmdistill.sft.train import SFTResult
+
+__all__ = [
+    "Arm",
+    "DatasetResult",
+    "LoopResult",
+    "ReportResult",
+    "RoundResult",
+    "Stage",
+    "report_arms",
+    "run_loop",
+]
 
 Log = Callable[[str], None]
+Detail = dict[str, object]
+"""Stage facts kept in a lineage record's ``detail`` (JSON values: counts, specs, losses)."""
+
+C = TypeVar("C")
+R = TypeVar("R")
+
+
+def _no_lines(result: object) -> list[str]:
+    return []
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Stage(Generic[C, R]):
+    """One row of the loop's table of stages: what the stage runs with, what it reads and
+    writes, its fingerprint, and when it is up to date.
+
+    :meth:`_Loop.execute` runs every row the same way: skip it when ``done()`` (logging
+    ``[skip]``, and refreshing its lineage record when the stage's own rule found it done but
+    the record is not current), else log ``[run ]``, call ``run(config)``, log ``ran_lines``,
+    append its lineage record and call ``check``; the time from building the row to its end is
+    added to ``loop_timing.json`` under ``clock or name``. ``C`` is the config type, ``R`` the
+    stage's result type (``CollectResult``, ``JudgeReport``, ``SFTResult`` ...).
+    """
+
+    name: str
+    """The row's name: ``rooms``, ``collect-train-r1``, ``judge-train-r1``, ``filter-r1``,
+    ``sft-r1``, ``collect-eval-tuned-r1``, ``report-r1`` ..."""
+    step: str
+    """The ``stage`` of its lineage record: rooms, collect-train, collect-eval, judge, filter,
+    sft, report."""
+    kind: ArtefactKind
+    """The ``kind`` of its lineage record."""
+    round: int
+    """Loop round (0: shared by every round: the rooms and the base arms)."""
+    config: C
+    """What it runs with: the stage's own config (``CollectConfig``, ``JudgeConfig``,
+    ``SFTConfig``, ``ReportConfig``; filter + export: ``(FilterConfig, ExportOptions)``; the
+    rooms: the experiment)."""
+    inputs: tuple[Path, ...]
+    """The artefacts it is made from (recorded relative to the workspace)."""
+    output: Path
+    """The artefact its lineage record names (a run folder, ``verdicts/<grader>.jsonl``,
+    ``export.json``, ``sft.json``, a report folder, ``rooms/split.json``)."""
+    fingerprint: str | Callable[[], str]
+    """Fingerprint of its inputs and settings (``ExperimentConfig.fingerprint``); a callable
+    is read when the record is written (a hash of what the stage wrote: the split, the
+    verdicts)."""
+    run: Callable[[C], R]
+    """Runs the stage on ``config``, through the stage's typed ``<stage>.main.run``."""
+    done: Callable[[], bool]
+    """True when the output is up to date: the row is skipped."""
+    detail: Callable[[R], Detail | None]
+    """The detail of the lineage record of a run (``None``: no record, as when the judge
+    graded nothing)."""
+    skip_line: str = ""
+    """What a skip logs after ``[skip] ``."""
+    run_line: str = ""
+    """What a run logs before it starts, after ``[run ] `` (empty: nothing)."""
+    ran_lines: Callable[[R], list[str]] = _no_lines
+    """Whole lines logged after it ran."""
+    skipped_detail: Callable[[], Detail] | None = None
+    """The detail recorded when the row is done by its own rule while its lineage record
+    does not carry ``fingerprint`` (a run whose every episode is done, an adapter recorded
+    with an older version's fingerprint); ``None``: nothing recorded."""
+    check: Callable[[R], None] | None = None
+    """Called after the record is written; raises to stop the loop (a collection that a
+    server left unfinished)."""
+    clock: str = ""
+    """Key in ``loop_timing.json`` when not ``name`` (a run's grading counts with its
+    collection)."""
+    built_at: float = field(default_factory=time.monotonic, compare=False)
+    """``time.monotonic()`` when the row was built: its time counts from here (building it
+    reads the run's episodes, hashes inputs, resolves the base checkpoint)."""
+
+    def current_fingerprint(self) -> str:
+        """``fingerprint``, read now when it is a callable."""
+        return self.fingerprint if isinstance(self.fingerprint, str) else self.fingerprint()
+
+
+class DatasetResult(NamedTuple):
+    """What the filter + export row did."""
+
+    filtered: FilterOutcome
+    exported: ExportReport
+
+
+class ReportResult(NamedTuple):
+    """What the report row did: the report, and the greedy check of the round's adapter
+    (``None`` when ``check_greedy_change`` is off)."""
+
+    report: Report
+    check: GreedyCheck | None
 
 
 class Arm(NamedTuple):
@@ -101,6 +222,12 @@ def _sha_files(*paths: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def _graded_verdicts(run: Path) -> list[Path]:
+    """A run's verdict files, without the LLM judges' cache and usage files beside them."""
+    side = (".cache.jsonl", ".usage.jsonl")
+    return sorted(p for p in layout.verdicts_dir(run).glob("*.jsonl") if not p.name.endswith(side))
+
+
 class _Loop:
     strict = False
     """Collect with ``strict=True``: a document whose text cannot be extracted is an error."""
@@ -110,7 +237,13 @@ class _Loop:
         self.ws = cfg.workspace
         self.log = log
         self.progress = progress
-        self.stage_s: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
+        """Wall seconds per ``loop_timing.json`` key, unrounded."""
+
+    @property
+    def stage_s(self) -> dict[str, float]:
+        """Wall seconds per stage, to 0.1 s."""
+        return {k: round(v, 1) for k, v in self.seconds.items()}
 
     # -- helpers ---------------------------------------------------------------------
     def rel(self, path: Path) -> str:
@@ -137,31 +270,10 @@ class _Loop:
                 recorded = old
         return recorded, {recorded: head + str(self.ws / rel)}
 
-    def timed(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        t0 = time.monotonic()
-        try:
-            return fn(*args)
-        finally:
-            self.stage_s[name] = round(time.monotonic() - t0, 1)
-
     def up_to_date(self, artefact: Path, fingerprint: str) -> bool:
+        """``artefact`` exists and its newest lineage record carries ``fingerprint``."""
         rec = latest_records(self.ws).get(self.rel(artefact))
         return artefact.exists() and rec is not None and rec.fingerprint == fingerprint
-
-    def note(self, artefact: Path, kind: Any, stage: str, rnd: int, inputs: list[Path],
-             fingerprint: str, **detail: Any) -> None:  # fmt: skip
-        record(
-            self.ws,
-            LineageRecord(
-                artefact=self.rel(artefact),
-                kind=kind,
-                stage=stage,
-                round=rnd,
-                inputs=[self.rel(p) for p in inputs],
-                fingerprint=fingerprint,
-                detail=detail,
-            ),
-        )
 
     def tuned_root(self, adapter: Path, rnd: int) -> str:
         """Root spec of base + ``adapter``: in process, or loaded into the vLLM server."""
@@ -175,189 +287,388 @@ class _Loop:
         )
         return load_lora_adapter(self.cfg.serving, name, adapter)
 
-    # -- stages ----------------------------------------------------------------------
-    def collect(
-        self, out: Path, root: str, rooms: list[Path], settings: dict[str, Any], stage: str,
-        rnd: int, inputs: list[Path],
-    ) -> None:  # fmt: skip
-        from rlmdistill.collect.config import for_run
-        from rlmdistill.collect.main import (
-            build_config,
-            check_finished,
-            pending_episodes,
+    # -- the one executor --------------------------------------------------------------
+    def execute(self, stage: Stage[C, R]) -> R | None:
+        """Run ``stage`` unless it is up to date (see :class:`Stage`); its result, or ``None``
+        when skipped. The stage's errors pass through unchanged."""
+        try:
+            if stage.done():
+                self.log(f"[skip] {stage.skip_line}")
+                if stage.skipped_detail is not None and not self.up_to_date(
+                    stage.output, stage.current_fingerprint()
+                ):
+                    self.note(stage, stage.skipped_detail())
+                return None
+            if stage.run_line:
+                self.log(f"[run ] {stage.run_line}")
+            result = stage.run(stage.config)
+            for line in stage.ran_lines(result):
+                self.log(line)
+            detail = stage.detail(result)
+            if detail is not None:
+                self.note(stage, detail)
+            if stage.check is not None:
+                stage.check(result)
+            return result
+        finally:
+            key = stage.clock or stage.name
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.monotonic() - stage.built_at
+
+    def note(self, stage: Stage[C, R], detail: Detail) -> None:
+        """Append ``stage``'s lineage record with ``detail``."""
+        made = LineageRecord(
+            artefact=self.rel(stage.output),
+            kind=stage.kind,
+            stage=stage.step,
+            round=stage.round,
+            inputs=[self.rel(p) for p in stage.inputs],
+            fingerprint=stage.current_fingerprint(),
+            detail=detail,
         )
-        from rlmdistill.collect.main import run as collect_stage
+        record(self.ws, made)
+
+    def collect(
+        self,
+        name: str,
+        out: Path,
+        *,
+        root: str,
+        rooms: list[Path],
+        settings: Mapping[str, object],
+        step: str,
+        rnd: int,
+        inputs: Sequence[Path],
+    ) -> None:
+        """Collect run ``out`` (resumed by episode), then grade it: two rows on one clock."""
+        self.execute(self.collect_stage(name, out, root, rooms, settings, step, rnd, inputs))
+        self.execute(self.judge_stage(name, out, rnd))
+
+    # -- the rows ----------------------------------------------------------------------
+    def rooms_stage(self) -> Stage[ExperimentConfig, PreparedRooms]:
+        """The rooms, built or read back, and the train/held-out split checked on document
+        bytes (``rooms/split.json``); always runs (its check is recorded every time)."""
+        from rlmdistill.loop.rooms import prepare_rooms
+
+        split = self.ws / layout.ROOMS / layout.SPLIT
+
+        def detail(rooms: PreparedRooms) -> Detail:
+            check = rooms.check
+            return {
+                "train_rooms": len(rooms.train),
+                "holdout_rooms": len(rooms.holdout),
+                "train_documents": check.n_train_documents,
+                "holdout_documents": check.n_holdout_documents,
+                "shared_documents": len(check.shared_documents),
+                "min_criteria": min(rooms.n_criteria.values()),
+                "redrawn_rooms": sum(1 for d in rooms.draws if d.attempt),
+            }
+
+        return Stage(
+            name="rooms",
+            step="rooms",
+            kind="check",
+            round=0,
+            config=self.cfg,
+            inputs=(),
+            output=split,
+            fingerprint=lambda: _sha_files(split),
+            run=prepare_rooms,
+            done=_never,
+            detail=detail,
+            ran_lines=_rooms_lines,
+        )
+
+    def collect_stage(
+        self,
+        name: str,
+        out: Path,
+        root: str,
+        rooms: list[Path],
+        settings: Mapping[str, object],
+        step: str,
+        rnd: int,
+        inputs: Sequence[Path],
+    ) -> Stage[CollectConfig, CollectResult]:
+        """Run ``out`` of ``root`` on ``rooms`` with the collect ``settings``: done when every
+        episode is (a finished run loads no model); its fingerprint is the run's config
+        fingerprint (which makes the episode ids) and its rooms."""
+        from rlmdistill.collect.config import for_run
+        from rlmdistill.collect.main import build_config, check_finished, pending_episodes
+        from rlmdistill.collect.main import run as collect
         from rlmdistill.compat import library_warning_filter
 
-        root, open_specs = self.recorded_root(out, root)
-        cfg = build_config(
-            None, {**settings, "rooms": [str(p) for p in rooms], "root": root, "sub": self.cfg.sub}
-        )
-        cfg = for_run(cfg, out)  # a run keeps the fingerprint version it was written with
-        fp = self.cfg.fingerprint(cfg.fingerprint(), sorted(to_record(p, self.ws) for p in rooms))
-        pending = pending_episodes(cfg, out)
-        if pending == 0:
-            self.log(f"[skip] {self.rel(out)}: all {cfg.episodes * len(rooms)} episodes done")
-            if not self.up_to_date(out, fp):
-                self.note(out, "run", stage, rnd, inputs, fp, root=root, new_episodes=0)
-        else:
-            self.log(f"[run ] {stage} -> {self.rel(out)} ({pending} episodes to collect)")
-            with library_warning_filter():  # peft's is_gradient_checkpointing (tuned roots)
-                res = collect_stage(cfg, out, progress=self.progress, open_specs=open_specs,
-                                  strict=self.strict,
-                                  log=lambda line: self.log(f"[note] {line}"))  # fmt: skip
-            statuses: dict[str, int] = {}
-            for s in res.summaries:
-                statuses[s.status] = statuses.get(s.status, 0) + 1
-            self.note(out, "run", stage, rnd, inputs, fp, root=root, new_episodes=len(res.summaries),
-                      **{f"status_{k}": v for k, v in statuses.items()})  # fmt: skip
-            check_finished(res)  # a server failed: stop here, naming the run and the cause
-        self.judge(out, rnd)
+        recorded, open_specs = self.recorded_root(out, root)
+        merged = {**settings, "rooms": [str(p) for p in rooms], "root": recorded}
+        config = build_config(None, {**merged, "sub": self.cfg.sub})
+        config = for_run(config, out)  # a run keeps the fingerprint version it was written with
+        room_records = sorted(to_record(p, self.ws) for p in rooms)
+        fp = self.cfg.fingerprint(config.fingerprint(), room_records)
+        pending = pending_episodes(config, out)
 
-    def judge(self, run: Path, rnd: int) -> None:
-        from rlmdistill.judge.main import JudgeConfig
+        def run(c: CollectConfig) -> CollectResult:
+            with library_warning_filter():  # peft's is_gradient_checkpointing (tuned roots)
+                return collect(
+                    c,
+                    out,
+                    progress=self.progress,
+                    open_specs=open_specs,
+                    strict=self.strict,
+                    log=lambda line: self.log(f"[note] {line}"),
+                )
+
+        def detail(res: CollectResult) -> Detail:
+            statuses = Counter(s.status for s in res.summaries)
+            counts = {f"status_{k}": v for k, v in statuses.items()}
+            return {"root": recorded, "new_episodes": len(res.summaries), **counts}
+
+        return Stage(
+            name=name,
+            step=step,
+            kind="run",
+            round=rnd,
+            config=config,
+            inputs=tuple(inputs),
+            output=out,
+            fingerprint=fp,
+            run=run,
+            done=lambda: pending == 0,
+            detail=detail,
+            skip_line=f"{self.rel(out)}: all {config.episodes * len(rooms)} episodes done",
+            run_line=f"{step} -> {self.rel(out)} ({pending} episodes to collect)",
+            skipped_detail=lambda: {"root": recorded, "new_episodes": 0},
+            check=check_finished,  # a server failed: stop here, naming the run and the cause
+        )
+
+    def judge_stage(self, clock: str, run: Path, rnd: int) -> Stage[JudgeConfig, JudgeReport]:
+        """Grade every episode of ``run`` not yet graded (the judge skips the others itself, so
+        the row always runs); recorded when it graded any, fingerprinted by the verdicts."""
+        from rlmdistill.judge.main import JudgeConfig, grader_id_of
         from rlmdistill.judge.main import run as judge
 
-        rep = judge(JudgeConfig(run_dir=run, judge=self.cfg.grader))
-        if rep.result.graded:
-            self.log(f"[run ] judge {self.rel(run)}: {rep.result.graded} episodes graded")
-            verdicts = layout.verdicts_path(run, rep.grader_id)
-            self.note(verdicts, "verdicts", "judge", rnd, [run], _sha_files(verdicts),
-                      graded=rep.result.graded)  # fmt: skip
+        verdicts = layout.verdicts_path(run, grader_id_of(self.cfg.grader))
 
-    def dataset(self, train_run: Path, out: Path, rnd: int) -> None:
+        def graded(rep: JudgeReport) -> list[str]:
+            n = rep.result.graded
+            return [f"[run ] judge {self.rel(run)}: {n} episodes graded"] if n else []
+
+        return Stage(
+            name=clock.replace("collect-", "judge-", 1),
+            step="judge",
+            kind="verdicts",
+            round=rnd,
+            config=JudgeConfig(run_dir=run, judge=self.cfg.grader),
+            inputs=(run,),
+            output=verdicts,
+            fingerprint=lambda: _sha_files(verdicts),
+            run=judge,
+            done=_never,
+            detail=lambda rep: {"graded": rep.result.graded} if rep.result.graded else None,
+            ran_lines=graded,
+            clock=clock,
+        )
+
+    def dataset_stage(
+        self, rnd: int, train_run: Path, out: Path
+    ) -> Stage[tuple[FilterConfig, ExportOptions], DatasetResult]:
+        """Filter (rejection sampling) then export ``train_run`` into dataset ``out``;
+        fingerprint: the run's episodes and verdict files, the rules and the export options."""
         from rlmdistill.export.main import ExportConfig
-        from rlmdistill.export.main import run as export_stage
+        from rlmdistill.export.main import run as export
         from rlmdistill.export.options import build_export_options
         from rlmdistill.filter.main import FilterConfig
-        from rlmdistill.filter.main import run as filter_stage
+        from rlmdistill.filter.main import run as filter_episodes
         from rlmdistill.models.spec import resolve_base
 
-        export = {"tokenizer": str(resolve_base(self.cfg.base)), **self.cfg.export}
-        options = build_export_options(**export)
+        options = build_export_options(
+            **{"tokenizer": str(resolve_base(self.cfg.base)), **self.cfg.export}
+        )
         rules = self.cfg.filter.model_copy(update={"grader": self.cfg.grader})
+        verdicts = sorted((train_run / layout.VERDICTS).glob("*.jsonl"))
         fp = self.cfg.fingerprint(
-            _sha_files(train_run / layout.EPISODES, *sorted((train_run / layout.VERDICTS).glob("*.jsonl"))),
+            _sha_files(train_run / layout.EPISODES, *verdicts),
             rules.model_dump(mode="json"),
             options.model_dump(mode="json"),
-        )  # fmt: skip
-        if self.up_to_date(out / layout.EXPORT_MANIFEST, fp):
-            self.log(f"[skip] {self.rel(out)}: dataset up to date")
-            return
-        self.log(f"[run ] filter + export {self.rel(train_run)} -> {self.rel(out)}")
-        outcome = filter_stage(FilterConfig(runs=[train_run], out=out, rules=rules, force=True))
-        outcome.require_kept()
-        exported = export_stage(
-            ExportConfig(
-                out=out,
-                options=options,
-                episodes=outcome.decisions,
-                card_extra=outcome.card_section(),
-            ),
-            progress=self.progress,
         )
-        self.note(out / layout.EXPORT_MANIFEST, "dataset", "filter", rnd, [train_run], fp,
-                  kept=outcome.report.n_kept, total=outcome.report.n_total,
-                  examples=exported.n_examples)  # fmt: skip
+        manifest = out / layout.EXPORT_MANIFEST
 
-    def adapter(self, dataset: Path, out: Path, rnd: int) -> None:
+        def run(config: tuple[FilterConfig, ExportOptions]) -> DatasetResult:
+            selection, export_options = config
+            filtered = filter_episodes(selection)
+            filtered.require_kept()
+            exported = export(
+                ExportConfig(
+                    out=out,
+                    options=export_options,
+                    episodes=filtered.decisions,
+                    card_extra=filtered.card_section(),
+                ),
+                progress=self.progress,
+            )
+            return DatasetResult(filtered, exported)
+
+        def detail(res: DatasetResult) -> Detail:
+            kept = res.filtered.report
+            return {"kept": kept.n_kept, "total": kept.n_total, "examples": res.exported.n_examples}
+
+        return Stage(
+            name=f"filter-r{rnd}",
+            step="filter",
+            kind="dataset",
+            round=rnd,
+            config=(FilterConfig(runs=[train_run], out=out, rules=rules, force=True), options),
+            inputs=(train_run,),
+            output=manifest,
+            fingerprint=fp,
+            run=run,
+            done=lambda: self.up_to_date(manifest, fp),
+            detail=detail,
+            skip_line=f"{self.rel(out)}: dataset up to date",
+            run_line=f"filter + export {self.rel(train_run)} -> {self.rel(out)}",
+        )
+
+    def adapter_stage(self, rnd: int, dataset: Path, out: Path) -> Stage[SFTConfig, SFTResult]:
+        """LoRA SFT of the base on ``dataset`` into ``out`` (a stale adapter is replaced);
+        fingerprint: ``export.json`` and the SFT settings with the dataset's workspace path.
+        Also up to date by an older version's fingerprint, which named the dataset's absolute
+        path (then its record is written again with the current fingerprint)."""
         from rlmdistill.sft.config import build_config as sft_config
-        from rlmdistill.sft.main import run as sft_stage
+        from rlmdistill.sft.main import run as sft
 
-        cfg = sft_config(
+        config = sft_config(
             None, {**self.cfg.sft, "dataset": dataset, "base": self.cfg.base, "out": out}
         )
-        settings = cfg.model_dump(mode="json", exclude={"out"})
-        export_sha = _sha_files(dataset / layout.EXPORT_MANIFEST)
+        settings = config.model_dump(mode="json", exclude={"out"})
+        export = dataset / layout.EXPORT_MANIFEST
+        manifest = out / layout.SFT_MANIFEST
+        export_sha = _sha_files(export)
         fp = self.cfg.fingerprint(export_sha, {**settings, "dataset": self.rel(dataset)})
         legacy = None  # older versions fingerprinted the dataset's absolute path
-        if (out / layout.SFT_MANIFEST).is_file():
+        if manifest.is_file():
             old_dataset = str(load_sft_manifest(out).config.get("dataset", ""))
             if legacy_match(old_dataset, self.rel(dataset)):
                 legacy = self.cfg.fingerprint(export_sha, {**settings, "dataset": old_dataset})
-        if legacy is not None and self.up_to_date(out / layout.SFT_MANIFEST, legacy):
-            self.log(f"[skip] {self.rel(out)}: adapter up to date")
-            old_rec = latest_records(self.ws)[self.rel(out / layout.SFT_MANIFEST)]
-            self.note(out / layout.SFT_MANIFEST, "adapter", "sft", rnd, [dataset / layout.EXPORT_MANIFEST], fp,
-                      **old_rec.detail)  # fmt: skip
-            return
-        if self.up_to_date(out / layout.SFT_MANIFEST, fp):
-            self.log(f"[skip] {self.rel(out)}: adapter up to date")
-            return
-        if out.exists():  # stale: a new dataset or new settings; the old adapter is replaced
-            shutil.rmtree(out)
-        self.log(f"[run ] sft {self.rel(dataset)} -> {self.rel(out)}")
-        res = sft_stage(cfg, progress=self.progress)
-        evals = [r.loss for r in res.eval_losses]
-        self.log(f"[ok  ] sft {self.rel(out)}: {res.eval_note}"
-                 + (f"; eval loss {' -> '.join(f'{x:.4f}' for x in evals)}" if evals else ""))  # fmt: skip
-        self.note(out / layout.SFT_MANIFEST, "adapter", "sft", rnd, [dataset / layout.EXPORT_MANIFEST], fp,
-                  steps=res.global_step, first_loss=res.first_loss, final_loss=res.final_loss,
-                  examples=res.n_examples, eval_losses=evals)  # fmt: skip
 
-    def report(self, arms: list[Arm], adapters: list[Path], out: Path, rnd: int) -> None:
+        def done() -> bool:
+            by_legacy = legacy is not None and self.up_to_date(manifest, legacy)
+            return by_legacy or self.up_to_date(manifest, fp)
+
+        def run(c: SFTConfig) -> SFTResult:
+            if out.exists():  # stale: a new dataset or new settings; the old adapter is replaced
+                shutil.rmtree(out)
+            return sft(c, progress=self.progress)
+
+        def trained(res: SFTResult) -> list[str]:
+            evals = " -> ".join(f"{r.loss:.4f}" for r in res.eval_losses)
+            losses = f"; eval loss {evals}" if evals else ""
+            return [f"[ok  ] sft {self.rel(out)}: {res.eval_note}{losses}"]
+
+        def detail(res: SFTResult) -> Detail:
+            return {
+                "steps": res.global_step,
+                "first_loss": res.first_loss,
+                "final_loss": res.final_loss,
+                "examples": res.n_examples,
+                "eval_losses": [r.loss for r in res.eval_losses],
+            }
+
+        return Stage(
+            name=f"sft-r{rnd}",
+            step="sft",
+            kind="adapter",
+            round=rnd,
+            config=config,
+            inputs=(export,),
+            output=manifest,
+            fingerprint=fp,
+            run=run,
+            done=done,
+            detail=detail,
+            skip_line=f"{self.rel(out)}: adapter up to date",
+            run_line=f"sft {self.rel(dataset)} -> {self.rel(out)}",
+            ran_lines=trained,
+            skipped_detail=lambda: latest_records(self.ws)[self.rel(manifest)].detail,
+        )
+
+    def report_stage(
+        self, rnd: int, arms: list[Arm], adapters: list[Path], out: Path
+    ) -> Stage[ReportConfig, ReportResult]:
         """Report the arms (base first, the baseline) with every adapter's training curve, and
         the greedy check of this round's adapter (``adapters[-1]``) as a report section.
 
         Up to date, hence skipped, when its fingerprint is unchanged: the fingerprint is its
-        inputs (each arm's label, ``episodes.jsonl`` and verdict files, each adapter's
-        ``sft.json`` and ``train_log.jsonl``, their paths, the report settings, and the greedy
-        check's: the base and whether it runs; its prompt is the base run's first episode),
-        and the report's statistical methods (``analysis.sections.METHODS`` and
+        inputs (each arm's ``episodes.jsonl`` and verdict files, each adapter's ``sft.json``
+        and ``train_log.jsonl``, their paths, the report settings with the arms' labels, and
+        the greedy check's: the base and whether it runs; its prompt is the base run's first
+        episode), and the report's statistical methods (``analysis.sections.METHODS`` and
         ``analysis.arms.ARM_METHODS``: a report of an earlier method is rebuilt), not the clock.
         """
         from rlmdistill.analysis.arms import ARM_METHODS
         from rlmdistill.analysis.checks import AdapterCheck
         from rlmdistill.analysis.main import ReportConfig
-        from rlmdistill.analysis.main import run as analysis_stage
+        from rlmdistill.analysis.main import run as analysis
         from rlmdistill.analysis.sections import METHODS
 
         base_run, adapter = arms[0].run, adapters[-1]  # baseline arm; this round's adapter
         runs = [a.run for a in arms]
         config = ReportConfig(
-            runs=runs, out=out, grader=self.cfg.grader, sft=list(adapters),
-            labels=[a.label for a in arms], overwrite=True,
-        )  # fmt: skip
+            runs=runs,
+            out=out,
+            grader=self.cfg.grader,
+            sft=list(adapters),
+            labels=[a.label for a in arms],
+            overwrite=True,
+        )
         settings = config.model_dump(mode="json", exclude={"runs", "out", "sft", "overwrite"})
-        verdicts = [
-            sorted(p for p in layout.verdicts_dir(r).glob("*.jsonl")
-                   if not p.name.endswith((".cache.jsonl", ".usage.jsonl")))
-            for r in runs
-        ]  # fmt: skip
         # absolute paths: report.json names the runs and the adapters by path, so a moved
         # workspace rebuilds its report (every other input is content)
+        arm_inputs = [
+            [str(r.resolve()), _sha_files(r / layout.EPISODES, *_graded_verdicts(r))] for r in runs
+        ]
+        adapter_inputs = [
+            [str(a.resolve()), _sha_files(a / layout.SFT_MANIFEST, a / layout.TRAIN_LOG)]
+            for a in adapters
+        ]
+        check_inputs = {"check_greedy_change": self.cfg.check_greedy_change, "base": self.cfg.base}
+        methods = (METHODS, ARM_METHODS)  # a changed statistical method rebuilds the report
         fp = self.cfg.fingerprint(
-            "report",
-            [[str(r.resolve()), _sha_files(r / layout.EPISODES, *v)] for r, v in zip(runs, verdicts, strict=True)],
-            [[str(a.resolve()), _sha_files(a / layout.SFT_MANIFEST, a / layout.TRAIN_LOG)] for a in adapters],
-            settings,
-            {"check_greedy_change": self.cfg.check_greedy_change, "base": self.cfg.base},
-            METHODS, ARM_METHODS,  # a changed statistical method rebuilds the report
-        )  # fmt: skip
-        if self.up_to_date(out, fp) and (out / layout.REPORT_JSON).is_file():
-            self.log(f"[skip] {self.rel(out)}: report up to date")
-            return
-        self.log(f"[run ] report {' vs '.join(self.rel(p) for p in runs)} -> {self.rel(out)}")
-        check = None
-        checks: list[AdapterCheck] = []
-        if self.cfg.check_greedy_change:
-            check = self.greedy_check(base_run, adapter)
-            checks.append(AdapterCheck(
-                adapter=self.rel(adapter), prompt_source=check.prompt_source,
-                max_new_tokens=check.max_new_tokens, changed=check.changed,
-                first_difference=check.first_difference,
-                max_abs_logit_diff=check.max_abs_logit_diff, base_text=check.base_text,
-                tuned_text=check.tuned_text,
-            ))  # fmt: skip
-        analysis_stage(config.model_copy(update={"adapter_checks": checks}))
-        if check is not None:
-            (out / "adapter_check.json").write_text(check.model_dump_json(indent=2) + "\n")
-        else:  # a check of an earlier build would not match this report
-            (out / "adapter_check.json").unlink(missing_ok=True)
-        self.note(out, "report", "report", rnd, [*runs, *(a / layout.SFT_MANIFEST for a in adapters)], fp,
-                  adapter_changed_greedy=None if check is None else check.changed)  # fmt: skip
+            "report", arm_inputs, adapter_inputs, settings, check_inputs, *methods
+        )
 
-    def greedy_check(self, base_run: Path, adapter: Path) -> Any:
+        def run(c: ReportConfig) -> ReportResult:
+            check = self.greedy_check(base_run, adapter) if self.cfg.check_greedy_change else None
+            sections: list[AdapterCheck] = []
+            if check is not None:
+                sections.append(AdapterCheck(adapter=self.rel(adapter), **check.model_dump()))
+            report = analysis(c.model_copy(update={"adapter_checks": sections}))
+            if check is not None:
+                (out / "adapter_check.json").write_text(check.model_dump_json(indent=2) + "\n")
+            else:  # a check of an earlier build would not match this report
+                (out / "adapter_check.json").unlink(missing_ok=True)
+            return ReportResult(report, check)
+
+        def detail(res: ReportResult) -> Detail:
+            return {"adapter_changed_greedy": None if res.check is None else res.check.changed}
+
+        return Stage(
+            name=f"report-r{rnd}",
+            step="report",
+            kind="report",
+            round=rnd,
+            config=config,
+            inputs=(*runs, *(a / layout.SFT_MANIFEST for a in adapters)),
+            output=out,
+            fingerprint=fp,
+            run=run,
+            done=lambda: self.up_to_date(out, fp) and (out / layout.REPORT_JSON).is_file(),
+            detail=detail,
+            skip_line=f"{self.rel(out)}: report up to date",
+            run_line=f"report {' vs '.join(self.rel(p) for p in runs)} -> {self.rel(out)}",
+        )
+
+    def greedy_check(self, base_run: Path, adapter: Path) -> GreedyCheck:
+        """Greedy decode of base vs base + ``adapter`` on the first root prompt of
+        ``base_run`` (its first room's first sample). Raises :class:`ExperimentError` when the
+        run has no episode."""
         from rlmdistill.compat import library_warning_filter
         from rlmdistill.loop.adapter_check import greedy_change
         from rlmdistill.models.spec import resolve_base
@@ -377,6 +688,33 @@ class _Loop:
                 prompt_source=f"the first root prompt of episode {first.episode_id} "
                 f"({self.rel(base_run)}, room {first.room.room_id})",
             )
+
+
+def _rooms_lines(rooms: PreparedRooms) -> list[str]:
+    """What the rooms row logs: rooms drawn again for a rubric criterion, the split, and the
+    CUAD source."""
+    lines = [
+        f"[note] rooms: {d.name} drawn again {d.attempt} time(s) until it had a rubric "
+        f"criterion (kept seed {d.seed}; see rooms/split.json)"
+        for d in rooms.draws
+        if d.attempt
+    ]
+    check = rooms.check
+    n_crit = [sum(rooms.n_criteria[str(p)] for p in side) for side in (rooms.train, rooms.holdout)]
+    lines.append(
+        f"[ok  ] rooms: {len(rooms.train)} training ({check.n_train_documents} documents, "
+        f"{n_crit[0]} criteria), {len(rooms.holdout)} held-out ({check.n_holdout_documents} "
+        f"documents, {n_crit[1]} criteria), none shared"
+    )
+    if rooms.cuad_source is not None:
+        from rlmdistill.rooms.cuad import SAMPLE_SOURCE
+
+        sample = Path(rooms.cuad_source).resolve() == SAMPLE_SOURCE
+        packaged = " (the packaged 16-contract sample; rooms.source names a larger CUAD folder)"
+        lines.append(
+            f"[ok  ] rooms: CUAD contracts from {rooms.cuad_source}" + (packaged if sample else "")
+        )
+    return lines
 
 
 def _experiment_record(cfg: ExperimentConfig) -> str:
@@ -413,7 +751,6 @@ def run_loop(
     settings (never overwritten: use a new workspace), ``NothingKeptError`` when the filter
     keeps no episode, ``SFTError``/``DatasetError`` from SFT.
     """
-    from rlmdistill.loop.rooms import prepare_rooms
     from rlmdistill.models.preflight import preflight
 
     t0 = time.monotonic()
@@ -431,64 +768,82 @@ def run_loop(
     (ws / layout.EXPERIMENT).write_text(_experiment_record(cfg) + "\n", encoding="utf-8")
     loop = _Loop(cfg, log, progress)
     loop.strict = strict
-    rooms = loop.timed("rooms", prepare_rooms, cfg)
-    train, holdout, check = rooms.train, rooms.holdout, rooms.check
-    for d in rooms.draws:
-        if d.attempt:
-            log(f"[note] rooms: {d.name} drawn again {d.attempt} time(s) until it had a rubric "
-                f"criterion (kept seed {d.seed}; see rooms/split.json)")  # fmt: skip
+    rooms = loop.execute(loop.rooms_stage())
+    assert rooms is not None  # the rooms row has no skip rule
+    train, holdout = rooms.train, rooms.holdout
     split = ws / layout.ROOMS / layout.SPLIT
-    loop.note(split, "check", "rooms", 0, [], _sha_files(split),
-              train_rooms=len(train), holdout_rooms=len(holdout),
-              train_documents=check.n_train_documents, holdout_documents=check.n_holdout_documents,
-              shared_documents=len(check.shared_documents), min_criteria=min(rooms.n_criteria.values()),
-              redrawn_rooms=sum(1 for d in rooms.draws if d.attempt))  # fmt: skip
-    n_crit = [sum(rooms.n_criteria[str(p)] for p in side) for side in (train, holdout)]
-    log(
-        f"[ok  ] rooms: {len(train)} training ({check.n_train_documents} documents, "
-        f"{n_crit[0]} criteria), {len(holdout)} held-out ({check.n_holdout_documents} "
-        f"documents, {n_crit[1]} criteria), none shared"
+    runs = ws / layout.RUNS
+    base_run = runs / "eval-base"
+    loop.collect(
+        "collect-eval-base",
+        base_run,
+        root=cfg.base_root(),
+        rooms=holdout,
+        settings=cfg.collect_eval,
+        step="collect-eval",
+        rnd=0,
+        inputs=[split],
     )
-    if rooms.cuad_source is not None:
-        from rlmdistill.rooms.cuad import SAMPLE_SOURCE
-
-        sample = Path(rooms.cuad_source).resolve() == SAMPLE_SOURCE
-        log(f"[ok  ] rooms: CUAD contracts from {rooms.cuad_source}"
-            + (" (the packaged 16-contract sample; rooms.source names a larger CUAD folder)"
-               if sample else ""))  # fmt: skip
-    base_run = ws / layout.RUNS / "eval-base"
-    loop.timed("collect-eval-base", loop.collect, base_run, cfg.base_root(), holdout,
-               cfg.collect_eval, "collect-eval", 0, [split])  # fmt: skip
     results: list[RoundResult] = []
     last = max(cfg.rounds, n_rounds)  # depth arms: the experiment's last round (or --rounds')
     for r in range(1, n_rounds + 1):
         prev = ws / layout.ADAPTERS / f"r{r - 1}"
         root = (cfg.train_root or cfg.base_root()) if r == 1 else loop.tuned_root(prev, r - 1)
-        train_run = ws / layout.RUNS / f"r{r}-train"
-        inputs = [split] if r == 1 else [split, prev / layout.SFT_MANIFEST]
-        loop.timed(f"collect-train-r{r}", loop.collect, train_run, root, train, cfg.collect_train,
-                   "collect-train", r, inputs)  # fmt: skip
+        train_run = runs / f"r{r}-train"
+        loop.collect(
+            f"collect-train-r{r}",
+            train_run,
+            root=root,
+            rooms=train,
+            settings=cfg.collect_train,
+            step="collect-train",
+            rnd=r,
+            inputs=[split] if r == 1 else [split, prev / layout.SFT_MANIFEST],
+        )
         dataset = ws / layout.DATASETS / f"r{r}"
-        loop.timed(f"filter-r{r}", loop.dataset, train_run, dataset, r)
+        loop.execute(loop.dataset_stage(r, train_run, dataset))
         adapter = ws / layout.ADAPTERS / f"r{r}"
-        loop.timed(f"sft-r{r}", loop.adapter, dataset, adapter, r)
-        tuned_run = ws / layout.RUNS / f"r{r}-eval-tuned"
+        loop.execute(loop.adapter_stage(r, dataset, adapter))
+        tuned_run = runs / f"r{r}-eval-tuned"
         tuned = loop.tuned_root(adapter, r)
         tuned_inputs = [split, adapter / layout.SFT_MANIFEST]
-        loop.timed(f"collect-eval-tuned-r{r}", loop.collect, tuned_run, tuned,
-                   holdout, cfg.collect_eval, "collect-eval", r, tuned_inputs)  # fmt: skip
+        loop.collect(
+            f"collect-eval-tuned-r{r}",
+            tuned_run,
+            root=tuned,
+            rooms=holdout,
+            settings=cfg.collect_eval,
+            step="collect-eval",
+            rnd=r,
+            inputs=tuned_inputs,
+        )
         arms = report_arms(ws, r, last, cfg.depth_arms)
         if r == last:  # depth arms: the base root and this (last) round's tuned root
             for d in cfg.depth_arms:
                 settings = cfg.eval_settings(d)
-                loop.timed(f"collect-eval-base-d{d}", loop.collect, ws / layout.RUNS / f"eval-base-d{d}",
-                           cfg.base_root(), holdout, settings, "collect-eval", 0, [split])  # fmt: skip
-                loop.timed(f"collect-eval-tuned-r{r}-d{d}", loop.collect,
-                           ws / layout.RUNS / f"r{r}-eval-tuned-d{d}", tuned, holdout, settings,
-                           "collect-eval", r, tuned_inputs)  # fmt: skip
+                loop.collect(
+                    f"collect-eval-base-d{d}",
+                    runs / f"eval-base-d{d}",
+                    root=cfg.base_root(),
+                    rooms=holdout,
+                    settings=settings,
+                    step="collect-eval",
+                    rnd=0,
+                    inputs=[split],
+                )
+                loop.collect(
+                    f"collect-eval-tuned-r{r}-d{d}",
+                    runs / f"r{r}-eval-tuned-d{d}",
+                    root=tuned,
+                    rooms=holdout,
+                    settings=settings,
+                    step="collect-eval",
+                    rnd=r,
+                    inputs=tuned_inputs,
+                )
         adapters = [ws / layout.ADAPTERS / f"r{i}" for i in range(1, r + 1)]
         report = ws / layout.REPORTS / f"r{r}"
-        loop.timed(f"report-r{r}", loop.report, arms, adapters, report, r)
+        loop.execute(loop.report_stage(r, arms, adapters, report))
         results.append(RoundResult(r, train_run, dataset, adapter, tuned_run, report, tuple(arms)))
     wall = time.monotonic() - t0
     (ws / "loop_timing.json").write_text(
