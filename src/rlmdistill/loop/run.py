@@ -15,6 +15,11 @@ Round ``r`` (1..N) of an experiment::
                           round) on the same held-out rooms, base the baseline; greedy-change
                           check of the adapter
 
+Each stage is one :class:`Stage` row (its name, its typed config, its inputs and output, its
+fingerprint, its skip rule and its stage function ``<stage>.main.run``), built just before it
+runs (a row reads what the rows before it wrote); one executor, ``_Loop.execute``, skips,
+runs, times, logs and records every row the same way.
+
 Each stage is skipped when its output exists and is up to date: collection resumes by
 episode (a finished run loads no model), grading skips graded episodes, and the dataset,
 adapter and report are rebuilt only when the fingerprint of their inputs and settings
