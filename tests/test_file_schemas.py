@@ -159,3 +159,48 @@ def test_room_json_errors_name_the_file(tmp_path: Path) -> None:
     (tmp_path / "room.json").write_text('{"schema_version": 9, "kind": "cuad"}', "utf-8")
     with pytest.raises(ValueError, match="schema_version 9 is newer"):
         read_room_meta(tmp_path)
+
+
+def test_split_json_written_by_the_loop_is_a_rooms_split(tmp_path: Path) -> None:
+    """The loop's ``rooms/split.json`` validates as :class:`RoomsSplit`; an older split without
+    the later fields loads; the dashboard's held-out rooms come from the typed reader."""
+    from rlmdistill.dashboard.roles import workspace_roles
+    from rlmdistill.loop.config import ExperimentConfig
+    from rlmdistill.loop.rooms import prepare_rooms
+    from rlmdistill.rooms.cuad import SAMPLE_SOURCE
+    from rlmdistill.traces.artefacts import ArtefactError, read_rooms_split
+
+    ws = tmp_path / "ws"
+    cfg = ExperimentConfig.model_validate(
+        {
+            "name": "t",
+            "workspace": str(ws),
+            "base": "local:x",
+            "sub": "local:y",
+            "rooms": {
+                "source": str(SAMPLE_SOURCE),
+                "contracts_per_room": 2,
+                "train_rooms": 1,
+                "holdout_rooms": 1,
+            },
+        }
+    )
+    rooms = prepare_rooms(cfg)
+    split = read_rooms_split(ws)
+    assert (split.train, split.holdout) == (["rooms/train-0"], ["rooms/holdout-0"])
+    assert split.passed and split.shared == [] and split.schema_version == 1
+    assert split.n_criteria == {
+        Path(k).relative_to(ws).as_posix(): n for k, n in rooms.n_criteria.items()
+    }
+    assert split.cuad is not None and split.cuad["source"] == str(SAMPLE_SOURCE)
+    assert split.n_documents == {"rooms/train-0": 2, "rooms/holdout-0": 2}
+    roles = workspace_roles(ws, [])
+    assert (roles.heldout, roles.train_rooms) == ({"holdout-0"}, {"train-0"})
+
+    old = {"train": ["/w/rooms/a"], "holdout": ["/w/rooms/b"], "n_criteria": {"/w/rooms/a": 3}}
+    (ws / "rooms" / "split.json").write_text(json.dumps(old), encoding="utf-8")
+    split = read_rooms_split(ws)
+    assert (split.room_names("train"), split.n_documents, split.shared_paragraphs) == (["a"], {}, 0)
+    (ws / "rooms" / "split.json").write_text('{"train": 3}', encoding="utf-8")
+    with pytest.raises(ArtefactError, match=r"split\.json: not a valid rooms split record"):
+        read_rooms_split(ws)

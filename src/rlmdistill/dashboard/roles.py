@@ -21,7 +21,6 @@ Read through a ``st.cache_data`` entry keyed on the two files' stamps.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -30,6 +29,7 @@ import streamlit as st
 
 from rlmdistill.dashboard.runview import file_stamp, manifest_of
 from rlmdistill.traces import layout
+from rlmdistill.traces.artefacts import read_rooms_split
 
 __all__ = [
     "RunRole",
@@ -96,9 +96,9 @@ def _roles(
     heldout: frozenset[str] = frozenset()
     train: frozenset[str] = frozenset()
     if split_stamp != "-":
-        raw = json.loads((ws / layout.ROOMS / layout.SPLIT).read_text(encoding="utf-8"))
-        heldout = frozenset(_names(raw.get("holdout", [])))
-        train = frozenset(_names(raw.get("train", [])))
+        split = read_rooms_split(ws)
+        heldout = frozenset(split.room_names("holdout"))
+        train = frozenset(split.room_names("train"))
     if heldout or train:
         for name in runs:
             if name in roles:
@@ -118,13 +118,12 @@ def workspace_roles(root: Path, runs: Sequence[str]) -> WorkspaceRoles:
     """The :class:`WorkspaceRoles` of the workspace at ``root`` whose runs are ``runs``
     (folder names), cached by the stamps of ``lineage.jsonl`` and ``rooms/split.json``.
 
-    Raises ``ValueError`` naming ``rooms/split.json`` when it is not JSON, and what
+    Raises :class:`~rlmdistill.traces.artefacts.ArtefactError` (a ``ValueError``) naming
+    ``rooms/split.json`` when it is not JSON or not a split record
+    (:func:`~rlmdistill.traces.artefacts.read_rooms_split`), and what
     :func:`rlmdistill.traces.lineage.latest_records` raises for an invalid lineage line."""
     split = root / layout.ROOMS / layout.SPLIT
-    try:
-        return _roles(str(root), file_stamp(root / layout.LINEAGE), file_stamp(split), tuple(runs))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{split}: invalid JSON: {exc}") from exc
+    return _roles(str(root), file_stamp(root / layout.LINEAGE), file_stamp(split), tuple(runs))
 
 
 def role_label(name: str, roles: WorkspaceRoles) -> str:

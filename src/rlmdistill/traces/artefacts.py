@@ -26,7 +26,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlmdistill.provenance import Provenance
-from rlmdistill.traces.layout import EXPORT_MANIFEST, MERGE_MANIFEST, SFT_MANIFEST, TRAIN_LOG
+from rlmdistill.traces.layout import (
+    EXPORT_MANIFEST,
+    MERGE_MANIFEST,
+    ROOMS,
+    SFT_MANIFEST,
+    SPLIT,
+    TRAIN_LOG,
+)
 from rlmdistill.traces.runs import EpisodeRef
 from rlmdistill.traces.schema import SCHEMA_VERSION
 from rlmdistill.traces.store import read_jsonl
@@ -36,6 +43,7 @@ __all__ = [
     "EXPORT_SCHEMA_VERSION",
     "MERGE_SCHEMA_VERSION",
     "SFT_SCHEMA_VERSION",
+    "SPLIT_SCHEMA_VERSION",
     "ArtefactError",
     "DropReason",
     "DroppedItem",
@@ -45,6 +53,7 @@ __all__ = [
     "FilterDecision",
     "LengthStats",
     "MergeManifest",
+    "RoomsSplit",
     "SFTManifest",
     "SFTStatus",
     "SourceRun",
@@ -55,6 +64,7 @@ __all__ = [
     "load_merge_manifest",
     "load_sft_manifest",
     "read_decisions",
+    "read_rooms_split",
     "read_selection",
     "read_train_log",
 ]
@@ -342,6 +352,64 @@ def load_merge_manifest(checkpoint_dir: Path) -> MergeManifest:
     Raises :class:`ArtefactError` naming the file when it is missing, not JSON or invalid.
     """
     return _load_json_model(Path(checkpoint_dir) / MERGE_MANIFEST, MergeManifest, "merge record")
+
+
+SPLIT_SCHEMA_VERSION = 1
+"""Version of ``rooms/split.json`` (files without the key are version 1)."""
+
+
+class RoomsSplit(BaseModel):
+    """``<workspace>/rooms/split.json`` (``rlmdistill loop``): the training and held-out rooms,
+    their sizes and criteria, how CUAD rooms were drawn, and the leak check.
+
+    Room paths inside the workspace are relative to it (absolute ones, of older files or rooms
+    outside the workspace, are kept as written). Fields recorded later have defaults, so a
+    split written by an earlier version loads; unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SPLIT_SCHEMA_VERSION
+    method: str = "sha256 of each document's bytes"
+    """How documents were compared across the splits."""
+    train: list[str]
+    """Training room folders."""
+    holdout: list[str]
+    """Held-out room folders."""
+    n_criteria: dict[str, int] = Field(default_factory=dict)
+    """Room folder -> rubric criteria."""
+    n_documents: dict[str, int] = Field(default_factory=dict)
+    """Room folder -> documents (room sizes, which a size schedule varies); empty in older
+    files."""
+    cuad: dict[str, Any] | None = None
+    """CUAD rooms: ``source``, ``spec``, the draw ``rule`` and one ``RoomDraw`` per room;
+    ``None`` for given folders."""
+    n_train_documents: int = 0
+    n_holdout_documents: int = 0
+    shared: list[tuple[str, str]] = Field(default_factory=list)
+    """Pairs of documents with the same bytes in both splits (the loop stops on any)."""
+    shared_paragraphs: int = 0
+    """Paragraphs found in both splits (reported, not refused); 0 when absent (older files)."""
+    passed: bool = True
+    """No document is shared."""
+
+    def room_names(self, split: Literal["train", "holdout"]) -> list[str]:
+        """Folder names (last path part) of the ``split`` rooms."""
+        return [Path(p).name for p in (self.train if split == "train" else self.holdout)]
+
+
+def read_rooms_split(workspace: Path) -> RoomsSplit:
+    """``<workspace>/rooms/split.json`` as a :class:`RoomsSplit`.
+
+    Raises :class:`ArtefactError` (a ``ValueError``) naming the file when it is missing, not
+    JSON, not a split record, or written by a newer version."""
+    path = Path(workspace) / ROOMS / SPLIT
+    split = _load_json_model(path, RoomsSplit, "rooms split record")
+    if split.schema_version > SPLIT_SCHEMA_VERSION:
+        raise ArtefactError(
+            f"{path}: schema_version {split.schema_version} is newer than this rlmdistill "
+            f"knows ({SPLIT_SCHEMA_VERSION}); upgrade rlmdistill"
+        )
+    return split
 
 
 class TrainLog(BaseModel):
