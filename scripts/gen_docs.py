@@ -122,6 +122,11 @@ FILES: list[tuple[str, str, list[tuple[str, str]]]] = [
         "`rooms build-cuad`, `rooms synth`",
         [("rlmdistill.rooms.task", "Task")],
     ),
+    (
+        "rooms/<room>/room.json",
+        "`rooms build-cuad`, `rooms synth`",
+        [("rlmdistill.rooms.meta", "CuadRoomMeta"), ("rlmdistill.rooms.meta", "SynthRoomMeta")],
+    ),
     ("roomsets/<set>/roomset.json", "`rooms set`", [("rlmdistill.rooms.roomset", "RoomSet")]),
     ("runs/<run>/run.json", "`collect`", [("rlmdistill.traces.schema", "RunManifest")]),
     (
@@ -186,6 +191,16 @@ FILES: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("adapters/<name>/rl.json", "`rl`", [("rlmdistill.rl.train", "RLManifest")]),
     ("reports/<name>/report.json", "`report`, `loop`", [("rlmdistill.analysis.schema", "Report")]),
     (
+        "<out>/rlmdistill_merge.json",
+        "`sft merge`",
+        [("rlmdistill.traces.artefacts", "MergeManifest")],
+    ),
+    (
+        "<workspace>/rooms/split.json",
+        "`loop`: train/held-out rooms, criteria and documents per room, CUAD draws, the check",
+        [("rlmdistill.traces.artefacts", "RoomsSplit")],
+    ),
+    (
         "<workspace>/experiment.json",
         "`loop` (the resolved experiment)",
         [("rlmdistill.loop.config", "ExperimentConfig")],
@@ -204,13 +219,7 @@ FILES: list[tuple[str, str, list[tuple[str, str]]]] = [
 ]
 """(path, written by, record models) of every typed file the product writes."""
 
-UNTYPED_FILES: list[tuple[str, str]] = [
-    (
-        "<workspace>/rooms/split.json",
-        "`loop`: train/held-out rooms, criteria and documents per "
-        "room, CUAD draws, the split check (plain JSON, no pydantic model yet)",
-    ),
-]
+UNTYPED_FILES: list[tuple[str, str]] = []
 
 
 def _not_config() -> frozenset[type[BaseModel]]:
