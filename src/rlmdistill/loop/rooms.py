@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from rlmdistill.loop.config import CuadRooms, ExperimentConfig, ExperimentError
 from rlmdistill.loop.paths import from_record, to_record
+from rlmdistill.rooms.meta import CuadRoomMeta, read_room_meta
 from rlmdistill.rooms.roomset import (
     MAX_DRAWS,
     CuadBuild,
@@ -37,6 +38,7 @@ from rlmdistill.rooms.roomset import (
     split_overlap,
 )
 from rlmdistill.traces import layout
+from rlmdistill.traces.artefacts import RoomsSplit, read_rooms_split
 
 __all__ = [
     "MAX_DRAWS",
@@ -132,7 +134,8 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
         built = build_cuad_rooms(cfg.rooms, rooms_dir)
         train, holdout, draws = built.train, built.holdout, built.draws
         first = (built.train or built.holdout)[0]
-        cuad_source = json.loads((first / "room.json").read_text(encoding="utf-8")).get("source")
+        meta = read_room_meta(first)
+        cuad_source = meta.source if isinstance(meta, CuadRoomMeta) else meta.cuad_source
         cuad = {
             "source": cuad_source,
             "spec": cfg.rooms.record(),
@@ -145,26 +148,20 @@ def prepare_rooms(cfg: ExperimentConfig) -> PreparedRooms:
     criteria = check_criteria([*train, *holdout])
     check = split_overlap(train, holdout)
     rooms_dir.mkdir(parents=True, exist_ok=True)
+    split = RoomsSplit(
+        train=[to_record(p, cfg.workspace) for p in train],
+        holdout=[to_record(p, cfg.workspace) for p in holdout],
+        n_criteria={to_record(k, cfg.workspace): n for k, n in criteria.items()},
+        n_documents={to_record(p, cfg.workspace): count_documents(p) for p in [*train, *holdout]},
+        cuad=cuad,
+        n_train_documents=check.n_train_documents,
+        n_holdout_documents=check.n_holdout_documents,
+        shared=check.shared_documents,
+        shared_paragraphs=check.shared_paragraphs,
+        passed=not check.shared_documents,
+    )
     (rooms_dir / layout.SPLIT).write_text(
-        json.dumps(
-            {
-                "method": "sha256 of each document's bytes",
-                "train": [to_record(p, cfg.workspace) for p in train],
-                "holdout": [to_record(p, cfg.workspace) for p in holdout],
-                "n_criteria": {to_record(k, cfg.workspace): n for k, n in criteria.items()},
-                "n_documents": {
-                    to_record(p, cfg.workspace): count_documents(p) for p in [*train, *holdout]
-                },
-                **({"cuad": cuad} if cuad is not None else {}),
-                "n_train_documents": check.n_train_documents,
-                "n_holdout_documents": check.n_holdout_documents,
-                "shared": check.shared_documents,
-                "shared_paragraphs": check.shared_paragraphs,
-                "passed": not check.shared_documents,
-            },
-            indent=2,
-        )
-        + "\n",
+        json.dumps(split.model_dump(mode="json", exclude_none=True), indent=2) + "\n",
         encoding="utf-8",
     )
     if check.shared_documents:
@@ -184,11 +181,10 @@ def read_split(workspace: Path) -> tuple[list[Path], list[Path], dict[Path, int]
     (naming the file) when it is not a split record.
     """
     path = Path(workspace) / layout.ROOMS / layout.SPLIT
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        train = [from_record(p, workspace) for p in data["train"]]
-        holdout = [from_record(p, workspace) for p in data["holdout"]]
-        n_criteria = {from_record(k, workspace): int(n) for k, n in data["n_criteria"].items()}
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a rooms split record ({type(exc).__name__}: {exc})") from exc
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no rooms split record")
+    split = read_rooms_split(workspace)  # ArtefactError (a ValueError) naming the file
+    train = [from_record(p, workspace) for p in split.train]
+    holdout = [from_record(p, workspace) for p in split.holdout]
+    n_criteria = {from_record(k, workspace): int(n) for k, n in split.n_criteria.items()}
     return train, holdout, n_criteria
