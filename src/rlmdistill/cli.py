@@ -109,7 +109,7 @@ def models_pull(
 @models_app.command("list")
 def models_list(
     notes: Annotated[
-        bool, typer.Option(help="Also print each model's measured notes (see MODELS.md).")
+        bool, typer.Option(help="Also print each model's measured notes (see docs/models.md).")
     ] = True,
 ) -> None:
     """List the embedded models and whether they are pulled (fits 80 columns)."""
@@ -204,7 +204,7 @@ def collect_cmd(
         str | None,
         typer.Option(
             help="Where episodes run: thread (this machine, default) or ray (the nodes of a "
-            "Ray cluster; pip install 'rlmdistill[ray]'). See docs/how-to/ray.md."
+            "Ray cluster; pip install 'rlmdistill\\[ray]'). See docs/how-to/ray.md."
         ),
     ] = None,
     ray_address: Annotated[

@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         ] = True,
         overwrite: Annotated[bool, typer.Option(help="Replace a report already in --out.")] = False,
     ) -> None:
-        """Compare runs: before/after table with bootstrap CIs over rooms, flipped criteria,
+        """Compare runs: before/after table with intervals over rooms, flipped criteria,
         correlations, ablations, grids and training curves (report.md + report.json + PNGs)."""
         try:
             report = run(
