@@ -32,8 +32,16 @@ from __future__ import annotations
 
 import functools
 import math
+import multiprocessing
+import operator
+import os
 import re
+import sys
+import threading
+import types
+import typing
 import unicodedata
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -347,6 +355,115 @@ def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[_Turn]
     return light if light is not None else _light(load_trajectory(run_dir, episode_id))
 
 
+READ_WORKERS_ENV = "RLMDISTILL_READ_WORKERS"
+"""Environment variable: processes that read a run's trajectory files (``0``: read them in
+the calling process; default: one per CPU this process may run on, at most 8)."""
+_PARALLEL_MIN = 400
+"""Fewer trajectories to read than this are read in the calling process (a fork and the
+hand-back of results cost more than they save)."""
+
+_CHUNK_MIN = 50
+"""Fewest trajectories a worker is handed at a time (each worker gets about four chunks, so
+a slow one holds up little)."""
+
+_Item = tuple[str, "str | None", int]
+"""What the trajectory fields of one episode need: ``(episode_id, memo, n_turns)``."""
+
+
+def _fields_chunk(
+    run_dir: str, items: list[_Item], reach_ngram: int
+) -> tuple[list[dict[str, object]], bool]:
+    """The trajectory fields of ``items`` in order, computed in a worker process: ``(fields,
+    failed)``; ``failed`` means ``items[len(fields)]`` raised, and the caller computes it (and
+    raises its error) itself."""
+    out: list[dict[str, object]] = []
+    for episode_id, memo, n_turns in items:
+        try:
+            turns, calls = _read_trajectory_fields(Path(run_dir), episode_id)
+            out.append(_trajectory_fields(turns, calls, memo, n_turns, reach_ngram))
+        except Exception:  # the caller redoes this one in its own process and raises it
+            return out, True
+    return out, False
+
+
+def _read_workers(n_items: int) -> int:
+    """Worker processes for reading ``n_items`` trajectories: 0 (in-process) below
+    :data:`_PARALLEL_MIN`, with one CPU, off Linux (fork is the only start method that costs
+    no re-import there), or when the process runs other Python threads (a dashboard:
+    forking a threaded process can copy a held lock); else ``$RLMDISTILL_READ_WORKERS``, or
+    one per usable CPU (at most 8) when there are two or more."""
+    env = os.environ.get(READ_WORKERS_ENV, "").strip()
+    if env:
+        try:
+            wanted = int(env)
+        except ValueError:
+            raise ValueError(f"{READ_WORKERS_ENV}={env!r}: expected a whole number") from None
+        if wanted < 0:
+            raise ValueError(f"{READ_WORKERS_ENV}={env!r}: expected 0 or more")
+    else:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        wanted = min(8, cpus) if cpus > 1 else 0
+    if (
+        wanted == 0
+        or n_items < _PARALLEL_MIN
+        or sys.platform != "linux"
+        or threading.active_count() > 1
+    ):
+        return 0
+    return wanted
+
+
+class _TrajectoryReader:
+    """The trajectory fields of a run's episodes, in order, read by worker processes (forked
+    when the reader is made, so they read while the caller builds the rows) or, with no
+    workers, in the calling process when asked for. Either way :meth:`get` returns what
+    :func:`_read_trajectory_fields` + :func:`_trajectory_fields` give in the calling
+    process, and raises the same errors at the same episode: a worker stops at an episode
+    that fails, and that episode is computed again here. A pool that breaks (a worker
+    killed) costs only the speed-up."""
+
+    def __init__(self, run_dir: Path, items: list[_Item], reach_ngram: int) -> None:
+        self.run_dir, self.items, self.reach_ngram = run_dir, items, reach_ngram
+        self._pool: ProcessPoolExecutor | None = None
+        self._chunks: list[Future[tuple[list[dict[str, object]], bool]]] = []
+        self._size = len(items) or 1
+        workers = _read_workers(len(items))
+        if workers:
+            self._size = max(_CHUNK_MIN, -(-len(items) // (4 * workers)))
+            self._pool = ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork")
+            )
+            self._chunks = [
+                self._pool.submit(
+                    _fields_chunk, str(run_dir), items[i : i + self._size], reach_ngram
+                )
+                for i in range(0, len(items), self._size)
+            ]
+        self._done: dict[int, tuple[list[dict[str, object]], bool]] = {}
+
+    def get(self, j: int) -> dict[str, object]:
+        """The fields of ``items[j]``."""
+        c, k = divmod(j, self._size)
+        if self._pool is not None:
+            if c not in self._done:
+                try:
+                    self._done[c] = self._chunks[c].result()
+                except Exception:  # a broken pool: this chunk is computed here
+                    self._done[c] = ([], True)
+            fields, _ = self._done[c]
+            if k < len(fields):
+                return fields[k]
+        episode_id, memo, n_turns = self.items[j]
+        turns, calls = _read_trajectory_fields(self.run_dir, episode_id)
+        return _trajectory_fields(turns, calls, memo, n_turns, self.reach_ngram)
+
+    def close(self) -> None:
+        """Stop the workers (chunks not started are cancelled)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
 def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[VerdictRow]]:
     """One grader's verdicts of a run grouped by episode id (file order kept): the columnar,
     checked :func:`~rlmdistill.traces.columns.verdict_rows` (validated fallback; an invalid
@@ -548,13 +665,75 @@ def _finite(value: object) -> bool:
     return True
 
 
+_NO_FLOAT = (str, int, bool, type(None))
+
+
+def _holds_float(tp: object) -> bool:
+    """Whether a value of annotation ``tp`` may hold a float (``True`` when unsure)."""
+    if tp in _NO_FLOAT:
+        return False
+    args = typing.get_args(tp)
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) in (list, dict, tuple):
+        return any(_holds_float(a) for a in args if a is not Ellipsis)
+    return True
+
+
+@functools.cache
+def _float_fields() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """:class:`EpisodeMetrics` fields by the floats they can hold, from their annotations:
+    ``(scalar, dict_values, other)`` - a float or ``None``; a ``dict[str, float]``; any
+    other type that may hold a float somewhere (scanned by :func:`_finite`). Fields that
+    hold no float (strings, ints, bools, ``None``, and lists and dicts of them) are left
+    out."""
+    scalar: list[str] = []
+    dicts: list[str] = []
+    other: list[str] = []
+    for name, info in EpisodeMetrics.model_fields.items():
+        ann = info.annotation
+        if not _holds_float(ann):
+            continue
+        if ann is float or ann == float | None:
+            scalar.append(name)
+        elif ann == dict[str, float]:
+            dicts.append(name)
+        else:
+            other.append(name)
+    return tuple(scalar), tuple(dicts), tuple(other)
+
+
+def _all_finite(rows: list[EpisodeMetrics]) -> bool:
+    """Whether every float of ``rows`` is finite: :func:`_finite` of every field of every
+    row, in one sum. A sum of floats is finite only when each of them is (an infinity or a
+    NaN makes any sum infinite or NaN), so a finite sum proves it; a sum that is not finite
+    (a NaN, an infinity, or finite values overflowing) is decided by :func:`_finite`."""
+    scalar, dicts, other = _float_fields()
+    get = operator.attrgetter(*scalar) if len(scalar) > 1 else None
+    values: list[float] = []
+    for row in rows:
+        if get is not None:
+            values += [v for v in get(row) if v is not None]
+        elif scalar:
+            v = getattr(row, scalar[0])
+            if v is not None:
+                values.append(v)
+        for name in dicts:
+            values += getattr(row, name).values()
+    try:
+        exact = math.isfinite(sum(values))
+    except OverflowError:  # an int too large for a float (not from these fields)
+        exact = False
+    if not exact:
+        return all(_finite(v) for row in rows for v in row.__dict__.values())
+    return all(_finite(getattr(row, name)) for row in rows for name in other)
+
+
 def _round_trips(rows: list[EpisodeMetrics], tasks: dict[str, Task]) -> bool:
     """Whether the rows and tasks read back from their JSON equal to themselves: every float
-    of the rows is finite (the rest of a row is ints, bools, strings, ``None``, dicts and
-    lists, which pydantic's JSON round-trips exactly; a 10,000-row read-back check cost ~1 s
-    on a busy 2-core machine, this scan ~0.05 s), and the tasks (few) are read back and
-    compared."""
-    if not all(_finite(v) for row in rows for v in row.__dict__.values()):
+    of the rows is finite (:func:`_all_finite`; the rest of a row is ints, bools, strings,
+    ``None``, dicts and lists, which pydantic's JSON round-trips exactly; a 10,000-row
+    read-back check cost ~1 s on a busy 2-core machine, a scan of each field ~0.4 s, the
+    one sum ~0.02 s), and the tasks (few) are read back and compared."""
+    if not _all_finite(rows):
         return False
     try:
         back = {k: Task.model_validate_json(t.model_dump_json()) for k, t in tasks.items()}
@@ -666,55 +845,72 @@ def _load_run_metrics(
     if grader is not None:
         inputs[str(verdicts_path(run_dir, grader))] = stat_key(verdicts_path(run_dir, grader))
     summaries = load_summaries(run_dir)
-    verdicts = _verdict_rows(run_dir, grader) if grader is not None else {}
-    graded = set(verdicts)
-    # every room's task.json as load_room_tasks looks for it first (manifest, then rooms
-    # only episodes name); a room whose file is elsewhere (a moved workspace) is found by a
-    # search no stat covers, so such a run's rows are not cached
-    room_paths = {r.room_hash: r.path for r in manifest.rooms}
-    for e in summaries:
-        room_paths.setdefault(e.room.room_hash, e.room.path)
-    task_stats = {
-        str(Path(p) / layout.TASK): stat_key(Path(p) / layout.TASK) for p in room_paths.values()
-    }
-    cacheable = all(s is not None for s in task_stats.values())
-    inputs.update(task_stats)
-    room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid", run_dir=run_dir)
-    tasks = room_tasks.tasks
-    problems = {p.room_hash: p for p in room_tasks.problems}
-    scores = score_episodes(summaries, verdicts, tasks)
     cache = (
         TrajectoryCache(trajectory_cache, run_dir, reach_ngram)
         if trajectories and trajectory_cache is not None
         else None
     )
-    rows = []
+    # the trajectories to read are known from the summaries alone: workers start reading
+    # them now, while this process reads the verdicts and tasks and builds the rows
     traj_stats: list[Stat] = []
-    for e in summaries:
-        row = _episode_row(
-            e,
-            grader,
-            e.episode_id in graded,
-            scores.get(e.episode_id),
-            tasks.get(e.room.room_hash),
-            problems.get(e.room.room_hash),
-            prices,
-            give_up_read_share,
-        )
-        if trajectories:
+    keys: list[Any] = []
+    cached_fields: list[dict[str, object] | None] = []
+    to_read: list[_Item] = []
+    if trajectories:
+        for e in summaries:
             path = trajectory_path(run_dir, e.episode_id)
             traj_stats.append(stat_key(path))
             key = fields = None
             if cache is not None:
                 key = cache.key(path, e.memo_sha256, e.n_turns)
                 fields = cache.get(e.episode_id, key)
+            keys.append(key)
+            cached_fields.append(fields)
             if fields is None:
-                turns, calls = _read_trajectory_fields(run_dir, e.episode_id)
-                fields = _trajectory_fields(turns, calls, e.memo, e.n_turns, reach_ngram)
-                if cache is not None:
-                    cache.put(e.episode_id, key, fields)
-            row = row.model_copy(update=fields)
-        rows.append(row)
+                to_read.append((e.episode_id, e.memo, e.n_turns))
+    reader = _TrajectoryReader(run_dir, to_read, reach_ngram)
+    try:
+        verdicts = _verdict_rows(run_dir, grader) if grader is not None else {}
+        graded = set(verdicts)
+        # every room's task.json as load_room_tasks looks for it first (manifest, then rooms
+        # only episodes name); a room whose file is elsewhere (a moved workspace) is found by
+        # a search no stat covers, so such a run's rows are not cached
+        room_paths = {r.room_hash: r.path for r in manifest.rooms}
+        for e in summaries:
+            room_paths.setdefault(e.room.room_hash, e.room.path)
+        task_stats = {
+            str(Path(p) / layout.TASK): stat_key(Path(p) / layout.TASK) for p in room_paths.values()
+        }
+        cacheable = all(s is not None for s in task_stats.values())
+        inputs.update(task_stats)
+        room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid", run_dir=run_dir)
+        tasks = room_tasks.tasks
+        problems = {p.room_hash: p for p in room_tasks.problems}
+        scores = score_episodes(summaries, verdicts, tasks)
+        rows = []
+        n_read = 0
+        for i, e in enumerate(summaries):
+            row = _episode_row(
+                e,
+                grader,
+                e.episode_id in graded,
+                scores.get(e.episode_id),
+                tasks.get(e.room.room_hash),
+                problems.get(e.room.room_hash),
+                prices,
+                give_up_read_share,
+            )
+            if trajectories:
+                fields = cached_fields[i]
+                if fields is None:
+                    fields = reader.get(n_read)
+                    n_read += 1
+                    if cache is not None:
+                        cache.put(e.episode_id, keys[i], fields)
+                row = row.model_copy(update=fields)
+            rows.append(row)
+    finally:
+        reader.close()
     if cache is not None:
         cache.save()
     if (
