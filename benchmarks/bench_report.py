@@ -14,6 +14,11 @@ times :func:`rlmdistill.analysis.compare.build_report`:
    :mod:`rlmdistill.analysis.row_cache`, which answers instead of the run's files);
 4. the full report rebuilt in the folder of step 2 with nothing changed (row cache warm).
 
+Each report's line gives its wall time, the CPU seconds of this process and of the worker
+processes the report forks (trajectory readers, ``RLMDISTILL_READ_WORKERS``; the figure
+drawer), and the load average: on a busy machine the wall time says little, while the
+CPU of this process bounds what an idle machine with enough cores could reach.
+
 It also times loading the metrics of one run alone (no row cache), to show where the time
 goes. The row cache is a fresh folder under the work folder (``RLMDISTILL_METRICS_CACHE``),
 never the user's; the runs are written, then the benchmark waits out
@@ -30,6 +35,7 @@ import datetime as dt
 import hashlib
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -265,6 +271,26 @@ def uptime() -> str:
         return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """``(this process, its finished child processes)`` CPU seconds (user + system) so far:
+    the report's trajectory readers and figure drawer are child processes."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def timed_line(t: float, cpu: tuple[float, float]) -> str:
+    """Wall seconds since ``t``, the CPU seconds of this process and of its children since
+    ``cpu`` (:func:`cpu_seconds`), and the 1-minute load average."""
+    me, kids = cpu_seconds()
+    return (
+        f"{time.perf_counter() - t:.2f} s (CPU: this process {me - cpu[0]:.2f} s, worker "
+        f"processes {kids - cpu[1]:.2f} s; load {os.getloadavg()[0]:.2f})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=10_000, help="Episodes over both runs.")
@@ -317,31 +343,30 @@ def main() -> None:
                     f"{time.perf_counter() - t:.2f} s"
                 )
         for traj in (False, True) if not args.full_only else (True,):
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), cpu_seconds()
             report = build_report(
                 runs, work / "reports" / f"traj-{traj}", trajectories=traj, overwrite=True
             )
-            took = time.perf_counter() - t
+            took = timed_line(t, cpu)
             rows = len(report.comparisons[0].rows)
             print(
                 f"report over {n} episodes (trajectories={traj}{', the full report' if traj else ''}"
                 f", new folder, row cache cold): "
-                f"{took:.2f} s ({rows} metrics compared, {len(report.figures)} figures drawn)",
+                f"{took} ({rows} metrics compared, {len(report.figures)} figures drawn)",
                 flush=True,
             )
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), cpu_seconds()
         build_report(runs, work / "reports" / "warm", trajectories=True, overwrite=True)
         print(
-            f"the full report into another new folder, row cache warm: "
-            f"{time.perf_counter() - t:.2f} s",
+            f"the full report into another new folder, row cache warm: {timed_line(t, cpu)}",
             flush=True,
         )
         print(f"uptime: {uptime()}", flush=True)
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), cpu_seconds()
         build_report(runs, work / "reports" / "traj-True", trajectories=True, overwrite=True)
         print(
             f"the full report rebuilt in its folder, nothing changed (row cache warm): "
-            f"{time.perf_counter() - t:.2f} s",
+            f"{timed_line(t, cpu)}",
             flush=True,
         )
         print(f"uptime: {uptime()}")

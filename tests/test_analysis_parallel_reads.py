@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -143,6 +144,7 @@ def test_figures_drawn_in_a_forked_process_equal_drawn_here(
     collected_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     started: list[object] = []
     real = compare_mod._start_drawing
 
@@ -154,6 +156,9 @@ def test_figures_drawn_in_a_forked_process_equal_drawn_here(
     monkeypatch.setattr(compare_mod, "_start_drawing", spy)
     build_report([collected_run], tmp_path / "forked")
     assert started and started[0] is not None
+    busy = float(len(os.sched_getaffinity(0)))  # every CPU busy: drawn here
+    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (busy, busy, busy))
+    assert real([object()], tmp_path) is None
     monkeypatch.setattr(compare_mod, "_start_drawing", lambda *a: None)
     build_report([collected_run], tmp_path / "here")
     pngs = sorted(p.name for p in (tmp_path / "here" / "figures").glob("*.png"))
@@ -167,6 +172,7 @@ def test_a_figure_failing_in_the_forked_process_raises_here(
     collected_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
 
     def broken(fig: Any, out: Path) -> Path:
         raise RuntimeError(f"cannot draw {fig.file}")

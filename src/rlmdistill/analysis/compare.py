@@ -260,10 +260,18 @@ def _draw_all(figures: Sequence[FigureData], out: Path) -> None:
 def _start_drawing(figures: Sequence[FigureData], out: Path) -> BaseProcess | None:
     """Draw the figures in a forked process, so another core draws them (Agg drawing and
     PNG encoding, ~10% of a cold 10,000-episode report) while this one writes the report's
-    other files; ``None`` (the caller draws) with one usable CPU, off Linux, or when the
-    process runs other Python threads (forking a threaded process can copy a held lock)."""
+    other files; ``None`` (the caller draws) with one usable CPU, off Linux, when the
+    process runs other Python threads (forking a threaded process can copy a held lock), or
+    when no CPU is free (1-minute load average above the CPUs less one: the forked drawer
+    then costs more than it saves, measured ~1.0 s of CPU for ~0.7 s drawn here)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    if not figures or cpus < 2 or sys.platform != "linux" or threading.active_count() > 1:
+    if (
+        not figures
+        or cpus < 2
+        or sys.platform != "linux"
+        or threading.active_count() > 1
+        or os.getloadavg()[0] > cpus - 1
+    ):
         return None
     proc = multiprocessing.get_context("fork").Process(
         target=_draw_all, args=(figures, out), daemon=True
