@@ -767,7 +767,9 @@ def load_run_metrics(
             :func:`rlmdistill.traces.scores.resolve_grader`).
         prices: price table for cost (default: the packaged example table).
         trajectories: also compute the trajectory metrics (reads one trajectory file per
-            episode); ``False`` leaves them ``None``.
+            episode, in worker processes when there are many: :data:`READ_WORKERS_ENV`;
+            the rows and errors are those of a read in this process); ``False`` leaves
+            them ``None``.
         give_up_read_share: threshold of the early give-up rule (module docstring).
         reach_ngram: words an answer must share with the memo (module docstring).
         trajectory_cache: a cache file of the trajectory metrics
@@ -787,7 +789,8 @@ def load_run_metrics(
         ValueError: unknown/ambiguous grader; an invalid ``task.json`` (a
             :class:`~rlmdistill.traces.runs.RoomTaskError` naming the file). A room whose
             ``task.json`` is not found, or is another task than its episodes ran, is no error:
-            its episodes have no pass rate and say why in ``score_note``.
+            its episodes have no pass rate and say why in ``score_note``. A
+            ``$RLMDISTILL_READ_WORKERS`` that is not a whole number >= 0.
         FileNotFoundError: ``trajectories=True`` and an episode's trajectory file is missing
             (the message names the episode).
         TraceFileError: a run file does not validate (names the file and line).
