@@ -281,7 +281,7 @@ def mean_interval(
     usual small-sample choice (Cameron & Miller 2015, *J. Human Resources* 50:317-372, sec. VI).
 
     Returns ``value=None`` for no values; the mean without an interval for fewer than
-    :data:`MIN_UNITS` values; ``[v, v]`` with a note when every value equals ``v`` (case A2).
+    :data:`MIN_UNITS` values; ``[v, v]`` with a note when every value equals ``v``.
     Raises ``ValueError`` for non-finite values.
     """
     arr = _as_array(values, "mean_interval")
@@ -629,7 +629,7 @@ def pearson(
 ) -> Correlation:
     """Pearson correlation of paired points with a Fisher z interval.
 
-    Undefined for n < 3 or a constant x or y (case A1: ``x=[1,1,1]`` -> "no variance in x";
+    Undefined for n < 3 or a constant x or y (``x=[1,1,1]`` -> "no variance in x";
     n = 2 never yields r = +-1). The interval needs n >= 4 and |r| < 1 (else ``low=high=None``
     with the reason). Raises ``ValueError`` on unequal lengths or non-finite values.
     """

@@ -8,10 +8,10 @@ Writes ``datasets/NAME/`` (see ``docs/export.md``)::
 
 Every episode or example that does not become a row is counted with a reason (and listed in
 ``export.json``): ``missing_trajectory``, ``invalid_trajectory`` (corrupt record),
-``torn_trajectory`` (half-written last line, case T3), ``incomplete_trajectory`` (no
+``torn_trajectory`` (half-written last line), ``incomplete_trajectory`` (no
 ``episode_end``), ``prompt_hash_mismatch``, ``no_root_turns``, ``malformed_tool_call``
-(case T1), ``template_mismatch`` (with where expected and rendered text first differ),
-``too_long`` (no fit under ``max_length`` with the supervised turn kept, case S2),
+(tool-call arguments that are not a JSON object), ``template_mismatch`` (with where expected and rendered text first differ),
+``too_long`` (no fit under ``max_length`` with the supervised turn kept),
 ``too_few_supervised``; with ``from_ids``: ``prompt_ids_mismatch`` (recorded ids do not
 match their stored hash), ``no_token_ids`` (the turn has no recorded ids).
 
@@ -197,7 +197,7 @@ def example_row(
     """One dataset row (the columns of ``docs/export.md``) for an encoded conversation.
 
     Tool-call arguments and other nested fields live only in the ``messages_json`` string
-    (case S5); ``messages`` keeps role and content.
+    (Arrow would widen heterogeneous argument dicts); ``messages`` keeps role and content.
     """
     return {
         "messages": [{"role": m["role"], "content": m.get("content") or ""} for m in conv.messages],
@@ -421,7 +421,7 @@ class _Episode:
     n_thought: int = 0
     recorded: dict[int, list[int] | None] = field(default_factory=dict)
     tool_errors: dict[int, ToolCallError] = field(default_factory=dict)
-    """``id(conversation)`` -> why its tool calls cannot be used (case T1)."""
+    """``id(conversation)`` -> why its tool calls cannot be used."""
 
     def stop(self, reason: str, detail: str) -> _Episode:
         self.stopped = (reason, detail)

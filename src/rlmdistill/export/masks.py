@@ -1,4 +1,4 @@
-"""Token ids and assistant masks from ONE full render of a conversation (cases S1, S2, S3, S7).
+"""Token ids and assistant masks from ONE full render of a conversation.
 
 How a conversation becomes a training example:
 
@@ -336,7 +336,7 @@ def probe_template(
     if pos < 0 or closer is None:
         raise TemplateError(
             "chat template closes an assistant turn with no special token: the end-of-turn "
-            "token cannot be supervised (case S3)"
+            "token cannot be supervised"
         )
     tool_closer: int | None = None
     try:
@@ -576,7 +576,7 @@ def _spans(
 def _no_closer(conv: ConversationInput, i: int) -> TemplateError:
     return TemplateError(
         f"{conv.where}: message {i}: no end-of-turn token closes this assistant turn "
-        "before the next message (case S3)"
+        "before the next message"
     )
 
 
@@ -683,7 +683,7 @@ def _masked(
     mark = _mask_windows if vectorised else _mask_scalar
     ids, mask, appended = mark(info, conv, spans, len(text), tokens)
     if not any(mask):
-        raise TemplateError(f"{conv.where}: assistant mask sums to zero (case S1)")
+        raise TemplateError(f"{conv.where}: assistant mask sums to zero: nothing to supervise")
     if conv.trim_tail:
         last = len(mask) - 1 - mask[::-1].index(1)
         ids, mask = ids[: last + 1], mask[: last + 1]

@@ -57,7 +57,7 @@ ACCEPTANCE: dict[str, tuple[Literal["<=", ">="], float]] = {
     "unlabelled": ("<=", 0.05),
     "unlabelled_nearest": ("<=", 0.05),
 }
-"""Targets on held-out contracts (issue #20): recall on gold quotes, false-pass rate on
+"""Targets on held-out contracts: recall on gold quotes, false-pass rate on
 decoys that overlap no labelled clause."""
 
 

@@ -4,7 +4,7 @@
 costs ~0.1-0.3 ms per record; a listing that needs a few columns of every episode and
 verdict does not need that. :func:`read_table` reads a JSON Lines file with ``pyarrow.json``
 against an explicit schema of just those columns (other fields are skipped unparsed), with
-the same torn-tail rules as the validated reader (case T3). It returns ``None`` when pyarrow
+the same torn-tail rules as the validated reader. It returns ``None`` when pyarrow
 cannot read the file (a corrupt line in the middle, a type change): callers then fall back to
 the validated reader, which names the file and line. Values are not checked against the
 record models, so use this only for display, never to feed a later stage.

@@ -1,11 +1,11 @@
 """JSON Lines storage for run directories: append-only writes, torn-tail tolerant reads.
 
-Case T3 (tests ``test_torn_last_line_is_reported_and_next_append_starts_fresh_case_t3`` and
+Torn tails (tests ``test_torn_last_line_is_reported_and_next_append_starts_fresh_case_t3`` and
 ``test_corruption_in_the_middle_is_an_error_case_t3`` in ``tests/test_store.py``): a crash can
 leave a half-written last line. Readers return every complete record and report the torn tail;
 the next append first closes the tail with a newline so it never fuses with a new record; a bad
 line in the *middle* of a file is an error.
-Case T2: strings are sanitised at this boundary (lone UTF-16 surrogates become U+FFFD) so a
+Strings are sanitised at this boundary (lone UTF-16 surrogates become U+FFFD) so a
 record always encodes to UTF-8 and reads back equal to what was written.
 """
 
@@ -47,7 +47,7 @@ class TraceFileError(ValueError):
 
 
 def sanitize(value: Any) -> Any:
-    """Return ``value`` with lone surrogates in every string replaced by U+FFFD (case T2).
+    """Return ``value`` with lone surrogates in every string replaced by U+FFFD.
 
     Works on nested dicts/lists as produced by ``model_dump(mode="json")``.
     """
@@ -129,7 +129,7 @@ class JsonlRead(NamedTuple):
 
 
 def read_jsonl(path: Path) -> JsonlRead:
-    """Read ``path`` tolerating a torn last line (case T3).
+    """Read ``path`` tolerating a torn last line.
 
     Lines that were torn by an earlier crash and then closed off by a later append (they are
     followed by a ``torn_tail`` marker line) are skipped and counted; any other bad line raises
@@ -203,7 +203,7 @@ def read_clean_jsonl(path: Path) -> list[dict[str, Any]] | None:
 
 def parse_records(path: Path, model: type[_M] | TypeAdapter[Any]) -> Iterator[Any]:
     """Read ``path`` and validate each record, tolerating a torn last line like
-    :func:`read_jsonl` (case T3).
+    :func:`read_jsonl`.
 
     Each line goes straight to pydantic's JSON validator (no intermediate ``dict``; about
     twice as fast as ``json.loads`` + ``validate_python`` on run-sized files); a line that
