@@ -641,7 +641,7 @@ def test_sub_call_ids_behind_the_option_and_a_run_resumes_with_it_changed(
     assert tok.decode(c.tokens.completion_ids[:-1]) == c.response  # type: ignore[union-attr,index]
     run2, eid2 = _collect_fake(cuad_room3, tmp_path / "root", tok, _reasoning_script())
     assert all(c.tokens is None for c in load_trajectory(run2, eid2).sub_calls)  # default
-    cfg = CollectConfig.model_validate(load_manifest(run).config)
+    cfg = CollectConfig.model_validate(load_manifest(run).config.model_dump())
     assert cfg.token_ids == "all"
     with FakeOpenAIServer(_reasoning_script(), tokenizer=tok) as server:
         client = OpenAIChatClient("root", server.base_url, api_key="x", max_retries=0)

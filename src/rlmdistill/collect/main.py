@@ -153,6 +153,7 @@ def run_collect(
     :func:`rlmdistill.collect.runner.collect` raises (``RunConfigMismatch`` for a run folder
     made with another config).
     """
+    from rlmdistill.collect.prepare import check_sandbox
     from rlmdistill.collect.runner import collect
     from rlmdistill.models.preflight import preflight, probe_sampling
     from rlmdistill.models.reasoning import token_id_options
@@ -174,6 +175,8 @@ def run_collect(
         if r.task is None:
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
     parse_spec(config.sub)
+    if config.executor != "ray":  # the sandbox is local: checked before any model request
+        check_sandbox(config.sandbox, config.repl)  # (Ray nodes check their own)
     opened = dict(open_specs or {})
     # the servers: list adds replicas to the specs it names (operational, out of episode ids)
     root_spec = with_servers(opened.get(config.root, config.root), config.servers)
