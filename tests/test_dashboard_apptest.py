@@ -264,9 +264,13 @@ def test_sft_page_lists_adapters_with_last_loss(workspace: Path) -> None:
 
 
 @pytest.mark.slow  # the job imports torch/transformers in a subprocess: ~15-20 s on 2 cores
-def test_sft_page_starts_a_cli_job_and_shows_its_failure(workspace: Path) -> None:
+def test_sft_page_starts_a_cli_job_and_shows_its_failure(
+    workspace: Path, smollm2_dir: Path
+) -> None:
     """The job is a real ``rlmdistill sft`` subprocess; on a dataset folder without an export
-    it must fail with a clear message, and the page must show the state and the log."""
+    it must fail with a clear message, and the page must show the state and the log. The base
+    model is pulled first (``smollm2_dir``): the job's failure must be the dataset's, whatever
+    ran before."""
     import time
 
     from rlmdistill.dashboard import jobs
