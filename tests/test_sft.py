@@ -237,7 +237,9 @@ def test_end_of_turn_outside_mask_is_an_error_case_s3(
     )
     row["assistant_masks"][first_end] = 0  # first assistant turn no longer supervises its stop
     ds, _, _ = load_export(write_dataset(tmp_path / "ds", smollm2_tokenizer, [row]))
-    with pytest.raises(DatasetError, match=r"supervised turn 0 .*the model would not learn to stop"):
+    with pytest.raises(
+        DatasetError, match=r"supervised turn 0 .*the model would not learn to stop"
+    ):
         check_rows(ds, smollm2_tokenizer, tmp_path, max_length=None, policy="drop")
 
 
