@@ -211,6 +211,7 @@ def build_report(
         },
         versions=_versions(),
         git_commit=git_state()[0],
+        git_dirty=git_state()[1],
         arms=arms,
         rooms=sorted(rooms.values(), key=lambda r: r.label),
         methods={**METHODS, **arm_sections.ARM_METHODS},
