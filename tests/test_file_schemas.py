@@ -204,3 +204,28 @@ def test_split_json_written_by_the_loop_is_a_rooms_split(tmp_path: Path) -> None
     (ws / "rooms" / "split.json").write_text('{"train": 3}', encoding="utf-8")
     with pytest.raises(ArtefactError, match=r"split\.json: not a valid rooms split record"):
         read_rooms_split(ws)
+
+
+def test_experiment_record_reads_what_the_loop_wrote_and_names_a_bad_file(tmp_path: Path) -> None:
+    """``experiment.json`` is an ``ExperimentConfig`` dump: the typed fields read back, the rest
+    is kept; a file that is not an experiment record, or from a newer version, is named."""
+    from rlmdistill.traces.artefacts import ArtefactError, read_experiment_record
+
+    (tmp_path / "experiment.json").write_text(
+        json.dumps({"name": "qs", "base": "local:qwen2.5-coder-0.5b", "rounds": 2, "seed": 3}),
+        encoding="utf-8",
+    )
+    rec = read_experiment_record(tmp_path)
+    assert (rec.name, rec.base, rec.rounds, rec.schema_version) == (
+        "qs",
+        "local:qwen2.5-coder-0.5b",
+        2,
+        1,
+    )
+    assert rec.model_extra == {"seed": 3}
+    (tmp_path / "experiment.json").write_text('{"base": 5}', encoding="utf-8")
+    with pytest.raises(ArtefactError, match=r"experiment\.json: not a valid experiment record"):
+        read_experiment_record(tmp_path)
+    (tmp_path / "experiment.json").write_text('{"schema_version": 2}', encoding="utf-8")
+    with pytest.raises(ArtefactError, match="newer than this rlmdistill knows"):
+        read_experiment_record(tmp_path)

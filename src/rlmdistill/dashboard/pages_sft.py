@@ -18,7 +18,7 @@ import streamlit as st
 from rlmdistill.dashboard import data, jobs
 from rlmdistill.dashboard.data import Workspace
 from rlmdistill.dashboard.widgets import fmt_num
-from rlmdistill.traces import layout
+from rlmdistill.traces.artefacts import read_experiment_record
 
 REFRESH_S = 2.0
 """Seconds between refreshes of a running job's log and loss curve."""
@@ -51,12 +51,10 @@ def workspace_base(ws: Workspace) -> str:
     if newest is not None:
         return newest[1]
     try:
-        exp = data.load_json(ws.root / layout.EXPERIMENT)
-    except ValueError:
-        exp = None
-    if isinstance(exp, dict) and isinstance(exp.get("base"), str) and exp["base"]:
-        return str(exp["base"])
-    return FALLBACK_BASE
+        base = read_experiment_record(ws.root).base
+    except ValueError:  # no experiment.json (not a loop workspace) or not a valid one
+        base = None
+    return base or FALLBACK_BASE
 
 
 def sft_args(dataset: Path, base: str, out: Path, config: Path | None, max_steps: int) -> list[str]:

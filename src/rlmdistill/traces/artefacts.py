@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlmdistill.provenance import Provenance
 from rlmdistill.traces.layout import (
+    EXPERIMENT,
     EXPORT_MANIFEST,
     MERGE_MANIFEST,
     ROOMS,
@@ -49,6 +50,7 @@ __all__ = [
     "DroppedItem",
     "EpisodeSelection",
     "EvalLossRecord",
+    "ExperimentRecord",
     "ExportManifest",
     "FilterDecision",
     "LengthStats",
@@ -64,6 +66,7 @@ __all__ = [
     "load_merge_manifest",
     "load_sft_manifest",
     "read_decisions",
+    "read_experiment_record",
     "read_rooms_split",
     "read_selection",
     "read_train_log",
@@ -410,6 +413,41 @@ def read_rooms_split(workspace: Path) -> RoomsSplit:
             f"knows ({SPLIT_SCHEMA_VERSION}); upgrade rlmdistill"
         )
     return split
+
+
+class ExperimentRecord(BaseModel):
+    """``<workspace>/experiment.json`` (``rlmdistill loop``): the resolved experiment, as
+    ``rlmdistill.loop.config.ExperimentConfig`` dumps it, paths relative to the workspace.
+
+    Readers outside the loop (the dashboard) need a few fields, typed here; every other field is
+    kept as written (``extra="allow"``), and ``load_experiment`` validates the whole file
+    against ``ExperimentConfig`` when the loop resumes from it. Version 1 is written without a
+    ``schema_version`` key (the file is also an experiment file the loop can read back)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = 1
+    name: str | None = None
+    """The experiment's name."""
+    base: str | None = None
+    """The base root model spec the loop trains (``local:NAME``, a checkpoint folder)."""
+    rounds: int | None = None
+    """Self-distillation rounds."""
+
+
+def read_experiment_record(workspace: Path) -> ExperimentRecord:
+    """``<workspace>/experiment.json`` as an :class:`ExperimentRecord`.
+
+    Raises :class:`ArtefactError` (a ``ValueError``) naming the file when it is missing, not
+    JSON, not an experiment record, or written by a newer version."""
+    path = Path(workspace) / EXPERIMENT
+    record = _load_json_model(path, ExperimentRecord, "experiment record")
+    if record.schema_version > 1:
+        raise ArtefactError(
+            f"{path}: schema_version {record.schema_version} is newer than this rlmdistill "
+            "knows (1); upgrade rlmdistill"
+        )
+    return record
 
 
 class TrainLog(BaseModel):
