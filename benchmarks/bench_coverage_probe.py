@@ -1,4 +1,4 @@
-"""Cost of the coverage probe (``collect/coverage.py``) on a large room.
+"""Cost of the coverage probe (``coverage/index.py``) on a large room.
 
 Measures, for a room of ``--docs`` documents (default 5,000 documents of a seeded synthetic
 data room from ``rlmdistill.rooms.synth`` at ``--length-scale 0.45``, ~40 M characters, 80
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlmdistill.collect import coverage as cov_mod
-from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
+from rlmdistill.coverage import index as cov_mod
+from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
 from rlmdistill.rooms import DataRoom
 from rlmdistill.rooms.synth import build_synth_room
 

@@ -92,8 +92,8 @@ def _in_child(fn: Any, *args: Any) -> Any:
 
 def _cold(room_dir: str, cache: str) -> dict[str, Any]:
     os.environ["RLMDISTILL_ROOM_CACHE"] = cache
-    from rlmdistill.collect.coverage import CoverageIndex
     from rlmdistill.collect.prepare import ensure_snapshot
+    from rlmdistill.coverage.index import CoverageIndex
     from rlmdistill.rooms import DataRoom
 
     rss0 = _peak_rss_mib()
@@ -126,7 +126,7 @@ def _cold(room_dir: str, cache: str) -> dict[str, Any]:
 def _result_time(room_dir: str, cache: str) -> dict[str, Any]:
     import random
 
-    from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
+    from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
     from rlmdistill.rooms import DataRoom
 
     room = DataRoom.load(room_dir)

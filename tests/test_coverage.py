@@ -1,4 +1,4 @@
-"""Coverage probe (``collect/coverage.py``, method ``shingle-v1``): hand-checkable values.
+"""Coverage probe (``coverage/index.py``, method ``shingle-v1``): hand-checkable values.
 
 Lengths are in normalised characters (:func:`normalise`); the three-document room uses
 texts that are already normalised (lowercase, single spaces), so raw length = normalised.
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlmdistill.collect.coverage import (
+from rlmdistill.coverage.index import (
     CACHE_FORMAT,
     PROBE_VERSION,
     STRIDE,
@@ -452,7 +452,7 @@ def test_repetitive_room_paragraph_values(boilerplate_room: DataRoom) -> None:
 def test_random_repetitive_rooms_match_brute_force(tmp_path: Path) -> None:
     """Seeded rooms written from a few stock phrases (every window repeats many times), with
     the scan cut into small chunks so chunk edges fall everywhere."""
-    from rlmdistill.collect import coverage as cov_mod
+    from rlmdistill.coverage import index as cov_mod
 
     cov_mod._powers()  # cache the full-size power tables before shrinking the chunk
     phrases = [_words(random.Random(p), 14) for p in range(6)]
@@ -486,7 +486,7 @@ def test_result_scans_shared_over_threads_match_brute_force(
     values: the order of the pieces is that of a plain loop."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rlmdistill.collect import coverage as cov_mod
+    from rlmdistill.coverage import index as cov_mod
 
     index = CoverageIndex.build(boilerplate_room)
     texts = {d.id: d.text for d in boilerplate_room.documents}
@@ -501,7 +501,7 @@ def test_result_scans_shared_over_threads_match_brute_force(
 
 def test_rolling_window_hashes_match_prefix_sums(index3: CoverageIndex) -> None:
     """The run-edge hashes rolled one character at a time equal the directly computed ones."""
-    from rlmdistill.collect.coverage import _window_hashes
+    from rlmdistill.coverage.index import _window_hashes
 
     full = _window_hashes(index3.cp)
     p = np.array([0, 5, 300, index3.cp.size - K - 1], dtype=np.int64)
@@ -512,7 +512,7 @@ def test_rolling_window_hashes_match_prefix_sums(index3: CoverageIndex) -> None:
 def test_key_table_lookup() -> None:
     """Batched inserts (repeats, keys already present, key 0, the largest key) and lookups
     agree with numpy's set operations."""
-    from rlmdistill.collect.coverage import _KeyTable
+    from rlmdistill.coverage.index import _KeyTable
 
     table = _KeyTable(8)
     table.add(np.array([5, 0, 7], dtype=np.uint64))
@@ -540,7 +540,7 @@ def test_key_table_lookup() -> None:
 
 @pytest.mark.parametrize(("n_keys", "bits"), [(0, 12), (100, 12), (5_000, 17), (3_000_000, 26)])
 def test_hash_set_bitmap_is_sized_to_its_keys_and_exact(n_keys: int, bits: int) -> None:
-    from rlmdistill.collect.coverage import _HashSet
+    from rlmdistill.coverage.index import _HashSet
 
     rng = np.random.default_rng(n_keys)
     keys = rng.integers(0, 2**63, size=n_keys, dtype=np.uint64)
@@ -563,7 +563,7 @@ def test_streaming_build_edge_cases_match_brute_force(tmp_path: Path) -> None:
     documents shorter than K, a document longer than a scan chunk, text that widens the code
     points from 1 to 2 to 4 bytes part-way through the room, and phrases that recur across
     documents at every offset (so edge windows are decided in both scans)."""
-    from rlmdistill.collect import coverage as cov_mod
+    from rlmdistill.coverage import index as cov_mod
 
     cov_mod._powers()  # cache the full-size power tables before shrinking the chunk
     rng = random.Random(5)
@@ -621,7 +621,7 @@ def test_format_1_cache_is_never_read_and_a_damaged_cache_is_rebuilt(
     """A cache written by the previous layout (format 1: one ``.npz`` + ``.cp.npy`` under a
     name without ``-f<format>``) is left alone and never misread; a format-2 cache whose files
     disagree (a truncated or rewritten ``.win``) is rebuilt."""
-    from rlmdistill.collect import coverage as cov_mod
+    from rlmdistill.coverage import index as cov_mod
 
     room, texts = room3
     cache = tmp_path / "cache"

@@ -1,4 +1,4 @@
-"""The coverage index's build (``collect/coverage.py``: ``_Builder``, ``_Chains``, ``_KeyTable``,
+"""The coverage index's build (``coverage/index.py``: ``_Builder``, ``_Chains``, ``_KeyTable``,
 ``_BitFilter``): its memory and speed changes keep every value.
 
 The golden figures were computed by the build before these changes (main at 4b9cf14: key
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlmdistill.collect import coverage as cov_mod
-from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
+from rlmdistill.coverage import index as cov_mod
+from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
 from rlmdistill.rooms import DataRoom
 from rlmdistill.rooms.synth import build_synth_room
 

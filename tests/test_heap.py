@@ -1,4 +1,4 @@
-"""The collector's glibc heap settings (collect/heap.py)."""
+"""The collector's glibc heap settings (heap.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from rlmdistill.collect import heap
+from rlmdistill import heap
 
 
 class _FakeLibc:

@@ -33,7 +33,16 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rlmdistill"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 BASE = "base"
 """Name of the ground floor in the block: the top-level modules below."""
-BASE_MODULES = {"__init__", "compat", "hardware", "mdtable", "paths", "provenance", "stats"}
+BASE_MODULES = {
+    "__init__",
+    "compat",
+    "hardware",
+    "heap",
+    "mdtable",
+    "paths",
+    "provenance",
+    "stats",
+}
 CLI = "cli"
 """Name of the floor of command adapters: ``rlmdistill.cli`` and every package's ``cli``,
 ``*_cli`` and ``__main__`` modules."""

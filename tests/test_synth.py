@@ -309,7 +309,7 @@ def test_filler_is_varied_and_deterministic(tmp_path: Path) -> None:
     """Filler text rarely repeats across documents (coverage index, 64-character shingles:
     the share of the room's characters that also occur in an earlier document), and the same
     seed gives the same bytes."""
-    from rlmdistill.collect.coverage import CoverageIndex
+    from rlmdistill.coverage.index import CoverageIndex
 
     first = build_synth_room(tmp_path / "a", 120, 4, cuad_source=None)
     again = build_synth_room(tmp_path / "b", 120, 4, cuad_source=None)

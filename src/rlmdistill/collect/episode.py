@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 from rlmdistill.collect import prompts
 from rlmdistill.collect.config import CollectConfig
-from rlmdistill.collect.coverage import CoverageIndex, CoverageProbe
 from rlmdistill.collect.dispatch import Dispatch, shared_dispatch
 from rlmdistill.collect.repl import (
     BackgroundRepl,
@@ -41,6 +40,7 @@ from rlmdistill.collect.repl import (
     SubCallRefused,
 )
 from rlmdistill.collect.sandbox import SandboxUnavailable
+from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
 from rlmdistill.models.base import (
     ContextExceededError,
     InfrastructureError,

@@ -22,7 +22,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rlmdistill.collect import heap
+from rlmdistill import heap
 from rlmdistill.collect.admission import Gate, capacity
 from rlmdistill.collect.attempts import prior_attempts
 from rlmdistill.collect.config import CollectConfig, episode_id, episode_seed, for_run
@@ -296,7 +296,7 @@ def collect(
             stacklevel=2,
         )
     bar = tqdm(total=len(plan), desc=f"collect {run_dir.name}", unit="ep", disable=not progress)
-    heap.limit_arenas()  # episode threads' freed memory stays in few arenas (collect/heap.py)
+    heap.limit_arenas()  # episode threads' freed memory stays in few arenas (heap.py)
     with frozen_heap(), ThreadPoolExecutor(n_parallel, thread_name_prefix="episode") as ex:
         futures = [ex.submit(run_one, item) for item in plan]
         for fut in as_completed(futures):

@@ -129,7 +129,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from rlmdistill.collect import heap
+from rlmdistill import heap
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.traces.schema import Coverage
 
