@@ -35,6 +35,7 @@ BASE = "base"
 """Name of the ground floor in the block: the top-level modules below."""
 BASE_MODULES = {
     "__init__",
+    "cliconfig",
     "compat",
     "hardware",
     "heap",

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rlmdistill.cliconfig import config_command
 from rlmdistill.cluster.options import RayOptions
 from rlmdistill.judge.agreement import AgreementTable, TooFewGradersError, run_agreement
 from rlmdistill.judge.main import JudgeConfig, run
@@ -84,75 +85,25 @@ def register(app: typer.Typer) -> None:
     register_eval(app)
     err = Console(stderr=True)
 
-    @app.command("judge")
+    @config_command(
+        app,
+        "judge",
+        arguments=["run_dir"],
+        names={"judge": ["--judge", "--grader"], "cache_path": ["--cache"]},
+        exclude=["prices", *(f"ray.{f}" for f in RayOptions.model_fields if f != "address")],
+    )
     def judge_cmd(
-        run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
-        judge: Annotated[
-            str,
-            typer.Option(
-                "--judge",
-                "--grader",
-                help="'reference' or a judge model spec (openai:MODEL@URL, local:NAME).",
-            ),
-        ] = "reference",
-        criteria_per_request: Annotated[
-            int, typer.Option(min=1, help="Criteria per judge request (LLM judge).")
-        ] = 20,
-        max_attempts: Annotated[
-            int,
-            typer.Option(
-                min=1, help="Judge requests per batch, retries after bad replies included."
-            ),
-        ] = 3,
-        max_tokens_per_criterion: Annotated[
-            int, typer.Option(min=8, help="New tokens per criterion asked (+64 per request).")
-        ] = 96,
-        concurrency: Annotated[int, typer.Option(min=1, help="Episodes graded at once.")] = 4,
-        request_concurrency: Annotated[
-            int, typer.Option(min=1, help="Requests in flight per episode (LLM judge).")
-        ] = 4,
-        cache: Annotated[
-            Path | None,
-            typer.Option(help="Verdict cache file (default verdicts/<grader>.cache.jsonl)."),
-        ] = None,
-        regrade_ungradable: Annotated[
-            bool, typer.Option(help="Grade again episodes with UNGRADABLE verdicts.")
-        ] = False,
+        config: JudgeConfig,
         prices: Annotated[
-            Path | None, typer.Option(help="Price table (YAML/JSON) for judge cost.")
-        ] = None,
-        timeout_s: Annotated[
-            float, typer.Option(min=1.0, help="Timeout of each HTTP attempt, seconds.")
-        ] = 300.0,
-        executor: Annotated[
-            str,
-            typer.Option(
-                help="thread, or ray: an LLM judge's requests run on a Ray cluster's nodes."
-            ),
-        ] = "thread",
-        ray_address: Annotated[
-            str | None, typer.Option(help="Ray cluster for --executor ray (auto, HOST:6379).")
+            Path | None,
+            typer.Option(help="Price table file (YAML/JSON) for judge cost (default: packaged)."),
         ] = None,
     ) -> None:
         """Grade every episode's memo against its room's rubric criteria."""
         try:
-            report = run(
-                JudgeConfig(
-                    run_dir=run_dir,
-                    judge=judge,
-                    criteria_per_request=criteria_per_request,
-                    max_attempts=max_attempts,
-                    max_tokens_per_criterion=max_tokens_per_criterion,
-                    concurrency=concurrency,
-                    request_concurrency=request_concurrency,
-                    cache_path=cache,
-                    regrade_ungradable=regrade_ungradable,
-                    prices=load_prices(prices) if prices is not None else None,
-                    timeout_s=timeout_s,
-                    executor=executor,
-                    ray=RayOptions(address=ray_address),
-                )
-            )
+            if prices is not None:
+                config = config.model_copy(update={"prices": load_prices(prices)})
+            report = run(config)
         except (ValueError, FileNotFoundError) as exc:  # one clear line, exit 2 (like main())
             err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from exc
@@ -180,11 +131,11 @@ def register(app: typer.Typer) -> None:
                 highlight=False,
                 markup=False,
             )
-        others = [g for g in list_graders(run_dir) if g != report.grader_id]
+        others = [g for g in list_graders(config.run_dir) if g != report.grader_id]
         if others:
             err.print(
                 f"other graders on this run: {', '.join(others)} "
-                f"(compare: rlmdistill judge-agreement {run_dir})"
+                f"(compare: rlmdistill judge-agreement {config.run_dir})"
             )
 
     @app.command("judge-agreement")

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,48 +43,64 @@ class JudgeReport(NamedTuple):
 
 
 class JudgeConfig(BaseModel):
-    """What :func:`run` grades, and how (the fields of ``rlmdistill judge``).
-
-    Fields:
-        run_dir: the run directory.
-        judge: ``"reference"`` or a model spec (``openai:MODEL@URL``, ``local:NAME``); the LLM
-            grader id is :func:`~rlmdistill.judge.llm.llm_grader_id` of the spec.
-        criteria_per_request: criteria per judge request (LLM only).
-        max_attempts: judge requests per batch at most, retries after malformed or partial
-            replies included (LLM only).
-        max_tokens_per_criterion: new tokens allowed per criterion asked, on top of a base of
-            64 per request (LLM only).
-        concurrency: episodes graded at once (LLM only; the reference grades in turn).
-        request_concurrency: batches of one episode in flight at once (LLM only); at most
-            ``concurrency * request_concurrency`` requests are in flight.
-        cache_path: verdict cache file (default ``verdicts/<grader>.cache.jsonl`` of the run).
-        regrade_ungradable: grade again episodes whose latest verdicts hold an UNGRADABLE one
-            (LLM only; ``ValueError`` with the reference grader).
-        prices: price table for judge cost (default :data:`DEFAULT_PRICES`).
-        timeout_s / max_retries: per HTTP attempt timeout and retries (openai specs only).
-        executor: ``"thread"`` (requests from this process) or ``"ray"``: an LLM judge's
-            requests run on the nodes of a Ray cluster (:mod:`rlmdistill.judge.spread`;
-            ``ray`` as for ``collect``); verdicts, cache and usage log are written here
-            either way.
-        ray: Ray cluster options for ``executor="ray"``.
-    """
+    """What :func:`run` grades, and how (the fields of ``rlmdistill judge``; each field's
+    description is its flag's help). The LLM grader id is
+    :func:`~rlmdistill.judge.llm.llm_grader_id` of the ``judge`` spec; with ``executor="ray"``
+    an LLM judge's requests run on the nodes of a Ray cluster (:mod:`rlmdistill.judge.spread`),
+    and verdicts, cache and usage log are written here either way."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    run_dir: Path
-    judge: str = "reference"
-    criteria_per_request: int = Field(20, ge=1)
-    max_attempts: int = Field(3, ge=1)
-    max_tokens_per_criterion: int = Field(96, ge=8)
-    concurrency: int = Field(4, ge=1)
-    request_concurrency: int = Field(4, ge=1)
-    cache_path: Path | None = None
-    regrade_ungradable: bool = False
-    prices: PriceTable | None = None
-    timeout_s: float = 300.0
-    max_retries: int = Field(4, ge=0)
-    executor: str = "thread"
-    ray: RayOptions | None = None
+    run_dir: Path = Field(description="Run directory.")
+    judge: str = Field(
+        "reference",
+        description="'reference' or a judge model spec (openai:MODEL@URL, local:NAME).",
+    )
+    criteria_per_request: int = Field(
+        20, ge=1, description="Criteria per judge request (LLM judge)."
+    )
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Judge requests per batch, retries after malformed or partial replies "
+        "included (LLM judge).",
+    )
+    max_tokens_per_criterion: int = Field(
+        96, ge=8, description="New tokens per criterion asked (+64 per request; LLM judge)."
+    )
+    concurrency: int = Field(
+        4, ge=1, description="Episodes graded at once (LLM judge; the reference grades in turn)."
+    )
+    request_concurrency: int = Field(
+        4,
+        ge=1,
+        description="Requests in flight per episode (LLM judge); at most concurrency x "
+        "request_concurrency in all.",
+    )
+    cache_path: Path | None = Field(
+        None, description="Verdict cache file (default verdicts/<grader>.cache.jsonl)."
+    )
+    regrade_ungradable: bool = Field(
+        False,
+        description="Grade again episodes with UNGRADABLE verdicts (LLM judge only; an error "
+        "with the reference grader).",
+    )
+    prices: PriceTable | None = Field(
+        None, description="Price table for judge cost (default: the packaged table)."
+    )
+    timeout_s: float = Field(
+        300.0, ge=1.0, description="Timeout of each HTTP attempt, seconds (openai specs)."
+    )
+    max_retries: int = Field(
+        4, ge=0, description="Retries of a failed HTTP attempt (openai specs)."
+    )
+    executor: Literal["thread", "ray"] = Field(
+        "thread",
+        description="thread, or ray: an LLM judge's requests run on a Ray cluster's nodes.",
+    )
+    ray: RayOptions | None = Field(
+        None, description="Ray cluster options for executor ray (the address, node selection)."
+    )
 
 
 def grader_id_of(judge: str) -> str:
