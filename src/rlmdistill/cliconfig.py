@@ -152,6 +152,15 @@ def merge_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
     return out
 
 
+def _has_path(data: Mapping[str, Any], path: str) -> bool:
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def config_data(
     model: type[BaseModel],
     file: Path | str | None = None,
@@ -226,13 +235,19 @@ def config_flags(
     names: Mapping[str, Sequence[str]] | None = None,
     arguments: Iterable[str] = (),
     helps: Mapping[str, str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    flatten: Iterable[str] = (),
 ) -> tuple[list[Flag], list[str]]:
     """The flags of ``model`` and the dotted paths of the fields set in a file only.
 
     ``include`` (dotted paths; a nested model's path includes its fields) limits the flags
     to those fields, ``exclude`` drops some; ``names`` gives a field other option strings
     (``{"cache_path": ["--cache"]}``); ``arguments`` makes fields positional; ``helps``
-    replaces a field's description as help (for a flag whose meaning the command narrows).
+    replaces a field's description as help (for a flag whose meaning the command narrows);
+    ``defaults`` gives a flag the command's own default (shown; the command sets it when
+    neither the file nor a typed flag does; ``None``: shown as none and left to the stage,
+    e.g. filled from another field); ``flatten`` names nested models whose fields' flags
+    take no prefix (``options.mode`` is ``--mode``).
 
     Raises ``TypeError`` naming the model and field when a flag would have no help text (a
     field without ``description``), or when ``names``/``arguments`` name no flaggable field.
@@ -241,6 +256,8 @@ def config_flags(
     exclude_set = set(exclude)
     names = dict(names or {})
     helps = dict(helps or {})
+    shown_defaults = dict(defaults or {})
+    flat = set(flatten)
     args = set(arguments)
     flags: list[Flag] = []
     file_only: list[str] = []
@@ -252,7 +269,7 @@ def config_flags(
             return True
         return any(path == i or path.startswith(i + ".") for i in include_set)
 
-    def walk(m: type[BaseModel], prefix: str) -> None:
+    def walk(m: type[BaseModel], prefix: str, parent_default: Any) -> None:
         for name, field in m.model_fields.items():
             path = prefix + name
             sub = _model_of(field.annotation)
@@ -264,7 +281,14 @@ def config_flags(
                 )
             ):
                 if path not in exclude_set:
-                    walk(sub, path + ".")
+                    own = (
+                        None
+                        if field.is_required()
+                        else field.get_default(call_default_factory=True)
+                    )
+                    if parent_default is not None:
+                        own = getattr(parent_default, name, own)
+                    walk(sub, path + ".", own)
                 continue
             if not wanted(path):
                 continue
@@ -274,7 +298,8 @@ def config_flags(
             help_text = helps.get(path) or field.description
             if not help_text:
                 raise TypeError(f"{model.__name__}.{path}: a CLI flag needs a field description")
-            param = path.replace(".", "_")
+            parent = path.rpartition(".")[0]
+            param = (name if parent in flat else path).replace(".", "_")
             inner, optional = _strip_optional(field.annotation)
             is_arg = path in args
             if is_arg:
@@ -287,11 +312,20 @@ def config_flags(
                 decls = tuple(f"{d}/--no-{d[2:]}" for d in decls[:1]) + decls[1:]
             required = field.is_required()
             default = None if required else field.get_default(call_default_factory=True)
+            if parent_default is not None:  # a nested model's default may set its fields
+                default = getattr(parent_default, name, default)
+            if path in shown_defaults:
+                default = shown_defaults[path]
             annotation = inner | None if optional or default is None else inner
             flags.append(Flag(path, param, decls, annotation, default, help_text, is_arg, required))
 
-    walk(model, "")
-    unknown = (set(names) | args) - {f.path for f in flags}
+    walk(model, "", None)
+    seen: dict[str, str] = {}
+    for f in flags:
+        for key in (f.param, *(d.split("/")[0] for d in f.decls)):
+            if seen.setdefault(key, f.path) != f.path:
+                raise TypeError(f"{model.__name__}: {seen[key]} and {f.path} both give {key}")
+    unknown = (set(names) | args | set(shown_defaults)) - {f.path for f in flags}
     if unknown:
         raise TypeError(f"{model.__name__}: no flaggable field {sorted(unknown)}")
     return flags, file_only
@@ -303,7 +337,8 @@ def _typer_parameter(flag: Flag) -> inspect.Parameter:
         info = typer.Argument(help=flag.help, show_default=not flag.required)
     else:
         info = typer.Option(*flag.decls, help=flag.help)
-    default = inspect.Parameter.empty if flag.required else flag.default
+    # a required field given as an option may come from the config file: validated later
+    default = inspect.Parameter.empty if flag.required and flag.argument else flag.default
     if isinstance(default, list):
         default = list(default) or None
     return inspect.Parameter(
@@ -346,7 +381,10 @@ def config_command(
     helps: Mapping[str, str] | None = None,
     config_flag: str | None = "--config",
     section: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    convert: Mapping[str, Callable[[Any], Any]] | None = None,
     prepare: Callable[[dict[str, Any]], Any] | None = None,
+    flatten: Iterable[str] = (),
     **command_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the typer command ``name`` of ``app``, its config
@@ -354,15 +392,18 @@ def config_command(
 
     The function has exactly one parameter annotated with a pydantic model class (the
     config); it receives the validated config there. Its other parameters stay typer
-    parameters as written. ``include``/``exclude``/``names``/``arguments``/``helps`` are
-    those of :func:`config_flags`. ``config_flag`` names the file option (``None``: no
-    file). ``prepare``, when given, turns the merged field mapping into the config instead
+    parameters as written. ``include``/``exclude``/``names``/``arguments``/``helps``/
+    ``defaults``/``flatten`` are those of :func:`config_flags`; ``convert`` maps a field's
+    path to a function applied to the value of its flag when typed (not to the file's
+    value). ``config_flag`` names the file option (``None``: no file). ``prepare``, when given, turns the merged field mapping into the config instead
     of ``model_validate`` (a stage that fills defaults from other fields); it may raise
     ``ValidationError``. The function's docstring is the command's help.
 
     Errors at run time: a bad file is a usage error on the file option, a field that does
     not validate a usage error naming its flag (both exit 2).
     """
+
+    convert = dict(convert or {})
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn, eval_str=True)
@@ -376,8 +417,16 @@ def config_command(
         config_param = config_params[0]
         model: type[BaseModel] = config_param.annotation
         flags, file_only = config_flags(
-            model, include=include, exclude=exclude, names=names, arguments=arguments, helps=helps
+            model,
+            include=include,
+            exclude=exclude,
+            names=names,
+            arguments=arguments,
+            helps=helps,
+            defaults=defaults,
+            flatten=flatten,
         )
+        command_defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
         own = [p for p in sig.parameters.values() if p is not config_param]
         taken = {p.name for p in own}
         clash = [f.param for f in flags if f.param in taken]
@@ -421,10 +470,15 @@ def config_command(
             for f in flags:
                 value = kwargs.pop(f.param)
                 source = ctx.get_parameter_source(f.param)  # DEFAULT: not typed
-                if f.required or (source is not None and source.name != "DEFAULT"):
-                    overrides[f.path] = list(value) if isinstance(value, tuple) else value
+                if (f.required and f.argument) or (source is not None and source.name != "DEFAULT"):
+                    value = list(value) if isinstance(value, tuple) else value
+                    overrides[f.path] = convert[f.path](value) if f.path in convert else value
             try:
                 data = config_data(model, file, overrides, section=section)
+                data = merge_overrides(
+                    data,
+                    {k: v for k, v in command_defaults.items() if not _has_path(data, k)},
+                )
             except ConfigFileError as exc:
                 raise typer.BadParameter(str(exc), param_hint=config_flag) from exc
             try:

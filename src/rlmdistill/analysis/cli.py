@@ -1,4 +1,5 @@
-"""The ``rlmdistill report`` command: compare runs and write a behaviour-shift report.
+"""The ``rlmdistill report`` and ``rlmdistill show`` commands: compare runs and write a
+behaviour-shift report; summarise one run.
 
     rlmdistill report runs/base runs/tuned --out reports/tuned-vs-base
     rlmdistill report runs/d1 runs/d2 --out reports/depth --sft adapters/tuned --prices prices.yaml
@@ -10,6 +11,7 @@ ReportConfig` in, the report out); :func:`register` adds the typer command to an
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +25,27 @@ __all__ = ["load_prices", "register"]
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``report`` command to ``app``."""
+    """Add the ``report`` and ``show`` commands to ``app``."""
+
+    @app.command("show")
+    def show_cmd(
+        run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
+        as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+        per_episode: Annotated[bool, typer.Option(help="Also list every episode.")] = True,
+    ) -> None:
+        """Summarise a run: episodes by status, sub-calls, tokens by root/sub, pass rate, wall
+        time."""
+        from rich.console import Console
+
+        from rlmdistill.analysis.render import render_summary
+        from rlmdistill.analysis.summary import summarize_run
+
+        console = Console()
+        summary = summarize_run(run_dir)
+        if as_json:
+            console.print_json(json.dumps(summary.model_dump(mode="json", exclude={"episodes"})))
+        else:
+            render_summary(summary, console, per_episode=per_episode)
 
     @app.command("report")
     def report_cmd(

@@ -22,27 +22,27 @@ __all__ = ["ExportConfig", "kept_episodes", "run"]
 
 
 class ExportConfig(BaseModel):
-    """What :func:`run` exports and where (the fields of ``rlmdistill export``).
-
-    Fields:
-        runs: run folders whose every finished episode is exported (ignored with ``episodes``).
-        out: dataset folder to write.
-        options: how root turns become examples.
-        episodes: a filter's ``decisions.jsonl``: export its kept episodes instead.
-        overwrite: replace an existing dataset.
-        card_extra: Markdown section of the dataset card saying where the episodes came
-            from (the filter's summary, ``FilterOutcome.card_section()``); ``None``: a line
-            naming the runs or ``episodes`` file, without selection rules.
-    """
+    """What :func:`run` exports and where (the fields of ``rlmdistill export``; each field's
+    description is its flag's help)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    runs: list[Path] = Field(default_factory=list)
-    out: Path
-    options: ExportOptions
-    episodes: Path | None = None
-    overwrite: bool = False
-    card_extra: str | None = None
+    runs: list[Path] = Field(
+        default_factory=list,
+        description="Run directories (all finished episodes; ignored with --episodes).",
+    )
+    out: Path = Field(description="Dataset folder to write.")
+    options: ExportOptions = Field(description="How root turns become examples.")
+    episodes: Path | None = Field(
+        None, description="A filter's decisions.jsonl: export its kept episodes instead."
+    )
+    overwrite: bool = Field(False, description="Replace an existing dataset.")
+    card_extra: str | None = Field(
+        None,
+        description="Markdown section of the dataset card saying where the episodes came "
+        "from (the filter's summary, FilterOutcome.card_section()); None: a line naming the "
+        "runs or the episodes file, without selection rules.",
+    )
 
 
 def kept_episodes(path: Path) -> tuple[list[EpisodeRef], dict[str, FilterTimeScores]]:

@@ -1,5 +1,5 @@
-"""``rlmdistill rooms synth`` and ``rlmdistill rooms set``: the typer commands of the rooms
-package, and their bodies (:func:`synth_main`, :func:`roomset_main`).
+"""``rlmdistill rooms build-cuad|show|synth|set``: the typer commands of the rooms package,
+and their bodies (:func:`synth_main`, :func:`roomset_main`).
 
 The ground-floor modules :mod:`rlmdistill.rooms.synth` and :mod:`rlmdistill.rooms.roomset`
 build rooms and room sets and know nothing of the command line; this module maps their
@@ -121,7 +121,59 @@ def roomset_main(
 
 
 def register(rooms_app: typer.Typer) -> None:
-    """Add the ``synth`` and ``set`` commands to the ``rooms`` typer sub-app ``rooms_app``."""
+    """Add the ``build-cuad``, ``show``, ``synth`` and ``set`` commands to the ``rooms``
+    typer sub-app ``rooms_app``."""
+
+    @rooms_app.command("build-cuad")
+    def rooms_build_cuad(
+        source: Annotated[
+            Path,
+            typer.Argument(
+                help="CUAD folder (contracts/ or full_contract_txt/ + master_clauses.csv)."
+            ),
+        ],
+        out: Annotated[Path, typer.Option(help="Room folder to write.")],
+        contracts: Annotated[int, typer.Option(help="Contracts to sample.")] = 10,
+        seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+        overwrite: Annotated[bool, typer.Option(help="Replace an existing room folder.")] = False,
+    ) -> None:
+        """Build a data room + LAB-format task from a CUAD-format folder."""
+        from rlmdistill.rooms.cuad import build_cuad_main
+
+        raise typer.Exit(build_cuad_main(source, contracts, seed, out, overwrite=overwrite))
+
+    @rooms_app.command("show")
+    def rooms_show(
+        room: Annotated[Path, typer.Argument(help="Room folder.")],
+        strict: Annotated[
+            bool,
+            typer.Option(
+                help="Fail on a document whose text cannot be extracted (default: skip it)."
+            ),
+        ] = False,
+    ) -> None:
+        """Print a room's documents per folder, size and task; then the documents not decoded
+        as UTF-8, decoded with replacement characters, or skipped (with the reason)."""
+        from rich.console import Console
+
+        from rlmdistill.rooms import DataRoom, RoomError
+
+        console = Console()
+        try:
+            r = DataRoom.load(room, strict=strict)
+        except RoomError as exc:
+            Console(stderr=True).print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1) from None
+        console.print(
+            f"[bold]{r.room_id}[/bold] hash {r.room_hash}: {len(r.documents)} documents, "
+            f"{r.n_chars:,} chars"
+        )
+        for folder, n in sorted(r.folders.items()):
+            console.print(f"  {folder or '(top level)'}: {n}")
+        if r.task is not None:
+            console.print(f"task {r.task.id}: {r.task.title} ({len(r.task.criteria)} criteria)")
+        for line in r.notes():
+            console.print(f"  {line}", markup=False, highlight=False)
 
     @rooms_app.command("synth")
     def rooms_synth(
