@@ -59,16 +59,17 @@ def _jsonable(value: Any) -> Any:
 
 
 def _commands(cmd: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+    """Every command and group with its path; a group's own parameters (``sft``'s training
+    flags, given before or without a sub-command) count as the group's."""
     subs = getattr(cmd, "commands", None)
-    if subs:
-        for name, sub in sorted(subs.items()):
-            yield from _commands(sub, [*path, name])
-    else:
+    if path and (not subs or cmd.params):
         yield " ".join(path), cmd
+    for name, sub in sorted((subs or {}).items()):
+        yield from _commands(sub, [*path, name])
 
 
 def current_flags() -> list[dict[str, Any]]:
-    """Every parameter of every leaf command of ``rlmdistill``, as recorded in the data file."""
+    """Every parameter of every command (and group) of ``rlmdistill``, as in the data file."""
     out: list[dict[str, Any]] = []
     for path, cmd in _commands(typer.main.get_command(app), []):
         for p in cmd.params:
