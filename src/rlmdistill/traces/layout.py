@@ -7,6 +7,7 @@ Run folder (``runs/<run>/``)::
 
     run.json  episodes.jsonl  attempts.jsonl  trajectories/<episode_id>.jsonl
     verdicts/<grader>.jsonl  verdicts/<grader>.cache.jsonl  verdicts/<grader>.usage.jsonl
+    labels.jsonl  labels_tags.txt
 
 Dataset (``datasets/<name>/``): ``export.json``, ``decisions.jsonl``, ``filter_report.{md,json}``.
 Adapter (``adapters/<name>/``): ``sft.json``, ``train_log.jsonl``. Report (``reports/<name>/``):
@@ -31,6 +32,10 @@ PLACEMENT = "placement.jsonl"
 VERDICTS = "verdicts"
 VERDICT_SIDE_FILES = (".cache", ".usage")
 """Suffixes of a grader's side files in ``verdicts/`` (``<grader>.cache.jsonl``, ...)."""
+LABELS = "labels.jsonl"
+"""People's labels of a run's episodes and criteria (:mod:`rlmdistill.traces.labels`)."""
+LABELS_TAGS = "labels_tags.txt"
+"""Optional: the reason tags a label of this run may carry, one a line (else the defaults)."""
 
 # ---------------------------------------------------------------------------- artefacts
 EXPORT_MANIFEST = "export.json"
@@ -79,6 +84,11 @@ def verdict_side_path(run_dir: Path, grader_id: str, kind: str) -> Path:
     return verdicts_dir(run_dir) / f"{grader_id}.{kind}.jsonl"
 
 
+def labels_path(run_dir: Path) -> Path:
+    """``<run>/labels.jsonl``: the append-only file of people's labels."""
+    return Path(run_dir) / LABELS
+
+
 def trajectory_path(run_dir: Path, episode_id: str) -> Path:
     """``<run>/trajectories/<episode_id>.jsonl``."""
     return Path(run_dir) / TRAJECTORIES / f"{episode_id}.jsonl"
@@ -95,6 +105,8 @@ __all__ = [
     "FILTER_REPORT_JSON",
     "FILTER_REPORT_MD",
     "GRPO_MANIFEST",
+    "LABELS",
+    "LABELS_TAGS",
     "LINEAGE",
     "MERGE_MANIFEST",
     "PLACEMENT",
@@ -113,6 +125,7 @@ __all__ = [
     "TRAJECTORIES",
     "VERDICTS",
     "VERDICT_SIDE_FILES",
+    "labels_path",
     "trajectory_path",
     "verdict_side_path",
     "verdicts_dir",
