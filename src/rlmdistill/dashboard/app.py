@@ -14,6 +14,7 @@ from rlmdistill.dashboard import (
     pages_ablations,
     pages_compare,
     pages_filter,
+    pages_review,
     pages_runs,
     pages_sft,
     pages_trace,
@@ -26,6 +27,7 @@ PAGES = {
     "compare": ("Compare", pages_compare.render),
     "trace": ("Trace viewer", pages_trace.render),
     "filter": ("Filter preview", pages_filter.render),
+    "review": ("Review", pages_review.render),
     "sft": ("SFT jobs", pages_sft.render),
     "ablations": ("Ablations", pages_ablations.render),
 }
