@@ -1,6 +1,6 @@
 """REPL start-up plus one block, per sandbox mode (``bwrap``, ``audit``, ``none``).
 
-Each repeat starts a fresh :class:`~rlmdistill.collect.repl.ReplProcess` over a small room
+Each repeat starts a fresh :class:`~rlmdistill.harness.repl.ReplProcess` over a small room
 snapshot, runs ``print(len(room))`` and closes it; the median over repeats is the figure the
 docs/sandbox.md quotes. As root, ``bwrap`` includes making and removing the REPL's cgroups (pids,
 memory, freezer) and the start through ``setpriv``; the first start of a process also makes the
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from rlmdistill.collect.prepare import ensure_snapshot
-from rlmdistill.collect.repl import ReplLimits, ReplProcess
 from rlmdistill.hardware import machine_line
+from rlmdistill.harness.repl import ReplLimits, ReplProcess
 from rlmdistill.rooms import DataRoom
 from rlmdistill.testing.rooms import write_clause_room
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from rlmdistill.collect.repl import ReplLimits, ReplProcess
+from rlmdistill.harness.repl import ReplLimits, ReplProcess
 from rlmdistill.rooms import DataRoom
 
 

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from rlmdistill.collect import admission, repl
+from rlmdistill.collect import admission
 from rlmdistill.collect.admission import Gate, capacity
-from rlmdistill.collect.repl import ReplDied, ReplLimits, start_patiently
+from rlmdistill.harness import repl
+from rlmdistill.harness.repl import ReplDied, ReplLimits, start_patiently
 
 
 def test_capacity_is_the_scarcest_resource(monkeypatch: pytest.MonkeyPatch) -> None:

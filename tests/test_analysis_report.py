@@ -23,8 +23,8 @@ from rlmdistill.analysis.cli import register
 from rlmdistill.analysis.main import ReportConfig
 from rlmdistill.analysis.main import run as report_stage
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
-from rlmdistill.collect.prompts import SUBAGENT_SYSTEM_PROMPT
 from rlmdistill.collect.runner import collect
+from rlmdistill.harness.prompts import SUBAGENT_SYSTEM_PROMPT
 from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.judge.run import judge_run
 from rlmdistill.models.base import Sampling

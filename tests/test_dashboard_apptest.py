@@ -91,7 +91,7 @@ SUBAGENT = [
 
 
 def _depth2_handler(req: dict):  # type: ignore[no-untyped-def]
-    from rlmdistill.collect.prompts import SUBAGENT_SYSTEM_PROMPT
+    from rlmdistill.harness.prompts import SUBAGENT_SYSTEM_PROMPT
     from rlmdistill.testing.fake_openai import conversation_turn
 
     msgs = req["messages"]

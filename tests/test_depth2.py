@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import TypeAdapter
 
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
-from rlmdistill.collect.prompts import SUBAGENT_SYSTEM_PROMPT
 from rlmdistill.collect.runner import collect
+from rlmdistill.harness.prompts import SUBAGENT_SYSTEM_PROMPT
 from rlmdistill.models.base import Message
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, FakeReply, conversation_turn

@@ -1,4 +1,4 @@
-"""Shared, bounded sub-call dispatch (collect/dispatch.py) and hundreds of concurrent episodes."""
+"""Shared, bounded sub-call dispatch (harness/dispatch.py) and hundreds of concurrent episodes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
-from rlmdistill.collect.dispatch import Dispatch, async_chat_of
 from rlmdistill.collect.runner import collect
+from rlmdistill.harness.dispatch import Dispatch, async_chat_of
 from rlmdistill.models.base import ChatResult, Message, Sampling, Usage
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
@@ -168,7 +168,7 @@ def test_wall_time_covers_the_coverage_result(tmp_path: Path, monkeypatch) -> No
     """Issue 17: wall_time_s was taken before the coverage result (1-2.5 s on LAB rooms)."""
     import time
 
-    from rlmdistill.collect.episode import Episode
+    from rlmdistill.harness.episode import Episode
 
     done_at: list[float] = []
     real_coverage = Episode._coverage

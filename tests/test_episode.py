@@ -12,8 +12,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits
-from rlmdistill.collect.repl import ReplLimits
 from rlmdistill.collect.runner import RunConfigMismatch, collect
+from rlmdistill.harness.repl import ReplLimits
 from rlmdistill.models.base import Message
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms import DataRoom

@@ -9,8 +9,8 @@ import datasets
 import pytest
 from transformers import AutoTokenizer
 
-from rlmdistill.collect import prompts
 from rlmdistill.export import ExportManifest, ExportOptions, export_dataset, render_episode
+from rlmdistill.harness import prompts
 from rlmdistill.testing.trajectory_runs import write_trajectory_run
 from rlmdistill.traces.rebuild import assistant_message, root_requests
 from rlmdistill.traces.runs import EpisodeRef, load_trajectory

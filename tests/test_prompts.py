@@ -3,8 +3,8 @@
 import json
 import re
 
-from rlmdistill.collect.prompts import PROMPT_VERSION, SYSTEM_PROMPT, task_message, worked_example
-from rlmdistill.collect.repl import ReplLimits, ReplProcess
+from rlmdistill.harness.prompts import PROMPT_VERSION, SYSTEM_PROMPT, task_message, worked_example
+from rlmdistill.harness.repl import ReplLimits, ReplProcess
 
 
 def test_worked_example_runs_in_the_real_repl_and_hands_back_a_memo(tmp_path):

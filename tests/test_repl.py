@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from rlmdistill.collect.episode import bounded
-from rlmdistill.collect.repl import ReplDied, ReplLimits, ReplProcess, SubCallRefused
+from rlmdistill.harness.episode import bounded
+from rlmdistill.harness.repl import ReplDied, ReplLimits, ReplProcess, SubCallRefused
 
 
 @pytest.fixture()
@@ -330,7 +330,7 @@ def test_a_long_legitimate_line_under_the_cap_is_read_whole(repl):
 
 
 def test_oversized_final_and_variable_have_their_own_statuses(snapshot, tmp_path):
-    from rlmdistill.collect.repl import ReplValueTooLarge
+    from rlmdistill.harness.repl import ReplValueTooLarge
 
     with ReplProcess(snapshot, tmp_path / "s", ReplLimits(max_value_chars=100)) as repl:
         assert repl.execute("FINAL('m' * 100)", echo).final["value"] == "m" * 100

@@ -2,7 +2,7 @@
 scratch, no sockets, no new processes, state survives.
 
 The audit hook is a guard against a weak model's mistakes, not a security boundary (see the
-docstring of ``rlmdistill.collect.repl_worker``).
+docstring of ``rlmdistill.harness.repl_worker``).
 """
 
 import json
@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from rlmdistill.collect.repl import ReplLimits, ReplProcess
+from rlmdistill.harness.repl import ReplLimits, ReplProcess
 
 
 def no_llm(prompts, sources):

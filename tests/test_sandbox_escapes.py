@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import rlmdistill
-from rlmdistill.collect.repl import ReplDied, ReplLimits, ReplProcess
+from rlmdistill.harness.repl import ReplDied, ReplLimits, ReplProcess
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap is Linux-only")
 
@@ -224,7 +224,7 @@ def test_task_json_with_gold_evidence_is_out_of_reach(mode, snapshot, tmp_path):
 COLLECTOR = """\
 import json, sys, threading
 from pathlib import Path
-from rlmdistill.collect.repl import BackgroundRepl, ReplLimits
+from rlmdistill.harness.repl import BackgroundRepl, ReplLimits
 snap, scratch, mode, code = sys.argv[1:5]
 repl = BackgroundRepl(Path(snap), Path(scratch), ReplLimits(), sandbox=mode)  # a worker thread
 out = repl.execute(code, lambda p, s: ['x'] * len(p), timeout_s=60)
@@ -670,8 +670,8 @@ def test_a_background_thread_does_not_run_between_blocks(snapshot, tmp_path):
 KILLED_COLLECTOR = """\
 import json, sys, tempfile
 from pathlib import Path
-from rlmdistill.collect.repl import BackgroundRepl, ReplLimits
-from rlmdistill.collect.sandbox import scratch_parent
+from rlmdistill.harness.repl import BackgroundRepl, ReplLimits
+from rlmdistill.harness.sandbox import scratch_parent
 snap = sys.argv[1]
 scratch = Path(tempfile.mkdtemp(prefix='ep-', dir=scratch_parent()))
 repl = BackgroundRepl(Path(snap), scratch, ReplLimits(), sandbox='bwrap')
@@ -683,7 +683,7 @@ sys.stdin.readline()
 
 def _owned_by(pid: int) -> list[Path]:
     """cgroup folders and temp folders named after collector ``pid``."""
-    from rlmdistill.collect import cgroups
+    from rlmdistill.harness import cgroups
 
     h = cgroups.hierarchies()
     bases = {*h.v1.values(), *([h.v2] if h.v2 else []), Path(tempfile.gettempdir())}

@@ -14,9 +14,9 @@ from pydantic import TypeAdapter
 from rlmdistill.cli import main
 from rlmdistill.collect.config import CollectConfig, EpisodeLimits, episode_id
 from rlmdistill.collect.prepare import check_sandbox, ensure_snapshot
-from rlmdistill.collect.repl import ReplLimits
 from rlmdistill.collect.runner import _manifest, collect
-from rlmdistill.collect.sandbox import SandboxUnavailable
+from rlmdistill.harness.repl import ReplLimits
+from rlmdistill.harness.sandbox import SandboxUnavailable
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms import DataRoom
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
@@ -254,7 +254,7 @@ def test_depth2_subagent_context_is_outside_the_roots_scratch(tmp_path, mode):
         "```repl\nimport os\nanswers = llm_query_batched(['Summarise: ' + read(list_documents()[0]['id'], 0, 300)])\n"
         "print(os.path.basename(os.getcwd()), 'subagents' in os.listdir('..'))\n```"
     )
-    from rlmdistill.collect.prompts import SUBAGENT_SYSTEM_PROMPT
+    from rlmdistill.harness.prompts import SUBAGENT_SYSTEM_PROMPT
     from rlmdistill.testing.fake_openai import conversation_turn
 
     root_turns = [probe, "```repl\nFINAL(answers[0])\n```"]
@@ -307,9 +307,9 @@ def test_without_memory_and_freezer_cgroups_the_repl_runs_and_says_what_it_lacks
     folder, no memory or freezer hierarchy): the REPL still runs, ``notes`` and the profile
     recorded in run.json say that memory is capped per process only and that nothing is
     frozen between blocks. (As root the pids cgroup stays required: it is kept.)"""
-    from rlmdistill.collect import cgroups
-    from rlmdistill.collect.repl import ReplProcess
-    from rlmdistill.collect.sandbox import profile
+    from rlmdistill.harness import cgroups
+    from rlmdistill.harness.repl import ReplProcess
+    from rlmdistill.harness.sandbox import profile
 
     real = cgroups.hierarchies()
     fake = cgroups.Hierarchies(

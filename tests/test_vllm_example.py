@@ -11,7 +11,7 @@ import inspect
 from pathlib import Path
 
 from rlmdistill.collect.main import build_config
-from rlmdistill.collect.prompts import worked_example
+from rlmdistill.harness.prompts import worked_example
 from rlmdistill.loop.config import load_experiment
 from rlmdistill.testing.tokenizers import qwen25_tokenizer_dir
 from rlmdistill.testing.vllm_server import VLLMServer

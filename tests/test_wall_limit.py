@@ -24,8 +24,8 @@ from rlmdistill.collect.config import (
     for_run,
 )
 from rlmdistill.collect.main import build_config, pending_episodes
-from rlmdistill.collect.prompts import PROMPT_VERSION
 from rlmdistill.collect.runner import RunConfigMismatch, collect
+from rlmdistill.harness.prompts import PROMPT_VERSION
 from rlmdistill.models.openai_client import OpenAIChatClient
 from rlmdistill.rooms import DataRoom
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, FakeReply, ScriptedHandler

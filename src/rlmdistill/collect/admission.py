@@ -7,7 +7,7 @@ thread in the collector, bubblewrap and the worker process) and memory (the REPL
 episodes, once per run; :class:`Gate` then lets an episode start only while memory is
 available (re-checked at each start, since other jobs share the machine). When nothing is
 running the gate always admits, so a run never stalls. Sub-call sockets are bounded apart
-(:class:`~rlmdistill.collect.dispatch.Dispatch` ``max_in_flight``).
+(:class:`~rlmdistill.harness.dispatch.Dispatch` ``max_in_flight``).
 
 Per-episode figures and where they come from:
 

@@ -10,56 +10,27 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.cluster.options import RayOptions
-from rlmdistill.collect.prompts import PROMPT_VERSION, SUBAGENT_PROMPT_VERSION
-from rlmdistill.collect.repl import OPERATIONAL_FIELDS as REPL_OPERATIONAL_FIELDS
-from rlmdistill.collect.repl import ReplLimits
-from rlmdistill.collect.sandbox import DEFAULT_MODE, SandboxMode
+from rlmdistill.harness.prompts import PROMPT_VERSION, SUBAGENT_PROMPT_VERSION
+from rlmdistill.harness.repl import OPERATIONAL_FIELDS as REPL_OPERATIONAL_FIELDS
+from rlmdistill.harness.repl import ReplLimits
+from rlmdistill.harness.sandbox import DEFAULT_MODE, SandboxMode
+from rlmdistill.harness.settings import DEFAULT_MAX_WALL_S, EpisodeLimits
 from rlmdistill.models.base import Sampling
 from rlmdistill.models.spec import identity
 from rlmdistill.traces.layout import RUN_MANIFEST
 
-DEFAULT_MAX_WALL_S = 21_600.0
-"""Default episode wall limit (6 h): a safety net against a hung episode, not a budget. The
-budgets that decide an episode's outcome are counted in turns, tokens and sub-calls, which do
-not depend on how loaded the machine is; on a loaded 2-core machine 4 of the quickstart's 8
-base episodes hit the old 1,800 s default (status ``timeout``) where an idle one ended them
-``no_memo`` at the turn cap."""
-
-
-class EpisodeLimits(BaseModel):
-    """Per-episode budgets; exceeding one ends the episode with an explicit status.
-
-    ``max_turns``, ``max_sub_calls`` and ``max_tokens`` are the budgets that decide outcomes
-    (counted, the same on any machine); ``max_wall_s`` is a safety net against a hung episode
-    (``timeout``), operational since fingerprint version 2 (see
-    :attr:`CollectConfig.fingerprint_version`).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_turns: int = Field(6, ge=1, description="Root turns before the episode ends as no_memo.")
-    max_sub_calls: int = Field(
-        256, ge=0, description="Sub-calls allowed; further llm_query calls raise in the REPL."
-    )
-    max_tokens: int = Field(
-        2_000_000,
-        ge=1,
-        description="Root + sub tokens (prompt + completion) before budget_exceeded.",
-    )
-    max_wall_s: float = Field(
-        DEFAULT_MAX_WALL_S,
-        gt=0,
-        description="Episode wall time (seconds) before timeout: a safety net against a hung "
-        "episode, not a budget (turns, tokens and sub-calls decide outcomes). Operational in "
-        "runs of fingerprint version 2: not part of their episode ids.",
-    )
-    observation_head_chars: int = Field(
-        2500, ge=0, description="Characters of each block's output the root sees from the start."
-    )
-    observation_tail_chars: int = Field(
-        1000, ge=0, description="Characters of each block's output the root sees from the end."
-    )
-
+__all__ = [
+    "DEFAULT_MAX_WALL_S",
+    "FINGERPRINT_VERSION",
+    "LIMITS_OPERATIONAL_FIELDS",
+    "OPERATIONAL_FIELDS",
+    "CollectConfig",
+    "EpisodeLimits",
+    "RayOptions",
+    "episode_id",
+    "episode_seed",
+    "for_run",
+]
 
 OPERATIONAL_FIELDS = frozenset(
     {
@@ -74,6 +45,7 @@ OPERATIONAL_FIELDS = frozenset(
         "executor",
         "ray",
         "servers",
+        "out",
     }
 )
 """Fields that change how a run goes, not what its episodes are: left out of the episode id,
@@ -103,6 +75,12 @@ class CollectConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rooms: list[str] = Field(description="Data room folders (absolute paths once resolved).")
+    out: str | None = Field(
+        None,
+        description="Run folder to write (runs/NAME); a re-run with the same folder finishes "
+        "the run. Operational: not part of episode ids, and not recorded in run.json (the "
+        "run is the folder run.json sits in).",
+    )
     root: str = Field(description="Root model spec: local:NAME[+adapter=DIR] or openai:MODEL@URL.")
     sub: str = Field(description="Sub-call model spec (same syntax as root).")
     episodes: int = Field(4, ge=1, description="Episodes (samples) per room.")
@@ -211,9 +189,9 @@ class CollectConfig(BaseModel):
     def fingerprint(self) -> str:
         """sha256 (16 hex) of what defines episodes: every field but the operational ones
         (:data:`OPERATIONAL_FIELDS`: concurrency, spend cap, request rate, price table,
-        attempts, token ids, sandbox, executor and its Ray options, servers; a spec's replica
-        URLs; and the REPL's abuse caps
-        :data:`~rlmdistill.collect.repl.OPERATIONAL_FIELDS`) and ``rooms`` (rooms enter ids by
+        attempts, token ids, sandbox, executor and its Ray options, servers, the run folder;
+        a spec's replica URLs; and the REPL's abuse caps
+        :data:`~rlmdistill.harness.repl.OPERATIONAL_FIELDS`) and ``rooms`` (rooms enter ids by
         content hash), plus the packaged prompt version(s). From ``fingerprint_version`` 2
         the episode wall limit (:data:`LIMITS_OPERATIONAL_FIELDS`) is left out too and the
         version is part of the hash; version 1 hashes exactly what it always did."""

@@ -1,27 +1,42 @@
-"""The seam between the runner and where episodes run: the driver-side commit of one episode.
+"""The seam between the runner and where episodes run: the :class:`Executor` protocol, the
+plan it is handed (:class:`EpisodePlan`) and the driver-side commit of one episode.
 
 Episodes run on an *executor*: this process's thread pool (``executor: thread``, the default,
-:func:`rlmdistill.collect.runner.collect`) or the nodes of a Ray cluster (``executor: ray``,
-:mod:`rlmdistill.collect.ray_executor`). Whatever runs them, the driver process alone writes
-the run's commit records through :func:`commit_episode`, so every executor gives the same
-guarantees: an episode is recorded once, a failed attempt goes to ``attempts.jsonl``, and a
-re-run (with either executor: the executor is operational, out of episode ids) finishes the run.
+:class:`rlmdistill.collect.thread_executor.ThreadExecutor`) or the nodes of a Ray cluster
+(``executor: ray``, :class:`rlmdistill.collect.ray_executor.RayExecutor`). The config's
+``executor`` field names one; :func:`rlmdistill.collect.runner.executor_for` resolves the name
+once, and the stage calls only the protocol's two methods. Whatever runs them, the driver
+process alone writes the run's commit records through :func:`commit_episode`, so every
+executor gives the same guarantees: an episode is recorded once, a failed attempt goes to
+``attempts.jsonl``, and a re-run (with either executor: the executor is operational, out of
+episode ids) finishes the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from rlmdistill.collect.attempts import ATTEMPTS_FILE, attempt_record
 from rlmdistill.collect.config import CollectConfig
-from rlmdistill.models.base import InfrastructureError
+from rlmdistill.harness.episode import RoomHandle
+from rlmdistill.models.base import InfrastructureError, ModelClient
+from rlmdistill.rooms import DataRoom
 from rlmdistill.traces import layout
-from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary
+from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary, RunManifest
 from rlmdistill.traces.store import append_records
 
-__all__ = ["EPISODES_FILE", "CollectResult", "commit_episode", "run_limits"]
+__all__ = [
+    "EPISODES_FILE",
+    "CollectResult",
+    "EpisodePlan",
+    "Executor",
+    "commit_episode",
+    "run_limits",
+]
 
 EPISODES_FILE = layout.EPISODES
 """The commit record of a run: an episode is done when its summary line is here."""
@@ -42,6 +57,57 @@ class CollectResult(NamedTuple):
     :mod:`rlmdistill.collect.attempts`)."""
     failed_attempts: Sequence[AttemptRecord] = ()
     """Every failed attempt of this call, final ones included."""
+
+
+@dataclass(frozen=True)
+class EpisodePlan:
+    """What the runner hands an executor: one run and the episodes of it still to run."""
+
+    config: CollectConfig
+    """The run's config as it defines its episodes (:func:`~rlmdistill.collect.config.
+    for_run`)."""
+    run_dir: Path
+    run_id: str
+    rooms: Sequence[DataRoom]
+    """The rooms of ``config.rooms``, loaded, in order."""
+    episodes: Sequence[tuple[RoomHandle, int, str]]
+    """``(room, sample index, episode id)`` of every episode not yet in ``episodes.jsonl``,
+    in order."""
+    skipped: int
+    """Episodes already finished before this call."""
+    attempts_before: Mapping[str, int]
+    """Failed attempts per episode id already in ``attempts.jsonl``."""
+    manifest: Future[RunManifest]
+    """``run.json`` being written; an executor waits for it before its first commit record
+    (its ``result()`` raises what writing it raised)."""
+    root: ModelClient
+    """This process's open root client (``thread`` runs episodes with it)."""
+    sub: ModelClient
+    """This process's open sub client (the same object as ``root`` when the specs are equal)."""
+    open_specs: Mapping[str, str]
+    """Spec as recorded -> spec to open, for executors that open their own clients (``ray``'s
+    nodes)."""
+
+
+class Executor(Protocol):
+    """Where a run's episodes run. Implemented by
+    :class:`~rlmdistill.collect.thread_executor.ThreadExecutor` (``thread``) and
+    :class:`~rlmdistill.collect.ray_executor.RayExecutor` (``ray``); resolved from
+    ``CollectConfig.executor`` once (:func:`rlmdistill.collect.runner.executor_for`)."""
+
+    name: str
+    """The ``CollectConfig.executor`` value it implements."""
+
+    def check(self, config: CollectConfig) -> None:
+        """Fail fast, before any model request and before anything is written, when this
+        executor cannot run ``config``'s episodes (``thread``: the local sandbox; ``ray``: the
+        extra and the cluster address). Raises a ``ValueError`` subclass naming the cause."""
+
+    def run(self, job: EpisodePlan, *, progress: bool = True) -> CollectResult:
+        """Run every episode of ``job`` and commit each through :func:`commit_episode`;
+        ``progress`` shows a bar. Stops starting episodes after a serving failure (they count
+        as ``not_started``). Raises ``ValueError`` when the episodes cannot start (sandbox,
+        cluster), ``OSError`` when the run folder cannot be written."""
 
 
 def commit_episode(

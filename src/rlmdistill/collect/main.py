@@ -22,7 +22,9 @@ __all__ = [
     "limit_clients",
     "pending_episodes",
     "root_defaults",
+    "run",
     "run_collect",
+    "run_folder",
     "run_limits",
 ]
 
@@ -92,16 +94,18 @@ def limit_clients(
     return limited_root, limited_sub
 
 
-def pending_episodes(config: CollectConfig, run_dir: Path) -> int:
-    """Episodes of ``config`` not yet in ``run_dir/episodes.jsonl`` (0 = the run is complete).
+def pending_episodes(config: CollectConfig, run_dir: Path | None = None) -> int:
+    """Episodes of ``config`` not yet in ``run_dir/episodes.jsonl`` (0 = the run is complete;
+    ``run_dir`` defaults to ``config.out``, :func:`run_folder`).
 
     Loads the rooms (to hash them) but no model, so callers can skip a finished stage cheaply.
     Ids are those of the run as recorded (:func:`~rlmdistill.collect.config.for_run`).
     """
     from rlmdistill.rooms import DataRoom
 
-    config = for_run(config, Path(run_dir))
-    done = finished_ids(Path(run_dir))
+    run_dir = Path(run_dir) if run_dir is not None else run_folder(config)
+    config = for_run(config, run_dir)
+    done = finished_ids(run_dir)
     n = 0
     for path in config.rooms:
         room = DataRoom.load(path)
@@ -113,17 +117,27 @@ def pending_episodes(config: CollectConfig, run_dir: Path) -> int:
     return n
 
 
-def run_collect(
+def run(
     config: CollectConfig,
-    out: Path,
+    out: Path | None = None,
     progress: bool = True,
     open_specs: Mapping[str, str] | None = None,
     *,
     strict: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> CollectResult:
-    """Check the servers, open the root/sub clients, collect every pending episode into
-    ``out``, close.
+    """The collect stage: check the servers, open the root/sub clients, collect every pending
+    episode of ``config`` into its run folder ``config.out``, close.
+
+    ``out`` is the older call form (the folder beside the config): when given it replaces
+    ``config.out``; new callers set ``config.out`` and pass the switches by keyword.
+
+    ``config.executor`` is resolved once to an :class:`~rlmdistill.collect.executor.Executor`
+    (:func:`~rlmdistill.collect.runner.executor_for`), whose ``check`` runs first, before
+    the rooms load and before any model request or file write: the local sandbox for ``thread``; for ``ray`` the extra (without Ray
+    installed :class:`~rlmdistill.cluster.ray_cluster.RayUnavailable`, a ``ValueError`` naming
+    the extra) and the cluster address (:class:`~rlmdistill.cluster.ray_cluster.
+    RayClusterUnreachable`, a ``ValueError``: exit 2); the nodes check their own sandboxes.
 
     ``config.servers`` adds replicas to the root/sub specs whose URL it lists
     (:func:`rlmdistill.models.spec.with_servers`). Every ``openai:`` server (each replica)
@@ -134,6 +148,7 @@ def run_collect(
     is written, when a server refuses them (HTTP 400 "Unsupported parameter"). The
     result says which episodes the infrastructure left unfinished (:func:`check_finished`).
 
+    Operational switches, none of them part of the run: ``progress`` shows a bar;
     ``open_specs`` maps a spec as recorded in ``config`` to the spec to open, when the two
     differ (the loop records an adapter's path relative to its workspace and opens it by its
     absolute path); other specs are opened as recorded. ``strict`` makes a document whose
@@ -141,31 +156,25 @@ def run_collect(
     room's :meth:`~rlmdistill.rooms.DataRoom.notes` (documents not UTF-8, decoded with
     replacement characters, or skipped), prefixed with the room.
 
-    With ``config.executor == "ray"`` the episodes run on a Ray cluster
-    (:mod:`rlmdistill.collect.ray_executor`); without Ray installed this raises
-    :class:`~rlmdistill.cluster.ray_cluster.RayUnavailable` (a ``ValueError`` naming the
-    extra) before anything is written, and with an address where no cluster answers
-    :class:`~rlmdistill.cluster.ray_cluster.RayClusterUnreachable` (a ``ValueError``: exit 2).
-
-    Raises :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``;
+    Raises ``ValueError`` when ``config.out`` is not set;
+    :class:`~rlmdistill.models.preflight.ServerUnavailableError` (a ``ValueError``;
     :class:`~rlmdistill.models.preflight.SamplingRefusedError` for refused settings),
     ``ValueError`` for a room without a task (before any model loads) and whatever
     :func:`rlmdistill.collect.runner.collect` raises (``RunConfigMismatch`` for a run folder
     made with another config).
     """
-    from rlmdistill.collect.prepare import check_sandbox
-    from rlmdistill.collect.runner import collect
+    from rlmdistill.collect.runner import collect, executor_for
     from rlmdistill.models.preflight import preflight, probe_sampling
     from rlmdistill.models.reasoning import token_id_options
     from rlmdistill.models.spec import close_all, get_client, parse_spec, with_servers
     from rlmdistill.provenance import prefetch
     from rlmdistill.rooms import DataRoom
 
-    if config.executor == "ray":  # a missing extra or cluster is named before any write
-        from rlmdistill.cluster.ray_cluster import check_address, import_ray
-
-        import_ray()
-        check_address(config.ray.address)
+    if out is not None:
+        config = config.model_copy(update={"out": str(out)})
+    out = run_folder(config)
+    executor = executor_for(config)  # the one place the config's executor name is read
+    executor.check(config)  # before any write or model request: sandbox, or Ray and cluster
     prefetch()  # run.json's provenance, found while rooms load and servers are checked
     rooms = [DataRoom.load(p, strict=strict) for p in config.rooms]  # before a model loads
     for r in rooms:
@@ -175,8 +184,6 @@ def run_collect(
         if r.task is None:
             raise ValueError(f"room {r.path} has no task.json; episodes need a task")
     parse_spec(config.sub)
-    if config.executor != "ray":  # the sandbox is local: checked before any model request
-        check_sandbox(config.sandbox, config.repl)  # (Ray nodes check their own)
     opened = dict(open_specs or {})
     # the servers: list adds replicas to the specs it names (operational, out of episode ids)
     root_spec = with_servers(opened.get(config.root, config.root), config.servers)
@@ -206,7 +213,16 @@ def run_collect(
     if config.max_usd is not None or config.requests_per_minute is not None:
         root, sub = limit_clients(config, root, sub)
     try:
-        return collect(config, out, root, sub, progress=progress, rooms=rooms, open_specs=opened)
+        return collect(
+            config,
+            out,
+            root,
+            sub,
+            progress=progress,
+            rooms=rooms,
+            open_specs=opened,
+            executor=executor,
+        )
     finally:
         close_all()
 
@@ -220,5 +236,15 @@ def check_finished(result: CollectResult) -> None:
         raise UnfinishedEpisodes(result.run_dir, result.failed_attempts, result.not_started)
 
 
-run = run_collect
-"""The collect stage under the name every stage's function has (``<stage>.main.run``)."""
+def run_folder(config: CollectConfig) -> Path:
+    """``config.out`` as a path. Raises ``ValueError`` naming the field when it is not set."""
+    if not config.out:
+        raise ValueError(
+            "CollectConfig.out is not set: give the run folder (--out runs/NAME, or out: in "
+            "the config file)"
+        )
+    return Path(config.out)
+
+
+run_collect = run
+"""The collect stage under its earlier name."""

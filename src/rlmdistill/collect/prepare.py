@@ -16,10 +16,10 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from rlmdistill.collect.episode import RoomHandle
-from rlmdistill.collect.repl import ReplDied, ReplLimits, ReplProcess
-from rlmdistill.collect.sandbox import SandboxMode, SandboxUnavailable, explain_failure, find_bwrap
 from rlmdistill.coverage.index import CoverageIndex
+from rlmdistill.harness.episode import RoomHandle
+from rlmdistill.harness.repl import ReplDied, ReplLimits, ReplProcess
+from rlmdistill.harness.sandbox import SandboxMode, SandboxUnavailable, explain_failure, find_bwrap
 from rlmdistill.models.base import ModelClient
 from rlmdistill.paths import room_cache
 from rlmdistill.rooms import DataRoom

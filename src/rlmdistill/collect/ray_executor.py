@@ -59,13 +59,14 @@ from tqdm import tqdm
 from rlmdistill.cluster.ray_cluster import (
     RAY_EXTRA,
     RayUnavailable,
+    check_address,
     connect,
     eligible_nodes,
     import_ray,
     lost_errors,
 )
 from rlmdistill.collect.config import CollectConfig, episode_seed
-from rlmdistill.collect.executor import commit_episode
+from rlmdistill.collect.executor import CollectResult, EpisodePlan, commit_episode
 from rlmdistill.collect.ray_node import (
     ClusterLimits,
     EpisodeJob,
@@ -82,8 +83,7 @@ from rlmdistill.traces.schema import AttemptRecord, EpisodeSummary
 from rlmdistill.traces.store import append_records
 
 if TYPE_CHECKING:
-    from rlmdistill.collect.episode import RoomHandle
-    from rlmdistill.collect.executor import CollectResult
+    from rlmdistill.harness.episode import RoomHandle
 
 __all__ = [
     "PLACEMENT_FILE",
@@ -92,6 +92,7 @@ __all__ = [
     "LimiterActor",
     "NodeWorker",
     "Placement",
+    "RayExecutor",
     "RayUnavailable",
     "RoomMismatch",
     "ShippedRoom",
@@ -461,14 +462,12 @@ def collect_on_ray(
 
     ``open_specs`` maps a spec as recorded in ``config`` to the spec the nodes open (the loop
     records a tuned root's adapter relative to its workspace and opens it by its absolute
-    path; :func:`rlmdistill.collect.main.run_collect`); the episodes still record ``config``'s.
+    path; :func:`rlmdistill.collect.main.run`); the episodes still record ``config``'s.
 
     Raises :class:`RayUnavailable` (Ray not installed), ``ValueError`` when no node may run
     episodes or a node cannot start (sandbox, model, price table: the message names the
     node), and ``RuntimeError`` for a bug in an episode on a node (naming episode and node).
     """
-    from rlmdistill.collect.executor import CollectResult
-
     ray = import_ray()
     started_ray = connect(ray, config.ray)
     driver = _RayRun(
@@ -511,3 +510,33 @@ def collect_on_ray(
         driver.kill_actors()
         if started_ray:
             ray.shutdown()
+
+
+class RayExecutor:
+    """Runs a run's episodes on the nodes of a Ray cluster (:class:`~rlmdistill.collect.
+    executor.Executor` ``ray``; :func:`collect_on_ray`)."""
+
+    name = "ray"
+
+    def check(self, config: CollectConfig) -> None:
+        """Ray is installed and a cluster answers at ``config.ray.address`` (the nodes check
+        their own sandboxes). Raises :class:`RayUnavailable` naming the extra, or
+        :class:`~rlmdistill.cluster.ray_cluster.RayClusterUnreachable` (both ``ValueError``),
+        before anything is written."""
+        import_ray()
+        check_address(config.ray.address)
+
+    def run(self, job: EpisodePlan, *, progress: bool = True) -> CollectResult:
+        """Wait for ``run.json``, then :func:`collect_on_ray` over ``job``'s episodes."""
+        job.manifest.result()  # run.json before any episode line
+        return collect_on_ray(
+            job.config,
+            job.run_dir,
+            job.run_id,
+            job.rooms,
+            job.episodes,
+            job.skipped,
+            dict(job.attempts_before),
+            progress=progress,
+            open_specs=job.open_specs,
+        )

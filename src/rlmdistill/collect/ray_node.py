@@ -36,7 +36,7 @@ from rlmdistill.rooms.task import Task
 from rlmdistill.traces.schema import RoomInfo
 
 if TYPE_CHECKING:
-    from rlmdistill.collect.episode import RoomHandle
+    from rlmdistill.harness.episode import RoomHandle
 
 __all__ = [
     "ClusterLimits",
@@ -244,12 +244,12 @@ class NodeWorker:
 
     def start(self) -> dict[str, Any]:
         """Check the sandbox, open the clients and take this process's shared sub-call
-        dispatch (:func:`rlmdistill.collect.dispatch.shared_dispatch`) on this node.
+        dispatch (:func:`rlmdistill.harness.dispatch.shared_dispatch`) on this node.
 
         Returns ``{"node_id", "hostname", "pid"}`` and, when this node cannot run episodes,
         ``"error"`` (the sandbox cannot start, a model cannot be opened, ...)."""
-        from rlmdistill.collect.dispatch import shared_dispatch
         from rlmdistill.collect.prepare import check_sandbox
+        from rlmdistill.harness.dispatch import shared_dispatch
         from rlmdistill.models.limits import LimitedClient
         from rlmdistill.models.reasoning import token_id_options
         from rlmdistill.models.spec import get_client
@@ -305,7 +305,8 @@ class NodeWorker:
     def run_episode(self, job: EpisodeJob) -> EpisodeResult:
         """Run one episode here; its trajectory comes back as bytes (nothing of the run folder
         is written on the node). Raises :class:`RoomMismatch` for a wrong room copy."""
-        from rlmdistill.collect.episode import Episode, EpisodeSpec
+        from rlmdistill.collect.trajectory import TrajectoryFile
+        from rlmdistill.harness.episode import Episode, EpisodeSpec
 
         assert self._root is not None and self._sub is not None and self._dispatch is not None
         handle = self._room(job.room)
@@ -322,7 +323,7 @@ class NodeWorker:
                     episode_id=job.episode_id,
                     sample_index=job.sample_index,
                     seed=job.seed,
-                    trajectory_path=trajectory,
+                    trace=TrajectoryFile(trajectory),
                     scratch_dir=scratch,
                 ),
                 handle,

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.cluster.options import RayOptions
 from rlmdistill.judge.cache import VerdictCache
+from rlmdistill.judge.executor import executor_for
 from rlmdistill.judge.llm import (
     JudgeStats,
     LLMGrader,
@@ -21,9 +22,8 @@ from rlmdistill.judge.llm import (
 )
 from rlmdistill.judge.reference import ReferenceGrader
 from rlmdistill.judge.run import JudgeResult, judge_run
-from rlmdistill.models.base import ModelClient
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
-from rlmdistill.models.spec import get_client, parse_spec
+from rlmdistill.models.spec import parse_spec
 from rlmdistill.traces import layout
 
 __all__ = ["JudgeConfig", "JudgeReport", "grader_id_of", "run"]
@@ -151,16 +151,8 @@ def run(config: JudgeConfig) -> JudgeReport:
 
         preflight({"judge": spec})  # fail fast, before any verdict or cache file is written
         opts = {"timeout_s": c.timeout_s, "max_retries": c.max_retries}
-    if c.executor == "ray":  # the requests spread over the cluster's nodes
-        from rlmdistill.judge.spread import SpreadChatClient
-
-        client: ModelClient = SpreadChatClient(
-            str(spec), spec.model_id, opts, c.ray or RayOptions()
-        )
-    elif c.executor == "thread":
-        client = get_client(spec, **opts)
-    else:
-        raise ValueError(f"executor must be thread or ray, got {c.executor!r}")
+    executor = executor_for(c.executor, c.ray)  # where the requests run: thread or Ray nodes
+    client = executor.open(spec, opts)
     grader = LLMGrader(
         client,
         judge_model=judge_model_key(spec),
@@ -175,7 +167,6 @@ def run(config: JudgeConfig) -> JudgeReport:
             run_dir, grader, concurrency=c.concurrency, regrade_ungradable=c.regrade_ungradable
         )
     finally:
-        if c.executor == "ray":
-            client.close()
+        executor.close(client)
     per_node = getattr(client, "requests_per_node", None)
     return JudgeReport(result, grader_id, grader.stats, cache_file, usage_file, per_node)

@@ -404,17 +404,16 @@ class _Loop:
 
         recorded, open_specs = self.recorded_root(out, root)
         merged = {**settings, "rooms": [str(p) for p in rooms], "root": recorded}
-        config = build_config(None, {**merged, "sub": self.cfg.sub})
+        config = build_config(None, {**merged, "sub": self.cfg.sub, "out": str(out)})
         config = for_run(config, out)  # a run keeps the fingerprint version it was written with
         room_records = sorted(to_record(p, self.ws) for p in rooms)
         fp = self.cfg.fingerprint(config.fingerprint(), room_records)
-        pending = pending_episodes(config, out)
+        pending = pending_episodes(config)
 
         def run(c: CollectConfig) -> CollectResult:
             with library_warning_filter():  # peft's is_gradient_checkpointing (tuned roots)
                 return collect(
                     c,
-                    out,
                     progress=self.progress,
                     open_specs=open_specs,
                     strict=self.strict,

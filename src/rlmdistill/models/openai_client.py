@@ -516,7 +516,7 @@ class OpenAIChatClient:
         """:meth:`chat` as a coroutine on an asyncio event loop (:mod:`rlmdistill.models.aio_http`
         instead of urllib3): same request, retries, classification and result.
 
-        The collector's sub-call dispatch (:mod:`rlmdistill.collect.dispatch`) runs every
+        The collector's sub-call dispatch (:mod:`rlmdistill.harness.dispatch`) runs every
         sub-call of every episode this way on one event-loop thread. Always call it from the
         same loop (the connection pool belongs to it). Raises as :meth:`chat`.
         """

@@ -15,7 +15,7 @@ import hashlib
 import random
 from pathlib import Path
 
-from rlmdistill.collect import prompts
+from rlmdistill.harness import prompts
 from rlmdistill.models.base import Message, Sampling, Usage
 from rlmdistill.traces import layout
 from rlmdistill.traces.rebuild import assistant_message, messages_sha256

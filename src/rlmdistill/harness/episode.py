@@ -8,10 +8,13 @@ was given, takes up to ``subagent_max_turns`` turns, may make plain sub-calls it
 back its answer with ``FINAL(...)``. Root turns and subagent turns run through the same
 :meth:`Episode._turn_loop`.
 
-The trajectory file is appended as the episode runs (:class:`EpisodeStart`, then
-:class:`TurnRecord`, :class:`SubCallRecord` and :class:`SubagentTurnRecord` lines, then
-:class:`EpisodeEnd`); the returned :class:`EpisodeSummary` is what the runner appends to
-``episodes.jsonl``. Sub-calls are stored apart from root turns and linked to the turn, code
+The trace is written as the episode runs, through the :class:`~rlmdistill.harness.trace.
+TraceWriter` of its :class:`EpisodeSpec` (:class:`EpisodeStart`, then :class:`TurnRecord`,
+:class:`SubCallRecord` and :class:`SubagentTurnRecord` records, then :class:`EpisodeEnd`), so
+the harness knows nothing of run folders; the returned :class:`EpisodeSummary` is what the
+collect stage's runner appends to ``episodes.jsonl``. The settings are read through
+:class:`~rlmdistill.harness.settings.EpisodeSettings` (the collect stage's
+``CollectConfig``). Sub-calls are stored apart from root turns and linked to the turn, code
 block and parent sub-call that made them.
 """
 
@@ -26,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rlmdistill.collect import prompts
-from rlmdistill.collect.config import CollectConfig
-from rlmdistill.collect.dispatch import Dispatch, shared_dispatch
-from rlmdistill.collect.repl import (
+from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
+from rlmdistill.harness import prompts
+from rlmdistill.harness.dispatch import Dispatch, shared_dispatch
+from rlmdistill.harness.repl import (
     BackgroundRepl,
     BlockOutcome,
     LlmHandler,
@@ -39,8 +42,9 @@ from rlmdistill.collect.repl import (
     ReplValueTooLarge,
     SubCallRefused,
 )
-from rlmdistill.collect.sandbox import SandboxUnavailable
-from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
+from rlmdistill.harness.sandbox import SandboxUnavailable
+from rlmdistill.harness.settings import EpisodeSettings
+from rlmdistill.harness.trace import TraceRecord, TraceWriter
 from rlmdistill.models.base import (
     ContextExceededError,
     InfrastructureError,
@@ -72,7 +76,6 @@ from rlmdistill.traces.schema import (
     utcnow,
 )
 from rlmdistill.traces.scores import memo_sha256
-from rlmdistill.traces.store import append_records, sync_file
 from rlmdistill.traces.tokens import TokenTrail, note_turn, token_trace
 
 FinalSource = Literal["text", "final_call", "final_var"]
@@ -113,7 +116,9 @@ class EpisodeSpec:
     episode_id: str
     sample_index: int
     seed: int
-    trajectory_path: Path
+    trace: TraceWriter
+    """Where the episode's records go (the collect stage: the run's
+    ``trajectories/<episode_id>.jsonl``)."""
     scratch_dir: Path
     """The episode's private folder on the host: the root REPL's scratch is ``root/`` inside
     it (its only writable path without bwrap), and each depth-2 subagent gets
@@ -174,11 +179,12 @@ class _TurnEnd(Exception):
 
 class Episode:
     """Runs one episode; use :meth:`run`. Never raises for model/REPL failures: they become a
-    status. The trajectory file is (re)written from scratch."""
+    status. The trace is begun afresh (:meth:`TraceWriter.begin`) and committed before the
+    summary is returned."""
 
     def __init__(
         self,
-        config: CollectConfig,
+        config: EpisodeSettings,
         spec: EpisodeSpec,
         room: RoomHandle,
         root: ModelClient,
@@ -215,10 +221,10 @@ class Episode:
                     self.infrastructure_failure = (who, model.model_id, exc)
 
     # -- trajectory -----------------------------------------------------------------------
-    def _write(self, *records: Any) -> None:
-        # no fsync per record: the trajectory is synced once in run(), before the summary
-        # line (the commit record) can be written; an unfinished episode restarts on resume
-        append_records(self.spec.trajectory_path, list(records), fsync=False)
+    def _write(self, *records: TraceRecord) -> None:
+        # not durable per record: the trace is committed once in run(), before the summary
+        # (the runner's commit record) exists; an unfinished episode restarts on resume
+        self.spec.trace.write(records)
 
     def _initial_messages(self) -> tuple[list[Message], int]:
         msgs = [Message(role="system", content=prompts.SYSTEM_PROMPT)]
@@ -460,7 +466,7 @@ class Episode:
 
         Returns ``(source, answer)`` or ``None`` when ``max_turns`` ran out. Raises
         :class:`_TurnEnd` on a model error, wall-time or token budget, and
-        :class:`~rlmdistill.collect.repl.ReplDied` when a block is killed. Every turn is
+        :class:`~rlmdistill.harness.repl.ReplDied` when a block is killed. Every turn is
         written as the record ``make_record(turn, messages)`` returns.
         """
         for turn in range(max_turns):
@@ -600,8 +606,7 @@ class Episode:
         cfg = self.config
         self._t_start = time.monotonic()
         started_at = utcnow()
-        self.spec.trajectory_path.parent.mkdir(parents=True, exist_ok=True)
-        self.spec.trajectory_path.unlink(missing_ok=True)  # an interrupted attempt restarts
+        self.spec.trace.begin()  # an interrupted attempt restarts
         messages, n_few = self._initial_messages()
         root_sampling = cfg.root_sampling.model_copy(update={"seed": self.spec.seed})
         self._write(
@@ -687,7 +692,7 @@ class Episode:
             episode_id=self.spec.episode_id, status=status, status_detail=detail, memo=memo
         )
         self._write(end)
-        sync_file(self.spec.trajectory_path)
+        self.spec.trace.commit()
         doc_ids = [d for d, _, _ in self.room.documents]
         coverage = self._coverage()  # inside wall_time_s: it is part of the episode's work
         return EpisodeSummary(

@@ -5,7 +5,7 @@ file-size limit and (``ReplLimits.sandbox``) an audit-hook guard against writes 
 scratch folder, sockets and new processes (a guard against mistakes, not a security boundary;
 see the worker's docstring). Under the ``bwrap`` sandbox mode (the default on Linux) it runs
 inside bubblewrap with a process cap and a size-capped scratch tmpfs
-(:mod:`rlmdistill.collect.sandbox`). The collector talks to it over pipes. A block that exceeds
+(:mod:`rlmdistill.harness.sandbox`). The collector talks to it over pipes. A block that exceeds
 its wall-time limit gets the whole process group killed (SIGKILL) — thread timeouts and
 ``signal.alarm`` cannot stop ``while True: pass``. State persists across blocks and
 survives exceptions (R2).
@@ -40,8 +40,8 @@ from typing import Any, Literal, NamedTuple, NoReturn, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.collect.cgroups import ReplCgroup
-from rlmdistill.collect.sandbox import (
+from rlmdistill.harness.cgroups import ReplCgroup
+from rlmdistill.harness.sandbox import (
     DEFAULT_MODE,
     REPL_MALLOC_TUNABLES,
     ROOM_INSIDE,
@@ -248,8 +248,8 @@ class ReplProcess:
     """One persistent REPL process over one room snapshot.
 
     ``context_doc`` (depth 2) names a snapshot document exposed as the variable ``context``.
-    ``sandbox`` picks the isolation (:mod:`rlmdistill.collect.sandbox`): ``bwrap`` raises
-    :class:`~rlmdistill.collect.sandbox.SandboxUnavailable` when bubblewrap cannot start (the
+    ``sandbox`` picks the isolation (:mod:`rlmdistill.harness.sandbox`): ``bwrap`` raises
+    :class:`~rlmdistill.harness.sandbox.SandboxUnavailable` when bubblewrap cannot start (the
     message names the cause); ``audit`` and ``none`` run a plain process. Any other start-up
     failure raises :class:`ReplDied`.
 
@@ -684,7 +684,7 @@ class BackgroundRepl:
     bounded start pool (:data:`START_WORKERS` threads for the whole process, not one thread
     per episode) and the room loads inside it while the episode sends that request; the
     ``ready`` message is read at first use. Errors of the start-up (:class:`ReplDied`,
-    :class:`~rlmdistill.collect.sandbox.SandboxUnavailable`) surface at first use. Arguments
+    :class:`~rlmdistill.harness.sandbox.SandboxUnavailable`) surface at first use. Arguments
     as :class:`ReplProcess`; see :func:`start_patiently` for starts short of resources.
     """
 

@@ -13,8 +13,8 @@ Modes (``CollectConfig.sandbox``, ``rlmdistill collect --sandbox``):
   interpreter is mounted at ``/opt/python`` and the virtualenv at ``/opt/venv``, the worker
   and the room snapshot read-only; the scratch folder ``/scratch`` (a tmpfs capped at
   ``ReplLimits.scratch_mb``) is the only writable path. A seccomp filter
-  (:mod:`rlmdistill.collect.seccomp`) refuses namespace, mount, ptrace, keyring, bpf and
-  raw-socket calls. Per REPL cgroups (:mod:`rlmdistill.collect.cgroups`) cap its processes
+  (:mod:`rlmdistill.harness.seccomp`) refuses namespace, mount, ptrace, keyring, bpf and
+  raw-socket calls. Per REPL cgroups (:mod:`rlmdistill.harness.cgroups`) cap its processes
   (root), its memory as a whole, and freeze it between blocks; what cannot be made here is
   said in ``ReplProcess.notes`` and ``run.json`` (:func:`profile`). The audit hook of
   ``repl_worker.py`` stays on inside, as the friendly first line. docs/sandbox.md has the
@@ -49,7 +49,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Literal
 
-from rlmdistill.collect import cgroups, seccomp
+from rlmdistill.harness import cgroups, seccomp
 
 SandboxMode = Literal["bwrap", "audit", "none"]
 DEFAULT_MODE: SandboxMode = "bwrap" if sys.platform.startswith("linux") else "audit"
@@ -292,7 +292,7 @@ def scratch_parent() -> Path:
 
 
 def repl_cgroup(limits_max_tasks: int | None, memory_bytes: int | None) -> cgroups.ReplCgroup:
-    """The cgroups of one bwrap REPL (:class:`~rlmdistill.collect.cgroups.ReplCgroup` with a
+    """The cgroups of one bwrap REPL (:class:`~rlmdistill.harness.cgroups.ReplCgroup` with a
     freezer). ``limits_max_tasks`` (root only) is required: raises :class:`SandboxUnavailable`
     when no pids cgroup can be made."""
     try:

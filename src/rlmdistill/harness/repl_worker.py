@@ -1,6 +1,6 @@
 """The REPL process of one episode (run as a script; standard library only).
 
-Started by :class:`rlmdistill.collect.repl.ReplProcess`. It talks JSON Lines on a private
+Started by :class:`rlmdistill.harness.repl.ReplProcess`. It talks JSON Lines on a private
 duplicate of stdout and reads requests from stdin; file descriptor 1 itself points at
 ``/dev/null`` so stray writes from C code cannot corrupt the protocol, and Python-level
 prints of the root's code are captured per block.
@@ -10,7 +10,7 @@ worker -> parent: ``ready``, ``llm`` (a batch of sub-call prompts), ``result``, 
 ``pong`` (echoes the ``ping``'s nonce; the parent pings after every reply, so a line forged by
 the root's code before the real reply is caught as an unexpected message). The parent treats
 every line of this process as untrusted: it validates each message and caps its size
-(:mod:`rlmdistill.collect.repl`).
+(:mod:`rlmdistill.harness.repl`).
 
 The namespace the root's code sees:
 
@@ -34,7 +34,7 @@ addresses). Reads and imports stay allowed. ``RLIMIT_FSIZE`` (``init["max_file_b
 the size of any file written, and ``TMPDIR`` points into the scratch folder.
 
 Under ``--sandbox bwrap`` (the default on Linux) this process runs inside bubblewrap
-(:mod:`rlmdistill.collect.sandbox`), and the hook is only the friendly first line. This hook is
+(:mod:`rlmdistill.harness.sandbox`), and the hook is only the friendly first line. This hook is
 a guard against the mistakes of a weak model (``open("/etc/x", "w")``, ``rm -rf`` by
 ``os.system``, a stray HTTP call), **not a security boundary**: audit hooks run in the same
 interpreter as the code they watch, and adversarial code can get around them (private C modules
