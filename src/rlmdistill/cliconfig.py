@@ -385,6 +385,7 @@ def config_command(
     convert: Mapping[str, Callable[[Any], Any]] | None = None,
     prepare: Callable[[dict[str, Any]], Any] | None = None,
     flatten: Iterable[str] = (),
+    group_callback: bool = False,
     **command_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the typer command ``name`` of ``app``, its config
@@ -397,7 +398,10 @@ def config_command(
     path to a function applied to the value of its flag when typed (not to the file's
     value). ``config_flag`` names the file option (``None``: no file). ``prepare``, when given, turns the merged field mapping into the config instead
     of ``model_validate`` (a stage that fills defaults from other fields); it may raise
-    ``ValidationError``. The function's docstring is the command's help.
+    ``ValidationError``. The function's docstring is the command's help. With
+    ``group_callback``, ``app`` is a command group and the function its callback, run when
+    no sub-command is given (``rlmdistill sft`` trains, ``rlmdistill sft merge`` merges);
+    ``name`` is then only used in messages.
 
     Errors at run time: a bad file is a usage error on the file option, a field that does
     not validate a usage error naming its flag (both exit 2).
@@ -465,6 +469,8 @@ def config_command(
         @functools.wraps(fn)
         def command(**kwargs: Any) -> Any:
             ctx: typer.Context = kwargs.pop("ctx_")
+            if group_callback and ctx.invoked_subcommand is not None:
+                return None  # a sub-command runs; the group's flags are not used
             file = kwargs.pop(file_param, None)
             overrides: dict[str, Any] = {}
             for f in flags:
@@ -492,7 +498,10 @@ def config_command(
         command.config_model = model  # type: ignore[attr-defined]
         command.config_flags = flags  # type: ignore[attr-defined]
         del command.__wrapped__  # typer must read the new signature, not the function's
-        app.command(name, **command_kwargs)(command)
+        if group_callback:
+            app.callback(invoke_without_command=True, **command_kwargs)(command)
+        else:
+            app.command(name, **command_kwargs)(command)
         return command
 
     return decorate

@@ -8,8 +8,11 @@
     accelerate launch --config_file examples/accelerate/ddp_cpu.yaml -m rlmdistill.sft \\
         --dataset datasets/NAME --base smollm2-135m --out adapters/NAME
 
-:func:`sft_main` and :func:`merge_main` are the plain functions behind the commands (tests
-call them); :func:`register` adds the ``sft`` command group to a typer app.
+:func:`train_main` (a validated :class:`~rlmdistill.sft.config.SFTConfig` in, an exit
+code out), :func:`sft_main` (a config file plus overrides) and :func:`merge_main` are the
+plain functions behind the commands (tests call them); :func:`register` adds the ``sft``
+command group to a typer app, its training flags made from ``SFTConfig``'s fields by
+:mod:`rlmdistill.cliconfig` (``--config FILE`` for any field, typed flags override it).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+
+from rlmdistill.cliconfig import config_command
+from rlmdistill.sft.config import SFTConfig
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -43,11 +49,7 @@ def sft_main(
     """
     from pydantic import ValidationError
 
-    from rlmdistill.models.spec import BaseModelError
     from rlmdistill.sft.config import build_config
-    from rlmdistill.sft.data import DatasetError
-    from rlmdistill.sft.main import run
-    from rlmdistill.sft.train import SFTError
 
     overrides = {
         "dataset": dataset,
@@ -60,10 +62,26 @@ def sft_main(
     }
     try:
         cfg = build_config(config, overrides)
-        result = run(cfg, resume=resume, progress=progress)
     except ValidationError as exc:
         err.print(f"[red]invalid SFT configuration:[/red] {exc}")
         return 2
+    except (ValueError, FileNotFoundError) as exc:  # the file: unreadable, unknown key
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    return train_main(cfg, resume=resume, progress=progress)
+
+
+def train_main(cfg: SFTConfig, *, resume: bool = False, progress: bool = True) -> int:
+    """Train per the validated ``cfg`` and print what was done; returns the exit code (0, or
+    2 with one clear line on stderr for a dataset check failure, missing base model or
+    occupied output folder)."""
+    from rlmdistill.models.spec import BaseModelError
+    from rlmdistill.sft.data import DatasetError
+    from rlmdistill.sft.main import run
+    from rlmdistill.sft.train import SFTError
+
+    try:
+        result = run(cfg, resume=resume, progress=progress)
     except (SFTError, BaseModelError, DatasetError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
@@ -114,45 +132,24 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
 
-    @sft_app.callback(invoke_without_command=True)
+    @config_command(
+        sft_app,
+        "sft",
+        group_callback=True,
+        section="sft",
+        names={
+            "learning_rate": ["--lr", "--learning-rate"],
+            "num_train_epochs": ["--epochs", "--num-train-epochs"],
+        },
+    )
     def sft(
-        ctx: typer.Context,
-        dataset: Annotated[
-            Path | None, typer.Option(help="Exported dataset folder (datasets/NAME).")
-        ] = None,
-        base: Annotated[
-            str | None,
-            typer.Option(help="Base model: embedded name, local:NAME or checkpoint dir."),
-        ] = None,
-        out: Annotated[Path | None, typer.Option(help="Adapter folder to write.")] = None,
-        config: Annotated[
-            Path | None,
-            typer.Option(help="SFT config file (YAML/TOML); flags override its fields."),
-        ] = None,
-        max_steps: Annotated[int | None, typer.Option(help="Optimiser steps (-1: epochs).")] = None,
-        lr: Annotated[float | None, typer.Option(help="Peak learning rate.")] = None,
-        epochs: Annotated[float | None, typer.Option(help="Epochs over the dataset.")] = None,
-        seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+        config: SFTConfig,
         resume: Annotated[
             bool, typer.Option(help="Continue from the newest checkpoint in OUT/checkpoints.")
         ] = False,
     ) -> None:
         """Train a LoRA adapter (see `rlmdistill sft --help`)."""
-        if ctx.invoked_subcommand is not None:
-            return
-        raise typer.Exit(
-            sft_main(
-                dataset,
-                base,
-                out,
-                config=config,
-                max_steps=max_steps,
-                lr=lr,
-                epochs=epochs,
-                seed=seed,
-                resume=resume,
-            )
-        )
+        raise typer.Exit(train_main(config, resume=resume))
 
     @sft_app.command("merge")
     def merge(
@@ -171,4 +168,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sft_app, name="sft")
 
 
-__all__ = ["merge_main", "register", "sft_main"]
+__all__ = ["merge_main", "register", "sft_main", "train_main"]

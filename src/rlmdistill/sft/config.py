@@ -1,18 +1,18 @@
 """The validated configuration of ``rlmdistill sft`` (one object, saved resolved in ``sft.json``).
 
 Load it from a YAML or TOML file with :meth:`SFTConfig.from_file`; CLI flags override file
-fields through :func:`build_config`. Every field carries its help text (``description``), so
+fields through :func:`build_config` (the one config parser, :mod:`rlmdistill.cliconfig`). Every field carries its help text (``description``), so
 ``SFTConfig.model_json_schema()`` documents the file format.
 """
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlmdistill import cliconfig
 
 SchedulerType = Literal[
     "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup"
@@ -175,39 +175,29 @@ class SFTConfig(BaseModel):
 
         Raises:
             FileNotFoundError: no such file.
-            ValueError: unknown suffix or not a mapping (message names the file).
+            ValueError: unknown suffix, not a mapping, or an unknown key (message names the
+                file and the key).
             pydantic.ValidationError: a bad field (names the field).
         """
-        return cls.model_validate(read_config_file(path))
+        return cliconfig.load_config(cls, path, section="sft")
 
 
 def read_config_file(path: Path | str) -> dict[str, Any]:
-    """The mapping of fields in a YAML/TOML/JSON config file (see :meth:`SFTConfig.from_file`)."""
-    p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    suffix = p.suffix.lower()
-    if suffix in (".yaml", ".yml", ".json"):
-        data = yaml.safe_load(text) or {}
-    elif suffix == ".toml":
-        data = tomllib.loads(text)
-        data = data.get("sft", data) if isinstance(data.get("sft"), dict) else data
-    else:
-        raise ValueError(f"{p}: config must be .yaml, .yml, .toml or .json")
-    if not isinstance(data, dict):
-        raise ValueError(f"{p}: expected a mapping of SFT config fields")
-    return data
+    """The mapping of fields in a YAML/TOML/JSON config file (a TOML file may hold them under
+    ``[sft]``; :func:`rlmdistill.cliconfig.read_config_file`)."""
+    return cliconfig.read_config_file(path, section="sft")
 
 
 def build_config(file: Path | str | None, overrides: dict[str, Any] | None = None) -> SFTConfig:
-    """The config from an optional file, then ``overrides`` (CLI flags; ``None`` = not given).
+    """The config from an optional file, then ``overrides`` (CLI flags; ``None`` = not given):
+    :func:`rlmdistill.cliconfig.load_config`.
 
-    Raises the errors of :meth:`SFTConfig.from_file`.
+    Raises the errors of :meth:`SFTConfig.from_file`, and
+    :class:`~rlmdistill.cliconfig.ConfigFileError` (a ``ValueError``) naming the file and an
+    unknown key.
     """
-    data = read_config_file(file) if file is not None else {}
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            data[key] = value
-    return SFTConfig.model_validate(data)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    return cliconfig.load_config(SFTConfig, file, given, section="sft")
 
 
 __all__ = [
