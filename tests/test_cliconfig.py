@@ -158,3 +158,19 @@ def test_every_config_made_flag_of_rlmdistill_has_its_fields_help() -> None:
                 node = next(a for a in getattr(node, "__args__", (node,)) if a is not type(None))
             field = node.model_fields[leaf]
             assert flag.help == field.description, f"{name} {flag.path}"
+
+
+def test_rlmdistill_commands_name_a_bad_file_key_or_flag_value(tmp_path: Path) -> None:
+    """Through the real commands: rl's positional file and sft's --config are read by the
+    parser (unknown key: the file and key named, exit 2); a bad typed value names its flag."""
+    bad = tmp_path / "rl.yaml"
+    bad.write_text("rooms: [r]\nout: o\nlearning_rat: 0.1\n")
+    res = CliRunner().invoke(rlm_app, ["rl", str(bad)])
+    text = " ".join(res.output.replace("│", " ").split())
+    assert res.exit_code == 2 and "unknown key 'learning_rat'" in text and "rl.yaml" in text
+
+    sft = tmp_path / "sft.yaml"
+    sft.write_text("dataset: d\nbase: smollm2-135m\nout: o\n")
+    res = CliRunner().invoke(rlm_app, ["sft", "--config", str(sft), "--lr", "0"])
+    text = " ".join(res.output.replace("│", " ").split())
+    assert res.exit_code == 2 and "--lr (learning_rate)" in text and "greater than 0" in text

@@ -386,6 +386,7 @@ def config_command(
     prepare: Callable[[dict[str, Any]], Any] | None = None,
     flatten: Iterable[str] = (),
     group_callback: bool = False,
+    config_argument: str | None = None,
     **command_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the typer command ``name`` of ``app``, its config
@@ -401,7 +402,9 @@ def config_command(
     ``ValidationError``. The function's docstring is the command's help. With
     ``group_callback``, ``app`` is a command group and the function its callback, run when
     no sub-command is given (``rlmdistill sft`` trains, ``rlmdistill sft merge`` merges);
-    ``name`` is then only used in messages.
+    ``name`` is then only used in messages. ``config_argument`` (a help text) makes the
+    file a required positional argument ``CONFIG`` instead of ``config_flag``
+    (``rlmdistill rl rl.yaml``).
 
     Errors at run time: a bad file is a usage error on the file option, a field that does
     not validate a usage error naming its flag (both exit 2).
@@ -439,9 +442,28 @@ def config_command(
         file_help = f"YAML/JSON/TOML file of {model.__name__} fields; flags typed override it."
         if file_only:
             file_help += f" Set in the file only: {', '.join(file_only)}."
+        positional = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in own
+            if p.kind is not inspect.Parameter.KEYWORD_ONLY
+        ]
+        keyword = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
         extra: list[inspect.Parameter] = []
         file_param = "config_file_"
-        if config_flag is not None:
+        if config_argument is not None:
+            file_param = "config"
+            if file_param in taken:
+                raise TypeError(f"{fn.__name__}: 'config' is the file argument's name")
+            positional.append(
+                inspect.Parameter(
+                    file_param,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=Annotated[
+                        Path, typer.Argument(help=f"{config_argument} {file_help}")
+                    ],
+                )
+            )
+        elif config_flag is not None:
             extra.append(
                 inspect.Parameter(
                     file_param,
@@ -453,12 +475,10 @@ def config_command(
         ctx_param = inspect.Parameter(
             "ctx_", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context
         )
-        positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-        keyword = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
         arg_flags = [f for f in flags if f.argument]
         opt_flags = [f for f in flags if not f.argument]
         params = [
-            *[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in positional],
+            *positional,
             *[_typer_parameter(f) for f in arg_flags],
             *keyword,
             *[_typer_parameter(f) for f in opt_flags],

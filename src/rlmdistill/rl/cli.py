@@ -4,8 +4,10 @@
 
     rlmdistill rl rl.yaml [--out adapters/NAME] [--max-steps N] [--resume]
 
-:func:`rl_main` is the plain function behind the command; :func:`register` adds it to a typer
-app.
+:func:`rl_main` (a config file plus overrides) and :func:`train_main` (a validated
+:class:`~rlmdistill.rl.config.RLConfig`) are the plain functions behind the command;
+:func:`register` adds it to a typer app, its flags made from ``RLConfig``'s fields by
+:mod:`rlmdistill.cliconfig` (the positional file gives any field; typed flags override it).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+
+from rlmdistill.cliconfig import config_command
+from rlmdistill.rl.config import RLConfig, finish_config
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -35,14 +40,22 @@ def rl_main(
     from pydantic import ValidationError
 
     from rlmdistill.rl.config import build_config
-    from rlmdistill.rl.rollout import RolloutError
-    from rlmdistill.rl.train import RLError, run
 
     try:
         cfg = build_config(config, {"out": out, "max_steps": max_steps})
     except (ValidationError, ValueError, OSError) as exc:
         err.print(f"rl: {config}: {exc}", markup=False)
         return 2
+    return train_main(cfg, resume=resume, progress=progress)
+
+
+def train_main(cfg: RLConfig, *, resume: bool = False, progress: bool = True) -> int:
+    """Train per the validated ``cfg`` and print each step; returns the exit code (0, or 2
+    with one clear line on stderr for an occupied output folder, nothing to resume, a
+    missing base model or a room without task)."""
+    from rlmdistill.rl.rollout import RolloutError
+    from rlmdistill.rl.train import RLError, run
+
     try:
         res = run(cfg, resume=resume, progress=progress)
     except (RLError, RolloutError, FileNotFoundError) as exc:
@@ -62,15 +75,18 @@ def rl_main(
 def register(app: typer.Typer) -> None:
     """Add ``rl`` to ``app``."""
 
-    @app.command("rl")
+    @config_command(
+        app,
+        "rl",
+        config_argument="RL config (YAML/JSON), see docs/rl.md.",
+        prepare=finish_config,
+    )
     def rl_cmd(
-        config: Annotated[Path, typer.Argument(help="RL config (YAML/JSON), see docs/rl.md.")],
-        out: Annotated[Path | None, typer.Option(help="Adapter folder (overrides config).")] = None,
-        max_steps: Annotated[int | None, typer.Option(help="Optimiser steps.")] = None,
+        cfg: RLConfig,
         resume: Annotated[bool, typer.Option(help="Continue from the newest checkpoint.")] = False,
     ) -> None:
         """Online GRPO on the root: LoRA, rollouts from the RLM harness, frozen sub model."""
-        raise typer.Exit(rl_main(config, out=out, max_steps=max_steps, resume=resume))
+        raise typer.Exit(train_main(cfg, resume=resume))
 
 
-__all__ = ["register", "rl_main"]
+__all__ = ["register", "rl_main", "train_main"]

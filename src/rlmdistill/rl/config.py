@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rlmdistill import cliconfig
 
 BUILTIN_REWARDS = ("pass_rate", "weighted_pass_rate", "cited_documents", "coverage")
 """Rewards by name; anything else must be ``package.module:function`` (see
@@ -38,7 +39,9 @@ class RLConfig(BaseModel):
         0.04, ge=0, description="KL coefficient against the base (adapter off); 0 = no KL term."
     )
     loss_type: str = Field("grpo", description="TRL GRPOConfig.loss_type (grpo, dapo, dr_grpo...).")
-    scale_rewards: str = Field("group", description="TRL scale_rewards: group | batch | none.")
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="TRL scale_rewards: group | batch | none."
+    )
     lora_r: int = Field(8, ge=1, description="LoRA rank.")
     lora_alpha: int = Field(16, ge=1, description="LoRA alpha (scale = alpha / r).")
     target_modules: list[str] = Field(
@@ -98,24 +101,26 @@ class RLConfig(BaseModel):
         return self.base if self.base.startswith("local:") else f"local:{self.base}"
 
 
-def build_config(file: Path | None, overrides: dict[str, Any]) -> RLConfig:
-    """RLConfig from an optional YAML/JSON file, then overrides (``None`` = not given).
-
-    Room and output paths are made absolute. Raises ``ValueError`` when the file is not a
-    mapping and ``pydantic.ValidationError`` naming the field.
-    """
-    data: dict[str, Any] = {}
-    if file is not None:
-        data = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{file}: expected a mapping of rl config fields")
-    for key, value in overrides.items():
-        if value is not None and value != []:
-            data[key] = value
+def finish_config(data: dict[str, Any]) -> RLConfig:
+    """RLConfig from a field mapping (a file's, with flags over it): room and output paths
+    made absolute (against the working directory), then validated. Raises
+    ``pydantic.ValidationError`` naming the field."""
+    data = dict(data)
     data["rooms"] = [str(Path(p).resolve()) for p in data.get("rooms", [])]
     if "out" in data:
         data["out"] = str(Path(data["out"]).resolve())
     return RLConfig.model_validate(data)
 
 
-__all__ = ["BUILTIN_REWARDS", "RLConfig", "build_config"]
+def build_config(file: Path | None, overrides: dict[str, Any]) -> RLConfig:
+    """RLConfig from an optional YAML/JSON file, then overrides (``None`` = not given), read
+    by :func:`rlmdistill.cliconfig.config_data`, finished by :func:`finish_config`.
+
+    Raises :class:`~rlmdistill.cliconfig.ConfigFileError` (a ``ValueError``) when the file is
+    not a mapping or has an unknown key, and ``pydantic.ValidationError`` naming the field.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None and v != []}
+    return finish_config(cliconfig.config_data(RLConfig, file, given))
+
+
+__all__ = ["BUILTIN_REWARDS", "RLConfig", "build_config", "finish_config"]
