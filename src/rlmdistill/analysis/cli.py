@@ -17,8 +17,8 @@ from typing import Annotated
 
 import typer
 
-from rlmdistill.analysis import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rlmdistill.analysis.main import ReportConfig, run
+from rlmdistill.cliconfig import config_command
 from rlmdistill.models.limits import load_prices
 
 __all__ = ["load_prices", "register"]
@@ -47,53 +47,26 @@ def register(app: typer.Typer) -> None:
         else:
             render_summary(summary, console, per_episode=per_episode)
 
-    @app.command("report")
+    @config_command(
+        app,
+        "report",
+        arguments=["runs"],
+        names={"labels": ["--label"]},
+        exclude=["prices"],
+    )
     def report_cmd(
-        runs: Annotated[list[Path], typer.Argument(help="Run folders; the first is the baseline.")],
-        out: Annotated[Path, typer.Option(help="Report folder to write (reports/NAME).")],
-        grader: Annotated[
-            str | None,
-            typer.Option(help="Grader whose verdicts score the runs (default: the only one)."),
-        ] = None,
-        sft: Annotated[
-            list[Path] | None,
-            typer.Option(help="Adapter folder with train_log.jsonl (repeatable)."),
-        ] = None,
+        config: ReportConfig,
         prices: Annotated[
             Path | None, typer.Option(help="Price table (YAML/JSON); default: packaged examples.")
         ] = None,
-        label: Annotated[
-            list[str] | None, typer.Option(help="Arm label per run, in order (repeatable).")
-        ] = None,
-        resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = DEFAULT_RESAMPLES,
-        seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
-        confidence: Annotated[
-            float, typer.Option(help="Confidence level of intervals.")
-        ] = DEFAULT_CONFIDENCE,
-        trajectories: Annotated[
-            bool,
-            typer.Option(help="Read trajectories for batch/answer-reach/memo-timing metrics."),
-        ] = True,
-        overwrite: Annotated[bool, typer.Option(help="Replace a report already in --out.")] = False,
     ) -> None:
         """Compare runs: before/after table with intervals over rooms, flipped criteria,
         correlations, ablations, grids and training curves (report.md + report.json + PNGs)."""
+        out = config.out
         try:
-            report = run(
-                ReportConfig(
-                    runs=runs,
-                    out=out,
-                    grader=grader,
-                    sft=sft or [],
-                    prices=load_prices(prices),
-                    labels=label,
-                    resamples=resamples,
-                    seed=seed,
-                    confidence=confidence,
-                    trajectories=trajectories,
-                    overwrite=overwrite,
-                )
-            )
+            if prices is not None:
+                config = config.model_copy(update={"prices": load_prices(prices)})
+            report = run(config)
         except (ValueError, FileNotFoundError, FileExistsError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc

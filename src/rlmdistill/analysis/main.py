@@ -22,40 +22,51 @@ __all__ = ["ReportConfig", "run"]
 
 
 class ReportConfig(BaseModel):
-    """What :func:`run` compares and how (the fields of ``rlmdistill report``).
-
-    Fields:
-        runs: run folders; the first is the baseline every other run is compared with.
-        out: report folder to write (``reports/NAME``).
-        grader: verdict file to score with (``None``: each run's only grader).
-        sft: adapter folders whose ``train_log.jsonl`` becomes training curves.
-        prices: price table for cost (default: the packaged example table).
-        labels: arm labels (default: run folder names, made unique).
-        resamples, seed, confidence: interval settings (see :mod:`rlmdistill.stats`;
-            B and seed are those of the correlation changes' bootstrap).
-        trajectories: compute the trajectory metrics (reads every trajectory file once).
-        overwrite: replace a report already in ``out``.
-        draw: render the PNG figures (``False`` writes only their data).
-        adapter_checks: sections computed by the caller (the loop's greedy check of the
-            adapter, :class:`~rlmdistill.analysis.checks.AdapterCheck`), stored in
-            ``report.json`` and rendered into ``report.md`` from there.
-    """
+    """What :func:`run` compares and how (the fields of ``rlmdistill report``; each field's
+    description is its flag's help). The interval settings are those of
+    :mod:`rlmdistill.stats` (B and seed also drive the correlation changes' bootstrap)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    runs: list[Path] = Field(min_length=1)
-    out: Path
-    grader: str | None = None
-    sft: list[Path] = Field(default_factory=list)
-    prices: PriceTable = DEFAULT_PRICES
-    labels: list[str] | None = None
-    resamples: int = DEFAULT_RESAMPLES
-    seed: int = 0
-    confidence: float = DEFAULT_CONFIDENCE
-    trajectories: bool = True
-    overwrite: bool = False
-    draw: bool = True
-    adapter_checks: list[AdapterCheck] = Field(default_factory=list)
+    runs: list[Path] = Field(
+        min_length=1,
+        description="Run folders; the first is the baseline every other run is compared with.",
+    )
+    out: Path = Field(description="Report folder to write (reports/NAME).")
+    grader: str | None = Field(
+        None, description="Grader whose verdicts score the runs (default: each run's only one)."
+    )
+    sft: list[Path] = Field(
+        default_factory=list,
+        description="Adapter folder whose train_log.jsonl becomes training curves (repeatable).",
+    )
+    prices: PriceTable = Field(
+        DEFAULT_PRICES, description="Price table for cost (default: the packaged example table)."
+    )
+    labels: list[str] | None = Field(
+        None,
+        description="Arm label per run, in order (repeatable; default: run folder names, "
+        "made unique).",
+    )
+    resamples: int = Field(
+        DEFAULT_RESAMPLES, ge=1, description="Bootstrap resamples (B) of the intervals."
+    )
+    seed: int = Field(0, description="Bootstrap seed.")
+    confidence: float = Field(
+        DEFAULT_CONFIDENCE, gt=0, lt=1, description="Confidence level of intervals."
+    )
+    trajectories: bool = Field(
+        True,
+        description="Read trajectories for batch/answer-reach/memo-timing metrics (reads every "
+        "trajectory file once).",
+    )
+    overwrite: bool = Field(False, description="Replace a report already in --out.")
+    draw: bool = Field(True, description="Render the PNG figures (off: only their data).")
+    adapter_checks: list[AdapterCheck] = Field(
+        default_factory=list,
+        description="Sections computed by the caller (the loop's greedy check of the adapter, "
+        "AdapterCheck), stored in report.json and rendered into report.md from there.",
+    )
 
 
 def run(config: ReportConfig) -> Report:
