@@ -147,8 +147,35 @@ def register(app: typer.Typer) -> None:
             typer.Option("--b", help="Second grader id (default: the only other grader)."),
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
+        human: Annotated[
+            bool,
+            typer.Option(
+                "--human",
+                help="Every grader against people's labels (labels.jsonl): sensitivity and "
+                "specificity with Wilson intervals and Cohen's kappa per criterion type.",
+            ),
+        ] = False,
+        rescore: Annotated[
+            int | None,
+            typer.Option(
+                "--rescore",
+                min=2,
+                help="With --human: grade the labelled memos K times with --judge, no cache, "
+                "and report the share of criteria whose verdict flips.",
+            ),
+        ] = None,
+        judge: Annotated[
+            str | None,
+            typer.Option("--judge", help="With --rescore: the LLM judge spec (openai:MODEL@URL)."),
+        ] = None,
     ) -> None:
-        """Agreement of two graders per criterion type: n, agreement share, Cohen's kappa."""
+        """Agreement of two graders per criterion type: n, agreement share, Cohen's kappa;
+        with --human, of every grader with people's labels."""
+        if human:
+            from rlmdistill.judge.human_cli import human_agreement_main
+
+            code = human_agreement_main(run_dir, as_json=as_json, rescore_k=rescore, judge=judge)
+            raise typer.Exit(code)
         try:
             table = run_agreement(run_dir, a, b)
         except TooFewGradersError as exc:  # nothing to compare: exit 1 (as filter, nothing kept)
