@@ -1,5 +1,6 @@
 """``rlmdistill export-grpo``: judged runs -> GRPO rollout groups (thin adapter over
-:func:`rlmdistill.export.grpo.export_grpo`)::
+:func:`rlmdistill.export.grpo.export_grpo`; its flags are
+:class:`~rlmdistill.export.grpo.GrpoOptions`' fields, :mod:`rlmdistill.cliconfig`)::
 
     rlmdistill export-grpo runs/r1-train --out datasets/r1-grpo [--unit episode|turn]
         [--reward pass_rate|weighted_pass_rate] [--scale std|none] [--std-floor 0.01]
@@ -13,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from rlmdistill.export.advantages import DEFAULT_STD_FLOOR
+from rlmdistill.cliconfig import config_command
 from rlmdistill.export.grpo import GrpoOptions, export_grpo
 
 __all__ = ["register"]
@@ -22,38 +23,15 @@ __all__ = ["register"]
 def register(app: typer.Typer) -> None:
     """Add the ``export-grpo`` command to ``app``."""
 
-    @app.command("export-grpo")
+    @config_command(app, "export-grpo")
     def export_grpo_cmd(
+        options: GrpoOptions,
         runs: Annotated[list[Path], typer.Argument(help="Judged run directories.")],
         out: Annotated[Path, typer.Option(help="Dataset folder to write.")],
-        grader: Annotated[
-            str | None, typer.Option(help="Grader of the reward (default: the only one).")
-        ] = None,
-        reward: Annotated[str, typer.Option(help="pass_rate | weighted_pass_rate")] = "pass_rate",
-        unit: Annotated[str, typer.Option(help="episode | turn (rows)")] = "episode",
-        scale: Annotated[str, typer.Option(help="std (GRPO) | none (Dr. GRPO)")] = "std",
-        std_floor: Annotated[float, typer.Option(help="Smallest group std divided by.")] = (
-            DEFAULT_STD_FLOOR
-        ),
-        drop_zero_variance: Annotated[
-            bool, typer.Option(help="Leave out groups whose rewards are all equal.")
-        ] = False,
-        min_group_size: Annotated[int, typer.Option(help="Drop smaller groups.")] = 2,
         overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset.")] = False,
     ) -> None:
         """Export judged episodes as GRPO rollout groups (ids, loss masks, rewards, advantages)."""
         try:
-            options = GrpoOptions.model_validate(
-                {
-                    "grader": grader,
-                    "reward": reward,
-                    "unit": unit,
-                    "scale": scale,
-                    "std_floor": std_floor,
-                    "drop_zero_variance": drop_zero_variance,
-                    "min_group_size": min_group_size,
-                }
-            )
             m = export_grpo(runs, out, options, overwrite=overwrite)
         except (ValueError, FileNotFoundError, FileExistsError) as exc:
             typer.echo(f"error: {exc}", err=True)
