@@ -22,6 +22,7 @@ reviewer and a timezone-aware time.
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import hashlib
 import os
@@ -38,6 +39,8 @@ from rlmdistill.traces.store import append_records, read_jsonl
 
 __all__ = [
     "CRITERION_VERDICTS",
+    "CSV_COLUMNS",
+    "CSV_REQUIRED",
     "DEFAULT_TAGS",
     "EPISODE_VERDICTS",
     "LABELS_SCHEMA_VERSION",
@@ -53,7 +56,9 @@ __all__ = [
     "append_labels",
     "check_labels",
     "is_stale",
+    "labels_from_csv",
     "labels_provenance",
+    "labels_to_csv",
     "latest_labels",
     "memo_hash",
     "read_labels",
@@ -331,3 +336,139 @@ def labels_provenance(run_dir: Path) -> LabelsProvenance | None:
         sha256=digest,
         path=str(path),
     )
+
+
+# ------------------------------------------------------------------------------- CSV in/out
+CSV_COLUMNS: tuple[str, ...] = (
+    "episode_id",
+    "target",
+    "criterion_id",
+    "verdict",
+    "tags",
+    "note",
+    "reviewer",
+    "time",
+    "memo_hash",
+)
+"""Columns of ``rlmdistill labels export`` (and what ``import`` reads). ``tags`` are joined
+with ``;``; ``time`` is ISO 8601 with its offset."""
+
+CSV_REQUIRED: tuple[str, ...] = ("episode_id", "verdict", "reviewer")
+"""Columns an imported CSV must have. The others may be absent or empty: ``target`` follows
+from ``criterion_id`` (empty: the episode); ``memo_hash`` defaults to the episode's current
+memo; ``time`` to the time of the import (UTC)."""
+
+
+def labels_to_csv(labels: Iterable[Label], path: Path) -> int:
+    """Write ``labels`` as CSV (:data:`CSV_COLUMNS`, header first) to ``path``; returns the
+    rows written. Written to a temporary file and renamed, so a reader never sees half."""
+    import csv
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    n = 0
+    with tmp.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(CSV_COLUMNS)
+        for x in labels:
+            w.writerow(
+                [
+                    x.episode_id,
+                    x.target,
+                    x.criterion_id or "",
+                    x.verdict,
+                    ";".join(x.tags),
+                    x.note,
+                    x.reviewer,
+                    x.time.isoformat(),
+                    x.memo_hash,
+                ]
+            )
+            n += 1
+    os.replace(tmp, path)
+    return n
+
+
+def labels_from_csv(
+    path: Path,
+    run_dir: Path,
+    *,
+    allowed_tags: Iterable[str] | None = None,
+    now: dt.datetime | None = None,
+) -> list[Label]:
+    """Read and check every row of a labels CSV against the run; nothing is written.
+
+    Args:
+        path: the CSV (UTF-8, header row; :data:`CSV_REQUIRED` columns, the rest of
+            :data:`CSV_COLUMNS` optional; unknown columns are an error).
+        run_dir: the run the labels are for.
+        allowed_tags: as for :func:`append_labels` (default: the run's).
+        now: the time of rows without one (default: now, UTC).
+
+    Returns the labels in row order.
+
+    Raises:
+        LabelsError: one message listing every bad row as ``FILE:LINE: what`` (a field that
+            does not validate, a naive time, an unknown episode, criterion or tag), or a
+            missing or unknown column.
+    """
+    import csv
+
+    path = Path(path)
+    now = now or dt.datetime.now(dt.UTC)
+    rubrics = run_rubrics(run_dir)
+    labels: list[Label] = []
+    lines: list[int] = []
+    problems: list[str] = []
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = list(reader.fieldnames or [])
+        missing = [c for c in CSV_REQUIRED if c not in header]
+        unknown = [c for c in header if c not in CSV_COLUMNS]
+        if missing or unknown:
+            raise LabelsError(
+                f"{path}:1: "
+                + "; ".join(
+                    [f"missing column(s) {', '.join(missing)}"] * bool(missing)
+                    + [f"unknown column(s) {', '.join(unknown)}"] * bool(unknown)
+                )
+                + f" (columns: {', '.join(CSV_COLUMNS)})"
+            )
+        for row in reader:
+            line = reader.line_num
+            get = {k: (v or "").strip() for k, v in row.items() if k is not None}
+            cid = get.get("criterion_id") or None
+            eid = get.get("episode_id", "")
+            rubric = rubrics.get(eid)
+            try:
+                time = dt.datetime.fromisoformat(get["time"]) if get.get("time") else now
+                label = Label(
+                    episode_id=eid,
+                    memo_hash=get.get("memo_hash")
+                    or (rubric.memo_hash if rubric is not None else NO_MEMO_HASH),
+                    target=get.get("target") or ("episode" if cid is None else "criterion"),  # type: ignore[arg-type]
+                    criterion_id=cid,
+                    verdict=get.get("verdict", ""),  # type: ignore[arg-type]
+                    tags=[t.strip() for t in get.get("tags", "").split(";") if t.strip()],
+                    note=get.get("note", ""),
+                    reviewer=get.get("reviewer", ""),
+                    time=time,
+                )
+            except ValueError as exc:  # pydantic's ValidationError, a bad ISO time
+                msgs = (
+                    [f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in exc.errors()]
+                    if isinstance(exc, ValidationError)
+                    else [f"time: {exc}"]
+                )
+                problems.append(f"{path}:{line}: " + "; ".join(msgs))
+                continue
+            labels.append(label)
+            lines.append(line)
+    if labels:
+        tags = tuple(_run_tags(run_dir) if allowed_tags is None else allowed_tags)
+        for label, line in zip(labels, lines, strict=True):
+            for p in check_labels(run_dir, [label], allowed_tags=tags, rubrics=rubrics):
+                problems.append(f"{path}:{line}: {p.split(': ', 1)[1]}")
+    if problems:
+        raise LabelsError("\n".join(problems) + "\n(nothing imported)")
+    return labels
