@@ -52,6 +52,7 @@ def _register_stages() -> None:
     from rlmdistill.rl.cli import register as register_rl
     from rlmdistill.rooms.cli import register as register_rooms
     from rlmdistill.sft.cli import register as register_sft
+    from rlmdistill.traces.labels_cli import register as register_labels
 
     register_rooms(rooms_app)
     register_models(models_app)
@@ -65,6 +66,7 @@ def _register_stages() -> None:
     register_loop(app)
     register_rl(app)
     register_dashboard(app)
+    register_labels(app)
 
 
 _register_stages()
