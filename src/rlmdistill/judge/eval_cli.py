@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from rlmdistill.cliconfig import config_command
 from rlmdistill.judge.evaluation import ACCEPTANCE, JudgeEvalConfig, JudgeEvalReport, run
 
 __all__ = ["register_eval", "render_eval"]
@@ -54,41 +54,13 @@ def register_eval(app: typer.Typer) -> None:
     """Add the ``judge-eval`` command to ``app``."""
     err = Console(stderr=True)
 
-    @app.command("judge-eval")
+    @config_command(app, "judge-eval", arguments=["source"], exclude=["n_resamples"])
     def judge_eval_cmd(
-        source: Annotated[
-            Path, typer.Argument(help="CUAD folder (contracts/ + master_clauses.csv).")
-        ],
-        out: Annotated[
-            Path, typer.Option(help="Output folder (rooms/, cases.jsonl, report.json).")
-        ],
-        part: Annotated[
-            str, typer.Option(help="Part of the fixed contract split: tune, heldout or all.")
-        ] = "heldout",
-        contracts_per_room: Annotated[int, typer.Option(min=1, help="Contracts per room.")] = 4,
-        max_contracts: Annotated[
-            int | None, typer.Option(min=1, help="Only the first N contracts of the part.")
-        ] = None,
-        decoys: Annotated[
-            int, typer.Option(min=0, help="Decoys per criterion of each random kind.")
-        ] = 2,
-        seed: Annotated[int, typer.Option(help="Seed of decoy choice and bootstrap.")] = 0,
+        config: JudgeEvalConfig,
         as_json: Annotated[bool, typer.Option("--json", help="Print report.json.")] = False,
     ) -> None:
         """Recall and false-pass rate of the reference grader on memos built from CUAD labels."""
-        if part not in ("tune", "heldout", "all"):
-            err.print(f"[red]error:[/red] --part must be tune, heldout or all, not {part!r}")
-            raise typer.Exit(2)
-        chosen: Literal["tune", "heldout", "all"] = part  # type: ignore[assignment]
-        config = JudgeEvalConfig(
-            source=source,
-            out=out,
-            part=chosen,
-            contracts_per_room=contracts_per_room,
-            max_contracts=max_contracts,
-            decoys=decoys,
-            seed=seed,
-        )
+        out = config.out
         try:
             report = run(config)
         except (ValueError, FileNotFoundError) as exc:

@@ -62,14 +62,15 @@ decoys that overlap no labelled clause."""
 
 
 class JudgeEvalConfig(BaseModel):
-    """Settings of one ``judge-eval`` run."""
+    """Settings of one ``judge-eval`` run (each field's docstring is its description, and
+    its flag's help)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     source: Path
-    """CUAD-format folder (``contracts/`` or ``full_contract_txt/`` + ``master_clauses.csv``)."""
+    """CUAD-format folder (`contracts/` or `full_contract_txt/` + `master_clauses.csv`)."""
     out: Path
-    """Output folder: ``rooms/``, ``cases.jsonl``, ``report.json`` (replaced on each run)."""
+    """Output folder: `rooms/`, `cases.jsonl`, `report.json` (replaced on each run)."""
     part: Literal["tune", "heldout", "all"] = "heldout"
     """Contracts of which part of the fixed split to use."""
     contracts_per_room: int = Field(default=4, ge=1)
@@ -77,9 +78,9 @@ class JudgeEvalConfig(BaseModel):
     max_contracts: int | None = Field(default=None, ge=1)
     """Use only the first N contracts of the part (by name), for a quick run."""
     decoys: int = Field(default=2, ge=0)
-    """Decoys per criterion of each kind ``unlabelled`` and ``other_clause``."""
+    """Decoys per criterion of each kind `unlabelled` and `other_clause`."""
     seed: int = 0
-    """Seeds the choice of decoys."""
+    """Seed of the decoy choice."""
     n_resamples: int = Field(default=2000, ge=100)
     """Not used since the interval became Student's t (2026-12-03); kept so that reports
     written before, whose config records it, still load."""
