@@ -45,6 +45,7 @@ def _register_stages() -> None:
     from rlmdistill.dashboard.cli import register as register_dashboard
     from rlmdistill.export.cli import register as register_export
     from rlmdistill.export.grpo_cli import register as register_export_grpo
+    from rlmdistill.export.interop_cli import register as register_export_interop
     from rlmdistill.filter.cli import register as register_filter
     from rlmdistill.judge.cli import register as register_judge
     from rlmdistill.loop.cli import register as register_loop
@@ -61,6 +62,7 @@ def _register_stages() -> None:
     register_filter(app)
     register_export(app)
     register_export_grpo(app)
+    register_export_interop(app)
     register_sft(app)
     register_report(app)
     register_loop(app)

@@ -170,6 +170,7 @@ def _features() -> Any:
             "tools": Value("string"),
             "input_ids": List(Value("int32")),
             "assistant_masks": List(Value("int8")),
+            "message_weights": List(Value("int8")),
             "n_tokens": Value("int64"),
             "n_supervised": Value("int64"),
             "episode_id": Value("string"),
@@ -198,6 +199,8 @@ def example_row(
 
     Tool-call arguments and other nested fields live only in the ``messages_json`` string
     (Arrow would widen heterogeneous argument dicts); ``messages`` keeps role and content.
+    ``message_weights[i]`` is 1 when message ``i`` is an assistant message whose tokens the
+    mask supervises (the flags the mask is built from), else 0 (one per message).
     """
     return {
         "messages": [{"role": m["role"], "content": m.get("content") or ""} for m in conv.messages],
@@ -205,6 +208,7 @@ def example_row(
         "tools": json.dumps(conv.tools, ensure_ascii=False) if conv.tools else None,
         "input_ids": enc.input_ids,
         "assistant_masks": enc.assistant_masks,
+        "message_weights": [int(s) for s in conv.supervised],
         "n_tokens": len(enc.input_ids),
         "n_supervised": sum(enc.assistant_masks),
         "episode_id": episode_id,
@@ -983,7 +987,7 @@ def _card(m: ExportManifest, r: ExportReport, extra: str) -> str:
         "",
         "`messages` (role/content), `messages_json` (exact message dicts, tool calls included; "
         "use `rlmdistill.export.load_messages`), `tools`, `input_ids`, `assistant_masks`, "
-        "`n_tokens`, `n_supervised`, `episode_id`, `run_id`, `room_id`, `task_id`, `turn`, "
+        "`message_weights` (1 per supervised assistant message), `n_tokens`, `n_supervised`, `episode_id`, `run_id`, `room_id`, `task_id`, `turn`, "
         "`pass_rate`, `coverage`.",
         "",
     ]

@@ -1,0 +1,191 @@
+"""A run as an Inspect eval log: written by inspect_ai's writer, read back by its reader with
+the same messages and scores; ``inspect view`` serves it headless."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai.log import read_eval_log  # noqa: E402
+
+from rlmdistill.export.inspect_log import export_inspect  # noqa: E402
+from rlmdistill.export.interop_cli import register  # noqa: E402
+from rlmdistill.traces.layout import trajectory_path  # noqa: E402
+from rlmdistill.traces.rebuild import assistant_message, root_requests  # noqa: E402
+from rlmdistill.traces.replies import split_fences  # noqa: E402
+from rlmdistill.traces.runs import load_summaries, load_trajectory  # noqa: E402
+from rlmdistill.traces.scores import run_scores  # noqa: E402
+
+
+def _seen(run: Path, episode_id: str) -> list[tuple[str, str]]:
+    """(role, content) of the whole conversation the root saw: its last request + last reply."""
+    traj = load_trajectory(run, episode_id)
+    msgs = [(m.role, m.content) for m in root_requests(traj.start, traj.turns)[-1]]
+    return [*msgs, ("assistant", assistant_message(traj.turns[-1]).content)]
+
+
+def test_round_trip_messages_scores_and_metadata(collected_run: Path, tmp_path: Path) -> None:
+    """Our run -> Inspect log (inspect_ai's writer) -> read_eval_log: one sample per episode,
+    the messages the root saw, the reference grader's pass rate and per-criterion labels,
+    coverage, sub-calls and status in the metadata."""
+    r = export_inspect(collected_run, tmp_path / "logs")
+    assert r.path.suffix == ".eval" and r.path.parent == tmp_path / "logs"
+    assert r.graders == ["reference"] and r.n_without_messages == 0
+    log = read_eval_log(str(r.path))
+    summaries = load_summaries(collected_run)
+    scores = run_scores(collected_run, "reference").scores
+    assert log.status == "success"
+    assert log.samples is not None
+    assert len(log.samples) == len(summaries) == r.n_samples == 2
+    by_id = {s.id: s for s in log.samples}  # inspect orders samples its own way
+    assert sorted(by_id) == sorted(s.episode_id for s in summaries)
+    for summary in summaries:
+        sample = by_id[summary.episode_id]
+        eid = summary.episode_id
+        assert [(m.role, m.text) for m in sample.messages] == _seen(collected_run, eid)
+        assert sample.output.completion == summary.memo
+        expected = scores[eid]
+        got = sample.scores["reference"]
+        assert got.value == pytest.approx(expected.rates.pass_rate)
+        assert got.metadata["labels"] == dict(
+            zip(expected.criterion_ids, expected.labels, strict=True)
+        )
+        assert got.metadata["n_pass"] == expected.rates.n_pass
+        mapping = {"PASS": "C", "FAIL": "I", "UNGRADABLE": "N", "MISSING": "N"}
+        assert sample.scores["reference_criteria"].value == {
+            c: mapping[lab] for c, lab in zip(expected.criterion_ids, expected.labels, strict=True)
+        }
+        assert summary.coverage is not None
+        assert sample.metadata["coverage"]["overall"] == summary.coverage.overall
+        assert sample.metadata["status"] == summary.status == "completed"
+        traj = load_trajectory(collected_run, eid)
+        assert len(sample.metadata["sub_calls"]) == summary.n_sub_calls == len(traj.sub_calls)
+        assert [c["prompt"] for c in sample.metadata["sub_calls"]] == [
+            c.prompt for c in traj.sub_calls
+        ]
+        assert sample.model_usage[summary.root_model].input_tokens == (
+            summary.tokens.root.prompt_tokens
+        )
+    (score,) = log.results.scores if log.results else []
+    rates = [scores[s.episode_id].rates.pass_rate for s in summaries]
+    assert score.metrics["mean"].value == pytest.approx(sum(rates) / len(rates))  # type: ignore[arg-type]
+
+
+def test_tools_style_round_trip(collected_run: Path, tmp_path: Path) -> None:
+    """--style tools: each repl block of a reply is a ``repl`` tool call with its code, each
+    block's output a tool message answering that call (JSON format this time)."""
+    r = export_inspect(collected_run, tmp_path, style="tools", fmt="json")
+    log = read_eval_log(str(r.path))
+    assert r.path.suffix == ".json" and log.samples is not None
+    for sample in log.samples:
+        traj = load_trajectory(collected_run, str(sample.id))
+        calls = [c for m in sample.messages if m.role == "assistant" for c in m.tool_calls or []]
+        codes = [b.code for t in traj.turns for b in split_fences(assistant_message(t).content)[0]]
+        assert [c.arguments["code"] for c in calls] == codes and codes
+        assert {c.function for c in calls} == {"repl"}
+        tools = [m for m in sample.messages if m.role == "tool"]
+        answered = [c.id for c in calls[: len(tools)]]
+        assert [m.tool_call_id for m in tools] == answered
+        assert all(m.text.startswith("REPL output (block") for m in tools)
+
+
+def test_episode_without_trajectory_keeps_its_sample(collected_run: Path, tmp_path: Path) -> None:
+    """A missing trajectory file: the sample is still written (scores, metadata), without
+    messages, the reason in its metadata; the sample count still equals the episodes'."""
+    run = tmp_path / "run"
+    shutil.copytree(collected_run, run)
+    gone = load_summaries(run)[0].episode_id
+    trajectory_path(run, gone).unlink()
+    r = export_inspect(run, tmp_path / "logs")
+    assert r.n_samples == 2 and r.n_without_messages == 1
+    log = read_eval_log(str(r.path))
+    assert log.samples is not None
+    by_id = {s.id: s for s in log.samples}
+    assert by_id[gone].messages == []
+    assert "no trajectory" in by_id[gone].metadata["messages_error"]
+    assert "reference" in (by_id[gone].scores or {})
+    other = next(s for s in log.samples if s.id != gone)
+    assert other.messages and "messages_error" not in other.metadata
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+def test_cli_writes_once_and_refuses_to_overwrite(collected_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "logs"
+    args = ["export-inspect", str(collected_run), "--out", str(out)]
+    first = CliRunner().invoke(_app(), args)
+    assert first.exit_code == 0, first.output
+    assert "2 samples ->" in first.output and "scores: reference" in first.output
+    (path,) = out.iterdir()
+    again = CliRunner().invoke(_app(), args)
+    assert again.exit_code == 2 and "exists" in again.output
+    assert CliRunner().invoke(_app(), [*args, "--overwrite"]).exit_code == 0
+    assert list(out.iterdir()) == [path]
+    bad = CliRunner().invoke(_app(), ["export-inspect", str(tmp_path / "nope"), "--out", str(out)])
+    assert bad.exit_code == 2 and "run.json" in bad.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow  # ~5.5 s on the 2-core machine: the viewer's start-up
+def test_inspect_view_lists_the_log(collected_run: Path, tmp_path: Path) -> None:
+    """``inspect view`` served headless on 127.0.0.1 answers its log listing with HTTP 200 and
+    lists our log; the log itself is served back with both samples."""
+    r = export_inspect(collected_run, tmp_path / "logs")
+    port = _free_port()
+    inspect = Path(sys.executable).with_name("inspect")
+    proc = subprocess.Popen(
+        [str(inspect), "view", "start", "--log-dir", str(tmp_path / "logs")]
+        + ["--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        listing = None
+        for _ in range(600):  # polls, not a timing bound: up to ~60 s on a busy machine
+            if proc.poll() is not None:
+                raise AssertionError(f"inspect view exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/logs", timeout=5) as resp:
+                    assert resp.status == 200
+                    listing = json.loads(resp.read())
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        assert listing is not None, "inspect view never answered"
+        names = [Path(f["name"]).name for f in listing["files"]]
+        assert names == [r.path.name]
+        url = f"http://127.0.0.1:{port}/api/logs/{urllib.parse.quote(listing['files'][0]['name'])}"
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            assert resp.status == 200
+            served = json.loads(resp.read())
+        assert len(served["samples"]) == 2
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
