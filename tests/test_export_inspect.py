@@ -20,15 +20,15 @@ from typer.testing import CliRunner
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai.log import read_eval_log  # noqa: E402
+from inspect_ai.log import read_eval_log
 
-from rlmdistill.export.inspect_log import export_inspect  # noqa: E402
-from rlmdistill.export.interop_cli import register  # noqa: E402
-from rlmdistill.traces.layout import trajectory_path  # noqa: E402
-from rlmdistill.traces.rebuild import assistant_message, root_requests  # noqa: E402
-from rlmdistill.traces.replies import split_fences  # noqa: E402
-from rlmdistill.traces.runs import load_summaries, load_trajectory  # noqa: E402
-from rlmdistill.traces.scores import run_scores  # noqa: E402
+from rlmdistill.export.inspect_log import export_inspect
+from rlmdistill.export.interop_cli import register
+from rlmdistill.traces.layout import trajectory_path
+from rlmdistill.traces.rebuild import assistant_message, root_requests
+from rlmdistill.traces.replies import split_fences
+from rlmdistill.traces.runs import load_summaries, load_trajectory
+from rlmdistill.traces.scores import run_scores
 
 
 def _seen(run: Path, episode_id: str) -> list[tuple[str, str]]:
@@ -156,9 +156,10 @@ def test_inspect_view_lists_the_log(collected_run: Path, tmp_path: Path) -> None
     r = export_inspect(collected_run, tmp_path / "logs")
     port = _free_port()
     inspect = Path(sys.executable).with_name("inspect")
+    args = [str(inspect), "view", "start", "--log-dir", str(tmp_path / "logs")]
+    args += ["--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(
-        [str(inspect), "view", "start", "--log-dir", str(tmp_path / "logs")]
-        + ["--host", "127.0.0.1", "--port", str(port)],
+        args,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -106,7 +106,7 @@ def test_tool_style_arguments_are_json_strings(
 def test_dataset_without_weights_is_refused_naming_the_fix() -> None:
     """A row of a dataset exported before per-message weights: refused, never guessed."""
     row = {"messages_json": json.dumps([{"role": "assistant", "content": "x"}])}
-    with pytest.raises(ValueError, match="no message_weights column.*export it again"):
+    with pytest.raises(ValueError, match=r"no message_weights column.*export it again"):
         openai_record(row, "datasets/old row 0")
     with pytest.raises(ValueError, match="2 message_weights for 1 messages"):
         openai_record({**row, "message_weights": [1, 0]})
