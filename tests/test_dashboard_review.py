@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 import rlmdistill.dashboard.app as app_module
 from rlmdistill.dashboard.data import ENV_WORKSPACE
+from rlmdistill.dashboard.pages_review import calibration_table
 from rlmdistill.dashboard.review_queue import queue_items, review_queue
 from rlmdistill.dashboard.runview import RunView
 from rlmdistill.testing.scored_runs import (
@@ -185,3 +186,42 @@ def test_a_labels_file_that_does_not_read_is_an_error_naming_it(run: Path) -> No
     at = _open(run="r")
     assert len(at.error) == 1 and str(run / "labels.jsonl") in at.error[0].value
     assert "record 1 is not a valid label" in at.error[0].value
+
+
+def test_calibration_table_counts_labels_against_each_grader(run: Path) -> None:
+    # reference: e1 PPF, e2 PFF, e3 FFF, e4 PPP -> 6 PASS of 12 criteria (raw 50%).
+    # Person PASS on e1 c0, e1 c1, e4 c0 (grader PASS) and e2 c1 (grader FAIL): q1 = 3/4;
+    # person FAIL on e3 c0, e3 c1, e2 c2 (grader FAIL) and e4 c2 (grader PASS): q0 = 3/4.
+    # Rogan-Gladen: (0.5 + 0.75 - 1) / (0.75 + 0.75 - 1) = 0.5. Wilson 95% of 3/4:
+    # centre (3 + 1.92) / (4 + 3.84) = 0.6275, half-width 1.96 sqrt(3/64 + 3.84/64) / 1.96
+    # = 0.3269 -> [30.1%, 95.4%].
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    memo = {s.episode_id: s.memo for s in load_summaries(run)}
+    marks = {("e1", "c0"): "PASS", ("e1", "c1"): "PASS", ("e4", "c0"): "PASS",
+             ("e2", "c1"): "PASS", ("e3", "c0"): "FAIL", ("e3", "c1"): "FAIL",
+             ("e2", "c2"): "FAIL", ("e4", "c2"): "FAIL"}  # fmt: skip
+    lb.append_labels(
+        run,
+        [
+            lb.Label(
+                episode_id=e,
+                memo_hash=lb.memo_hash(memo[e]),
+                target="criterion",
+                criterion_id=c,
+                verdict=v,  # type: ignore[arg-type]
+                reviewer="ann",
+                time=when,
+            )
+            for (e, c), v in marks.items()
+        ],
+    )
+    table = calibration_table(run, ["reference"])
+    row = table.iloc[0].to_dict()
+    assert row["pairs"] == 8
+    assert row["sensitivity"] == row["specificity"] == "75.0% [30.1%, 95.4%]"
+    assert row["raw pass rate"] == "50.0% of 12"
+    assert row["corrected pass rate"].startswith("50.0% [")
+    at = _open(run="r")
+    shown = next(d.value for d in at.dataframe if "corrected pass rate" in d.value.columns)
+    assert list(shown["grader"]) == ["llm", "reference"]
+    assert shown.iloc[1].to_dict() == row

@@ -33,7 +33,9 @@ from rlmdistill.dashboard.review_queue import SAMPLERS, Sampler, queue_items, re
 from rlmdistill.dashboard.runview import RunView
 from rlmdistill.dashboard.widgets import keep, pick_run, remember, trace_link
 from rlmdistill.rooms.task import Criterion
+from rlmdistill.stats import Estimate, corrected_pass_rate, wilson_interval
 from rlmdistill.traces import labels as lb
+from rlmdistill.traces.calibration import run_calibration
 from rlmdistill.traces.schema import EpisodeSummary
 
 KEYS = {"p": "rv_p", "f": "rv_f", "u": "rv_u", "k": "rv_k", "r": "rv_r", "n": "rv_n"}
@@ -254,7 +256,7 @@ def _criterion(
             st.markdown(f"{VERDICT_ICON.get(r.verdict, '')} `{r.verdict}` ({r.grader}): {r.reason}")
         st.markdown(_label_badge(mine, current))
         tags_key, note_key = f"rv_tags_{s.episode_id}_{c.id}", f"rv_note_{s.episode_id}_{c.id}"
-        cols = st.columns([1, 1, 1, 1])
+        cols = st.columns([1, 1, 1.6, 1])
         for col, verdict in zip(cols, ("PASS", "FAIL", "UNGRADABLE"), strict=False):
             col.button(
                 verdict,
@@ -288,6 +290,62 @@ def _progress(queue: list[str], mine: dict[tuple[str, str, str | None], Any], vi
         if s is not None and not lb.is_stale(label, lb.memo_hash(s.memo)):
             done.add(eid)
     return sum(1 for e in queue if e in done)
+
+
+CALIBRATION_COLUMNS = ["grader", "pairs", "sensitivity", "specificity", "raw pass rate", "corrected pass rate"]  # fmt: skip
+"""Columns of :func:`calibration_table`."""
+
+
+def _fmt(e: Estimate) -> str:
+    if e.value is None:
+        return f"undefined ({e.reason})"
+    if e.low is None or e.high is None:
+        return f"{e.value:.1%}" + (f" ({e.reason})" if e.reason else "")
+    return f"{e.value:.1%} [{e.low:.1%}, {e.high:.1%}]"
+
+
+def calibration_table(run_dir: Path, graders: Sequence[str]) -> pd.DataFrame:
+    """Each grader of the run against every reviewer's criterion labels of current memos, one
+    row per grader (:data:`CALIBRATION_COLUMNS`, percentages as text): the pairs
+    (:func:`~rlmdistill.traces.calibration.run_calibration`: person PASS/FAIL with the grader's
+    verdict of the same memo), sensitivity and specificity with 95% Wilson intervals, the raw
+    pass rate over the run's graded criteria and its Rogan-Gladen correction with its interval
+    (:func:`~rlmdistill.stats.corrected_pass_rate`; "undefined (reason)" with too few labels
+    or ``q0 + q1 <= 1``). The same counts and functions as ``judge-agreement --human`` and the
+    report."""
+    rows = []
+    for g in graders:
+        c = run_calibration(run_dir, g)
+        rate = corrected_pass_rate(
+            c.n_pass, c.n, true_pass=c.true_pass, m1=c.m1, true_fail=c.true_fail, m0=c.m0
+        )
+        rows.append(
+            {
+                "grader": g,
+                "pairs": c.m0 + c.m1,
+                "sensitivity": _fmt(wilson_interval(c.true_pass, c.m1)),
+                "specificity": _fmt(wilson_interval(c.true_fail, c.m0)),
+                "raw pass rate": "n/a" if rate.raw is None else f"{rate.raw:.1%} of {c.n}",
+                "corrected pass rate": _fmt(rate.corrected),
+            }
+        )
+    return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
+
+
+def _calibration(run_dir: Path, view: RunView, sampler: Sampler) -> None:
+    with st.expander("Graders against people's labels (this run)"):
+        if not view.graders:
+            st.info("Not graded (run `rlmdistill judge`).")
+            return
+        st.dataframe(calibration_table(run_dir, view.graders), hide_index=True, width="stretch")
+        st.caption(
+            "Every reviewer's latest criterion label of each current memo against the grader's "
+            "verdict (a person's UNGRADABLE left out). The corrected rate assumes the labelled "
+            "criteria are a random sample: label from the **Random** queue for it. The other "
+            "queues pick episodes by the graders' verdicts, which makes sensitivity and "
+            "specificity look better or worse than they are."
+            + (" (You are on such a queue now.)" if sampler != "random" else "")
+        )
 
 
 def render(ws: Workspace) -> None:
@@ -333,6 +391,7 @@ def render(ws: Workspace) -> None:
     s = view.summary(eid)
     done = _progress(queue, mine, view)
     st.progress(done / len(queue), text=f"labelled {done} / queue {len(queue)}")
+    _calibration(run_dir, view, sampler)
     if err := st.session_state.pop("rv_error", None):
         st.error(err)
     task = view.episode_task(s)
