@@ -49,6 +49,7 @@ __all__ = [
     "config_command",
     "config_data",
     "config_flags",
+    "field_help",
     "load_config",
     "merge_overrides",
     "read_config_file",
@@ -190,6 +191,26 @@ def load_config(
     Raises the errors of :func:`config_data` and ``pydantic.ValidationError`` naming the
     field."""
     return model.model_validate(config_data(model, file, overrides, section=section))
+
+
+def field_help(model: type[BaseModel], path: str, prefix: str = "") -> str:
+    """The description of the field at dotted ``path`` of ``model``, for a hand-written flag
+    that sets it (a command whose flags feed two stages, such as ``filter``); ``prefix`` goes
+    before it (``"Export: "``). Raises ``KeyError`` naming a missing field and ``TypeError``
+    for a field without description."""
+    node: type[BaseModel] = model
+    *parents, leaf = path.split(".")
+    for p in parents:
+        sub = _model_of(node.model_fields[p].annotation)
+        if sub is None:
+            raise KeyError(f"{model.__name__}.{path}: {p} is not a nested config")
+        node = sub
+    if leaf not in node.model_fields:
+        raise KeyError(f"{model.__name__} has no field {path!r}")
+    text = node.model_fields[leaf].description
+    if not text:
+        raise TypeError(f"{model.__name__}.{path}: a CLI flag needs a field description")
+    return prefix + text
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@ The command runs two stages in turn: :func:`rlmdistill.filter.main.run` (a
 :class:`~rlmdistill.filter.main.FilterConfig` in, a
 :class:`~rlmdistill.filter.main.FilterOutcome` out), then, unless ``--report-only``,
 :func:`rlmdistill.export.main.run` on the decisions the filter wrote. :func:`register` adds
-the typer command, which maps the outcomes to output and an exit code. Runs are only read:
+the typer command, which maps the outcomes to output and an exit code. The flags feed two
+configs (:class:`~rlmdistill.filter.main.FilterConfig` with its rules, and
+:class:`~rlmdistill.export.options.ExportOptions`), so they are written here, their help
+taken from the fields (:func:`rlmdistill.cliconfig.field_help`); ``--where`` adds to the
+rules file's expressions instead of replacing them. Runs are only read:
 everything is written under ``--out``, which must be empty or absent (``--force`` replaces a
 folder this stage wrote before, never any other folder, and never a folder holding or inside
 a run).
@@ -21,9 +25,10 @@ from typing import Annotated
 
 import typer
 
+from rlmdistill.cliconfig import field_help as _help
 from rlmdistill.export.main import ExportConfig
 from rlmdistill.export.main import run as export_stage
-from rlmdistill.export.options import ExportOptionsError, build_export_options
+from rlmdistill.export.options import ExportOptions, ExportOptionsError, build_export_options
 from rlmdistill.filter.expr import ExpressionError
 from rlmdistill.filter.main import FilterConfig, NothingKeptError, OutputFolderError, run
 from rlmdistill.filter.report import FilterReport
@@ -32,6 +37,9 @@ from rlmdistill.traces.runs import NotARunError
 from rlmdistill.traces.store import TraceFileError
 
 __all__ = ["register"]
+
+EXPORT = "Export: "
+"""Help prefix of the flags that go to the export stage (run after the filter)."""
 
 
 def _summary_line(report: FilterReport) -> str:
@@ -44,51 +52,47 @@ def register(app: typer.Typer) -> None:
 
     @app.command("filter")
     def filter_cmd(
-        runs: Annotated[list[Path], typer.Argument(help="Run folders (rlmdistill collect).")],
-        out: Annotated[Path, typer.Option(help="Dataset folder to write (datasets/NAME).")],
+        runs: Annotated[list[Path], typer.Argument(help=_help(FilterConfig, "runs"))],
+        out: Annotated[Path, typer.Option(help=_help(FilterConfig, "out"))],
         rules: Annotated[
             Path | None, typer.Option(help="Filter rules file (YAML or JSON; see docs/filter.md).")
         ] = None,
         min_pass_rate: Annotated[
-            float | None, typer.Option(help="Keep episodes with pass rate >= this (0..1).")
+            float | None, typer.Option(help=_help(FilterRules, "min_pass_rate"))
         ] = None,
         min_pass_rate_quantile: Annotated[
-            float | None,
-            typer.Option(help="Keep episodes at or above this quantile of their room (0..1)."),
+            float | None, typer.Option(help=_help(FilterRules, "min_pass_rate_quantile"))
         ] = None,
         min_coverage: Annotated[
-            float | None, typer.Option(help="Keep episodes with coverage >= this (0..1).")
+            float | None, typer.Option(help=_help(FilterRules, "min_coverage"))
         ] = None,
         top_k_per_room: Annotated[
-            int | None, typer.Option(help="Keep at most K best episodes per room.")
+            int | None, typer.Option(help=_help(FilterRules, "top_k_per_room"))
         ] = None,
         where: Annotated[
             list[str] | None,
-            typer.Option(help="Safe expression over episode fields that must hold (repeatable)."),
+            typer.Option(
+                help=_help(FilterRules, "where") + " Repeatable; added to the rules file's."
+            ),
         ] = None,
-        grader: Annotated[
-            str | None, typer.Option(help="Grader whose verdicts give the pass rate.")
-        ] = None,
+        grader: Annotated[str | None, typer.Option(help=_help(FilterRules, "grader"))] = None,
         tokenizer: Annotated[
-            str | None,
-            typer.Option(help="Export: tokenizer directory or embedded model name."),
+            str | None, typer.Option(help=_help(ExportOptions, "tokenizer", EXPORT))
         ] = None,
-        mode: Annotated[
-            str | None, typer.Option(help="Export: trajectory (default) or turn.")
+        mode: Annotated[str | None, typer.Option(help=_help(ExportOptions, "mode", EXPORT))] = None,
+        style: Annotated[
+            str | None, typer.Option(help=_help(ExportOptions, "style", EXPORT))
         ] = None,
-        style: Annotated[str | None, typer.Option(help="Export: plain (default) or tools.")] = None,
         system_prompt: Annotated[
-            str | None, typer.Option(help="Export: collected (default), plain, or a text file.")
+            str | None, typer.Option(help=_help(ExportOptions, "system_prompt", EXPORT))
         ] = None,
         max_length: Annotated[
-            int | None, typer.Option(help="Export: most tokens per example (default 8192).")
+            int | None, typer.Option(help=_help(ExportOptions, "max_length", EXPORT))
         ] = None,
         report_only: Annotated[
             bool, typer.Option(help="Write the filter report and decisions; do not export.")
         ] = False,
-        force: Annotated[
-            bool, typer.Option(help="Replace an existing dataset folder at --out.")
-        ] = False,
+        force: Annotated[bool, typer.Option(help=_help(FilterConfig, "force"))] = False,
     ) -> None:
         """Rejection sampling: keep the episodes that meet the rules, write the filter
         report, and export them as an SFT dataset."""

@@ -105,21 +105,23 @@ def _prepare_out(out: Path, runs: Sequence[Path], force: bool) -> None:
 
 class FilterConfig(BaseModel):
     """What :func:`run` selects from and where it writes (the selection flags of ``rlmdistill
-    filter``; its export flags go to the export stage, run next).
-
-    Fields:
-        runs: run folders (read only).
-        out: dataset folder to write (``datasets/NAME``); empty or absent unless ``force``.
-        rules: the selection rules.
-        force: replace a dataset folder this stage or the export stage wrote before.
-    """
+    filter``; its export flags go to the export stage, run next). Each field's description
+    is its flag's help."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    runs: list[Path] = Field(min_length=1)
-    out: Path
-    rules: FilterRules = Field(default_factory=FilterRules)
-    force: bool = False
+    runs: list[Path] = Field(
+        min_length=1, description="Run folders (rlmdistill collect; read only)."
+    )
+    out: Path = Field(
+        description="Dataset folder to write (datasets/NAME); empty or absent unless --force."
+    )
+    rules: FilterRules = Field(default_factory=FilterRules, description="The selection rules.")
+    force: bool = Field(
+        False,
+        description="Replace a dataset folder this stage or the export stage wrote before "
+        "(never any other folder).",
+    )
 
 
 def run(config: FilterConfig) -> FilterOutcome:
