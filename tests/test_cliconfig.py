@@ -174,3 +174,11 @@ def test_rlmdistill_commands_name_a_bad_file_key_or_flag_value(tmp_path: Path) -
     res = CliRunner().invoke(rlm_app, ["sft", "--config", str(sft), "--lr", "0"])
     text = " ".join(res.output.replace("│", " ").split())
     assert res.exit_code == 2 and "--lr (learning_rate)" in text and "greater than 0" in text
+
+
+def test_rooms_set_spec_with_an_unknown_key_names_the_file_and_key(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("sizes: '20'\nper_sizes: 2\n")
+    res = CliRunner().invoke(rlm_app, ["rooms", "set", "--spec", str(spec), "--out", "x"])
+    assert res.exit_code == 2
+    assert f"{spec}: unknown key 'per_sizes'" in " ".join(res.output.split())

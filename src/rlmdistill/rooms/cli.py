@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from rlmdistill.cliconfig import ConfigFileError, check_keys, read_config_file
 from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
 from rlmdistill.rooms.roomset import RoomSetError, RoomSetSpec, build_roomset, parse_sizes
 from rlmdistill.rooms.synth import CHARS_PER_TOKEN, MAX_DOCS, MIN_DOCS, SynthError, build_synth_room
@@ -205,7 +206,6 @@ def register(rooms_app: typer.Typer) -> None:
 
 def _register_set(rooms_app: typer.Typer) -> None:
     """Add the ``set`` command to the ``rooms`` typer sub-app."""
-    import yaml
 
     @rooms_app.command("set")
     def rooms_set(
@@ -231,7 +231,8 @@ def _register_set(rooms_app: typer.Typer) -> None:
         """Build a manifest of synthetic rooms (sizes x replicates, train/holdout split)."""
         try:
             if spec is not None:
-                data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
+                data = read_config_file(spec)
+                check_keys(RoomSetSpec, data, str(spec))
                 if isinstance(data.get("sizes"), str):
                     data["sizes"] = parse_sizes(data["sizes"])
                 parsed = RoomSetSpec.model_validate(data)
@@ -247,7 +248,7 @@ def _register_set(rooms_app: typer.Typer) -> None:
                     length_scale=length_scale,
                     cuad_source=source,
                 )
-        except (RoomSetError, ValidationError, OSError, yaml.YAMLError) as exc:
+        except (RoomSetError, ConfigFileError, ValidationError, OSError) as exc:
             typer.echo(f"rooms set: invalid arguments: {exc}", err=True)
             raise typer.Exit(2) from None
         raise typer.Exit(roomset_main(parsed, out, overwrite=overwrite))
