@@ -140,8 +140,9 @@ def test_adapter_of_an_older_version_is_up_to_date_after_a_move(tmp_path: Path) 
     (out / "sft.json").write_text(json.dumps(_older_sft_json(old_dataset)), "utf-8")
     # the fingerprint exactly as the older version computed it, where the workspace was then
     old_cfg = sft_config(None, {"dataset": old_dataset, "base": loop.cfg.base, "out": "x"})
-    old_fp = loop.cfg.fingerprint(
-        _sha_files(dataset / "export.json"), old_cfg.model_dump(mode="json", exclude={"out"})
+    old_fp = loop.cfg.fingerprint(  # that version had no save_strategy field either
+        _sha_files(dataset / "export.json"),
+        old_cfg.model_dump(mode="json", exclude={"out", "save_strategy"}),
     )
     record(ws, LineageRecord(artefact="adapters/r1/sft.json", kind="adapter", stage="sft",
                              round=1, inputs=["datasets/r1/export.json"], fingerprint=old_fp,

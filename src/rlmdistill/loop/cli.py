@@ -14,15 +14,21 @@ err = Console(stderr=True)
 
 
 def loop_main(
-    experiment: Path, rounds: int | None = None, progress: bool = True, strict: bool = False
+    experiment: Path,
+    rounds: int | None = None,
+    progress: bool = True,
+    strict: bool = False,
+    seed: int = 0,
 ) -> int:
     """Run or resume the experiment; print each stage and the wall time. Returns 0.
     ``strict``: a room document whose text cannot be extracted is an error (default: skipped
-    and noted)."""
+    and noted). ``seed``: offset of every training and evaluation seed, in the workspace
+    ``<workspace>-seed<seed>`` (:meth:`~rlmdistill.loop.config.ExperimentConfig.with_seed`;
+    the rooms are the same)."""
     from rlmdistill.loop.config import load_experiment
     from rlmdistill.loop.main import run
 
-    cfg = load_experiment(experiment)
+    cfg = load_experiment(experiment).with_seed(seed)
     res = run(
         cfg,
         rounds=rounds,
@@ -52,10 +58,17 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(help="Stop on a room document whose text cannot be extracted."),
         ] = False,
+        seed: Annotated[
+            int,
+            typer.Option(
+                help="Offset of every training and evaluation seed (collections and SFT), not "
+                "of the rooms; runs in <workspace>-seed<N> (0: the file's seeds and workspace)."
+            ),
+        ] = 0,
     ) -> None:
         """Self-distillation: collect -> judge -> filter -> SFT -> evaluate base vs tuned -> report
         (each stage skipped when its output is up to date)."""
-        raise typer.Exit(loop_main(experiment, rounds, progress, strict))
+        raise typer.Exit(loop_main(experiment, rounds, progress, strict, seed))
 
     @app.command("lineage")
     def lineage_cmd(

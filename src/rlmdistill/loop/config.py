@@ -24,6 +24,7 @@ from rlmdistill.loop.serving import ServingConfig
 from rlmdistill.rooms.roomset import SizeSchedule
 
 __all__ = [
+    "CheckpointCheck",
     "CuadRooms",
     "ExperimentConfig",
     "ExperimentError",
@@ -127,6 +128,22 @@ class CuadRooms(BaseModel):
 _SIZE_FIELDS = ("train_sizes", "holdout_sizes", "train_size_schedule", "holdout_size_schedule")
 
 
+class CheckpointCheck(BaseModel):
+    """Choose each round's SFT checkpoint by behaviour on the training rooms
+    (:mod:`rlmdistill.loop.checkpoints`): every checkpoint SFT kept collects ``episodes``
+    episodes per training room with the held-out arms' settings (``collect_eval``, the plain
+    prompt) and ``collect`` merged over them, graded by the experiment's grader."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episodes: int = Field(1, ge=1, description="Episodes per training room and checkpoint.")
+    collect: dict[str, Any] = Field(
+        default_factory=dict,
+        description="CollectConfig fields merged over collect_eval's for the check runs "
+        "(e.g. concurrency); rooms, root and sub are set by the loop.",
+    )
+
+
 class ExperimentConfig(BaseModel):
     """One self-distillation experiment (``examples/quickstart.yaml`` is a full example)."""
 
@@ -205,6 +222,12 @@ class ExperimentConfig(BaseModel):
         "subagent_prefill, limits: {max_sub_calls: ...}; depth is set by the loop.",
     )
     rounds: int = Field(1, ge=1, description="Rounds of collect -> filter -> SFT -> evaluate.")
+    checkpoint_check: CheckpointCheck | None = Field(
+        None,
+        description="Choose the SFT checkpoint the tuned arm evaluates by a behaviour check on "
+        "the training rooms (save one per epoch: sft.save_strategy epoch); None: the final "
+        "adapter.",
+    )
     check_greedy_change: bool = Field(
         True,
         description="After SFT, check that the adapter changes the root's greedy output on a "
@@ -240,6 +263,12 @@ class ExperimentConfig(BaseModel):
                 f"depth_arms {self.depth_arms} repeats collect_eval.depth = {main_depth} (the "
                 "held-out arms' own depth); a depth arm adds another depth"
             )
+        if self.checkpoint_check is not None:
+            for key in ("rooms", "root", "sub", "episodes"):
+                if key in self.checkpoint_check.collect:
+                    raise ValueError(
+                        f"checkpoint_check.collect.{key} is set by the loop; remove it"
+                    )
         if self.collect_eval_d2 and not self.depth_arms:
             raise ValueError("collect_eval_d2 is set but depth_arms is empty; add depth_arms: [2]")
         for key in ("dataset", "base", "out"):
@@ -261,6 +290,39 @@ class ExperimentConfig(BaseModel):
         if depth is None or depth not in self.depth_arms:
             return dict(self.collect_eval)
         return {**merged(self.collect_eval, self.collect_eval_d2), "depth": depth}
+
+    def check_settings(self) -> dict[str, Any]:
+        """CollectConfig fields of a checkpoint-check run: ``collect_eval``'s with
+        :attr:`CheckpointCheck.collect` merged over them and its ``episodes``."""
+        check = self.checkpoint_check or CheckpointCheck()
+        return {**merged(self.collect_eval, check.collect), "episodes": check.episodes}
+
+    def with_seed(self, seed: int) -> ExperimentConfig:
+        """This experiment with every training and evaluation seed offset by ``seed``: the
+        collections' (``collect_train``, ``collect_eval``, ``collect_eval_d2``, the checkpoint
+        check's) and SFT's; the rooms' seed is not changed, so the rooms are the same. The
+        workspace becomes ``<workspace>-seed<seed>`` (``seed`` 0: unchanged). Both arms keep
+        the same evaluation seeds."""
+        if seed == 0:
+            return self
+
+        def shifted(section: dict[str, Any]) -> dict[str, Any]:
+            return {**section, "seed": int(section.get("seed", 0)) + seed}
+
+        update: dict[str, Any] = {
+            "collect_train": shifted(self.collect_train),
+            "collect_eval": shifted(self.collect_eval),
+            "sft": shifted(self.sft),
+            "workspace": self.workspace.with_name(f"{self.workspace.name}-seed{seed}"),
+        }
+        if self.collect_eval_d2 and "seed" in self.collect_eval_d2:
+            update["collect_eval_d2"] = shifted(self.collect_eval_d2)
+        if self.checkpoint_check is not None and "seed" in self.checkpoint_check.collect:
+            collect = shifted(self.checkpoint_check.collect)
+            update["checkpoint_check"] = self.checkpoint_check.model_copy(
+                update={"collect": collect}
+            )
+        return self.model_copy(update=update)
 
     def base_root(self) -> str:
         """Root spec of the base model: the served base, or the local weights."""
@@ -303,6 +365,9 @@ def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment
         *[(f"collect_eval_d{d}", lambda d=d: CollectConfig.model_validate(
             {**cfg.eval_settings(d), "rooms": [], "root": cfg.base, "sub": cfg.sub}))
           for d in cfg.depth_arms],
+        *[("checkpoint_check.collect", lambda: CollectConfig.model_validate(
+            {**cfg.check_settings(), "rooms": [], "root": cfg.base, "sub": cfg.sub}))
+          for _ in ([cfg.checkpoint_check] if cfg.checkpoint_check is not None else [])],
         ("export", lambda: ExportOptions.model_validate({"tokenizer": "base", **cfg.export})),
         ("sft", lambda: SFTConfig.model_validate(
             {**cfg.sft, "dataset": "datasets/x", "base": cfg.base, "out": "adapters/x"})),

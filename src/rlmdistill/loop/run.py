@@ -8,6 +8,10 @@ Round ``r`` (1..N) of an experiment::
                                                                       r>1: base + adapters/r<r-1>)
     datasets/r<r>         filter (rejection sampling) + export of runs/r<r>-train
     adapters/r<r>         LoRA SFT of the base on datasets/r<r>
+    runs/r<r>-check-<s>   checkpoint_check only: base + each checkpoint (step s) of
+                          adapters/r<r> on the TRAINING rooms; adapters/r<r>/selected.json
+                          names the one chosen by behaviour (loop.checkpoints), which the
+                          tuned arm (and round r+1's training root) then loads
     runs/r<r>-eval-tuned  base + adapters/r<r> on the held-out rooms, same seeds as eval-base
     runs/eval-base-d2     depth_arms [2], last round only: the base root at depth 2, and
     runs/r<N>-eval-tuned-d2   base + adapters/r<N> at depth 2 (same rooms and seeds)
@@ -40,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
+from rlmdistill.loop.checkpoints import SELECTED_FILE, CheckpointChoice
 from rlmdistill.loop.config import ExperimentConfig, ExperimentError
 from rlmdistill.loop.paths import legacy_match, to_record
 from rlmdistill.traces import layout
@@ -280,17 +285,56 @@ class _Loop:
         rec = latest_records(self.ws).get(self.rel(artefact))
         return artefact.exists() and rec is not None and rec.fingerprint == fingerprint
 
-    def tuned_root(self, adapter: Path, rnd: int) -> str:
-        """Root spec of base + ``adapter``: in process, or loaded into the vLLM server."""
+    def tuned_root(self, adapter: Path, rnd: int, suffix: str = "") -> str:
+        """Root spec of base + ``adapter``: in process, or loaded into the vLLM server (as
+        ``<name>-r<rnd><suffix>``)."""
         if self.cfg.serving is None:  # recorded relative to the workspace: see recorded_root
             return f"{self.cfg.base}+adapter={self.rel(adapter)}"
         from rlmdistill.loop.serving import load_lora_adapter
 
-        name = f"{self.cfg.name}-r{rnd}"
+        name = f"{self.cfg.name}-r{rnd}{suffix}"
         self.log(
             f"[run ] load adapter {self.rel(adapter)} into {self.cfg.serving.base_url} as {name}"
         )
         return load_lora_adapter(self.cfg.serving, name, adapter)
+
+    def chosen_adapter(self, adapter: Path) -> Path:
+        """The adapter folder a tuned root loads: the checkpoint that the round's behaviour
+        check chose (``selected.json``), else ``adapter`` itself."""
+        from rlmdistill.loop.checkpoints import load_choice
+
+        choice = load_choice(adapter)
+        return adapter if choice is None else adapter / choice.chosen
+
+    def check_checkpoints(self, rnd: int, adapter: Path, rooms: list[Path], split: Path) -> None:
+        """The behaviour check of every checkpoint of ``adapter`` on the training ``rooms``
+        (``runs/r<rnd>-check-<step>``, collected and graded), then the choice row.
+
+        Raises :class:`ExperimentError` when SFT kept no checkpoint to check."""
+        from rlmdistill.loop.checkpoints import checkpoint_step, list_checkpoints
+
+        checkpoints = list_checkpoints(adapter)
+        if not checkpoints:
+            raise ExperimentError(
+                f"{self.rel(adapter)}: checkpoint_check is set but SFT kept no checkpoint in "
+                f"{self.rel(adapter)}/checkpoints; set sft.save_strategy: epoch"
+            )
+        candidates: list[tuple[Path, Path]] = []
+        for ckpt in checkpoints:
+            step = checkpoint_step(ckpt)
+            run = self.ws / layout.RUNS / f"r{rnd}-check-{step}"
+            self.collect(
+                f"collect-check-r{rnd}-{step}",
+                run,
+                root=self.tuned_root(ckpt, rnd, f"-{step}"),
+                rooms=rooms,
+                settings=self.cfg.check_settings(),
+                step="collect-check",
+                rnd=rnd,
+                inputs=[split, adapter / layout.SFT_MANIFEST],
+            )
+            candidates.append((ckpt, run))
+        self.execute(self.select_stage(rnd, adapter, candidates))
 
     # -- the one executor --------------------------------------------------------------
     def execute(self, stage: Stage[C, R]) -> R | None:
@@ -542,6 +586,8 @@ class _Loop:
             None, {**self.cfg.sft, "dataset": dataset, "base": self.cfg.base, "out": out}
         )
         settings = config.model_dump(mode="json", exclude={"out"})
+        if settings.get("save_strategy") == "steps":  # the only strategy before the field:
+            del settings["save_strategy"]  # adapters trained then stay up to date
         export = dataset / layout.EXPORT_MANIFEST
         manifest = out / layout.SFT_MANIFEST
         export_sha = _sha_files(export)
@@ -639,10 +685,11 @@ class _Loop:
         )
 
         def run(c: ReportConfig) -> ReportResult:
-            check = self.greedy_check(base_run, adapter) if self.cfg.check_greedy_change else None
+            chosen = self.chosen_adapter(adapter)
+            check = self.greedy_check(base_run, chosen) if self.cfg.check_greedy_change else None
             sections: list[AdapterCheck] = []
             if check is not None:
-                sections.append(AdapterCheck(adapter=self.rel(adapter), **check.model_dump()))
+                sections.append(AdapterCheck(adapter=self.rel(chosen), **check.model_dump()))
             report = analysis(c.model_copy(update={"adapter_checks": sections}))
             if check is not None:
                 (out / "adapter_check.json").write_text(check.model_dump_json(indent=2) + "\n")
@@ -667,6 +714,77 @@ class _Loop:
             detail=detail,
             skip_line=f"{self.rel(out)}: report up to date",
             run_line=f"report {' vs '.join(self.rel(p) for p in runs)} -> {self.rel(out)}",
+        )
+
+    def select_stage(
+        self, rnd: int, adapter: Path, candidates: list[tuple[Path, Path]]
+    ) -> Stage[list[tuple[Path, Path]], CheckpointChoice]:
+        """Choose among ``candidates`` (checkpoint folder, its check run) by behaviour
+        (:func:`~rlmdistill.loop.checkpoints.choose_checkpoint`) into
+        ``adapter/selected.json``; fingerprint: the check runs' episodes and verdicts."""
+        from rlmdistill.loop.checkpoints import (
+            SELECTED_FILE,
+            checkpoint_step,
+            choose_checkpoint,
+            score_run,
+        )
+
+        out = adapter / SELECTED_FILE
+        fp = self.cfg.fingerprint(
+            "select",
+            [
+                [self.rel(c), _sha_files(r / layout.EPISODES, *_graded_verdicts(r))]
+                for c, r in candidates
+            ],
+        )
+
+        def run(pairs: list[tuple[Path, Path]]) -> CheckpointChoice:
+            scores = [
+                score_run(
+                    r,
+                    self.cfg.grader,
+                    checkpoint=c.relative_to(adapter).as_posix(),
+                    step=checkpoint_step(c),
+                    run_name=self.rel(r),
+                )
+                for c, r in pairs
+            ]
+            choice = choose_checkpoint(scores)
+            out.write_text(choice.model_dump_json(indent=2) + "\n", encoding="utf-8")
+            return choice
+
+        def ran(choice: CheckpointChoice) -> list[str]:
+            lines = [
+                f"[note] check {c.checkpoint}: memo rate {c.memo_rate:.2f}, pass rate "
+                f"{c.pass_rate:.3f}, coverage {c.coverage:.2f} over {c.episodes} episodes "
+                f"({c.run})"
+                for c in choice.candidates
+            ]
+            return [*lines, f"[ok  ] select {self.rel(adapter)}: {choice.chosen}"]
+
+        def detail(choice: CheckpointChoice) -> Detail:
+            return {
+                "chosen": choice.chosen,
+                "memo_rates": {c.checkpoint: c.memo_rate for c in choice.candidates},
+                "pass_rates": {c.checkpoint: c.pass_rate for c in choice.candidates},
+            }
+
+        return Stage(
+            name=f"select-r{rnd}",
+            step="select",
+            kind="check",
+            round=rnd,
+            config=candidates,
+            inputs=tuple(r for _, r in candidates),
+            output=out,
+            fingerprint=fp,
+            run=run,
+            done=lambda: self.up_to_date(out, fp),
+            detail=detail,
+            skip_line=f"{self.rel(out)}: checkpoint choice up to date",
+            run_line=f"select a checkpoint of {self.rel(adapter)} by behaviour on the "
+            "training rooms",
+            ran_lines=ran,
         )
 
     def greedy_check(self, base_run: Path, adapter: Path) -> GreedyCheck:
@@ -792,7 +910,11 @@ def run_loop(
     last = max(cfg.rounds, n_rounds)  # depth arms: the experiment's last round (or --rounds')
     for r in range(1, n_rounds + 1):
         prev = ws / layout.ADAPTERS / f"r{r - 1}"
-        root = (cfg.train_root or cfg.base_root()) if r == 1 else loop.tuned_root(prev, r - 1)
+        root = (
+            (cfg.train_root or cfg.base_root())
+            if r == 1
+            else loop.tuned_root(loop.chosen_adapter(prev), r - 1)
+        )
         train_run = runs / f"r{r}-train"
         loop.collect(
             f"collect-train-r{r}",
@@ -808,9 +930,12 @@ def run_loop(
         loop.execute(loop.dataset_stage(r, train_run, dataset))
         adapter = ws / layout.ADAPTERS / f"r{r}"
         loop.execute(loop.adapter_stage(r, dataset, adapter))
-        tuned_run = runs / f"r{r}-eval-tuned"
-        tuned = loop.tuned_root(adapter, r)
         tuned_inputs = [split, adapter / layout.SFT_MANIFEST]
+        if cfg.checkpoint_check is not None:
+            loop.check_checkpoints(r, adapter, train, split)
+            tuned_inputs.append(adapter / SELECTED_FILE)
+        tuned_run = runs / f"r{r}-eval-tuned"
+        tuned = loop.tuned_root(loop.chosen_adapter(adapter), r)
         loop.collect(
             f"collect-eval-tuned-r{r}",
             tuned_run,

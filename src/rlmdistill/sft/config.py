@@ -145,6 +145,11 @@ class SFTConfig(BaseModel):
     save_steps: int = Field(
         50, ge=1, description="Write a resumable checkpoint every this many optimiser steps."
     )
+    save_strategy: Literal["steps", "epoch"] = Field(
+        "steps",
+        description="When to write a checkpoint: every save_steps optimiser steps, or at the "
+        "end of every epoch (one candidate per epoch for the loop's checkpoint_check).",
+    )
     save_total_limit: int | None = Field(
         3, ge=1, description="Keep at most this many checkpoints (oldest deleted); None = all."
     )

@@ -401,7 +401,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         packing_strategy="bfd",
         padding_free=config.packing,
         assistant_only_loss=False,  # masks come pre-computed; TRL applies assistant_masks
-        save_strategy="steps",
+        save_strategy=config.save_strategy,
         save_steps=config.save_steps,
         save_total_limit=config.save_total_limit,
         logging_steps=config.logging_steps,
