@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlmdistill.traces.labels import NO_LABELS, EpisodeLabels
 from rlmdistill.traces.memo_errors import memo_sub_call_errors
 from rlmdistill.traces.schema import EpisodeSummary
 from rlmdistill.traces.scores import PassRates
@@ -67,6 +68,12 @@ EPISODE_FIELDS: dict[str, str] = {
     "n_fail": "criteria graded FAIL (int or None)",
     "n_ungradable": "criteria graded UNGRADABLE (int or None)",
     "n_missing": "criteria without a verdict (int or None)",
+    "human_reviewed": "a person labelled this memo keep or reject (bool; labels.jsonl)",
+    "human_keep": "a person's latest label of this memo is keep and nobody's is reject (bool)",
+    "human_reject": "some person's latest label of this memo is reject (bool)",
+    "human_tags": "reason tags of people's latest labels of this memo, episode and criteria "
+    "(tuple of str; e.g. 'wrong amount' in human_tags)",
+    "label_stale": "a person labelled an older memo of this episode and not this one (bool)",
 }
 """Every field a ``where`` expression may name, with its meaning and type."""
 
@@ -84,12 +91,17 @@ SCORE_FIELDS = (
 """Fields that need a grader's verdicts (naming one in a rule requires a grader)."""
 
 
-def episode_fields(summary: EpisodeSummary, scores: PassRates | None) -> dict[str, Any]:
+def episode_fields(
+    summary: EpisodeSummary, scores: PassRates | None, human: EpisodeLabels = NO_LABELS
+) -> dict[str, Any]:
     """Flatten one episode into ``{field: value}`` with exactly the keys of
-    :data:`EPISODE_FIELDS` (values are ``str``, ``int``, ``float``, ``bool`` or ``None``).
+    :data:`EPISODE_FIELDS` (values are ``str``, ``int``, ``float``, ``bool``, a tuple of
+    ``str`` or ``None``).
 
     ``scores`` is ``None`` when the chosen grader has no verdict of the episode's memo (or
-    no grader is chosen): every score field is then ``None`` and ``graded`` is false."""
+    no grader is chosen): every score field is then ``None`` and ``graded`` is false.
+    ``human``: people's labels of the episode (:func:`rlmdistill.traces.labels.episode_labels`;
+    default none: every ``human_*`` field false or empty)."""
     room = summary.room
     root = summary.tokens.root
     sub = summary.tokens.sub
@@ -132,6 +144,11 @@ def episode_fields(summary: EpisodeSummary, scores: PassRates | None) -> dict[st
         "coverage_method": cov.method if cov is not None else None,
         "graded": scores is not None,
         **{name: getattr(scores, name, None) for name in _RATE_FIELDS},
+        "human_reviewed": human.reviewed,
+        "human_keep": human.keep,
+        "human_reject": human.reject,
+        "human_tags": human.tags,
+        "label_stale": human.stale,
     }
 
 

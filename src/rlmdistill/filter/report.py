@@ -29,6 +29,7 @@ from rlmdistill import __version__
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRules
 from rlmdistill.filter.select import FilterDecision, RoomThresholds, RunInfo, Selection
 from rlmdistill.mdtable import Cell, markdown_table
+from rlmdistill.stats import Estimate, wilson_interval
 from rlmdistill.traces import layout
 from rlmdistill.traces.schema import SCHEMA_VERSION, utcnow
 from rlmdistill.traces.store import append_records
@@ -38,6 +39,7 @@ __all__ = [
     "BucketCounts",
     "Distribution",
     "FilterReport",
+    "HumanReview",
     "RoomCounts",
     "build_report",
     "render_card_section",
@@ -141,6 +143,31 @@ class BucketCounts(BaseModel):
     dropped: dict[str, int]
 
 
+class HumanReview(BaseModel):
+    """What people's labels (``labels.jsonl`` of the runs) did to a selection."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_kept: int
+    n_kept_reviewed: int
+    """Kept episodes a person labelled (keep: a rejected one is never kept)."""
+    n_dropped_by_person: int
+    """Episodes the other rules kept and a person's reject dropped (primary reason
+    ``human_reject``)."""
+    n_rule_kept: int
+    """Episodes the rules other than ``human_reject`` keep."""
+    n_rule_kept_reviewed: int
+    """... of which a person labelled keep or reject."""
+    n_rule_kept_rejected: int
+    """... of which a person labelled reject."""
+    reject_share: Estimate
+    """``n_rule_kept_rejected / n_rule_kept_reviewed`` with its 95% Wilson interval: the
+    estimated share of the episodes the rules keep that a reviewer would reject (so of the
+    kept, unreviewed ones), assuming the reviewed ones are a random sample of them."""
+    labels: dict[str, str]
+    """Run id -> sha256 of the ``labels.jsonl`` read."""
+
+
 class FilterReport(BaseModel):
     """``filter_report.json``: everything the filter decided, in counts."""
 
@@ -167,6 +194,45 @@ class FilterReport(BaseModel):
     coverage: BeforeAfter
     rooms: list[RoomCounts]
     size_buckets: list[BucketCounts]
+    human: HumanReview | None = None
+    """People's labels in this selection; ``None`` when no run has a ``labels.jsonl``."""
+
+
+def _human(selection: Selection) -> HumanReview | None:
+    labelled = {r.run_id: r.labels.sha256 for r in selection.runs if r.labels is not None}
+    if not labelled:
+        return None
+    ds = selection.decisions
+    rule_kept = [d for d in ds if set(d.reasons) <= {"human_reject"}]
+    reviewed = [d for d in rule_kept if d.human_verdict is not None]
+    rejected = sum(d.human_verdict == "reject" for d in reviewed)
+    return HumanReview(
+        n_kept=sum(d.kept for d in ds),
+        n_kept_reviewed=sum(d.kept and d.human_verdict is not None for d in ds),
+        n_dropped_by_person=sum(d.primary_reason == "human_reject" for d in ds),
+        n_rule_kept=len(rule_kept),
+        n_rule_kept_reviewed=len(reviewed),
+        n_rule_kept_rejected=rejected,
+        reject_share=wilson_interval(rejected, len(reviewed)),
+        labels=labelled,
+    )
+
+
+def _human_lines(h: HumanReview) -> list[str]:
+    share = h.reject_share
+    est = (
+        "no kept episode was reviewed, so no estimate"
+        if share.value is None
+        else f"a reviewer would reject an estimated {share.value:.1%} of them "
+        f"(95% Wilson interval {share.low:.1%} to {share.high:.1%}; "
+        f"{h.n_rule_kept_rejected} of {h.n_rule_kept_reviewed} reviewed)"
+    )
+    return [
+        f"{h.n_kept_reviewed} of {h.n_kept} kept episodes were reviewed by a person; "
+        f"{h.n_dropped_by_person} episodes the rules kept were dropped by a person's reject.",
+        "",
+        f"Of the {h.n_rule_kept} episodes the rules keep (before people's rejects), {est}.",
+    ]
 
 
 def _ordered(counter: Counter[str]) -> dict[str, int]:
@@ -248,6 +314,7 @@ def build_report(selection: Selection) -> FilterReport:
         coverage=_before_after(decisions, "coverage"),
         rooms=rooms,
         size_buckets=size_buckets,
+        human=_human(selection),
     )
 
 
@@ -309,6 +376,19 @@ def render_markdown(report: FilterReport) -> str:
         "",
         *markdown_table(["reason", "primary", "failed"], [r for r in by_reason if r[1] or r[2]]),
     ]
+    if report.human is not None:
+        lines += ["", "## People's labels", "", *_human_lines(report.human)]
+        lines += [
+            "",
+            *markdown_table(
+                ["run id", "labels", "reviewers", "labels.jsonl sha256"],
+                [
+                    [r.run_id, r.labels.count, ", ".join(r.labels.reviewers), r.labels.sha256]
+                    for r in report.runs
+                    if r.labels is not None
+                ],
+            ),
+        ]
     lines += ["", "## Score distributions", ""]
     lines += markdown_table(
         ["", "n", "missing", "mean", "sd", "min", *(f"q{int(q * 100)}" for q in QUANTILES), "max"],
@@ -388,6 +468,23 @@ def render_card_section(report: FilterReport) -> str:
         "",
         "Runs: " + ", ".join(f"{r.run_id} (`{r.run_dir}`)" for r in report.runs) + ".",
         "",
+        *(
+            [
+                "People's labels used: "
+                + "; ".join(
+                    f"{r.run_id}: {r.labels.count} labels by {', '.join(r.labels.reviewers)} "
+                    f"(`labels.jsonl` sha256 {r.labels.sha256})"
+                    for r in report.runs
+                    if r.labels is not None
+                )
+                + ".",
+                "",
+                *_human_lines(report.human),
+                "",
+            ]
+            if report.human is not None
+            else []
+        ),
         "Rules (non-default): `"
         + (json.dumps(changed, sort_keys=True) if changed else "defaults")
         + "`; defaults keep completed episodes with a memo and drop duplicate memos.",

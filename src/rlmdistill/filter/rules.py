@@ -22,9 +22,13 @@ reason, and every rule it fails is recorded (see :data:`REASON_ORDER`):
 10. ``where``      a ``where`` expression is false (or reads a field that is ``None``);
                    e.g. ``truncated_turns == 0`` drops episodes with a turn cut by
                    ``max_tokens``
-11. ``duplicate``  among episodes passing 1-10: same memo (and/or root completions) as a
+11. ``human_reject`` ``human_reject_wins`` (default) and a person's latest label of this memo
+                   is reject (``labels.jsonl``): whatever the grader and rules say, a person's
+                   reject drops the episode (it is then the primary reason only when rules
+                   1-10 kept it: the episodes people overruled)
+12. ``duplicate``  among episodes passing 1-11: same memo (and/or root completions) as a
                    better-ranked one
-12. ``top_k``      among episodes passing 1-11: not in the room's ``top_k_per_room`` best
+13. ``top_k``      among episodes passing 1-12: not in the room's ``top_k_per_room`` best
 """
 
 from __future__ import annotations
@@ -157,6 +161,11 @@ class FilterRules(BaseModel):
         default=["memo"],
         description="Drop duplicates, keeping the best-ranked: memo (same memo_sha256) and/or "
         "completions (same root completions; reads trajectories). Empty list: no dedup.",
+    )
+    human_reject_wins: bool = Field(
+        True,
+        description="Drop every episode whose current memo a person labelled reject "
+        "(runs/NAME/labels.jsonl), whatever the other rules say.",
     )
     where: list[str] = Field(
         default_factory=list,

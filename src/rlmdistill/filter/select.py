@@ -31,6 +31,15 @@ from rlmdistill.filter.fields import episode_fields
 from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces.artefacts import FilterDecision
+from rlmdistill.traces.labels import (
+    NO_LABELS,
+    EpisodeLabels,
+    LabelsProvenance,
+    episode_labels,
+    labels_provenance,
+    memo_hash,
+    read_labels,
+)
 from rlmdistill.traces.layout import EPISODES
 from rlmdistill.traces.memo_errors import memo_sub_call_errors
 from rlmdistill.traces.runs import (
@@ -77,6 +86,8 @@ class RunInfo(BaseModel):
     """Graders with a verdict file in the run."""
     warnings: list[str] = Field(default_factory=list)
     """Things that limited scoring (e.g. a room's task.json not found, so no pass rates)."""
+    labels: LabelsProvenance | None = None
+    """The run's ``labels.jsonl`` as read (count, reviewers, sha256); ``None``: no labels."""
 
 
 class RoomThresholds(BaseModel):
@@ -164,6 +175,8 @@ class _Ep:
     details: dict[str, str] = field(default_factory=dict)
     rank: int | None = None
     duplicate_of: str | None = None
+    human: EpisodeLabels = NO_LABELS
+    """People's labels of the current memo (``labels.jsonl``)."""
 
     def fail(self, reason: DropReason, detail: str) -> None:
         self.reasons.append(reason)
@@ -266,8 +279,22 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
                 for p in room_tasks.problems
             ]
         scores = score_episodes(summaries, verdicts, tasks)
+        provenance = labels_provenance(run_dir)
+        human = (
+            episode_labels(
+                read_labels(run_dir), {s.episode_id: memo_hash(s.memo) for s in summaries}
+            )
+            if provenance is not None
+            else {}
+        )
         eps.extend(
-            _Ep(run_dir, index, s, scores[s.episode_id].rates if s.episode_id in scores else None)
+            _Ep(
+                run_dir,
+                index,
+                s,
+                scores[s.episode_id].rates if s.episode_id in scores else None,
+                human=human.get(s.episode_id, NO_LABELS),
+            )
             for s in summaries
         )
         infos.append(
@@ -277,6 +304,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
                 n_episodes=len(summaries),
                 graders=available[run_dir],
                 warnings=warnings,
+                labels=provenance,
             )
         )
 
@@ -367,7 +395,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
                 if failed:
                     ep.fail("coverage", "coverage " + ", ".join(failed))
         if expressions:
-            values = episode_fields(ep.summary, ep.scores)
+            values = episode_fields(ep.summary, ep.scores, ep.human)
             false = []
             for expr, evaluator in zip(expressions, evaluators, strict=True):
                 result = expr.evaluate(
@@ -383,11 +411,19 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
             if false:
                 ep.fail("where", "false: " + "; ".join(false))
 
+    # Rule 11: a person's reject wins.
+    if rules.human_reject_wins:
+        for ep in eps:
+            if ep.human.reject:
+                who = ", ".join(ep.human.reviewers)
+                tags = f" ({', '.join(ep.human.tags)})" if ep.human.tags else ""
+                ep.fail("human_reject", f"a person rejected this memo (reviewers: {who}){tags}")
+
     def key_of(ep: _Ep) -> tuple[Any, ...]:
         scores: dict[str, float | None] = {n: ep.score(n) for n in rules.rank_by}
         return rank_key(scores, rules.rank_by, ep.summary.episode_id, ep.summary.run_id)
 
-    # Rule 10: duplicates among survivors, best-ranked kept.
+    # Rule 12: duplicates among survivors, best-ranked kept.
     if rules.dedup:
         survivors = sorted((ep for ep in eps if not ep.reasons), key=key_of)
         owner: dict[tuple[str, str], _Ep] = {}
@@ -411,7 +447,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
             for dedup_key in keys:
                 owner[dedup_key] = ep
 
-    # Rule 11: top-k per room among survivors.
+    # Rule 13: top-k per room among survivors.
     if rules.top_k_per_room is not None:
         k = rules.top_k_per_room
         for key, members in by_room.items():
@@ -451,6 +487,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
                 n_ungradable=None if ep.scores is None else ep.scores.n_ungradable,
                 rank_in_room=ep.rank,
                 duplicate_of=ep.duplicate_of,
+                human_verdict="reject" if ep.human.reject else "keep" if ep.human.keep else None,
             )
         )
     return Selection(

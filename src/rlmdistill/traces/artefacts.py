@@ -509,6 +509,7 @@ DropReason = Literal[
     "no_coverage",
     "coverage",
     "where",
+    "human_reject",
     "duplicate",
     "top_k",
 ]
@@ -547,6 +548,9 @@ class FilterDecision(BaseModel):
     """1-based rank among the room's episodes that reached the top-k rule (``None`` otherwise)."""
     duplicate_of: str | None = None
     """``episode_id`` of the better-ranked episode this one duplicates."""
+    human_verdict: Literal["keep", "reject"] | None = None
+    """What people decided about this memo (``labels.jsonl``: reject when any reviewer's latest
+    label is reject); ``None``: nobody labelled it (and in decisions written before labels)."""
 
     @property
     def ref(self) -> EpisodeRef:

@@ -44,7 +44,9 @@ __all__ = [
     "DEFAULT_TAGS",
     "EPISODE_VERDICTS",
     "LABELS_SCHEMA_VERSION",
+    "NO_LABELS",
     "NO_MEMO_HASH",
+    "EpisodeLabels",
     "EpisodeRubric",
     "Label",
     "LabelKey",
@@ -55,6 +57,7 @@ __all__ = [
     "allowed_tags",
     "append_labels",
     "check_labels",
+    "episode_labels",
     "is_stale",
     "labels_from_csv",
     "labels_provenance",
@@ -472,3 +475,65 @@ def labels_from_csv(
     if problems:
         raise LabelsError("\n".join(problems) + "\n(nothing imported)")
     return labels
+
+
+# ------------------------------------------------------------------ per-episode human view
+class EpisodeLabels(NamedTuple):
+    """What people decided about one episode's current memo (the filter's ``human_*`` fields).
+
+    Over every reviewer's latest label per target of the *current* memo: ``reject`` when any
+    reviewer's latest episode label is ``reject`` (a person's reject wins over another's keep);
+    ``keep`` when at least one is ``keep`` and none ``reject``. ``stale`` when a (reviewer,
+    target) was labelled on an older memo only (someone reviewed an earlier memo, not this one).
+    """
+
+    reviewed: bool
+    """A reviewer gave the current memo an episode label (keep or reject)."""
+    keep: bool
+    reject: bool
+    tags: tuple[str, ...]
+    """Tags of the latest current labels, episode and criterion ones, sorted, once each."""
+    stale: bool
+    reviewers: tuple[str, ...]
+    """Reviewers with a current label of the episode (any target), sorted."""
+
+
+NO_LABELS = EpisodeLabels(False, False, False, (), False, ())
+"""The :class:`EpisodeLabels` of an episode nobody labelled."""
+
+
+def episode_labels(
+    labels: Iterable[Label], current_memo_hashes: dict[str, str]
+) -> dict[str, EpisodeLabels]:
+    """:class:`EpisodeLabels` per episode id of ``current_memo_hashes`` (episode id ->
+    :func:`memo_hash` of its current memo) that has any label; others are :data:`NO_LABELS`.
+    Labels of episodes not in the mapping are ignored."""
+    fresh: list[Label] = []
+    stale_keys: set[LabelKey] = set()
+    for x in labels:
+        current = current_memo_hashes.get(x.episode_id)
+        if current is None:
+            continue
+        if is_stale(x, current):
+            stale_keys.add(x.key)
+        else:
+            fresh.append(x)
+    latest = latest_labels(fresh)
+    by_ep: dict[str, list[Label]] = {}
+    for x in latest.values():
+        by_ep.setdefault(x.episode_id, []).append(x)
+    stale_eps = {k[1] for k in stale_keys - latest.keys()}
+    out: dict[str, EpisodeLabels] = {}
+    for eid in set(by_ep) | stale_eps:
+        xs = by_ep.get(eid, [])
+        verdicts = {x.verdict for x in xs if x.target == "episode"}
+        reject = "reject" in verdicts
+        out[eid] = EpisodeLabels(
+            reviewed=bool(verdicts),
+            keep="keep" in verdicts and not reject,
+            reject=reject,
+            tags=tuple(sorted({t for x in xs for t in x.tags})),
+            stale=eid in stale_eps,
+            reviewers=tuple(sorted({x.reviewer for x in xs})),
+        )
+    return out
