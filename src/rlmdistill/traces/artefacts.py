@@ -26,6 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlmdistill.provenance import Provenance
+from rlmdistill.traces.labels import LabelsProvenance
 from rlmdistill.traces.layout import (
     EXPERIMENT,
     EXPORT_MANIFEST,
@@ -129,6 +130,9 @@ class SourceRun(BaseModel):
     run_dir: str
     run_id: str
     episode_ids: list[str]
+    labels: LabelsProvenance | None = None
+    """The run's ``labels.jsonl`` when exported (count, reviewers, sha256): what people
+    decided travels with the dataset; ``None``: no labels (and in manifests before labels)."""
 
 
 class TokenizerInfo(BaseModel):
