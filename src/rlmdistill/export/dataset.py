@@ -75,6 +75,7 @@ from rlmdistill.traces.artefacts import (
     SourceRun,
     TokenizerInfo,
 )
+from rlmdistill.traces.labels import labels_provenance
 from rlmdistill.traces.layout import EXPORT_MANIFEST
 from rlmdistill.traces.runs import (
     EpisodeRef,
@@ -776,7 +777,9 @@ def export_dataset(
         tokens=report.tokens,
         supervised=report.supervised,
         sources=[
-            SourceRun(run_dir=str(d), run_id=run_ids[d], episode_ids=ids)
+            SourceRun(
+                run_dir=str(d), run_id=run_ids[d], episode_ids=ids, labels=labels_provenance(d)
+            )
             for d, ids in sources.items()
         ],
         options=options.model_dump(),
@@ -908,7 +911,14 @@ def _card(m: ExportManifest, r: ExportReport, extra: str) -> str:
     """The dataset card (Markdown)."""
     drops: list[list[Cell]] = [[k, v] for k, v in m.dropped.items()] or [["(none)", 0]]
     srcs = "\n".join(
-        f"- `{s.run_dir}` (run `{s.run_id}`): {len(s.episode_ids)} episodes" for s in m.sources
+        f"- `{s.run_dir}` (run `{s.run_id}`): {len(s.episode_ids)} episodes"
+        + (
+            f"; people's labels used: {s.labels.count} by {', '.join(s.labels.reviewers)} "
+            f"(`labels.jsonl` sha256 {s.labels.sha256})"
+            if s.labels is not None
+            else ""
+        )
+        for s in m.sources
     )
     sysline = (
         "collected (each episode's own system prompt)"
