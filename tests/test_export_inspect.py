@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai.log import read_eval_log
+from inspect_ai.log import read_eval_log, resolve_sample_attachments
 
 from rlmdistill.export.inspect_log import export_inspect
 from rlmdistill.export.interop_cli import register
@@ -74,8 +74,23 @@ def test_round_trip_messages_scores_and_metadata(collected_run: Path, tmp_path: 
         assert sample.metadata["status"] == summary.status == "completed"
         traj = load_trajectory(collected_run, eid)
         assert len(sample.metadata["sub_calls"]) == summary.n_sub_calls == len(traj.sub_calls)
-        assert [c["prompt"] for c in sample.metadata["sub_calls"]] == [
-            c.prompt for c in traj.sub_calls
+        assert [c["call_id"] for c in sample.metadata["sub_calls"]] == [
+            c.call_id for c in traj.sub_calls
+        ]
+        assert [c["usage"] for c in sample.metadata["sub_calls"]] == [
+            c.usage.model_dump(mode="json") for c in traj.sub_calls
+        ]
+        # the texts the sub model saw and sent ride in model events (the transcript view);
+        # inspect_ai's writer stores long texts once, as attachments its reader resolves
+        resolved = resolve_sample_attachments(sample)
+        events = [e for e in resolved.events if e.event == "model"]
+        assert [(e.role, e.model) for e in events] == [("sub", summary.sub_model)] * len(
+            traj.sub_calls
+        )
+        assert [e.input[0].text for e in events] == [c.prompt for c in traj.sub_calls]
+        assert [e.output.completion for e in events] == [c.response for c in traj.sub_calls]
+        assert [e.output.usage.output_tokens for e in events if e.output.usage] == [
+            c.usage.completion_tokens for c in traj.sub_calls
         ]
         assert sample.model_usage[summary.root_model].input_tokens == (
             summary.tokens.root.prompt_tokens

@@ -18,14 +18,18 @@ One log per run (``EvalLog``, format ``eval`` or ``json``; ``inspect_ai.log.writ
   incorrect / no-answer: PASS / FAIL / UNGRADABLE or no verdict). An ungraded episode has no
   score of that grader;
 - ``metadata``: the episode's status (and detail), room, task, models, depth, seed, turns,
-  token usage, wall time, coverage (``Coverage``, whole), and its sub-calls
-  (``SubCallRecord`` each: prompt, response, usage, latency, depth, errors);
+  token usage, wall time, coverage (``Coverage``, whole), and its sub-calls (each
+  ``SubCallRecord`` without its prompt and response texts: ids, turn, block, batch, depth,
+  parent call, sources, usage, latency, attempts, errors);
+- ``events``: one Inspect ``ModelEvent`` per sub-call (``role="sub"``, the sub model; input
+  = the prompt as one user message, output = the response, usage, latency, error), which
+  the transcript view shows;
 - ``model_usage``: root and sub model tokens (Inspect's ``input``/``output`` tokens).
 
 An episode whose trajectory is missing, torn or edited still gets its sample (no messages),
 with the reason in ``metadata["messages_error"]``; the run is never refused for one episode.
-What the format loses is listed in ``docs/export.md`` (sub-calls are metadata, not model
-events; token ids and logprobs are left out; the prompt hashes are not carried).
+What the format loses is listed in ``docs/export.md`` (subagent turns, token ids and logprobs
+are left out; the prompt hashes are not carried).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from rlmdistill import __version__
 from rlmdistill.export.options import ExportStyle, SystemPromptChoice
 from rlmdistill.export.render import RenderFailure, render_episode
 from rlmdistill.traces.runs import grader_ids, load_manifest, load_summaries, load_trajectory
-from rlmdistill.traces.schema import EpisodeSummary
+from rlmdistill.traces.schema import EpisodeSummary, SubCallRecord
 from rlmdistill.traces.scores import EpisodeScore, run_scores
 from rlmdistill.traces.store import TraceFileError
 
@@ -149,6 +153,51 @@ def _chat_messages(messages: Sequence[dict[str, Any]], model: str) -> list[ChatM
     return out
 
 
+_SUB_CALL_TEXTS = ("prompt", "response")
+"""Fields of a sub-call record carried by its model event instead of the sample metadata."""
+
+
+def _sub_call_events(
+    calls: Sequence[SubCallRecord], model: str, at: dt.datetime
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Model events (``role="sub"``: the prompt as one user message, the response as the
+    output, usage, latency, error) and the metadata records (every field but the texts) of an
+    episode's sub-calls, in record order."""
+    from inspect_ai.event import ModelEvent
+    from inspect_ai.model import ChatMessageUser, GenerateConfig, ModelOutput, ModelUsage
+
+    events: list[Any] = []
+    records: list[dict[str, Any]] = []
+    for c in calls:
+        out = ModelOutput.from_content(model, c.response or "", error=c.error)
+        out.usage = ModelUsage(
+            input_tokens=c.usage.prompt_tokens,
+            output_tokens=c.usage.completion_tokens,
+            total_tokens=c.usage.prompt_tokens + c.usage.completion_tokens,
+            input_tokens_cache_read=c.usage.cached_tokens,
+        )
+        rec = c.model_dump(mode="json", exclude=set(_SUB_CALL_TEXTS))
+        events.append(
+            ModelEvent(
+                timestamp=at,
+                working_start=0.0,
+                model=model,
+                role="sub",
+                input=[ChatMessageUser(content=c.prompt)],
+                tools=[],
+                tool_choice="none",
+                config=GenerateConfig(),
+                output=out,
+                retries=c.attempts - 1,
+                error=c.error,
+                working_time=c.latency_s,
+                metadata={"call_id": c.call_id, "turn": c.turn, "depth": c.depth},
+            )
+        )
+        records.append(rec)
+    return events, records
+
+
 def _scores(graded: dict[str, EpisodeScore | None]) -> dict[str, Any]:
     from inspect_ai.scorer import Score
 
@@ -197,9 +246,10 @@ def _sample(
     task_text = ""
     error: str | None = None
     sub_calls: list[dict[str, Any]] = []
+    events: list[Any] = []
     try:
         traj = load_trajectory(run_dir, eid)
-        sub_calls = [c.model_dump(mode="json") for c in traj.sub_calls]
+        events, sub_calls = _sub_call_events(traj.sub_calls, summary.sub_model, summary.started_at)
         (item,) = render_episode(
             traj,
             mode="trajectory",
@@ -266,6 +316,7 @@ def _sample(
         scores=_scores(graded) or None,
         metadata=metadata,
         model_usage=usage,
+        events=events,
         started_at=summary.started_at.isoformat(),
         completed_at=summary.ended_at.isoformat(),
         total_time=summary.wall_time_s,
