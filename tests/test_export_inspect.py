@@ -205,3 +205,20 @@ def test_inspect_view_lists_the_log(collected_run: Path, tmp_path: Path) -> None
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_corrupt_verdict_file_is_named_and_nothing_written(
+    collected_run: Path, tmp_path: Path
+) -> None:
+    """A verdict line that is not JSON in the middle of the file: exit 2 naming the file;
+    no log is written."""
+    run = tmp_path / "run"
+    shutil.copytree(collected_run, run)
+    verdicts = run / "verdicts" / "reference.jsonl"
+    lines = verdicts.read_text(encoding="utf-8").splitlines(keepends=True)
+    verdicts.write_text(lines[0] + "{not json\n" + "".join(lines[1:]), encoding="utf-8")
+    out = tmp_path / "logs"
+    result = CliRunner().invoke(_app(), ["export-inspect", str(run), "--out", str(out)])
+    assert result.exit_code == 2
+    assert "reference.jsonl" in result.output
+    assert not out.exists()
