@@ -83,7 +83,7 @@ def test_reference_pages_hold_what_the_code_says():
     pages = _rendered()
     cli = pages["reference/cli.md"]
     assert "## `rlmdistill collect`" in cli and "## `rlmdistill rooms synth`" in cli
-    assert "* `--ray-address <str>`: Ray cluster for --executor ray" in cli
+    assert "* `--ray-address <str>`: Ray cluster to join: 'auto'" in cli  # the field's help
     config = pages["reference/config.md"]
     assert "- **`episodes`** (`int`, default `4`): Episodes (samples) per room." in config
     # nested model defaults come from their factories, not the nested class's own defaults
