@@ -232,6 +232,7 @@ def build_report(
         timeouts=arm_sections.timeouts(arms, rows),
         timeout_flags=flags,
         adapter_checks=list(adapter_checks),
+        corrected_rates=sections.corrected_rates(arms, sections.read_calibrations(arms), ctx),
     )
     _write(report, rows, out, overwrite=overwrite, draw=draw)
     return report
@@ -296,10 +297,9 @@ def _write(
         with (out / "metrics" / f"{safe}.jsonl").open("w", encoding="utf-8") as f:
             for r in arm_rows:
                 f.write(r.model_dump_json() + "\n")
-    # a report without checks keeps the version-1 bytes (no empty adapter_checks key)
-    text = report.model_dump_json(
-        indent=1, exclude=None if report.adapter_checks else {"adapter_checks"}
-    )
+    # a report without checks or labels keeps the version-1 bytes (no empty keys of those)
+    empty = {k for k in ("adapter_checks", "corrected_rates") if not getattr(report, k)}
+    text = report.model_dump_json(indent=1, exclude=empty or None)
     json.loads(text)  # fails loudly rather than write an unreadable file
     markdown = render_markdown(report)
     if draw:

@@ -591,11 +591,51 @@ def _depth_table(report: Report, ab: DepthAblation) -> list[str]:
     return [*lines, ""] if flagged else lines
 
 
+def _corrected_rates(report: Report) -> list[str]:
+    if not report.corrected_rates:
+        return []
+    conf = f"{report.settings['confidence']:.0%}"
+    notes = _Notes()
+    rows = []
+    for r in report.corrected_rates:
+        c, q = r.calibration, r.rate
+        rows.append(
+            [
+                r.arm,
+                r.grader,
+                f"{_n(q.raw)} ({c.n_pass}/{c.n})",
+                _est(q.corrected, notes)
+                if q.corrected.value is not None
+                else f"undefined: {q.corrected.reason}",
+                f"{_n(q.sensitivity)} ({c.true_pass}/{c.m1})",
+                f"{_n(q.specificity)} ({c.true_fail}/{c.m0})",
+                f"{c.m1 + c.m0} by {', '.join(c.reviewers) or '-'}"
+                + (f"; {c.n_stale} stale" if c.n_stale else ""),
+            ]
+        )
+    lines = [
+        f"## Pass rates corrected for the grader's errors ({conf} interval)",
+        "",
+        "The grader's raw pass rate over every criterion it graded, and beside it the "
+        "Rogan-Gladen value `(p + q0 - 1) / (q0 + q1 - 1)`, with sensitivity `q1` and "
+        "specificity `q0` measured against people's labels of the same run; the interval "
+        "carries the uncertainty of all three (Lee et al. 2025, arXiv 2511.21140; "
+        "docs/curation.md).",
+        "",
+    ]
+    lines += markdown_table(
+        ["arm", "grader", "raw p", "corrected", "sensitivity q1", "specificity q0", "labels"],
+        rows,
+    )
+    return [*lines, *notes.lines(), ""]
+
+
 def render_markdown(report: Report) -> str:
     """The report as Markdown; every number in it is a field of ``report`` (report.json)."""
     lines = [
         *_runs(report),
         *_per_arm(report),
+        *_corrected_rates(report),
         *_arm_table(report),
         *_comparisons(report),
         *_sizes_and_tokens(report),

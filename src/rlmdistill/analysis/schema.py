@@ -18,7 +18,14 @@ from rlmdistill.analysis.checks import AdapterCheck
 from rlmdistill.analysis.figures import FigureData
 from rlmdistill.analysis.summary import Stat
 from rlmdistill.provenance import Provenance
-from rlmdistill.stats import Correlation, CorrelationChange, Estimate, PairedComparison
+from rlmdistill.stats import (
+    CorrectedRate,
+    Correlation,
+    CorrelationChange,
+    Estimate,
+    PairedComparison,
+)
+from rlmdistill.traces.calibration import Calibration
 
 __all__ = [
     "EMA_BETA",
@@ -31,6 +38,7 @@ __all__ = [
     "ArmTableRow",
     "Comparison",
     "ComparisonRow",
+    "CorrectedRateRow",
     "DepthAblation",
     "DepthMetricRow",
     "FlipTable",
@@ -363,6 +371,22 @@ class ArmTable(BaseModel):
     """Arm label -> episodes in the table's rooms."""
 
 
+class CorrectedRateRow(BaseModel):
+    """One arm's grader pass rate beside its correction for the grader's errors, measured
+    against people's labels of the arm's own run (:func:`rlmdistill.analysis.sections.
+    corrected_rates`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arm: str
+    grader: str
+    calibration: Calibration
+    """The counts: criteria graded and passed, person-PASS/FAIL pairs, stale labels."""
+    rate: CorrectedRate
+    """Raw rate ``p`` (criteria pooled), sensitivity, specificity and the Rogan-Gladen value
+    with its interval; ``rate.corrected.value is None`` with the reason when undefined."""
+
+
 class TimeoutFlag(BaseModel):
     """Two compared arms whose shares of episodes ended by the wall-clock limit differ.
 
@@ -418,3 +442,6 @@ class Report(Provenance):
     """Arm label -> episodes that ended ``timeout`` (episode wall-time limit)."""
     timeout_flags: list[TimeoutFlag] = Field(default_factory=list)
     """Compared arm pairs whose shares of ``timeout`` episodes differ (also in ``notes``)."""
+    corrected_rates: list[CorrectedRateRow] = Field(default_factory=list)
+    """Arms whose run has people's labels: raw and corrected pass rates. Left out of
+    ``report.json`` when empty, so a report without labels reads as before."""

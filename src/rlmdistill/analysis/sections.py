@@ -14,7 +14,7 @@ Every section function takes the same inputs, in this order:
 and returns the records stored in ``report.json``. :func:`~rlmdistill.analysis.compare.
 build_report` calls them, and the dashboard calls the same functions, so its tables equal the
 report's for the same runs. None of them reads or writes a file except
-:func:`read_training_curve`. The methods are described in ``docs/analysis.md`` and in
+:func:`read_training_curve` and :func:`read_calibrations`. The methods are described in ``docs/analysis.md`` and in
 :data:`METHODS` (stored in every report).
 """
 
@@ -39,6 +39,7 @@ from rlmdistill.analysis.schema import (
     ArmMetric,
     Comparison,
     ComparisonRow,
+    CorrectedRateRow,
     DepthAblation,
     DepthMetricRow,
     FlippedCriterion,
@@ -64,6 +65,7 @@ from rlmdistill.stats import (
     Correlation,
     Estimate,
     PairedComparison,
+    corrected_pass_rate,
     ema,
     mean_interval,
     paired_comparison,
@@ -72,6 +74,8 @@ from rlmdistill.stats import (
     spearman,
 )
 from rlmdistill.traces.artefacts import read_train_log
+from rlmdistill.traces.calibration import Calibration, run_calibration
+from rlmdistill.traces.layout import labels_path
 
 __all__ = [
     "BASE_METRICS",
@@ -88,6 +92,7 @@ __all__ = [
     "arm_size_correlations",
     "arm_token_shares",
     "comparisons",
+    "corrected_rates",
     "criterion_shares",
     "depth_ablations",
     "depth_table",
@@ -99,6 +104,7 @@ __all__ = [
     "model_gap",
     "paired_rooms",
     "per_arm_metrics",
+    "read_calibrations",
     "read_training_curve",
     "report_metrics",
     "report_notes",
@@ -946,3 +952,38 @@ def report_notes(arms: list[ArmInfo]) -> list[str]:
         if a.n_unscored:
             notes.append(f"{a.label}: {a.n_unscored} of {a.n_episodes} episodes have no pass rate")
     return notes
+
+
+def read_calibrations(arms: Sequence[ArmInfo]) -> dict[str, Calibration]:
+    """Arm label -> its grader's :class:`~rlmdistill.traces.calibration.Calibration` against
+    people's labels of the arm's run, for every arm with a grader and a ``labels.jsonl``
+    (reads the run's labels, episodes and that grader's verdicts)."""
+    return {
+        a.label: run_calibration(Path(a.run_dir), a.grader)
+        for a in arms
+        if a.grader is not None and labels_path(Path(a.run_dir)).is_file()
+    }
+
+
+def corrected_rates(
+    arms: Sequence[ArmInfo], calibrations: dict[str, Calibration], ctx: SectionContext
+) -> list[CorrectedRateRow]:
+    """Each arm with a calibration (:func:`read_calibrations`): its grader's raw pass rate
+    (criteria pooled) and the Rogan-Gladen value with its interval at ``ctx.confidence``
+    (:func:`rlmdistill.stats.corrected_pass_rate`), in arm order."""
+    out: list[CorrectedRateRow] = []
+    for a in arms:
+        c = calibrations.get(a.label)
+        if c is None:
+            continue
+        rate = corrected_pass_rate(
+            c.n_pass,
+            c.n,
+            true_pass=c.true_pass,
+            m1=c.m1,
+            true_fail=c.true_fail,
+            m0=c.m0,
+            confidence=ctx.confidence,
+        )
+        out.append(CorrectedRateRow(arm=a.label, grader=c.grader, calibration=c, rate=rate))
+    return out
