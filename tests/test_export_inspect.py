@@ -38,16 +38,40 @@ def _seen(run: Path, episode_id: str) -> list[tuple[str, str]]:
     return [*msgs, ("assistant", assistant_message(traj.turns[-1]).content)]
 
 
+def _mixed_verdicts(run: Path) -> dict[str, list[str]]:
+    """Rewrite the reference verdicts of ``run``: criterion ``i`` of episode ``k`` gets
+    PASS, FAIL or UNGRADABLE by ``(i + k) % 3``, the last criterion none (MISSING); returns
+    the labels per episode in rubric order."""
+    path = run / "verdicts" / "reference.jsonl"
+    records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    order = {s.episode_id: k for k, s in enumerate(load_summaries(run))}
+    labels: dict[str, list[str]] = {}
+    kept = []
+    for rec in records:
+        mine = labels.setdefault(rec["episode_id"], [])
+        k, i = order[rec["episode_id"]], len(mine)
+        rec["verdict"] = ("PASS", "FAIL", "UNGRADABLE")[(i + k) % 3]
+        mine.append(rec["verdict"])
+        kept.append(rec)
+    for eid, mine in labels.items():  # drop each episode's last verdict: MISSING
+        last = max(j for j, rec in enumerate(kept) if rec["episode_id"] == eid)
+        kept.pop(last)
+        mine[-1] = "MISSING"
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+    return labels
+
+
 def test_round_trip_messages_scores_and_metadata(collected_run: Path, tmp_path: Path) -> None:
     """Our run -> Inspect log (inspect_ai's writer) -> read_eval_log: one sample per episode,
-    the messages the root saw, the reference grader's pass rate and per-criterion labels,
-    coverage, sub-calls and status in the metadata."""
-    r = export_inspect(collected_run, tmp_path / "logs")
-    assert r.path.suffix == ".eval" and r.path.parent == tmp_path / "logs"
-    assert r.graders == ["reference"] and r.n_without_messages == 0
+    the messages the root saw, each grader's pass rate and per-criterion labels (mixed
+    PASS / FAIL / UNGRADABLE / MISSING, hand-set), coverage, sub-calls and status."""
+    run = tmp_path / "run"
+    shutil.copytree(collected_run, run)
+    labels = _mixed_verdicts(run)
+    r = export_inspect(run, tmp_path / "logs")
     log = read_eval_log(str(r.path))
-    summaries = load_summaries(collected_run)
-    scores = run_scores(collected_run, "reference").scores
+    summaries = load_summaries(run)
+    scores = run_scores(run, "reference").scores
     assert log.status == "success"
     assert log.samples is not None
     assert len(log.samples) == len(summaries) == r.n_samples == 2
@@ -56,23 +80,25 @@ def test_round_trip_messages_scores_and_metadata(collected_run: Path, tmp_path: 
     for summary in summaries:
         sample = by_id[summary.episode_id]
         eid = summary.episode_id
-        assert [(m.role, m.text) for m in sample.messages] == _seen(collected_run, eid)
+        assert [(m.role, m.text) for m in sample.messages] == _seen(run, eid)
         assert sample.output.completion == summary.memo
         expected = scores[eid]
+        assert expected.labels == labels[eid]  # the hand-set labels, in rubric order
+        n_pass = labels[eid].count("PASS")
+        assert 0 < n_pass < len(labels[eid])
         got = sample.scores["reference"]
-        assert got.value == pytest.approx(expected.rates.pass_rate)
-        assert got.metadata["labels"] == dict(
-            zip(expected.criterion_ids, expected.labels, strict=True)
-        )
-        assert got.metadata["n_pass"] == expected.rates.n_pass
+        assert got.value == pytest.approx(n_pass / len(labels[eid]))
+        assert got.metadata["labels"] == dict(zip(expected.criterion_ids, labels[eid], strict=True))
+        assert (got.metadata["n_pass"], got.metadata["n_missing"]) == (n_pass, 1)
+        assert got.metadata["n_ungradable"] == labels[eid].count("UNGRADABLE")
         mapping = {"PASS": "C", "FAIL": "I", "UNGRADABLE": "N", "MISSING": "N"}
         assert sample.scores["reference_criteria"].value == {
-            c: mapping[lab] for c, lab in zip(expected.criterion_ids, expected.labels, strict=True)
+            c: mapping[lab] for c, lab in zip(expected.criterion_ids, labels[eid], strict=True)
         }
         assert summary.coverage is not None
         assert sample.metadata["coverage"]["overall"] == summary.coverage.overall
         assert sample.metadata["status"] == summary.status == "completed"
-        traj = load_trajectory(collected_run, eid)
+        traj = load_trajectory(run, eid)
         assert len(sample.metadata["sub_calls"]) == summary.n_sub_calls == len(traj.sub_calls)
         assert [c["call_id"] for c in sample.metadata["sub_calls"]] == [
             c.call_id for c in traj.sub_calls
@@ -96,7 +122,7 @@ def test_round_trip_messages_scores_and_metadata(collected_run: Path, tmp_path: 
             summary.tokens.root.prompt_tokens
         )
     (score,) = log.results.scores if log.results else []
-    rates = [scores[s.episode_id].rates.pass_rate for s in summaries]
+    rates = [labels[s.episode_id].count("PASS") / len(labels[s.episode_id]) for s in summaries]
     assert score.metrics["mean"].value == pytest.approx(sum(rates) / len(rates))  # type: ignore[arg-type]
 
 
