@@ -4,6 +4,7 @@ what the dataset's loss mask says about it (checked by decoding the masked token
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import datasets
@@ -17,6 +18,7 @@ from rlmdistill.export.interop_cli import register
 from rlmdistill.export.openai_jsonl import openai_record, write_openai_jsonl
 from rlmdistill.export.tools import load_messages
 from rlmdistill.testing.trajectory_runs import write_trajectory_run
+from rlmdistill.traces.rebuild import assistant_message
 from rlmdistill.traces.runs import EpisodeRef, load_summaries, load_trajectory
 
 
@@ -31,6 +33,18 @@ def _runs(mask: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+def _cut_first_turn(run: Path) -> str:
+    """Record turn 0 of the run's first episode as cut by max_tokens; its id."""
+    cut = load_summaries(run)[0].episode_id
+    path = run / "trajectories" / f"{cut}.jsonl"
+    recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    for rec in recs:
+        if rec.get("record_type") == "turn" and rec["turn"] == 0:
+            rec["finish_reason"] = "length"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    return cut
+
+
 def _export(run: Path, out: Path, tok_dir: Path, **options: object) -> Path:
     refs = [EpisodeRef(run, s.episode_id) for s in load_summaries(run)]
     export_dataset(refs, out, ExportOptions(tokenizer=str(tok_dir), **options), progress=False)  # type: ignore[arg-type]
@@ -39,7 +53,12 @@ def _export(run: Path, out: Path, tok_dir: Path, **options: object) -> Path:
 
 @pytest.mark.parametrize(
     ("source", "mode", "n_rows"),
-    [("collected", "trajectory", 2), ("collected", "turn", 4), ("few_shot", "trajectory", 2)],
+    [
+        ("collected", "trajectory", 2),
+        ("collected", "turn", 4),
+        ("few_shot", "trajectory", 2),
+        ("truncated", "trajectory", 2),
+    ],
 )
 def test_weights_equal_the_loss_mask(
     collected_run: Path, smollm2_dir: Path, tmp_path: Path, source: str, mode: str, n_rows: int
@@ -47,13 +66,20 @@ def test_weights_equal_the_loss_mask(
     """The masked token runs of each row, decoded, are exactly the weight-1 assistant
     messages in order (content + ``<|im_end|>``, ChatML); the weight-0 ones have no masked
     token: in turn mode the replies before the last, with a worked example (kept as context)
-    its replies. Sources: a real collected run (no worked example), a synthetic run with one.
+    its replies; with ``truncated_turns="mask"`` the reply max_tokens cut. Sources: a real
+    collected run (no worked example; one copy with its first reply marked as cut), a
+    synthetic run with a worked example.
     Every line keeps the row's messages otherwise unchanged."""
-    run = collected_run
+    run, options, cut = collected_run, {"mode": mode}, None
     if source == "few_shot":
         run = tmp_path / "synth"
         write_trajectory_run(run, 2, n_turns=3, few_shot=True)
-    ds_dir = _export(run, tmp_path / "ds", smollm2_dir, mode=mode)
+    elif source == "truncated":
+        run = tmp_path / "run"
+        shutil.copytree(collected_run, run)
+        cut = _cut_first_turn(run)
+        options["truncated_turns"] = "mask"
+    ds_dir = _export(run, tmp_path / "ds", smollm2_dir, **options)
     r = write_openai_jsonl(ds_dir)
     assert r.path == ds_dir / "openai.jsonl"
     lines = [json.loads(x) for x in r.path.read_text(encoding="utf-8").splitlines()]
@@ -69,6 +95,9 @@ def test_weights_equal_the_loss_mask(
         off = [m for m in msgs if m.get("weight") == 0]
         if source == "few_shot" or row["turn"] > 0:
             assert off  # the worked example, earlier replies in turn mode: never trained
+        elif row["episode_id"] == cut:  # truncated_turns=mask: the cut reply is context
+            first = assistant_message(load_trajectory(run, cut).turns[0]).content
+            assert [m["content"] for m in off] == [first]
         else:
             assert not off
         assert all(m["role"] == "assistant" for m in msgs if "weight" in m)
@@ -78,8 +107,9 @@ def test_weights_equal_the_loss_mask(
     assert (r.n_weighted, r.n_unweighted) == (n_on, n_off)
     if mode == "turn":
         assert all(sum(m.get("weight", 0) for m in x["messages"]) == 1 for x in lines)
-    else:  # every root reply of the trajectory is trained
-        assert n_on == sum(len(load_trajectory(run, x["episode_id"]).turns) for x in ds)
+    else:  # every root reply of the trajectory is trained, but a cut one
+        n_turns = sum(len(load_trajectory(run, x["episode_id"]).turns) for x in ds)
+        assert n_on == n_turns - (cut is not None)
 
 
 def test_tool_style_arguments_are_json_strings(
