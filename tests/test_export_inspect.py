@@ -99,6 +99,9 @@ def test_round_trip_messages_scores_and_metadata(collected_run: Path, tmp_path: 
         assert sample.metadata["coverage"]["overall"] == summary.coverage.overall
         assert sample.metadata["status"] == summary.status == "completed"
         traj = load_trajectory(run, eid)
+        task = traj.start.initial_messages[-1]
+        assert task.role == "user" and sample.input == task.content
+        assert [t.split(": ", 1)[0] for t in sample.target] == expected.criterion_ids
         assert len(sample.metadata["sub_calls"]) == summary.n_sub_calls == len(traj.sub_calls)
         assert [c["call_id"] for c in sample.metadata["sub_calls"]] == [
             c.call_id for c in traj.sub_calls
