@@ -167,6 +167,11 @@ FILES: list[tuple[str, str, list[tuple[str, str]]]] = [
         [("rlmdistill.traces.schema", "JudgeRequestRecord")],
     ),
     (
+        "runs/<run>/labels.jsonl",
+        "the dashboard's Review page, `labels import` (people's labels; docs/curation.md)",
+        [("rlmdistill.traces.labels", "Label")],
+    ),
+    (
         "datasets/<name>/decisions.jsonl",
         "`filter`",
         [("rlmdistill.traces.artefacts", "FilterDecision")],
