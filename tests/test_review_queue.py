@@ -12,6 +12,7 @@ from rlmdistill.dashboard.review_queue import (
     CalibrationCounts,
     QueueItem,
     calibration_counts,
+    expected_widths,
     informative_class,
     queue_items,
     review_queue,
@@ -63,27 +64,43 @@ def test_disagreement_queues_only_disagreeing_episodes_most_first() -> None:
 def test_calibration_counts_join_labels_to_grader_verdicts() -> None:
     human = {("a", "c0"): "PASS", ("a", "c1"): "PASS", ("b", "c0"): "FAIL", ("d", "c0"): "FAIL"}
     # a: c0 grader PASS / person PASS; c1 grader FAIL / person PASS; b c0 FAIL/FAIL;
-    # d c0 is the grader's UNGRADABLE: left out. Grader PASS/FAIL verdicts: 9, PASS 3.
-    assert calibration_counts(ITEMS, human) == CalibrationCounts(1, 1, 1, 0, 3 / 9)
+    # d c0 is the grader's UNGRADABLE: not a pass, so person FAIL / grader did not pass.
+    # The grader graded 10 criteria and passed 3.
+    assert calibration_counts(ITEMS, human) == CalibrationCounts(1, 1, 2, 0, 3, 10)
 
 
-def test_informative_class_asks_for_the_class_with_the_larger_variance_decrease() -> None:
+def test_informative_class_before_the_interval_is_defined_uses_the_delta_method() -> None:
+    # Fewer than 3 labels of a person class: stats.corrected_pass_rate has no interval yet.
     # Few person-PASS labels: n1 = 2 (2 TP), n0 = 22 (20 TN, 2 FP), p = 0.5.
     # q1 = 3/4, q0 = 21/24 = 0.875, J = 0.625, theta = (0.5 + 0.875 - 1) / 0.625 = 0.6;
     # d1 = 0.36 * 0.75 * 0.25 * (1/3 - 1/4) = 0.005625, d0 = 0.16 * 0.875 * 0.125 / 552
     # = 3.2e-5; P(person PASS | grader PASS) = 0.6 * 0.75 / 0.5 = 0.9 -> 0.00507;
     # P(person PASS | grader FAIL) = 0.6 * 0.25 / 0.5 = 0.3 -> 0.00171: label grader PASS.
-    assert informative_class(CalibrationCounts(2, 0, 20, 2, 0.5)) == "PASS"
+    assert informative_class(CalibrationCounts(2, 0, 20, 2, 50, 100)) == "PASS"
     # The mirror: n1 = 22, n0 = 2, theta = 0.4: 0.00171 (PASS) vs 0.00507 (FAIL).
-    assert informative_class(CalibrationCounts(20, 2, 2, 0, 0.5)) == "FAIL"
+    assert informative_class(CalibrationCounts(20, 2, 2, 0, 50, 100)) == "FAIL"
+
+
+def test_informative_class_with_an_interval_asks_for_the_narrower_expected_interval() -> None:
+    # 4 person-PASS labels (3 TP, 1 FN), 66 person-FAIL (60 TN, 6 FP), 30 of 100 passed:
+    # stats.corrected_pass_rate gives theta = 0.317, q1 = 0.75, width 0.601. One more label
+    # of a criterion the grader passed (a person's PASS with P = 0.317 * 0.75 / 0.3 = 0.79):
+    # expected width 0.516; of one it did not pass: 0.623 -> PASS.
+    assert expected_widths(CalibrationCounts(3, 1, 60, 6, 30, 100)) == pytest.approx(
+        (0.5156, 0.6233), abs=1e-4
+    )
+    assert informative_class(CalibrationCounts(3, 1, 60, 6, 30, 100)) == "PASS"
+    # the mirror image (classes and pass rate swapped) asks for the other class
+    assert informative_class(CalibrationCounts(60, 6, 3, 1, 70, 100)) == "FAIL"
 
 
 def test_informative_puts_reviewed_first_then_most_unlabelled_of_the_class() -> None:
-    # 22 person-PASS labels, all on grader FAILs (x0..x10), no person FAIL: q1 = 1/24,
-    # q0 = 1/2, J < 0 -> theta = 0.5; m1 = 23, m0 = 1: d1 = 1.8e-5, d0 = 0.03125.
-    # p = 3/31 (3 grader PASS of 31): P(person PASS | grader PASS) = 0.5 / 24 / (3/31) = 0.215,
-    # P(person PASS | grader FAIL) = 0.5 * 23/24 / (28/31) = 0.530. A person FAIL is needed
-    # most, and a grader PASS is the likelier one: gains 0.785 d0 (PASS) > 0.470 d0 (FAIL).
+    # 22 person-PASS labels, all on grader FAILs (x0..x10), no person FAIL: no interval yet
+    # (no person FAIL), so the delta-method rule: q1 = 1/24, q0 = 1/2, J < 0 -> theta = 0.5;
+    # m1 = 23, m0 = 1: d1 = 1.8e-5, d0 = 0.03125. p = 3/32 (3 passed of 32 graded):
+    # P(person PASS | grader passed) = 0.5 / 24 / (3/32) = 0.222, P(person PASS | not passed)
+    # = 0.5 * 23/24 / (29/32) = 0.529. A person FAIL is needed most, and a criterion the
+    # grader passed is the likelier one: gains 0.778 d0 (PASS) > 0.471 d0 (FAIL).
     items = [*ITEMS, *[_item(f"x{i}", "FF") for i in range(11)]]
     human = {(f"x{i}", f"c{j}"): "PASS" for i in range(11) for j in range(2)}
     assert informative_class(calibration_counts(items, human)) == "PASS"
