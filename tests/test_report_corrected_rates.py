@@ -61,6 +61,10 @@ def test_report_shows_raw_and_corrected_rates(tmp_path: Path) -> None:
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "## Pass rates corrected for the grader's errors (95% interval)" in md
     assert "| tuned | reference | 0.75 (15/20) | 1 [" in md
+    # the agreement table: 10 pairs, TP 3, FN 1, TN 4, FP 2; kappa: grader pass 5 / not 5,
+    # person PASS 4 / FAIL 6, p_o = 7/10, p_e = (5*4 + 5*6)/100 = 1/2 -> (0.7 - 0.5)/0.5 = 0.4
+    assert "| tuned | reference | unknown | 10 | 0.75 [" in md
+    assert md.count("| 0.4 |") == 2  # the criterion type's row and `all`
     data = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert data["corrected_rates"][0]["calibration"]["m0"] == 6
 

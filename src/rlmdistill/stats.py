@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import scipy.stats
@@ -84,10 +84,12 @@ __all__ = [
     "Correlation",
     "CorrelationChange",
     "Estimate",
+    "Kappa",
     "PairedComparison",
     "TestResult",
     "cluster_mean_interval",
     "cluster_means",
+    "cohen_kappa",
     "corrected_pass_rate",
     "correlation_change",
     "ema",
@@ -1396,3 +1398,39 @@ def corrected_pass_rate(
     low, high = max(ts - half, 0.0), min(ts + half, 1.0)
     # the interval is centred on the smoothed estimate; widened to hold the point value
     return out(theta, min(low, theta), max(high, theta))
+
+
+class Kappa(NamedTuple):
+    """Cohen's kappa, or why it is undefined."""
+
+    value: float | None
+    """Kappa in [-1, 1]; ``None`` when undefined."""
+    reason: str | None
+    """Why ``value`` is ``None`` (``None`` when defined)."""
+
+
+def cohen_kappa(confusion: np.ndarray) -> Kappa:
+    """Cohen's kappa of a square confusion matrix (rows: grader A's label, columns: B's).
+
+    Args:
+        confusion: ``(k, k)`` array of non-negative counts.
+
+    Returns ``Kappa(None, reason)`` when there are no pairs or when chance agreement is 1.
+    Raises ``ValueError`` for a non-square matrix or negative counts.
+    """
+    c = np.asarray(confusion, dtype=float)
+    if c.ndim != 2 or c.shape[0] != c.shape[1]:
+        raise ValueError(f"confusion matrix must be square, got shape {c.shape}")
+    if (c < 0).any():
+        raise ValueError("confusion matrix has negative counts")
+    n = c.sum()
+    if n == 0:
+        return Kappa(None, "no pairs graded PASS/FAIL by both graders")
+    p_o = float(np.trace(c)) / n
+    p_e = float(c.sum(axis=1) @ c.sum(axis=0)) / (n * n)
+    if np.isclose(p_e, 1.0):
+        label = ("PASS", "FAIL")[int(np.argmax(c.sum(axis=1)))] if c.shape[0] == 2 else "one label"
+        return Kappa(
+            None, f"both graders gave every pair the same single label ({label}): no variance"
+        )
+    return Kappa((p_o - p_e) / (1.0 - p_e), None)

@@ -627,7 +627,31 @@ def _corrected_rates(report: Report) -> list[str]:
         ["arm", "grader", "raw p", "corrected", "sensitivity q1", "specificity q0", "labels"],
         rows,
     )
-    return [*lines, *notes.lines(), ""]
+    lines += notes.lines()
+    knotes = _Notes()
+    agree = [
+        [
+            r.arm,
+            a.grader,
+            a.criterion_type,
+            a.n,
+            _est(a.sensitivity, knotes),
+            _est(a.specificity, knotes),
+            _n(a.kappa) if a.kappa is not None else f"undefined {knotes.ref(a.kappa_undefined)}",
+        ]
+        for r in report.corrected_rates
+        for a in r.calibration.agreement
+    ]
+    lines += [
+        "The grader against people per criterion type (as `judge-agreement --human`; "
+        "sensitivity and specificity with 95% Wilson intervals):",
+        "",
+        *markdown_table(
+            ["arm", "grader", "criterion type", "n", "sensitivity", "specificity", "kappa"],
+            agree,
+        ),
+    ]
+    return [*lines, *knotes.lines(), ""]
 
 
 def render_markdown(report: Report) -> str:

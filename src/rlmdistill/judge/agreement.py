@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from rlmdistill.stats import Kappa, cohen_kappa
 from rlmdistill.traces.layout import RUN_MANIFEST, verdicts_path
 from rlmdistill.traces.runs import grader_ids, load_verdicts
 from rlmdistill.traces.schema import Verdict
@@ -40,42 +40,6 @@ __all__ = [
 ]
 
 _LABELS = ("PASS", "FAIL")
-
-
-class Kappa(NamedTuple):
-    """Cohen's kappa, or why it is undefined."""
-
-    value: float | None
-    """Kappa in [-1, 1]; ``None`` when undefined."""
-    reason: str | None
-    """Why ``value`` is ``None`` (``None`` when defined)."""
-
-
-def cohen_kappa(confusion: np.ndarray) -> Kappa:
-    """Cohen's kappa of a square confusion matrix (rows: grader A's label, columns: B's).
-
-    Args:
-        confusion: ``(k, k)`` array of non-negative counts.
-
-    Returns ``Kappa(None, reason)`` when there are no pairs or when chance agreement is 1.
-    Raises ``ValueError`` for a non-square matrix or negative counts.
-    """
-    c = np.asarray(confusion, dtype=float)
-    if c.ndim != 2 or c.shape[0] != c.shape[1]:
-        raise ValueError(f"confusion matrix must be square, got shape {c.shape}")
-    if (c < 0).any():
-        raise ValueError("confusion matrix has negative counts")
-    n = c.sum()
-    if n == 0:
-        return Kappa(None, "no pairs graded PASS/FAIL by both graders")
-    p_o = float(np.trace(c)) / n
-    p_e = float(c.sum(axis=1) @ c.sum(axis=0)) / (n * n)
-    if np.isclose(p_e, 1.0):
-        label = _LABELS[int(np.argmax(c.sum(axis=1)))] if c.shape[0] == 2 else "one label"
-        return Kappa(
-            None, f"both graders gave every pair the same single label ({label}): no variance"
-        )
-    return Kappa((p_o - p_e) / (1.0 - p_e), None)
 
 
 class AgreementRow(BaseModel):

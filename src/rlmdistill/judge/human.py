@@ -5,12 +5,15 @@ criterion label and the grader's verdict of the same current memo
 (:mod:`rlmdistill.traces.calibration`: a person's UNGRADABLE left out, a grader's UNGRADABLE
 is not a pass):
 
+(the rows are :func:`rlmdistill.traces.calibration.human_agreement_rows`, which the report
+shows too)
+
 - ``n``: pairs with a person's PASS or FAIL;
 - sensitivity ``q1 = TP / (TP + FN)`` (of the criteria a person passed, the share the grader
   passed) and specificity ``q0 = TN / (TN + FP)`` (of those a person failed, the share the
   grader did not pass), each with a 95% Wilson interval (:func:`rlmdistill.stats.wilson_interval`);
 - Cohen's kappa of the 2x2 table grader (pass / not pass) x person (PASS / FAIL)
-  (:func:`rlmdistill.judge.agreement.cohen_kappa`; undefined with the reason when chance
+  (:func:`rlmdistill.stats.cohen_kappa`; undefined with the reason when chance
   agreement is 1 or there are no pairs).
 
 For an LLM judge, :func:`rescore_flips` grades the labelled episodes' current memos K more
@@ -24,14 +27,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from rlmdistill.judge.agreement import cohen_kappa
 from rlmdistill.judge.llm import LLMGrader, LLMJudgeConfig, judge_model_key, llm_grader_id
 from rlmdistill.models.spec import get_client, parse_spec
-from rlmdistill.stats import Estimate, wilson_interval
-from rlmdistill.traces.calibration import CalibrationPair, calibration_pairs
+from rlmdistill.traces.calibration import (
+    HumanAgreementRow,
+    calibration_pairs,
+    human_agreement_rows,
+)
 from rlmdistill.traces.labels import read_labels
 from rlmdistill.traces.layout import RUN_MANIFEST
 from rlmdistill.traces.runs import grader_ids, load_room_tasks, load_summaries
@@ -47,32 +51,6 @@ __all__ = [
 ]
 
 
-class HumanAgreementRow(BaseModel):
-    """One grader against people on the pairs of one criterion type (or ``all``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    grader: str
-    criterion_type: str
-    n: int
-    """Pairs with a person's PASS or FAIL."""
-    n_person_ungradable: int
-    tp: int
-    """Person PASS, grader PASS."""
-    fn: int
-    """Person PASS, grader FAIL or UNGRADABLE."""
-    tn: int
-    """Person FAIL, grader FAIL or UNGRADABLE."""
-    fp: int
-    """Person FAIL, grader PASS."""
-    sensitivity: Estimate
-    """``tp / (tp + fn)`` with its Wilson interval (``value=None``: no person-PASS pair)."""
-    specificity: Estimate
-    """``tn / (tn + fp)`` with its Wilson interval (``value=None``: no person-FAIL pair)."""
-    kappa: float | None
-    kappa_undefined: str | None = None
-
-
 class HumanAgreement(BaseModel):
     """``judge-agreement --human`` of one run: rows per grader, then per criterion type."""
 
@@ -83,36 +61,6 @@ class HumanAgreement(BaseModel):
     """Lines of ``labels.jsonl`` (every label, stale and superseded ones included)."""
     reviewers: list[str]
     rows: list[HumanAgreementRow]
-
-
-def _row(grader: str, ctype: str, pairs: Sequence[CalibrationPair]) -> HumanAgreementRow:
-    people = [p for p in pairs if p.person != "UNGRADABLE"]
-    tp = sum(p.person == "PASS" and p.grader == "PASS" for p in people)
-    fn = sum(p.person == "PASS" and p.grader != "PASS" for p in people)
-    fp = sum(p.person == "FAIL" and p.grader == "PASS" for p in people)
-    tn = len(people) - tp - fn - fp
-    kappa = cohen_kappa(np.array([[tp, fp], [fn, tn]]))  # rows: grader pass / not pass
-    return HumanAgreementRow(
-        grader=grader,
-        criterion_type=ctype,
-        n=len(people),
-        n_person_ungradable=len(pairs) - len(people),
-        tp=tp,
-        fn=fn,
-        tn=tn,
-        fp=fp,
-        sensitivity=wilson_interval(tp, tp + fn),
-        specificity=wilson_interval(tn, tn + fp),
-        kappa=kappa.value,
-        kappa_undefined=kappa.reason,
-    )
-
-
-def human_agreement_rows(grader: str, pairs: Sequence[CalibrationPair]) -> list[HumanAgreementRow]:
-    """One :class:`HumanAgreementRow` per criterion type of ``pairs`` (sorted), then ``all``."""
-    types = sorted({p.criterion_type for p in pairs})
-    rows = [_row(grader, t, [p for p in pairs if p.criterion_type == t]) for t in types]
-    return [*rows, _row(grader, "all", pairs)]
 
 
 def human_agreement(run_dir: Path, graders: Sequence[str] | None = None) -> HumanAgreement:

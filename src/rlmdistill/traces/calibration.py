@@ -1,8 +1,10 @@
 """A grader measured against people on one run: people's criterion labels
 (:mod:`rlmdistill.traces.labels`) paired with the grader's verdicts of the same memo.
 
-The one reading behind ``judge-agreement --human`` (sensitivity, specificity, kappa per grader
-and criterion type) and the report's corrected pass rates, so both count the same pairs:
+The one reading behind ``judge-agreement --human`` and the report (sensitivity and specificity
+with Wilson intervals and Cohen's kappa per grader and criterion type,
+:func:`human_agreement_rows`) and the report's corrected pass rates, so all count the same
+pairs:
 
 - A **pair** is one reviewer's latest label of one criterion of an episode's *current* memo
   (:func:`~rlmdistill.traces.labels.latest_labels` over the labels of that memo) and the
@@ -24,13 +26,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.stats import Estimate, cohen_kappa, wilson_interval
 from rlmdistill.traces.labels import Label, is_stale, latest_labels, memo_hash, read_labels
 from rlmdistill.traces.runs import load_summaries, load_verdicts
 from rlmdistill.traces.schema import EpisodeSummary, Verdict
 
-__all__ = ["Calibration", "CalibrationPair", "calibration_pairs", "run_calibration"]
+__all__ = [
+    "Calibration",
+    "CalibrationPair",
+    "HumanAgreementRow",
+    "calibration_pairs",
+    "human_agreement_rows",
+    "run_calibration",
+]
 
 VerdictText = Literal["PASS", "FAIL", "UNGRADABLE"]
 
@@ -45,6 +56,62 @@ class CalibrationPair(NamedTuple):
     reviewer: str
     grader: VerdictText
     person: VerdictText
+
+
+class HumanAgreementRow(BaseModel):
+    """One grader against people on the pairs of one criterion type (or ``all``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grader: str
+    criterion_type: str
+    n: int
+    """Pairs with a person's PASS or FAIL."""
+    n_person_ungradable: int
+    tp: int
+    """Person PASS, grader PASS."""
+    fn: int
+    """Person PASS, grader FAIL or UNGRADABLE."""
+    tn: int
+    """Person FAIL, grader FAIL or UNGRADABLE."""
+    fp: int
+    """Person FAIL, grader PASS."""
+    sensitivity: Estimate
+    """``tp / (tp + fn)`` with its Wilson interval (``value=None``: no person-PASS pair)."""
+    specificity: Estimate
+    """``tn / (tn + fp)`` with its Wilson interval (``value=None``: no person-FAIL pair)."""
+    kappa: float | None
+    kappa_undefined: str | None = None
+
+
+def _agreement_row(grader: str, ctype: str, pairs: Sequence[CalibrationPair]) -> HumanAgreementRow:
+    people = [p for p in pairs if p.person != "UNGRADABLE"]
+    tp = sum(p.person == "PASS" and p.grader == "PASS" for p in people)
+    fn = sum(p.person == "PASS" and p.grader != "PASS" for p in people)
+    fp = sum(p.person == "FAIL" and p.grader == "PASS" for p in people)
+    tn = len(people) - tp - fn - fp
+    kappa = cohen_kappa(np.array([[tp, fp], [fn, tn]]))  # rows: grader pass / not pass
+    return HumanAgreementRow(
+        grader=grader,
+        criterion_type=ctype,
+        n=len(people),
+        n_person_ungradable=len(pairs) - len(people),
+        tp=tp,
+        fn=fn,
+        tn=tn,
+        fp=fp,
+        sensitivity=wilson_interval(tp, tp + fn),
+        specificity=wilson_interval(tn, tn + fp),
+        kappa=kappa.value,
+        kappa_undefined=kappa.reason,
+    )
+
+
+def human_agreement_rows(grader: str, pairs: Sequence[CalibrationPair]) -> list[HumanAgreementRow]:
+    """One :class:`HumanAgreementRow` per criterion type of ``pairs`` (sorted), then ``all``."""
+    types = sorted({p.criterion_type for p in pairs})
+    rows = [_agreement_row(grader, t, [p for p in pairs if p.criterion_type == t]) for t in types]
+    return [*rows, _agreement_row(grader, "all", pairs)]
 
 
 class Calibration(BaseModel):
@@ -70,6 +137,9 @@ class Calibration(BaseModel):
     n_unmatched: int = 0
     """Criterion labels of the current memo without a verdict of this grader (left out)."""
     reviewers: list[str]
+    agreement: list[HumanAgreementRow] = Field(default_factory=list)
+    """The grader against people per criterion type, then ``all``
+    (:func:`human_agreement_rows`): what ``judge-agreement --human`` prints."""
 
 
 def _current_verdicts(
@@ -157,4 +227,5 @@ def run_calibration(
         n_stale=got.n_stale,
         n_unmatched=got.n_unmatched,
         reviewers=sorted({p.reviewer for p in got.pairs}),
+        agreement=human_agreement_rows(grader, got.pairs),
     )
