@@ -182,3 +182,12 @@ def test_rooms_set_spec_with_an_unknown_key_names_the_file_and_key(tmp_path: Pat
     res = CliRunner().invoke(rlm_app, ["rooms", "set", "--spec", str(spec), "--out", "x"])
     assert res.exit_code == 2
     assert f"{spec}: unknown key 'per_sizes'" in " ".join(res.output.split())
+
+
+def test_an_experiment_file_with_an_unknown_key_names_the_file_and_key(tmp_path: Path) -> None:
+    from rlmdistill.loop.config import ExperimentError, load_experiment
+
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("name: x\nworkspace: ws\nbase: local:x\nsub: local:x\nround: 2\n")
+    with pytest.raises(ExperimentError, match=r"exp\.yaml: unknown key 'round'"):
+        load_experiment(exp)

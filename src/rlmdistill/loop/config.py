@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlmdistill import cliconfig
 from rlmdistill.filter.rules import FilterRules
 from rlmdistill.loop.serving import ServingConfig
 from rlmdistill.rooms.roomset import SizeSchedule
@@ -386,16 +386,18 @@ def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment
 def load_experiment(path: Path) -> ExperimentConfig:
     """Read and validate an experiment file; relative paths resolve against its folder.
 
-    Raises :class:`ExperimentError` naming the file (unreadable, not a mapping, or invalid
-    fields with their locations).
+    Read by :func:`rlmdistill.cliconfig.read_config_file` (YAML, JSON or TOML). Raises
+    :class:`ExperimentError` naming the file (unreadable, not a mapping, an unknown key, or
+    invalid fields with their locations).
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    try:  # the one config-file reader; an unknown key is named with the file
+        data = cliconfig.read_config_file(path)
+        cliconfig.check_keys(ExperimentConfig, data, str(path))
+    except cliconfig.ConfigFileError as exc:
+        raise ExperimentError(str(exc)) from exc
+    except OSError as exc:
         raise ExperimentError(f"{path}: cannot read experiment file: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ExperimentError(f"{path}: expected a mapping of experiment fields")
     base_dir = path.resolve().parent
     try:
         cfg = ExperimentConfig.model_validate(data)
