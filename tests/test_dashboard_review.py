@@ -216,12 +216,18 @@ def test_calibration_table_counts_labels_against_each_grader(run: Path) -> None:
         ],
     )
     table = calibration_table(run, ["reference"])
-    row = table.iloc[0].to_dict()
-    assert row["pairs"] == 8
+    # the synthetic verdicts have no criterion type: one "unknown" row, then "all"
+    assert list(table["criterion type"]) == ["unknown", "all"]
+    row = table.iloc[1].to_dict()
+    assert row["n"] == 8
     assert row["sensitivity"] == row["specificity"] == "75.0% [30.1%, 95.4%]"
+    # kappa of [[3, 1], [1, 3]]: observed 6/8 = 0.75, chance (4*4 + 4*4) / 64 = 0.5,
+    # (0.75 - 0.5) / (1 - 0.5) = 0.5
+    assert row["kappa"] == "0.500"
     assert row["raw pass rate"] == "50.0% of 12"
     assert row["corrected pass rate"].startswith("50.0% [")
+    assert table.iloc[0]["corrected pass rate"] == ""
     at = _open(run="r")
     shown = next(d.value for d in at.dataframe if "corrected pass rate" in d.value.columns)
-    assert list(shown["grader"]) == ["llm", "reference"]
-    assert shown.iloc[1].to_dict() == row
+    assert list(shown["grader"]) == ["llm", "llm", "reference", "reference"]
+    assert shown.iloc[3].to_dict() == row

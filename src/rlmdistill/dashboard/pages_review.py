@@ -33,7 +33,7 @@ from rlmdistill.dashboard.review_queue import SAMPLERS, Sampler, queue_items, re
 from rlmdistill.dashboard.runview import RunView
 from rlmdistill.dashboard.widgets import keep, pick_run, remember, trace_link
 from rlmdistill.rooms.task import Criterion
-from rlmdistill.stats import Estimate, corrected_pass_rate, wilson_interval
+from rlmdistill.stats import Estimate, corrected_pass_rate
 from rlmdistill.traces import labels as lb
 from rlmdistill.traces.calibration import run_calibration
 from rlmdistill.traces.schema import EpisodeSummary
@@ -292,7 +292,7 @@ def _progress(queue: list[str], mine: dict[tuple[str, str, str | None], Any], vi
     return sum(1 for e in queue if e in done)
 
 
-CALIBRATION_COLUMNS = ["grader", "pairs", "sensitivity", "specificity", "raw pass rate", "corrected pass rate"]  # fmt: skip
+CALIBRATION_COLUMNS = ["grader", "criterion type", "n", "sensitivity", "specificity", "kappa", "raw pass rate", "corrected pass rate"]  # fmt: skip
 """Columns of :func:`calibration_table`."""
 
 
@@ -305,30 +305,34 @@ def _fmt(e: Estimate) -> str:
 
 
 def calibration_table(run_dir: Path, graders: Sequence[str]) -> pd.DataFrame:
-    """Each grader of the run against every reviewer's criterion labels of current memos, one
-    row per grader (:data:`CALIBRATION_COLUMNS`, percentages as text): the pairs
-    (:func:`~rlmdistill.traces.calibration.run_calibration`: person PASS/FAIL with the grader's
-    verdict of the same memo), sensitivity and specificity with 95% Wilson intervals, the raw
-    pass rate over the run's graded criteria and its Rogan-Gladen correction with its interval
-    (:func:`~rlmdistill.stats.corrected_pass_rate`; "undefined (reason)" with too few labels
-    or ``q0 + q1 <= 1``). The same counts and functions as ``judge-agreement --human`` and the
-    report."""
+    """Each grader of the run against every reviewer's criterion labels of current memos
+    (:func:`~rlmdistill.traces.calibration.run_calibration`): the rows of ``judge-agreement
+    --human`` and of the report (``Calibration.agreement``: per criterion type, then ``all``:
+    pairs ``n``, sensitivity and specificity with 95% Wilson intervals, Cohen's kappa), and on
+    each grader's ``all`` row its raw pass rate over the run's graded criteria and the
+    Rogan-Gladen correction with its interval (:func:`~rlmdistill.stats.corrected_pass_rate`;
+    "undefined (reason)" with too few labels or ``q0 + q1 <= 1``). :data:`CALIBRATION_COLUMNS`,
+    shares as percentage text."""
     rows = []
     for g in graders:
         c = run_calibration(run_dir, g)
         rate = corrected_pass_rate(
             c.n_pass, c.n, true_pass=c.true_pass, m1=c.m1, true_fail=c.true_fail, m0=c.m0
         )
-        rows.append(
-            {
-                "grader": g,
-                "pairs": c.m0 + c.m1,
-                "sensitivity": _fmt(wilson_interval(c.true_pass, c.m1)),
-                "specificity": _fmt(wilson_interval(c.true_fail, c.m0)),
-                "raw pass rate": "n/a" if rate.raw is None else f"{rate.raw:.1%} of {c.n}",
-                "corrected pass rate": _fmt(rate.corrected),
-            }
-        )
+        for a in c.agreement:
+            last = a.criterion_type == "all"
+            rows.append(
+                {
+                    "grader": g,
+                    "criterion type": a.criterion_type,
+                    "n": a.n,
+                    "sensitivity": _fmt(a.sensitivity),
+                    "specificity": _fmt(a.specificity),
+                    "kappa": f"{a.kappa:.3f}" if a.kappa is not None else f"undefined ({a.kappa_undefined})",
+                    "raw pass rate": ("n/a" if rate.raw is None else f"{rate.raw:.1%} of {c.n}") if last else "",
+                    "corrected pass rate": _fmt(rate.corrected) if last else "",
+                }
+            )  # fmt: skip
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
