@@ -191,3 +191,26 @@ def test_an_experiment_file_with_an_unknown_key_names_the_file_and_key(tmp_path:
     exp.write_text("name: x\nworkspace: ws\nbase: local:x\nsub: local:x\nround: 2\n")
     with pytest.raises(ExperimentError, match=r"exp\.yaml: unknown key 'round'"):
         load_experiment(exp)
+
+
+def test_collect_takes_out_and_fields_from_the_file_and_typed_flags_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rlmdistill.collect.cli as collect_cli
+
+    seen: list[tuple[object, Path]] = []
+    monkeypatch.setattr(
+        collect_cli, "run_collect", lambda cfg, out, progress, strict: seen.append((cfg, out))
+    )
+    cfg = tmp_path / "collect.yaml"
+    cfg.write_text(
+        f"rooms: [{tmp_path / 'room'}]\nroot: local:a\nsub: local:a\nepisodes: 3\n"
+        f"out: {tmp_path / 'runs' / 'r'}\nray: {{address: auto}}\n"
+    )
+    res = CliRunner().invoke(rlm_app, ["collect", "--config", str(cfg), "--episodes", "4"])
+    assert res.exit_code == 0, res.output
+    got, out = seen[0]
+    assert out == tmp_path / "runs" / "r"
+    assert (got.episodes, got.ray.address, got.rooms) == (4, "auto", [str(tmp_path / "room")])
+    res = CliRunner().invoke(rlm_app, ["collect", "--config", str(cfg), "--out", "elsewhere"])
+    assert res.exit_code == 0 and seen[1][1] == Path("elsewhere") and seen[1][0].episodes == 3

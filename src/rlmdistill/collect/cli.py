@@ -9,8 +9,9 @@ The stage is :func:`rlmdistill.collect.main.run` (a
 :class:`~rlmdistill.collect.config.CollectConfig` in, a
 :class:`~rlmdistill.collect.runner.CollectResult` out). The ``collect`` command's flags are
 the config's fields (:mod:`rlmdistill.cliconfig`: help from each field's description,
-``--config FILE`` for any field, flags typed override the file); ``--out``, ``--progress``
-and ``--strict`` are operational and stay outside the config. :func:`register` adds the
+``--config FILE`` for any field, flags typed override the file; the run folder is the
+``out`` field, ``--out`` or ``out:`` in the file); ``--progress`` and ``--strict`` are
+operational and stay outside the config. :func:`register` adds the
 commands; errors reach :func:`rlmdistill.cli.main`, which maps them to exit codes 2 and 3.
 """
 
@@ -86,7 +87,7 @@ def register(app: typer.Typer) -> None:
     @config_command(
         app,
         "collect",
-        exclude=["fingerprint_version", "out"],  # the run folder is the --out parameter
+        exclude=["fingerprint_version"],
         names=COLLECT_FLAG_NAMES,
         # not typed: the root model's recommendation (collect.main.root_defaults)
         defaults={"few_shot": None, "prefill": None},
@@ -95,7 +96,6 @@ def register(app: typer.Typer) -> None:
     )
     def collect_cmd(
         config: CollectConfig,
-        out: Annotated[Path, typer.Option(help="Run directory (runs/NAME).")],
         progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
         strict: Annotated[
             bool,
@@ -108,7 +108,9 @@ def register(app: typer.Typer) -> None:
 
         Exits 2 before writing anything when a server is down or lacks a model id, and 3 when
         a server failed mid-run (the same command then retries the episodes it cut short)."""
-        run_collect(config, out, progress, strict)
+        from rlmdistill.collect.main import run_folder
+
+        run_collect(config, run_folder(config), progress, strict)
 
     @app.command("quickstart")
     def quickstart_cmd(
