@@ -629,7 +629,7 @@ def _corrected_rates(report: Report) -> list[str]:
     )
     lines += notes.lines()
     knotes = _Notes()
-    agree = [
+    agree: list[list[str | int]] = [
         [
             r.arm,
             a.grader,
