@@ -370,6 +370,16 @@ def _typer_parameter(flag: Flag) -> inspect.Parameter:
     )
 
 
+def _is_argument(p: inspect.Parameter) -> bool:
+    """Whether a command's own parameter is a typer positional argument."""
+    infos = (
+        [*get_args(p.annotation)[1:], p.default]
+        if get_origin(p.annotation) is Annotated
+        else [p.default]
+    )
+    return any(isinstance(i, typer.models.ArgumentInfo) for i in infos)
+
+
 def _flag_hint(flags: Sequence[Flag], loc: Sequence[Any]) -> str | None:
     path = ".".join(str(p) for p in loc)
     for f in flags:
@@ -463,12 +473,9 @@ def config_command(
         file_help = f"YAML/JSON/TOML file of {model.__name__} fields; flags typed override it."
         if file_only:
             file_help += f" Set in the file only: {', '.join(file_only)}."
-        positional = [
-            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-            for p in own
-            if p.kind is not inspect.Parameter.KEYWORD_ONLY
-        ]
-        keyword = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+        positional = [p for p in own if _is_argument(p)]
+        keyword = [p for p in own if not _is_argument(p)]
         extra: list[inspect.Parameter] = []
         file_param = "config_file_"
         if config_argument is not None:
@@ -501,8 +508,8 @@ def config_command(
         params = [
             *positional,
             *[_typer_parameter(f) for f in arg_flags],
-            *keyword,
             *[_typer_parameter(f) for f in opt_flags],
+            *keyword,  # the command's own options after the config's, then --config
             *extra,
             ctx_param,
         ]
