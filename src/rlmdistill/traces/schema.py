@@ -55,6 +55,16 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+def _extra_field() -> Any:
+    """An optional ``extra`` dict, left out of the written record when unset (so records of
+    our own collector keep their bytes and old records load unchanged)."""
+    return Field(default=None, exclude_if=_unset)
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -154,6 +164,9 @@ class EpisodeStart(_Record):
     """System prompt, few-shot turns and the task message, exactly as sent."""
     n_few_shot_messages: int = 0
     """How many of ``initial_messages`` (after the system prompt) are worked-example turns."""
+    extra: dict[str, Any] | None = _extra_field()
+    """Fields of an imported trace that this schema has no place for, as the source wrote them
+    (see ``docs/bring-your-traces.md``); ``None`` (not written) in our own runs."""
 
 
 class CodeBlockResult(BaseModel):
@@ -254,6 +267,9 @@ class TurnBase(_Record):
     text_from_reasoning: bool = False
     """The completion was read from the server's reasoning field: a reasoning parser returned
     the continuation of the prefilled reply as reasoning (see ``docs/serving.md``)."""
+    extra: dict[str, Any] | None = _extra_field()
+    """Fields of an imported trace that this schema has no place for, as the source wrote them
+    (see ``docs/bring-your-traces.md``); ``None`` (not written) in our own runs."""
 
 
 class TurnRecord(TurnBase):
@@ -318,6 +334,9 @@ class SubCallRecord(_Record):
     """Why a plain completion ended (as :attr:`TurnBase.finish_reason`; ``length``: the
     answer was cut by ``max_tokens``); ``None`` for a subagent, a failed call, or traces
     written before the field."""
+    extra: dict[str, Any] | None = _extra_field()
+    """Fields of an imported trace that this schema has no place for, as the source wrote them
+    (see ``docs/bring-your-traces.md``); ``None`` (not written) in our own runs."""
 
 
 class EpisodeEnd(_Record):
@@ -368,6 +387,9 @@ class EpisodeSummary(_Record):
     coverage: Coverage | None = None
     started_at: dt.datetime
     ended_at: dt.datetime
+    extra: dict[str, Any] | None = _extra_field()
+    """Fields of an imported trace that this schema has no place for, as the source wrote them
+    (see ``docs/bring-your-traces.md``); ``None`` (not written) in our own runs."""
 
 
 class Verdict(_Record):
@@ -454,6 +476,38 @@ class RunConfig(BaseModel):
     run written before versions."""
 
 
+class SourceFile(BaseModel):
+    """One input file of an imported run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    """The file as given on the command line (resolved to an absolute path)."""
+    sha256: str
+    """sha256 (hex) of the file's bytes as read."""
+    n_episodes: int = 0
+    """Episodes imported from this file."""
+
+
+class ImportedSource(BaseModel):
+    """``run.json``'s ``source`` for a run that ``rlmdistill import`` wrote from another
+    harness's traces (see ``docs/bring-your-traces.md``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str
+    """Source format: ``rlms-log`` (the ``rlms`` package's JSONL logger) or
+    ``verifiers-rollouts`` (verifiers' ``results.jsonl``)."""
+    version: str
+    """Version of the source format (the producing package's version whose writer it
+    matches)."""
+    files: list[SourceFile]
+    importer_version: int = 1
+    """Version of the import rule (field mapping and episode ids)."""
+    warnings: list[str] = Field(default_factory=list)
+    """What the import warned about (torn lines repaired, sub-call prompts not from the room)."""
+
+
 class RunManifest(_Record, Provenance):
     """``run.json``: the resolved config and provenance of a run (:class:`Provenance`'s fields:
     ``versions``, ``git_commit``, ``git_dirty``, ``machine``, the collector's machine with the
@@ -471,6 +525,9 @@ class RunManifest(_Record, Provenance):
     compute_dtypes: dict[str, str] = Field(default_factory=dict)
     """``{"root": "float32 (reason)", "sub": ...}`` for in-process models; empty for servers and
     in older runs."""
+    source: ImportedSource | None = Field(default=None, exclude_if=_unset)
+    """Where an imported run's episodes came from (``rlmdistill import``); ``None`` (not
+    written) for a run that ``collect`` wrote."""
 
 
 TrajectoryRecord = Annotated[
