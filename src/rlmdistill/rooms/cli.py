@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from rlmdistill.cliconfig import ConfigFileError, check_keys, read_config_file
+from rlmdistill.cliconfig import ConfigFileError, check_keys, field_help, read_config_file
 from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
 from rlmdistill.rooms.roomset import RoomSetError, RoomSetSpec, build_roomset, parse_sizes
 from rlmdistill.rooms.synth import CHARS_PER_TOKEN, MAX_DOCS, MIN_DOCS, SynthError, build_synth_room
@@ -213,10 +213,14 @@ def _register_set(rooms_app: typer.Typer) -> None:
         sizes: Annotated[
             str | None, typer.Option(help='Sizes: "20,50,100" or "log:LO:HI:N".')
         ] = None,
-        per_size: Annotated[int, typer.Option(help="Rooms per size.")] = 1,
-        seed: Annotated[int, typer.Option(help="Seed of the set.")] = 0,
-        holdout_fraction: Annotated[float, typer.Option(help="Share of holdout rooms.")] = 0.25,
-        length_scale: Annotated[float, typer.Option(help="Document length multiplier.")] = 1.0,
+        per_size: Annotated[int, typer.Option(help=field_help(RoomSetSpec, "per_size"))] = 1,
+        seed: Annotated[int, typer.Option(help=field_help(RoomSetSpec, "seed"))] = 0,
+        holdout_fraction: Annotated[
+            float, typer.Option(help=field_help(RoomSetSpec, "holdout_fraction"))
+        ] = 0.25,
+        length_scale: Annotated[
+            float, typer.Option(help=field_help(RoomSetSpec, "length_scale"))
+        ] = 1.0,
         cuad: Annotated[
             Path | None, typer.Option(help="CUAD folder (default: packaged sample).")
         ] = None,

@@ -95,12 +95,13 @@ class RoomSetError(ValueError):
 
 
 class RoomSetSpec(BaseModel):
-    """What to build: sizes, replicates, seed, holdout share and generator options."""
+    """What to build: sizes, replicates, seed, holdout share and generator options (each
+    field's docstring is its description: the help of ``rooms set``'s flags)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     sizes: list[int] = Field(min_length=1)
-    """Room sizes in documents, each in ``[MIN_DOCS, MAX_DOCS]`` (duplicates removed, sorted)."""
+    """Room sizes in documents, each in `[MIN_DOCS, MAX_DOCS]` (duplicates removed, sorted)."""
     per_size: int = Field(default=1, ge=1, le=1000)
     """Rooms per size (replicates with different seeds)."""
     seed: int = Field(default=0, ge=0)
@@ -108,9 +109,9 @@ class RoomSetSpec(BaseModel):
     holdout_fraction: float = Field(default=0.25, ge=0.0, le=1.0)
     """Share of rooms in the holdout split."""
     length_scale: float = Field(default=1.0, ge=0.05, le=20.0)
-    """Passed to :func:`~rlmdistill.rooms.synth.build_synth_room`."""
+    """Multiplier on generated document lengths (rlmdistill.rooms.synth.build_synth_room)."""
     cuad_source: str | None = str(SAMPLE_SOURCE)
-    """CUAD folder for copied contracts (``None``: none); train and holdout use disjoint halves."""
+    """CUAD folder for copied contracts (None: none); train and holdout use disjoint halves."""
 
     @field_validator("sizes")
     @classmethod
