@@ -47,6 +47,7 @@ def _register_stages() -> None:
     from rlmdistill.export.grpo_cli import register as register_export_grpo
     from rlmdistill.export.interop_cli import register as register_export_interop
     from rlmdistill.filter.cli import register as register_filter
+    from rlmdistill.importers.cli import register as register_import
     from rlmdistill.judge.cli import register as register_judge
     from rlmdistill.loop.cli import register as register_loop
     from rlmdistill.models.cli import register as register_models
@@ -69,6 +70,7 @@ def _register_stages() -> None:
     register_rl(app)
     register_dashboard(app)
     register_labels(app)
+    register_import(app)
 
 
 _register_stages()

@@ -1,0 +1,78 @@
+"""``rlmdistill import rlm LOGS... --room ROOM --out runs/NAME``: traces of other RLM harnesses
+as a run (:mod:`rlmdistill.importers`)::
+
+    rlmdistill import rlm logs/ --room rooms/cuad10 --out runs/from-rlms
+    rlmdistill judge runs/from-rlms
+
+Exit codes: 0 written, 2 bad input (unknown format version, a record of another shape, a
+missing file or room, ``--out`` not empty), with one message on stderr and nothing written.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rlmdistill.importers.common import ImportFormatError
+from rlmdistill.traces.store import TraceFileError
+
+__all__ = ["import_rlm_main", "register"]
+
+
+def import_rlm_main(logs: list[Path], room: Path, out: Path, *, coverage: bool = True) -> int:
+    """Run ``import rlm`` and print its outcome; returns the exit code (0 or 2)."""
+    from rlmdistill.importers.rlm import import_rlm
+    from rlmdistill.rooms.room import RoomError
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            r = import_rlm(logs, room, out, coverage=coverage, command=list(sys.argv))
+        except (
+            ImportFormatError,
+            TraceFileError,
+            RoomError,
+            FileNotFoundError,
+            FileExistsError,
+            ValueError,
+        ) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            return 2
+    for w in caught:
+        typer.echo(f"warning: {w.message}", err=True)
+    typer.echo(
+        f"{r.n_episodes} episodes ({r.n_turns} root turns, {r.n_sub_calls} sub-calls) -> "
+        f"{r.run_dir}"
+    )
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``import`` command group (``import rlm``) to ``app``."""
+    import_app = typer.Typer(
+        no_args_is_help=True, help="Traces of other RLM harnesses in as a run."
+    )
+    app.add_typer(import_app, name="import")
+
+    @import_app.command("rlm")
+    def import_rlm_cmd(
+        logs: Annotated[
+            list[Path],
+            typer.Argument(help="rlms log files (.jsonl) or folders of them (RLMLogger log_dir)."),
+        ],
+        room: Annotated[
+            Path, typer.Option(help="The room folder the episodes worked on (with task.json).")
+        ],
+        out: Annotated[Path, typer.Option(help="The run folder to write (runs/NAME); new.")],
+        coverage: Annotated[
+            bool, typer.Option(help="Measure each episode's coverage of the room.")
+        ] = True,
+    ) -> None:
+        """Import the JSONL logs of the rlms package (alexzhang13/rlm, 0.1.3) as a run."""
+        code = import_rlm_main(logs, room, out, coverage=coverage)
+        if code:
+            raise typer.Exit(code)

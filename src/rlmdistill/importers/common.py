@@ -1,0 +1,301 @@
+"""What every importer shares: the room the episodes worked on, episode ids, the checks on
+sub-call prompts, and writing the run folder (``run.json``, ``episodes.jsonl``,
+``trajectories/<episode_id>.jsonl``) in the shape ``collect`` writes, so every later stage
+reads an imported run as any other.
+
+An importer parses its source into :class:`ImportedEpisode` objects (records without the
+room's coverage, citations or summary), then :func:`write_run` finishes and writes them. The
+whole source is parsed before anything is written, and the run is written into a temporary
+folder beside ``out`` and renamed into place, so a bad input leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
+from rlmdistill.models.base import Usage
+from rlmdistill.paths import room_cache
+from rlmdistill.provenance import current_provenance
+from rlmdistill.rooms import DataRoom
+from rlmdistill.rooms.text import cited_documents
+from rlmdistill.traces import layout
+from rlmdistill.traces.memo_errors import count_sub_call_error_texts
+from rlmdistill.traces.schema import (
+    EpisodeEnd,
+    EpisodeStart,
+    EpisodeSummary,
+    ImportedSource,
+    RoomInfo,
+    RunConfig,
+    RunManifest,
+    SourceFile,
+    SubagentTurnRecord,
+    SubCallRecord,
+    TokenUsage,
+    TurnRecord,
+)
+from rlmdistill.traces.scores import memo_sha256
+from rlmdistill.traces.store import dumps_record
+
+__all__ = [
+    "ImportFormatError",
+    "ImportResult",
+    "ImportedEpisode",
+    "RoomBinding",
+    "bind_room",
+    "file_sha256",
+    "imported_episode_id",
+    "write_run",
+]
+
+
+class ImportFormatError(ValueError):
+    """The source is not a trace this importer reads (unknown format version, a record of
+    another shape); the message names the file, the line and what was found."""
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 (hex) of a file's bytes."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def imported_episode_id(source_format: str, file_hash: str, index: int) -> str:
+    """The id of the ``index``-th (0-based) episode of a source file: the first 20 hex chars of
+    sha256 over ``"<format>:<file sha256>:<index>"``. Deterministic: importing the same file
+    again gives the same ids, whatever the room, the output folder or the machine."""
+    key = f"{source_format}:{file_hash}:{index}"
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+@dataclass
+class RoomBinding:
+    """The room given by ``--room``: its record, rubric task id, document ids, and coverage
+    index (built once, cached like ``collect``'s)."""
+
+    room: DataRoom
+    info: RoomInfo
+    task_id: str
+    doc_ids: list[str]
+    index: CoverageIndex
+
+
+def bind_room(path: Path) -> RoomBinding:
+    """Load the room folder ``path`` (as ``rooms`` builds them: documents plus ``task.json``).
+
+    Raises ``ValueError`` naming the folder when it has no ``task.json`` (judge needs the
+    rubric), :class:`~rlmdistill.rooms.room.RoomError` when it is not a room folder.
+    """
+    room = DataRoom.load(path)
+    if room.task is None:
+        raise ValueError(f"room {path} has no task.json; judge needs the room's rubric")
+    info = RoomInfo(
+        room_id=room.room_id,
+        room_hash=room.room_hash,
+        path=str(Path(room.path).resolve()),
+        n_documents=len(room.documents),
+        n_chars=room.n_chars,
+        folders=room.folders,
+    )
+    index = CoverageIndex.load_or_build(room, room_cache())
+    return RoomBinding(room, info, room.task.id, [d.id for d in room.documents], index)
+
+
+@dataclass
+class ImportedEpisode:
+    """One episode parsed from a source, before :func:`write_run` finishes it.
+
+    ``start`` carries the room and task placeholders (``write_run`` sets them from the
+    binding); ``turns`` are the root's, ``subagent_turns`` depth-2 subagents', ``calls`` every
+    sub-call (depth from the nesting). ``inputs`` are every text a model was sent (root
+    messages and sub-call prompts) for the coverage probe.
+    """
+
+    start: EpisodeStart
+    turns: list[TurnRecord]
+    calls: list[SubCallRecord]
+    end: EpisodeEnd
+    subagent_turns: list[SubagentTurnRecord] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    wall_time_s: float = 0.0
+    root_usage: Usage = field(default_factory=Usage)
+    extra: dict[str, object] | None = None
+
+
+@dataclass
+class ImportResult:
+    """What an import wrote: the run folder, episode count and the warnings it gave."""
+
+    run_dir: Path
+    n_episodes: int
+    n_turns: int
+    n_sub_calls: int
+    warnings: list[str]
+
+
+def _from_room(probe_index: CoverageIndex, prompt: str, cache: dict[str, bool]) -> bool:
+    hit = cache.get(prompt)
+    if hit is None:
+        probe = CoverageProbe(probe_index)
+        probe.observe(prompt)
+        hit = probe.detail().covered_chars > 0
+        cache[prompt] = hit
+    return hit
+
+
+def _summary(ep: ImportedEpisode, binding: RoomBinding, coverage_on: bool) -> EpisodeSummary:
+    start, end = ep.start, ep.end
+    sub = Usage(cached_tokens=None)
+    for c in ep.calls:
+        sub = sub + c.usage
+    coverage = None
+    if coverage_on:
+        probe = CoverageProbe(binding.index)
+        for text in ep.inputs:
+            probe.observe(text)
+        coverage = probe.result()
+    memo = end.memo
+    return EpisodeSummary(
+        episode_id=start.episode_id,
+        run_id=start.run_id,
+        sample_index=start.sample_index,
+        room=binding.info,
+        task_id=binding.task_id,
+        root_model=start.root.model_id,
+        sub_model=start.sub.model_id,
+        depth=start.depth,
+        seed=start.seed,
+        status=end.status,
+        status_detail=end.status_detail,
+        n_turns=len(ep.turns),
+        n_sub_calls=len(ep.calls),
+        n_sub_call_errors=sum(1 for c in ep.calls if c.error),
+        n_sub_batches=len({(c.parent_call_id, c.batch_id) for c in ep.calls}),
+        memo_sub_call_errors=count_sub_call_error_texts(memo),
+        tokens=TokenUsage(root=ep.root_usage, sub=sub),
+        wall_time_s=ep.wall_time_s,
+        memo=memo,
+        memo_chars=len(memo or ""),
+        memo_sha256=memo_sha256(memo) if memo is not None else None,
+        cited_documents=cited_documents(memo, binding.doc_ids),
+        coverage=coverage,
+        started_at=start.started_at,
+        ended_at=end.ended_at,
+        extra=ep.extra,
+    )
+
+
+def write_run(
+    out: Path,
+    binding: RoomBinding,
+    episodes: Sequence[ImportedEpisode],
+    *,
+    source_format: str,
+    source_version: str,
+    files: Iterable[SourceFile],
+    warnings_: list[str],
+    coverage: bool = True,
+    command: list[str] | None = None,
+) -> ImportResult:
+    """Write ``episodes`` as the run folder ``out`` (which must not exist or be empty).
+
+    Every episode gets the room of ``binding`` and its task id; the summary's coverage comes
+    from the coverage probe over every text the models were sent (``coverage=False`` leaves it
+    unset), citations from the memo. Sub-call prompts that share no span of at least 64
+    normalised characters with the room (the probe's smallest detectable span) are counted
+    and reported as one warning (``warnings.warn`` and the result's ``warnings``).
+
+    Raises ``FileExistsError`` when ``out`` holds files. Nothing is left at ``out`` when
+    writing fails (the run is written beside it and renamed into place).
+    """
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} already exists and is not empty; choose a new --out")
+    run_id = out.name
+    cache: dict[str, bool] = {}
+    n_foreign = n_prompts = 0
+    for ep in episodes:
+        for c in ep.calls:
+            n_prompts += 1
+            if not _from_room(binding.index, c.prompt, cache):
+                n_foreign += 1
+    notes = list(warnings_)
+    if n_foreign:
+        msg = (
+            f"{n_foreign} of {n_prompts} sub-call prompts share no text with room "
+            f"{binding.info.path} (no span of 64+ normalised characters): were these episodes "
+            "run on this room?"
+        )
+        notes.append(msg)
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{run_id}.importing-", dir=out.parent))
+    try:
+        traj_dir = tmp / layout.TRAJECTORIES
+        traj_dir.mkdir()
+        summaries: list[str] = []
+        n_turns = n_calls = 0
+        for ep in episodes:
+            ep.start = ep.start.model_copy(
+                update={"run_id": run_id, "room": binding.info, "task_id": binding.task_id}
+            )
+            records = [ep.start, *ep.turns, *ep.subagent_turns, *ep.calls, ep.end]
+            text = "".join(dumps_record(r) + "\n" for r in records)
+            (traj_dir / f"{ep.start.episode_id}.jsonl").write_text(text, encoding="utf-8")
+            summaries.append(dumps_record(_summary(ep, binding, coverage)) + "\n")
+            n_turns += len(ep.turns)
+            n_calls += len(ep.calls)
+        (tmp / layout.EPISODES).write_text("".join(summaries), encoding="utf-8")
+        depth = max((ep.start.depth for ep in episodes), default=1)
+        first = episodes[0].start if episodes else None
+        manifest = RunManifest(
+            **current_provenance().model_dump(),
+            run_id=run_id,
+            config=RunConfig(
+                rooms=[binding.info.path],
+                root=first.root.spec if first else None,
+                sub=first.sub.spec if first else None,
+                episodes=len(episodes),
+                depth=depth,
+            ),
+            config_hash=hashlib.sha256(
+                json.dumps([source_format, [f.sha256 for f in files]]).encode()
+            ).hexdigest()[:16],
+            rooms=[binding.info],
+            command=command if command is not None else list(sys.argv),
+            source=ImportedSource(
+                format=source_format, version=source_version, files=list(files), warnings=notes
+            ),
+        )
+        (tmp / layout.RUN_MANIFEST).write_text(manifest.model_dump_json(indent=2), "utf-8")
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ImportResult(out, len(episodes), n_turns, n_calls, notes)
+
+
+def utc_from_local(stamp: str | None) -> dt.datetime | None:
+    """A naive ISO timestamp in the importing machine's local time (as ``datetime.now()``
+    writes it), or an aware one, as aware UTC; ``None`` for a missing or unreadable one."""
+    if not stamp:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(stamp)
+    except (TypeError, ValueError):
+        return None
+    return value.astimezone(dt.UTC)
