@@ -251,3 +251,33 @@ def test_corrupt_verdict_file_is_named_and_nothing_written(
     assert result.exit_code == 2
     assert "reference.jsonl" in result.output
     assert not out.exists()
+
+
+def test_imported_rlm_run_round_trips(tmp_path: Path) -> None:
+    """A run imported from a real ``rlms`` log (``tests/data/import``) exports like a
+    collected one: every sample holds the messages its root saw, and its sub-calls (depth 1
+    and the depth-2 calls of the second log) as model events with their prompts."""
+    from rlmdistill.importers.rlm import import_rlm
+    from rlmdistill.testing.rooms import write_clause_room
+
+    data = Path(__file__).parent / "data" / "import"
+    room = write_clause_room(tmp_path / "room", n_documents=3, repeats=60)
+    for name in ("rlms-0.1.3-depth1.jsonl", "rlms-0.1.3-depth2.jsonl"):
+        run = tmp_path / "runs" / name
+        import_rlm([data / name], room, run, command=["test"])
+        r = export_inspect(run, tmp_path / "logs" / name)
+        log = read_eval_log(str(r.path))
+        assert log.samples is not None and r.n_without_messages == 0
+        assert len(log.samples) == len(load_summaries(run)) > 0
+        depths = set()
+        for sample in log.samples:
+            eid = str(sample.id)
+            assert [(m.role, m.text) for m in sample.messages] == _seen(run, eid)
+            traj = load_trajectory(run, eid)
+            events = [e for e in resolve_sample_attachments(sample).events if e.event == "model"]
+            assert [e.input[0].text for e in events] == [c.prompt for c in traj.sub_calls]
+            assert [e.metadata["depth"] for e in events if e.metadata] == [
+                c.depth for c in traj.sub_calls
+            ]
+            depths |= {c.depth for c in traj.sub_calls}
+        assert depths == ({1, 2} if "depth2" in name else {1})
