@@ -15,6 +15,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -23,12 +24,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
 from rlmdistill.models.base import Usage
 from rlmdistill.paths import room_cache
 from rlmdistill.provenance import current_provenance
 from rlmdistill.rooms import DataRoom
-from rlmdistill.rooms.text import cited_documents
+from rlmdistill.rooms.text import ascii_fold, citation_regex
 from rlmdistill.traces import layout
 from rlmdistill.traces.memo_errors import count_sub_call_error_texts
 from rlmdistill.traces.schema import (
@@ -89,6 +92,16 @@ class RoomBinding:
     task_id: str
     doc_ids: list[str]
     index: CoverageIndex
+    citations: list[tuple[str, re.Pattern[str]]] = field(default_factory=list)
+    """Each document's citation regex (:func:`rlmdistill.rooms.text.citation_regex`),
+    compiled once per import."""
+
+    def cited(self, memo: str | None) -> list[str]:
+        """:func:`rlmdistill.rooms.text.cited_documents` of ``memo`` in this room."""
+        if not memo:
+            return []
+        folded = ascii_fold(memo).lower()
+        return [d for d, rx in self.citations if rx.search(folded)]
 
 
 def bind_room(path: Path) -> RoomBinding:
@@ -109,7 +122,8 @@ def bind_room(path: Path) -> RoomBinding:
         folders=room.folders,
     )
     index = CoverageIndex.load_or_build(room, room_cache())
-    return RoomBinding(room, info, room.task.id, [d.id for d in room.documents], index)
+    ids = [d.id for d in room.documents]
+    return RoomBinding(room, info, room.task.id, ids, index, [(d, citation_regex(d)) for d in ids])
 
 
 @dataclass
@@ -142,6 +156,17 @@ class ImportResult:
     n_turns: int
     n_sub_calls: int
     warnings: list[str]
+
+
+def _line(record: BaseModel) -> str:
+    """One JSON line of a record, as :func:`rlmdistill.traces.store.dumps_record` writes it
+    (the same JSON values), through pydantic's serializer; a record holding a lone surrogate
+    (which JSON escapes allow in a source file) goes through ``dumps_record``, which replaces
+    it."""
+    try:
+        return record.model_dump_json()
+    except ValueError:
+        return dumps_record(record)
 
 
 def _from_room(probe_index: CoverageIndex, prompt: str, cache: dict[str, bool]) -> bool:
@@ -188,7 +213,7 @@ def _summary(ep: ImportedEpisode, binding: RoomBinding, coverage_on: bool) -> Ep
         memo=memo,
         memo_chars=len(memo or ""),
         memo_sha256=memo_sha256(memo) if memo is not None else None,
-        cited_documents=cited_documents(memo, binding.doc_ids),
+        cited_documents=binding.cited(memo),
         coverage=coverage,
         started_at=start.started_at,
         ended_at=end.ended_at,
@@ -252,9 +277,9 @@ def write_run(
                 update={"run_id": run_id, "room": binding.info, "task_id": binding.task_id}
             )
             records = [ep.start, *ep.turns, *ep.subagent_turns, *ep.calls, ep.end]
-            text = "".join(dumps_record(r) + "\n" for r in records)
+            text = "".join(_line(r) + "\n" for r in records)
             (traj_dir / f"{ep.start.episode_id}.jsonl").write_text(text, encoding="utf-8")
-            summaries.append(dumps_record(_summary(ep, binding, coverage)) + "\n")
+            summaries.append(_line(_summary(ep, binding, coverage)) + "\n")
             n_turns += len(ep.turns)
             n_calls += len(ep.calls)
         (tmp / layout.EPISODES).write_text("".join(summaries), encoding="utf-8")
