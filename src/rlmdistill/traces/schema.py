@@ -496,8 +496,7 @@ class ImportedSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: str
-    """Source format: ``rlms-log`` (the ``rlms`` package's JSONL logger) or
-    ``verifiers-rollouts`` (verifiers' ``results.jsonl``)."""
+    """Source format: ``rlms-log`` (the JSONL logs of the ``rlms`` package's logger)."""
     version: str
     """Version of the source format (the producing package's version whose writer it
     matches)."""
