@@ -4,7 +4,8 @@ Writes one ``rlms`` 0.1.3 log (the shape ``RLMLogger`` writes: a metadata line, 
 episode two iterations, the first with one code block holding one ``llm_query`` sub-call over
 a 300-character slice of the room, the second setting the answer; the prompts carry the
 growing message history as rlms sends it) of ``--episodes`` episodes (default 2,000) over the
-clause room (20 documents, ~130 k characters), then times :func:`import_rlm` end to end:
+clause room's layout (20 documents of seeded random words, ~130 k characters: every
+sub-call prompt differs, as in real logs), then times :func:`import_rlm` end to end:
 parse, room check of every sub-call prompt, coverage probe per episode, and writing
 ``episodes.jsonl``, one trajectory file per episode and ``run.json``. Also with
 ``--no-coverage``'s setting, to show what the probe costs.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
 import tempfile
 import time
@@ -27,7 +29,41 @@ from pathlib import Path
 from rlmdistill.importers.rlm import import_rlm
 from rlmdistill.testing.rooms import write_clause_room
 
+WORDS = [
+    "agreement",
+    "party",
+    "licence",
+    "term",
+    "termination",
+    "notice",
+    "assignment",
+    "control",
+    "change",
+    "fee",
+    "royalty",
+    "territory",
+    "exclusive",
+    "warranty",
+    "liability",
+    "indemnity",
+    "audit",
+    "renewal",
+    "confidential",
+    "governing",
+    "law",
+]
+
 SYSTEM = "You are a Recursive Language Model (RLM). " * 40
+
+
+def _room(root: Path) -> Path:
+    """The clause room's task and folders, its documents 20 texts of ~6,500 characters of
+    seeded random words (no two sub-call prompts alike, as in real logs)."""
+    room = write_clause_room(root, n_documents=20, repeats=1)
+    rng = random.Random(0)
+    for doc in sorted((room / "documents" / "Contracts").glob("*.txt")):
+        doc.write_text(" ".join(rng.choice(WORDS) for _ in range(800)), encoding="utf-8")
+    return room
 
 
 def _log(path: Path, room_text: str, n: int) -> None:
@@ -124,7 +160,7 @@ def main() -> None:
     print(machine_line(), flush=True)  # the machine every figure below was measured on
     tmp = Path(tempfile.mkdtemp(prefix="bench-import-"))
     try:
-        room = write_clause_room(tmp / "room", n_documents=20, repeats=500)
+        room = _room(tmp / "room")
         text = "\n\n".join(p.read_text() for p in sorted(room.rglob("c*.txt")))
         log = tmp / "rlm.jsonl"
         _log(log, text, args.episodes)

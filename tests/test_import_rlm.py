@@ -5,6 +5,7 @@ fake server on the clause room below) imported as a run; bad input; the stages a
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 
@@ -266,3 +267,23 @@ def test_judge_filter_export_run_on_an_imported_run(tmp_path, smollm2_dir):
     ds = datasets.load_from_disk(str(out))
     assert sorted(set(ds["episode_id"])) == sorted(s.episode_id for s in summaries)
     assert all(sum(row["assistant_masks"]) > 0 for row in ds)
+
+
+def test_shares_text_finds_spans_of_79_characters_and_never_below_64(tmp_path):
+    """The room check of sub-call prompts: the coverage probe's rule (aligned windows of 64
+    normalised characters every 16; a span of 64 + 16 - 1 = 79 always holds one)."""
+    from rlmdistill.coverage.index import CoverageIndex
+    from rlmdistill.rooms import DataRoom
+
+    room = tmp_path / "r"
+    (room / "documents").mkdir(parents=True)
+    rng = random.Random(0)
+    text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(400))
+    (room / "documents" / "d.txt").write_text(text)
+    index = CoverageIndex.build(DataRoom.load(room))
+    for start in (0, 5, 100, 321):
+        assert index.shares_text("prompt: " + text[start : start + 79] + " end")
+    assert not index.shares_text(text[5 : 5 + 63])  # shorter than one window
+    assert index.shares_text(text[16:80].upper())  # one aligned window, normalised case
+    assert not index.shares_text(text[17:81])  # 64 characters holding no aligned window
+    assert not index.shares_text("The tenant shall pay rent monthly. " * 5)

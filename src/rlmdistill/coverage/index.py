@@ -1384,6 +1384,27 @@ class CoverageIndex:
         doc = np.searchsorted(self.doc_starts, a[0], side="right") - 1
         return np.bincount(doc, weights=ov, minlength=self.n_docs).astype(np.int64)
 
+    def shares_text(self, text: str) -> bool:
+        """Whether ``text`` (normalised as the probe normalises) holds one of the room's aligned
+        windows: by the probe's rule, a span of at least ``K + S - 1`` (79) normalised
+        characters in common with a document is always found, one of ``K`` (64) to 78 when it
+        happens to hold an aligned window, a shorter one never. A text for which this is false
+        covers nothing when it is a probe's only input.
+
+        For checking many short texts (an importer checks every sub-call prompt) without a
+        probe each: O(len(text)) hashing plus one lookup per window. The first call keeps a
+        set of the window hashes on the index (8 to 12 bytes per aligned window).
+        """
+        norm = normalise(text)
+        if len(norm) < K:
+            return False
+        table = self._window_set
+        return bool(table.lookup(_window_hashes(_codepoints(norm)))[0].size)
+
+    @functools.cached_property
+    def _window_set(self) -> _HashSet:
+        return _HashSet(np.asarray(self.win_hash))
+
     # ------------------------------------------------------------------ cache
     @classmethod
     def load_or_build(cls, room: DataRoom, cache_dir: Path) -> CoverageIndex:

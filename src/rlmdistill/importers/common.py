@@ -21,6 +21,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,13 +170,10 @@ def _line(record: BaseModel) -> str:
         return dumps_record(record)
 
 
-def _from_room(probe_index: CoverageIndex, prompt: str, cache: dict[str, bool]) -> bool:
+def _from_room(index: CoverageIndex, prompt: str, cache: dict[str, bool]) -> bool:
     hit = cache.get(prompt)
     if hit is None:
-        probe = CoverageProbe(probe_index)
-        probe.observe(prompt)
-        hit = probe.detail().covered_chars > 0
-        cache[prompt] = hit
+        hit = cache[prompt] = index.shares_text(prompt)
     return hit
 
 
@@ -237,9 +235,10 @@ def write_run(
 
     Every episode gets the room of ``binding`` and its task id; the summary's coverage comes
     from the coverage probe over every text the models were sent (``coverage=False`` leaves it
-    unset), citations from the memo. Sub-call prompts that share no span of at least 64
-    normalised characters with the room (the probe's smallest detectable span) are counted
-    and reported as one warning (``warnings.warn`` and the result's ``warnings``).
+    unset), citations from the memo. Sub-call prompts that share no text with the room
+    (:meth:`~rlmdistill.coverage.index.CoverageIndex.shares_text`: the probe's rule, a span
+    of 79 normalised characters or more is always found) are counted and reported as one
+    warning (``warnings.warn`` and the result's ``warnings``).
 
     Raises ``FileExistsError`` when ``out`` holds files. Nothing is left at ``out`` when
     writing fails (the run is written beside it and renamed into place).
@@ -259,8 +258,8 @@ def write_run(
     if n_foreign:
         msg = (
             f"{n_foreign} of {n_prompts} sub-call prompts share no text with room "
-            f"{binding.info.path} (no span of 64+ normalised characters): were these episodes "
-            "run on this room?"
+            f"{binding.info.path} (the coverage probe finds no span in common): were these "
+            "episodes run on this room?"
         )
         notes.append(msg)
     for note in notes:
@@ -272,16 +271,23 @@ def write_run(
         traj_dir.mkdir()
         summaries: list[str] = []
         n_turns = n_calls = 0
-        for ep in episodes:
-            ep.start = ep.start.model_copy(
-                update={"run_id": run_id, "room": binding.info, "task_id": binding.task_id}
-            )
-            records = [ep.start, *ep.turns, *ep.subagent_turns, *ep.calls, ep.end]
-            text = "".join(_line(r) + "\n" for r in records)
-            (traj_dir / f"{ep.start.episode_id}.jsonl").write_text(text, encoding="utf-8")
-            summaries.append(_line(_summary(ep, binding, coverage)) + "\n")
-            n_turns += len(ep.turns)
-            n_calls += len(ep.calls)
+        # File creation waits on the file system (about 1 ms a file on a busy disk): a few
+        # threads create the trajectory files while this one builds the next records.
+        with ThreadPoolExecutor(4, "import-write") as pool:
+            pending = []
+            for ep in episodes:
+                ep.start = ep.start.model_copy(
+                    update={"run_id": run_id, "room": binding.info, "task_id": binding.task_id}
+                )
+                records = [ep.start, *ep.turns, *ep.subagent_turns, *ep.calls, ep.end]
+                text = "".join(_line(r) + "\n" for r in records)
+                path = traj_dir / f"{ep.start.episode_id}.jsonl"
+                pending.append(pool.submit(path.write_text, text, encoding="utf-8"))
+                summaries.append(_line(_summary(ep, binding, coverage)) + "\n")
+                n_turns += len(ep.turns)
+                n_calls += len(ep.calls)
+            for f in pending:
+                f.result()  # raises the first failed write
         (tmp / layout.EPISODES).write_text("".join(summaries), encoding="utf-8")
         depth = max((ep.start.depth for ep in episodes), default=1)
         first = episodes[0].start if episodes else None

@@ -70,18 +70,6 @@ FORMAT = "rlms-log"
 SUPPORTED_VERSIONS = ("0.1.3",)
 """``rlms`` versions whose log shape this importer reads."""
 _VERSION_KEYS = ("version", "rlm_version", "rlms_version", "format_version", "schema_version")
-_METADATA_KEYS = {
-    "type",
-    "timestamp",
-    "root_model",
-    "max_depth",
-    "max_iterations",
-    "backend",
-    "backend_kwargs",
-    "environment_type",
-    "environment_kwargs",
-    "other_backends",
-}
 _ITERATION_KEYS = {
     "type",
     "iteration",
@@ -198,7 +186,7 @@ class _Episode:
         self.n_history_mismatch = 0
 
 
-def _check_keys(path: Path, line: int, obj: Any, keys: set[str], what: str) -> dict[str, Any]:
+def _object(path: Path, line: int, obj: Any, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise _fail(path, line, f"{what} is a {type(obj).__name__}, not an object")
     return obj
@@ -209,8 +197,6 @@ def _turns(
     line: int,
     iterations: list[dict[str, Any]],
     ep: _Episode,
-    call_id: int | None,
-    depth: int,
 ) -> tuple[list[Message], list[dict[str, Any]]]:
     """Initial messages and per-turn fields of one agent (root or child RLM).
 
@@ -358,8 +344,8 @@ def _agent(
     depth: int,
 ) -> None:
     """A child RLM's iterations as subagent turns of sub-call ``call_id``."""
-    its = [_check_keys(path, line, it, _ITERATION_KEYS, "child iteration") for it in iterations]
-    initial, fields = _turns(path, line, its, ep, call_id, depth)
+    its = [_object(path, line, it, "a child RLM's iteration") for it in iterations]
+    initial, fields = _turns(path, line, its, ep)
     history = list(initial)
     for m in initial:
         ep.inputs.append(m.content)
@@ -425,7 +411,7 @@ def _episode(
     ep = _Episode(episode_id)
     its = [it for _, it in lines]
     line0 = lines[0][0]
-    initial, fields = _turns(path, line0, its, ep, None, 1)
+    initial, fields = _turns(path, line0, its, ep)
     root_model = str(meta.get("root_model") or "unknown")
     backend = str(meta.get("backend") or "unknown")
     kwargs = meta.get("backend_kwargs") or {}
