@@ -8,12 +8,13 @@ clause room's layout (20 documents of seeded random words, ~130 k characters: ev
 sub-call prompt differs, as in real logs), then times :func:`import_rlm` end to end:
 parse, room check of every sub-call prompt, coverage probe per episode, and writing
 ``episodes.jsonl``, one trajectory file per episode and ``run.json``. Also with
-``--no-coverage``'s setting, to show what the probe costs.
+``--no-coverage``'s setting, to show what the probe costs. ``--jobs``: the coverage probe's
+worker processes (0, the command's default: one per core up to 4 from 500 episodes on).
 
 Target (traces-in issue): at least 1,000 two-turn episodes per second. Best of ``--repeat``
 runs, wall and CPU (this process).
 
-    python benchmarks/bench_import.py [--episodes 2000] [--repeat 3]
+    python benchmarks/bench_import.py [--episodes 2000] [--repeat 3] [--jobs 0]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rlmdistill.importers.common import resolve_jobs
 from rlmdistill.importers.rlm import import_rlm
 from rlmdistill.testing.rooms import write_clause_room
 
@@ -154,6 +156,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=0, help="coverage worker processes (0: auto)")
     args = ap.parse_args()
     from rlmdistill.hardware import machine_line
 
@@ -165,7 +168,8 @@ def main() -> None:
         log = tmp / "rlm.jsonl"
         _log(log, text, args.episodes)
         mb = log.stat().st_size / 1e6
-        print(f"log: {args.episodes} two-turn episodes, {mb:.1f} MB", flush=True)
+        jobs = resolve_jobs(args.jobs, args.episodes)
+        print(f"log: {args.episodes} two-turn episodes, {mb:.1f} MB; coverage jobs {jobs}")
         import_rlm([log], room, tmp / "warm", command=["bench"])  # room index, imports
         figures = {}
         for coverage in (True, False):
@@ -173,7 +177,9 @@ def main() -> None:
             for r in range(args.repeat):
                 out = tmp / f"run-{coverage}-{r}"
                 w0, c0 = time.perf_counter(), time.process_time()
-                res = import_rlm([log], room, out, coverage=coverage, command=["bench"])
+                res = import_rlm(
+                    [log], room, out, coverage=coverage, jobs=args.jobs, command=["bench"]
+                )
                 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
                 assert res.n_episodes == args.episodes and res.warnings == []
                 best = min(best, (wall, cpu))

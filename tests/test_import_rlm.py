@@ -287,3 +287,21 @@ def test_shares_text_finds_spans_of_79_characters_and_never_below_64(tmp_path):
     assert index.shares_text(text[16:80].upper())  # one aligned window, normalised case
     assert not index.shares_text(text[17:81])  # 64 characters holding no aligned window
     assert not index.shares_text("The tenant shall pay rent monthly. " * 5)
+
+
+def test_coverage_in_worker_processes_equals_coverage_here(tmp_path):
+    room = clause_room(tmp_path)
+    import_rlm([D1, D2], room, tmp_path / "one", jobs=1, command=["t"])
+    import_rlm([D1, D2], room, tmp_path / "two", jobs=2, command=["t"])
+    here = [s.coverage for s in load_summaries(tmp_path / "one")]
+    there = [s.coverage for s in load_summaries(tmp_path / "two")]
+    assert len(here) == 3 and all(c is not None and c.overall > 0 for c in here)
+    assert here == there
+    for name in ("one", "two"):  # everything else of the runs is equal too
+        lines = (tmp_path / name / "episodes.jsonl").read_text().splitlines()
+        assert [json.loads(x)["run_id"] for x in lines] == [name] * 3
+    strip = lambda t: t.replace('"run_id":"two"', '"run_id":"one"')  # noqa: E731
+    assert (
+        strip((tmp_path / "two" / "episodes.jsonl").read_text())
+        == (tmp_path / "one" / "episodes.jsonl").read_text()
+    )

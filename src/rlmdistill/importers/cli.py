@@ -23,7 +23,9 @@ from rlmdistill.traces.store import TraceFileError
 __all__ = ["import_rlm_main", "register"]
 
 
-def import_rlm_main(logs: list[Path], room: Path, out: Path, *, coverage: bool = True) -> int:
+def import_rlm_main(
+    logs: list[Path], room: Path, out: Path, *, coverage: bool = True, jobs: int = 0
+) -> int:
     """Run ``import rlm`` and print its outcome; returns the exit code (0 or 2)."""
     from rlmdistill.importers.rlm import import_rlm
     from rlmdistill.rooms.room import RoomError
@@ -31,7 +33,7 @@ def import_rlm_main(logs: list[Path], room: Path, out: Path, *, coverage: bool =
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            r = import_rlm(logs, room, out, coverage=coverage, command=list(sys.argv))
+            r = import_rlm(logs, room, out, coverage=coverage, jobs=jobs, command=list(sys.argv))
         except (
             ImportFormatError,
             TraceFileError,
@@ -71,8 +73,15 @@ def register(app: typer.Typer) -> None:
         coverage: Annotated[
             bool, typer.Option(help="Measure each episode's coverage of the room.")
         ] = True,
+        jobs: Annotated[
+            int,
+            typer.Option(
+                help="Worker processes for the coverage probe (0: one per core up to 4, from "
+                "500 episodes on)."
+            ),
+        ] = 0,
     ) -> None:
         """Import the JSONL logs of the rlms package (alexzhang13/rlm, 0.1.3) as a run."""
-        code = import_rlm_main(logs, room, out, coverage=coverage)
+        code = import_rlm_main(logs, room, out, coverage=coverage, jobs=jobs)
         if code:
             raise typer.Exit(code)

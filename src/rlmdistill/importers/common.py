@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from rlmdistill.rooms.text import ascii_fold, citation_regex
 from rlmdistill.traces import layout
 from rlmdistill.traces.memo_errors import count_sub_call_error_texts
 from rlmdistill.traces.schema import (
+    Coverage,
     EpisodeEnd,
     EpisodeStart,
     EpisodeSummary,
@@ -177,17 +179,64 @@ def _from_room(index: CoverageIndex, prompt: str, cache: dict[str, bool]) -> boo
     return hit
 
 
-def _summary(ep: ImportedEpisode, binding: RoomBinding, coverage_on: bool) -> EpisodeSummary:
+def _coverage(index: CoverageIndex, inputs: list[str]) -> Coverage:
+    probe = CoverageProbe(index)
+    for text in inputs:
+        probe.observe(text)
+    return probe.result()
+
+
+_WORKER_INDEX: CoverageIndex | None = None
+
+
+def _worker_start(room: str) -> None:
+    global _WORKER_INDEX
+    _WORKER_INDEX = CoverageIndex.load_or_build(DataRoom.load(room), room_cache())
+
+
+def _worker_coverages(chunk: list[list[str]]) -> list[Coverage]:
+    assert _WORKER_INDEX is not None, "coverage worker not started"
+    return [_coverage(_WORKER_INDEX, inputs) for inputs in chunk]
+
+
+class _Coverages:
+    """Each episode's coverage, in order: in this process, or with ``jobs > 1`` in that many
+    worker processes (spawned; each loads the room's cached index), submitted at once so they
+    run while this process writes the trajectories."""
+
+    CHUNK = 64
+
+    def __init__(self, binding: RoomBinding, episodes: Sequence[ImportedEpisode], jobs: int):
+        self.binding = binding
+        self.episodes = episodes
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: list[Future[list[Coverage]]] = []
+        if jobs > 1 and episodes:
+            ctx = multiprocessing.get_context("spawn")
+            self.pool = ProcessPoolExecutor(
+                jobs, mp_context=ctx, initializer=_worker_start, initargs=(binding.info.path,)
+            )
+            for i in range(0, len(episodes), self.CHUNK):
+                chunk = [ep.inputs for ep in episodes[i : i + self.CHUNK]]
+                self.futures.append(self.pool.submit(_worker_coverages, chunk))
+
+    def get(self, i: int) -> Coverage:
+        if self.pool is None:
+            return _coverage(self.binding.index, self.episodes[i].inputs)
+        return self.futures[i // self.CHUNK].result()[i % self.CHUNK]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def _summary(
+    ep: ImportedEpisode, binding: RoomBinding, coverage: Coverage | None
+) -> EpisodeSummary:
     start, end = ep.start, ep.end
     sub = Usage(cached_tokens=None)
     for c in ep.calls:
         sub = sub + c.usage
-    coverage = None
-    if coverage_on:
-        probe = CoverageProbe(binding.index)
-        for text in ep.inputs:
-            probe.observe(text)
-        coverage = probe.result()
     memo = end.memo
     return EpisodeSummary(
         episode_id=start.episode_id,
@@ -219,6 +268,21 @@ def _summary(ep: ImportedEpisode, binding: RoomBinding, coverage_on: bool) -> Ep
     )
 
 
+AUTO_JOBS_FROM = 500
+"""``jobs=0`` (auto) measures coverage in worker processes from this many episodes on (fewer
+do not pay back the workers' start, about a second)."""
+
+
+def resolve_jobs(jobs: int, n_episodes: int) -> int:
+    """Worker processes for the coverage of ``n_episodes``: ``jobs`` when given (>= 1), else
+    (``0``) one per core up to 4 from :data:`AUTO_JOBS_FROM` episodes on, one below it."""
+    if jobs >= 1:
+        return jobs
+    if jobs < 0:
+        raise ValueError(f"--jobs must be 0 (auto) or more, not {jobs}")
+    return min(4, os.cpu_count() or 1) if n_episodes >= AUTO_JOBS_FROM else 1
+
+
 def write_run(
     out: Path,
     binding: RoomBinding,
@@ -229,13 +293,14 @@ def write_run(
     files: Iterable[SourceFile],
     warnings_: list[str],
     coverage: bool = True,
+    jobs: int = 1,
     command: list[str] | None = None,
 ) -> ImportResult:
     """Write ``episodes`` as the run folder ``out`` (which must not exist or be empty).
 
     Every episode gets the room of ``binding`` and its task id; the summary's coverage comes
     from the coverage probe over every text the models were sent (``coverage=False`` leaves it
-    unset), citations from the memo. Sub-call prompts that share no text with the room
+    unset; ``jobs > 1``: measured in that many worker processes), citations from the memo. Sub-call prompts that share no text with the room
     (:meth:`~rlmdistill.coverage.index.CoverageIndex.shares_text`: the probe's rule, a span
     of 79 normalised characters or more is always found) are counted and reported as one
     warning (``warnings.warn`` and the result's ``warnings``).
@@ -273,21 +338,27 @@ def write_run(
         n_turns = n_calls = 0
         # File creation waits on the file system (about 1 ms a file on a busy disk): a few
         # threads create the trajectory files while this one builds the next records.
-        with ThreadPoolExecutor(4, "import-write") as pool:
-            pending = []
-            for ep in episodes:
-                ep.start = ep.start.model_copy(
-                    update={"run_id": run_id, "room": binding.info, "task_id": binding.task_id}
-                )
-                records = [ep.start, *ep.turns, *ep.subagent_turns, *ep.calls, ep.end]
-                text = "".join(_line(r) + "\n" for r in records)
-                path = traj_dir / f"{ep.start.episode_id}.jsonl"
-                pending.append(pool.submit(path.write_text, text, encoding="utf-8"))
-                summaries.append(_line(_summary(ep, binding, coverage)) + "\n")
-                n_turns += len(ep.turns)
-                n_calls += len(ep.calls)
-            for f in pending:
-                f.result()  # raises the first failed write
+        coverages = _Coverages(binding, episodes, jobs if coverage else 1)
+        try:
+            with ThreadPoolExecutor(4, "import-write") as pool:
+                pending = []
+                for ep in episodes:
+                    ep.start = ep.start.model_copy(
+                        update={"run_id": run_id, "room": binding.info, "task_id": binding.task_id}
+                    )
+                    records = [ep.start, *ep.turns, *ep.subagent_turns, *ep.calls, ep.end]
+                    text = "".join(_line(r) + "\n" for r in records)
+                    path = traj_dir / f"{ep.start.episode_id}.jsonl"
+                    pending.append(pool.submit(path.write_text, text, encoding="utf-8"))
+                    n_turns += len(ep.turns)
+                    n_calls += len(ep.calls)
+                for i, ep in enumerate(episodes):
+                    cov = coverages.get(i) if coverage else None
+                    summaries.append(_line(_summary(ep, binding, cov)) + "\n")
+                for f in pending:
+                    f.result()  # raises the first failed write
+        finally:
+            coverages.close()
         (tmp / layout.EPISODES).write_text("".join(summaries), encoding="utf-8")
         depth = max((ep.start.depth for ep in episodes), default=1)
         first = episodes[0].start if episodes else None

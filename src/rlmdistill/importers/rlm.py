@@ -38,6 +38,7 @@ from rlmdistill.importers.common import (
     bind_room,
     file_sha256,
     imported_episode_id,
+    resolve_jobs,
     utc_from_local,
     write_run,
 )
@@ -592,6 +593,7 @@ def import_rlm(
     out: Path,
     *,
     coverage: bool = True,
+    jobs: int = 0,
     command: list[str] | None = None,
 ) -> ImportResult:
     """``rlmdistill import rlm``: ``rlms`` logs -> the run folder ``out`` on room ``room``.
@@ -599,7 +601,8 @@ def import_rlm(
     Every file is parsed (and every version checked) before anything is written; episodes
     keep file order (files in the order given, a folder's files by name). Episode ids:
     :func:`~rlmdistill.importers.common.imported_episode_id` of the file's sha256 and the
-    episode's index in its file.
+    episode's index in its file. ``jobs``: worker processes for the coverage probe
+    (:func:`~rlmdistill.importers.common.resolve_jobs`; 0 = auto).
 
     Raises:
         ImportFormatError: unknown format version or shape (nothing written).
@@ -628,6 +631,7 @@ def import_rlm(
         files=sources,
         warnings_=notes,
         coverage=coverage,
+        jobs=resolve_jobs(jobs, len(parsed)),
         command=command,
     )
 
