@@ -305,3 +305,50 @@ def test_coverage_in_worker_processes_equals_coverage_here(tmp_path):
         strip((tmp_path / "two" / "episodes.jsonl").read_text())
         == (tmp_path / "one" / "episodes.jsonl").read_text()
     )
+
+
+def test_default_answer_after_max_iterations_keeps_each_prompt(tmp_path):
+    """rlms's default answer (out of iterations): one more call whose prompt ends with an
+    assistant message of its own; the history is no longer prompt + replies + observations, so
+    each turn keeps its logged prompt under extra.prompt_messages, with a warning."""
+    lines = D1.read_text().splitlines()
+    meta, its = lines[0], [json.loads(x) for x in lines[1:4]]  # episode 0, iterations 1-3
+    history = [*its[2]["prompt"], {"role": "assistant", "content": its[2]["response"]}]
+    history.append({"role": "user", "content": "REPL output:\n\nok\n"})
+    ask = "Please provide a final answer to the user's question based on the information provided."
+    final = {
+        "type": "iteration",
+        "iteration": 4,
+        "timestamp": its[2]["timestamp"],
+        "prompt": [*history, {"role": "assistant", "content": ask}],
+        "response": "FINAL MEMO from the default answer",
+        "code_blocks": [],
+        "final_answer": "FINAL MEMO from the default answer",
+        "iteration_time": None,
+    }
+    log = tmp_path / "default.jsonl"
+    log.write_text("\n".join([meta, *(json.dumps(i) for i in [*its, final])]) + "\n")
+    with pytest.warns(UserWarning, match="not the first prompt plus replies"):
+        import_rlm([log], clause_room(tmp_path), tmp_path / "r", command=["t"])
+    (s,) = load_summaries(tmp_path / "r")
+    assert (s.status, s.memo, s.n_turns) == ("completed", final["final_answer"], 4)
+    turns = of_type(records(tmp_path / "r", s.episode_id), "turn")
+    assert turns[3].final_answer_source == "text" and turns[3].blocks == []
+    assert [t.extra["prompt_messages"] for t in turns] == [i["prompt"] for i in [*its, final]]
+    assert turns[0].observation == its[1]["prompt"][-2]["content"] + "\n\nTurn 2/6:"
+
+
+def test_failed_call_and_message_list_prompt_are_kept(tmp_path):
+    lines = D1.read_text().splitlines()
+    it = json.loads(lines[1])
+    call = it["code_blocks"][0]["result"]["rlm_calls"][0]
+    msgs = [{"role": "user", "content": call["prompt"]}]
+    call.update(prompt=msgs, response="", error="llm() call failed - boom", new_field=7)
+    log = tmp_path / "err.jsonl"
+    log.write_text("\n".join([lines[0], json.dumps(it), *lines[2:]]) + "\n")
+    import_rlm([log], clause_room(tmp_path), tmp_path / "r", command=["t"])
+    first = load_summaries(tmp_path / "r")[0]
+    c0 = of_type(records(tmp_path / "r", first.episode_id), "sub_call")[0]
+    assert c0.prompt == json.dumps(msgs, ensure_ascii=False) and c0.extra["prompt"] == msgs
+    assert (c0.error, c0.response, c0.extra["new_field"]) == ("llm() call failed - boom", "", 7)
+    assert first.n_sub_call_errors == 1
