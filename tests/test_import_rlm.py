@@ -227,8 +227,9 @@ def test_cli_imports_and_refuses_bad_input_with_exit_2(tmp_path):
     assert missing.exit_code == 2 and "nope.jsonl" in missing.output
 
 
-def test_judge_filter_export_run_on_an_imported_run(tmp_path, smollm2_dir):
-    """An imported run goes through judge (reference grader), filter and export as any."""
+def test_judge_filter_export_report_run_on_an_imported_run(tmp_path, smollm2_dir):
+    """An imported run goes through judge (reference grader), filter, export and report as
+    any run."""
     import datasets
 
     from rlmdistill.export.main import ExportConfig
@@ -267,6 +268,14 @@ def test_judge_filter_export_run_on_an_imported_run(tmp_path, smollm2_dir):
     ds = datasets.load_from_disk(str(out))
     assert sorted(set(ds["episode_id"])) == sorted(s.episode_id for s in summaries)
     assert all(sum(row["assistant_masks"]) > 0 for row in ds)
+    # and the report over it
+    from rlmdistill.analysis.main import ReportConfig
+    from rlmdistill.analysis.main import run as report_stage
+
+    report = report_stage(ReportConfig(runs=[run], out=tmp_path / "reports" / "r", draw=False))
+    (arm,) = report.arms
+    assert (arm.run_id, arm.grader, arm.depth) == ("imp", "reference", 2)
+    assert (tmp_path / "reports" / "r" / "report.md").is_file()
 
 
 def test_shares_text_finds_spans_of_79_characters_and_never_below_64(tmp_path):
