@@ -593,7 +593,7 @@ def import_rlm(
     out: Path,
     *,
     coverage: bool = True,
-    jobs: int = 0,
+    jobs: int = 1,
     command: list[str] | None = None,
 ) -> ImportResult:
     """``rlmdistill import rlm``: ``rlms`` logs -> the run folder ``out`` on room ``room``.
@@ -602,7 +602,9 @@ def import_rlm(
     keep file order (files in the order given, a folder's files by name). Episode ids:
     :func:`~rlmdistill.importers.common.imported_episode_id` of the file's sha256 and the
     episode's index in its file. ``jobs``: worker processes for the coverage probe
-    (:func:`~rlmdistill.importers.common.resolve_jobs`; 0 = auto).
+    (:func:`~rlmdistill.importers.common.resolve_jobs`; 0 = auto, the command's default).
+    Workers are spawned: a script that calls this with ``jobs != 1`` needs the usual
+    ``if __name__ == "__main__":`` guard.
 
     Raises:
         ImportFormatError: unknown format version or shape (nothing written).
