@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Set up a virtual environment in .venv with rlmdistill, its dev tools and the ray extra (the
-# Ray executor's tests run a local multi-node cluster).
+# Set up a virtual environment in .venv with rlmdistill, its dev tools and the extras its tests
+# use: ray (the Ray executor's tests run a local multi-node cluster), inspect (export-inspect
+# writes and reads Inspect eval logs) and import-test (the real `rlms` producer of the import
+# tests).
 # torch's CPU wheel goes in first: a bare `torch` requirement would pull a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,4 +10,4 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[dev,ray]"
+.venv/bin/python -m pip install -q -e ".[dev,ray,inspect,import-test]"
