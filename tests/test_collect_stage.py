@@ -104,3 +104,21 @@ def test_each_executor_name_resolves_to_its_executor() -> None:
     assert judge_executor.executor_for("ray").ray == RayOptions()
     with pytest.raises(ValueError, match="executor must be one of ray, thread, got 'slurm'"):
         judge_executor.executor_for("slurm")
+
+
+def test_collect_config_file_is_read_by_the_one_reader_and_unknown_keys_are_named(tmp_path):
+    """``build_config(FILE, ...)`` reads through cliconfig: a typo'd key names the file and the
+    dotted key instead of surfacing later as a pydantic error; flags still override the file."""
+    from rlmdistill.cliconfig import ConfigFileError
+    from rlmdistill.collect.main import build_config
+
+    good = tmp_path / "c.yaml"
+    good.write_text("root: local:smollm2-135m\nsub: local:smollm2-135m\nepisodes: 3\n")
+    cfg = build_config(good, {"episodes": 5, "rooms": []})
+    assert (cfg.episodes, cfg.root) == (5, "local:smollm2-135m")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("root: local:x\nsub: local:x\nroot_sampling: {temprature: 0.2}\n")
+    with pytest.raises(
+        ConfigFileError, match=r"bad\.yaml: unknown key 'root_sampling\.temprature'"
+    ):
+        build_config(bad, {})

@@ -10,8 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rlmdistill.cliconfig import check_keys, read_config_file
 from rlmdistill.collect.config import FINGERPRINT_VERSION, CollectConfig, episode_id, for_run
 from rlmdistill.collect.executor import CollectResult, run_limits
 from rlmdistill.collect.runner import finished_ids
@@ -53,13 +52,14 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> CollectConfig:
     ``fingerprint_version`` (:data:`~rlmdistill.collect.config.FINGERPRINT_VERSION`) unless
     one is given; resuming a run takes the version its ``run.json`` records
     (:func:`~rlmdistill.collect.config.for_run`). Raises ``ValueError`` when the file is
-    not a mapping and ``pydantic.ValidationError`` naming the field.
+    not a mapping or holds an unknown key (:class:`~rlmdistill.cliconfig.ConfigFileError`, a
+    ``ValueError``, naming the file and the key) and ``pydantic.ValidationError`` naming the
+    field.
     """
     data: dict[str, Any] = {}
     if file is not None:
-        data = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{file}: expected a mapping of config fields")
+        data = read_config_file(file)  # the one config-file reader (cliconfig)
+        check_keys(CollectConfig, data, str(file))
     for key, value in overrides.items():
         if value is not None and value != []:
             data[key] = value
