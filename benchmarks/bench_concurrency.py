@@ -8,13 +8,16 @@ E episodes run at once; the ideal wall time of the run is 3L whatever E. Figures
 - wall / ideal: ``collect()`` from call to return (room snapshot check and run start
   included) over 3L;
 - collector CPU per sub-call: user + system CPU of the collector process over the call
-  (REPL processes excluded: they are children) / (E x 64);
+  (REPL processes excluded: they are children) / (E x S: S sub-calls an episode, 64 unless
+  the scenario says otherwise);
 - peak threads of the collector process (``/proc``, every 10 ms);
 - errors: episodes not ``completed`` + sub-call errors + unfinished attempts.
 
-A one-episode warm-up run comes first (not reported). Scenarios: ``16x64``, ``64x64``, ``256x64`` (one server); ``split`` (64 x 64 over two servers
-behind ``openai:MODEL@URL1,URL2``: requests per server); ``kill`` (the same, one server
-SIGKILLed 1.5 L into the run: the run must complete).
+A one-episode warm-up run comes first (not reported). Scenarios: ``16x64``, ``64x64``,
+``256x64`` (one server; any ``ExS`` runs E episodes of S sub-calls each, e.g. ``4x8`` for a
+smoke test); ``split`` (64 x 64 over two servers behind ``openai:MODEL@URL1,URL2``: requests
+per server); ``kill`` (the same, one server SIGKILLed 1.5 L into the run: the run must
+complete). ``benchmarks/bench_scale.py`` parses the per-scenario lines.
 
     python benchmarks/bench_concurrency.py [--latency 1.0] [--only 64x64 split] [--sandbox bwrap]
 """
@@ -25,6 +28,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -42,7 +46,15 @@ from rlmdistill.models.spec import open_client
 from rlmdistill.testing.fake_openai import FakeOpenAIServer, ScriptedHandler
 from rlmdistill.testing.rooms import write_clause_room
 
-TURN0 = "```repl\nanswers = llm_query_batched(['question %d' % i for i in range(64)])\nprint(len(answers))\n```"
+
+def turn0(n_sub: int) -> str:
+    """Root turn 0: one ``llm_query_batched`` of ``n_sub`` sub-calls."""
+    return (
+        "```repl\nanswers = llm_query_batched(['question %d' % i for i in range("
+        f"{n_sub})])\nprint(len(answers))\n```"
+    )
+
+
 TURN1 = "```repl\nmemo = 'Findings: ' + ' '.join(answers[:3])\nFINAL_VAR(memo)\n```"
 
 
@@ -50,10 +62,10 @@ def _answer(prompt: str) -> str:
     return "answer to " + prompt
 
 
-def _serve(latency: float, urls: Any, stop: Any, counts: Any) -> None:
+def _serve(latency: float, urls: Any, stop: Any, counts: Any, n_sub: int = 64) -> None:
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    with FakeOpenAIServer(ScriptedHandler([TURN0, TURN1], _answer), latency_s=latency) as s:
+    with FakeOpenAIServer(ScriptedHandler([turn0(n_sub), TURN1], _answer), latency_s=latency) as s:
         urls.put(s.base_url)
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         stop.wait()
@@ -65,12 +77,12 @@ def _serve(latency: float, urls: Any, stop: Any, counts: Any) -> None:
 class Servers:
     """``n`` fake servers, each in its own process."""
 
-    def __init__(self, n: int, latency: float) -> None:
+    def __init__(self, n: int, latency: float, n_sub: int = 64) -> None:
         ctx = mp.get_context("spawn")
         self.procs, self.urls, self.counts, self.stops = [], [], [], []
         for _ in range(n):  # one stop event each: a SIGKILLed waiter would wedge a shared one
             q, c, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-            p = ctx.Process(target=_serve, args=(latency, q, stop, c), daemon=True)
+            p = ctx.Process(target=_serve, args=(latency, q, stop, c, n_sub), daemon=True)
             p.start()
             self.procs.append(p)
             self.urls.append(q.get(timeout=60))
@@ -106,12 +118,18 @@ def _peak_threads(stop: threading.Event, peak: list[int]) -> None:
 
 
 def scenario(
-    name: str, episodes: int, latency: float, tmp: Path, sandbox: str, servers: int = 1
+    name: str,
+    episodes: int,
+    latency: float,
+    tmp: Path,
+    sandbox: str,
+    servers: int = 1,
+    n_sub: int = 64,
 ) -> dict[str, Any]:
     room = tmp / "room"
     if not room.exists():
         write_clause_room(room, n_documents=4, repeats=50)
-    srv = Servers(servers, latency)
+    srv = Servers(servers, latency, n_sub)
     urls = ",".join(srv.urls)
     cfg = CollectConfig(
         rooms=[str(room)],
@@ -119,7 +137,7 @@ def scenario(
         sub=f"openai:sub@{urls}",
         episodes=episodes,
         concurrency=episodes,
-        sub_concurrency=64,
+        sub_concurrency=n_sub,
         limits=EpisodeLimits(max_turns=3),
         sandbox=sandbox,  # type: ignore[arg-type]
     )
@@ -132,7 +150,7 @@ def scenario(
 
         def kill_when_busy() -> None:
             while not stop.wait(0.005):
-                if getattr(sub, "outstanding", [0, 0])[1] >= 64:
+                if getattr(sub, "outstanding", [0, 0])[1] >= n_sub:
                     srv.kill(1)
                     return
 
@@ -147,7 +165,7 @@ def scenario(
     root.close()
     sub.close()
     counts, server_cpu = srv.close()
-    n_sub = episodes * 64
+    n_calls = episodes * n_sub
     error_kinds: dict[str, int] = {}
     for s in res.summaries:
         if s.n_sub_call_errors:
@@ -172,6 +190,7 @@ def scenario(
     out = {
         "name": name,
         "episodes": episodes,
+        "sub_calls": n_sub,
         "completed": sum(s.status == "completed" for s in res.summaries),
         "errors": errors,
         "error_kinds": error_kinds,
@@ -182,7 +201,7 @@ def scenario(
         "cpu_sys_s": r1.ru_stime - r0.ru_stime,
         "cpu_ms_per_sub_call": 1000
         * (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
-        / n_sub,
+        / n_calls,
         "peak_threads": peak[0],
         "start_spread_s": starts[-1] - starts[0] if starts else 0.0,
         "episode_wall_p50_s": walls[len(walls) // 2] if walls else 0.0,
@@ -203,24 +222,24 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"uptime before: {load}", flush=True)
-    plan = {
-        "16x64": (16, 1),
-        "64x64": (64, 1),
-        "256x64": (256, 1),
-        "split": (64, 2),
-        "kill": (64, 2),
-    }
+    plan = {"split": (64, 2, 64), "kill": (64, 2, 64)}  # name -> (episodes, servers, sub-calls)
+    for name in args.only:
+        m = re.fullmatch(r"(\d+)x(\d+)", name)
+        if m:
+            plan[name] = (int(m.group(1)), 1, int(m.group(2)))
+        elif name not in plan:
+            ap.error(f"--only {name}: not a scenario (ExS, e.g. 16x64; split; kill)")
     with tempfile.TemporaryDirectory() as tmp:
         # warm-up, not reported: the room's snapshot and coverage index, the bwrap check,
         # the event loop and pools (once per process or room, not per run)
         scenario("warm-up", 1, 0.05, Path(tmp), args.sandbox)
         for name in args.only:
-            episodes, servers = plan[name]
-            r = scenario(name, episodes, args.latency, Path(tmp), args.sandbox, servers)
+            episodes, servers, n_sub = plan[name]
+            r = scenario(name, episodes, args.latency, Path(tmp), args.sandbox, servers, n_sub)
             print(
-                f"{name:7s} L={args.latency:.1f}s {r['episodes']} episodes x 64 sub-calls: "
-                f"completed {r['completed']}, errors {r['errors']} {r['error_kinds'] or ''}, wall {r['wall_s']:.2f}s / "
-                f"ideal {r['ideal_s']:.1f}s = {r['ratio']:.2f}; collector CPU "
+                f"{name:7s} L={args.latency:.1f}s {r['episodes']} episodes x {n_sub} sub-calls: "
+                f"completed {r['completed']}, errors {r['errors']} {r['error_kinds'] or ''}, wall {r['wall_s']:.3f}s / "
+                f"ideal {r['ideal_s']:.1f}s = {r['ratio']:.3f}; collector CPU "
                 f"{r['cpu_user_s']:.2f}s user + {r['cpu_sys_s']:.2f}s sys = "
                 f"{r['cpu_ms_per_sub_call']:.3f} ms per sub-call; peak threads "
                 f"{r['peak_threads']}; episodes started over {r['start_spread_s']:.2f}s, "

@@ -30,6 +30,8 @@ parent folder), then, each step in a fresh process so that its peak RSS is its o
 Targets (issue 17): cold <= 60 s and peak RSS <= 3x text; warm collector + REPLs <= 1.5x text,
 <= 5% of the room per extra episode; ``result()`` <= 1 s. Needs ~3 GB free memory and ~2 GB of
 disk under ``--tmp``.
+``benchmarks/bench_scale.py`` runs this benchmark and ``bench_concurrency.py`` and checks every
+target against their printed lines (percentages to 0.01 so that 5.04% does not read 5.0%).
 
     python benchmarks/bench_lab_room.py [--docs 5000] [--length-scale 4] [--episodes 1 8]
         [--tmp /tmp] [--room DIR] [--cache DIR] [--steps cold result warm]
@@ -400,9 +402,9 @@ def main(argv: list[str] | None = None) -> None:
                 extra = (live[n] - live[first]) / (n - first)
                 extra_peak = (totals[n] - totals[first]) / (n - first)
                 print(
-                    f"each extra episode ({first} -> {n}), all live at the gate: {extra:.1f} MiB"
-                    f" = {extra / text_mib:.1%} of the room (by the sampled peaks: "
-                    f"{extra_peak:.1f} MiB = {extra_peak / text_mib:.1%})"
+                    f"each extra episode ({first} -> {n}), all live at the gate: {extra:.2f} MiB"
+                    f" = {extra / text_mib:.2%} of the room (by the sampled peaks: "
+                    f"{extra_peak:.2f} MiB = {extra_peak / text_mib:.2%})"
                 )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # never --room or --cache
