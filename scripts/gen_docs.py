@@ -528,6 +528,24 @@ def benchmarks_page(bench_dir: Path = BENCHMARKS, results: Path = RESULTS) -> st
         "before result files existed are in each stage's page and in "
         "[the measurement history](results/history.md).\n\n"
     )
+    out.append(
+        "**The scale targets in one run.** `python benchmarks/bench_scale.py --all --repeats 3` "
+        "runs `bench_concurrency` (16 x 64, 64 x 64, 256 x 64) and `bench_lab_room` three "
+        "times in a row and prints one table of every target of issue 17 (wall / ideal, "
+        "collector CPU per sub-call, errors, peak threads, the LAB-scale room's cold set-up "
+        "and its peak RSS, warm RSS, RSS per extra episode, `result()` time): the value in "
+        "each repeat and whether it held in all three, with the machine and the load before "
+        "and after each repeat. The targets count as met only when they hold in all three "
+        "repeats of one run on an idle machine (nothing else running). "
+        + (
+            "Its last recorded run is in the `bench_scale` row below. "
+            if "bench_scale" in found
+            else "That run has not been made yet: no figures until then; "
+        )
+        + "record it with `python benchmarks/record.py bench_scale.py --all --repeats 3`. "
+        "`--quick` runs tiny sizes in about a minute to check that the command works; its "
+        "figures are not the targets' sizes. Details: `benchmarks/README.md`.\n\n"
+    )
     out.append("| benchmark | command | what it measures | last figure | machine (load) | date |\n")
     out.append("|---|---|---|---|---|---|\n")
     for path in sorted(bench_dir.glob("bench_*.py")):
