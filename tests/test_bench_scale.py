@@ -217,7 +217,8 @@ def test_main_runs_each_benchmark_per_repeat_and_prints_one_table(
         calls.append(argv)
         return outputs[name], 0
 
-    loads = iter([(float(i), 0.0, 0.0) for i in range(1, 7)])
+    # 1-minute load before and after each repeat: only repeat 2 starts busy
+    loads = iter([(x, 0.0, 0.0) for x in (0.2, 0.3, 3.0, 4.0, 0.4, 0.5)])
     monkeypatch.setattr(bs, "_run", fake_run)
     monkeypatch.setattr(bs, "_load", lambda: next(loads))
     bs.main(["--all", "--repeats", "3"])
@@ -237,7 +238,9 @@ def test_main_runs_each_benchmark_per_repeat_and_prints_one_table(
         "| figure | target (source) | repeat 1 | repeat 2 | repeat 3 | met in every repeat |"
     ]
     assert "repeat 2: load average before 3.00 0.00 0.00, after 4.00 0.00 0.00" in out
-    assert out[-1] == "result: 7 of 10 targets held in all 3 repeats"
+    assert out[-1] == (
+        "result: 7 of 10 targets held in all 3 repeats (not idle: load >= 1 before repeat 2)"
+    )
 
 
 def test_quick_passes_tiny_sizes(
@@ -250,6 +253,7 @@ def test_quick_passes_tiny_sizes(
         return (CONC_QUICK if name == "bench_concurrency" else LAB_OLD), 0
 
     monkeypatch.setattr(bs, "_run", fake_run)
+    monkeypatch.setattr(bs, "_load", lambda: (0.1, 0.1, 0.1))
     bs.main(["--quick", "--repeats", "1"])
     assert calls[0] == [
         "benchmarks/bench_concurrency.py",
@@ -293,7 +297,8 @@ def test_quick_run_end_to_end_reads_every_figure() -> None:
     assert not [ln for ln in rows if "missing" in ln], "\n".join(out[-40:])
     assert "failed:" not in proc.stdout
     assert re.fullmatch(
-        r"result: \d+ of 10 targets held in all 1 repeats \(quick sizes: not the targets' sizes\)",
+        r"result: \d+ of 10 targets held in all 1 repeats \(quick sizes: not the targets' "
+        r"sizes(; not idle: load >= 1 before repeat 1)?\)",
         out[-1],
     )
     # the tiny room can never hold 3x its text (the interpreter alone is ~60 MiB)
