@@ -82,6 +82,13 @@ D = {
         "no chatter; 2 of 9 bullets mislabelled (independent contractors as exclusivity, the "
         "project manager as non-compete)",
     ),
+    "05213522": (
+        "FFPPFF",
+        {1: ([], "the cap's carve-out is quoted under 'liability cap', not named as uncapped")},
+        "r",
+        ["other"],
+        "chatter and prompt echo as in daf1aea8; here the liability cap bullet is right",
+    ),
 }
 
 # the first 16 of the Random queue (seed 0) of r1-train
