@@ -133,8 +133,8 @@ def bind_room(path: Path) -> RoomBinding:
 class ImportedEpisode:
     """One episode parsed from a source, before :func:`write_run` finishes it.
 
-    ``start`` carries the room and task placeholders (``write_run`` sets them from the
-    binding); ``turns`` are the root's, ``subagent_turns`` depth-2 subagents', ``calls`` every
+    ``start``'s room and task fields are filled by ``write_run`` from the room given with
+    ``--room`` (the source log does not name one); ``turns`` are the root's, ``subagent_turns`` depth-2 subagents', ``calls`` every
     sub-call (depth from the nesting). ``inputs`` are every text a model was sent (root
     messages and sub-call prompts) for the coverage probe.
     """
