@@ -11,6 +11,7 @@ alone, and the greedy check is a section of report.json that report.md is render
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from rlmdistill.analysis.sections import METHODS
 from rlmdistill.loop.config import ExperimentError, load_experiment
 from rlmdistill.loop.run import run_loop
 from rlmdistill.testing.fake_openai import FakeOpenAIServer
+from rlmdistill.traces.labels import Label, append_labels, memo_hash
 from rlmdistill.traces.lineage import latest_records, render_tree
 from rlmdistill.traces.runs import load_summaries
 
@@ -108,20 +110,40 @@ def test_loop_runs_every_stage_then_skips_them(tmp_path, tiny_llama_dir, monkeyp
         logs.clear()
         run_loop(cfg, log=logs.append, progress=False)
         fourth = list(logs)
+        methods = json.loads((res.rounds[0].report / "report.json").read_text())["methods"]
+        rebuilt = json.loads((res.rounds[0].report / "report.json").read_text())
+        new = (ws / "lineage.jsonl").read_text().splitlines()[n_records:]
+        # a person's label on a training episode changes what is kept: the dataset is rebuilt
+        first_train = train[0]
+        append_labels(
+            res.rounds[0].train_run,
+            [
+                Label(
+                    episode_id=first_train.episode_id,
+                    memo_hash=memo_hash(first_train.memo),
+                    target="episode",
+                    verdict="reject",
+                    reviewer="ana",
+                    time=datetime.now(UTC),
+                )
+            ],
+        )
+        logs.clear()
+        run_loop(cfg, log=logs.append, progress=False)
+        fifth = list(logs)
+    ran = [line for line in fifth if line.startswith("[run ]")]
+    assert ran[0] == "[run ] filter + export runs/r1-train -> datasets/r1", fifth
     ran = [line for line in third if line.startswith("[run ]")]
     assert len(ran) == 1 and ran[0].startswith("[run ] report runs/eval-base vs"), third
     ran = [line for line in fourth if line.startswith("[run ]")]
     assert len(ran) == 1 and ran[0].startswith("[run ] report runs/eval-base vs"), fourth
-    methods = json.loads((res.rounds[0].report / "report.json").read_text())["methods"]
     assert methods["spearman"].endswith(" (changed)")
-    rebuilt = json.loads((res.rounds[0].report / "report.json").read_text())
     assert len(rebuilt["training"][0]["steps"]) == len(report["training"][0]["steps"]) + 1
     assert rebuilt["training"][0]["steps"][-1] == last["step"] + 1
     skipped = [line for line in second if line.startswith("[skip]")]
     assert len(skipped) == 6, second  # eval-base, train, dataset, adapter, eval-tuned, report
     assert "[skip] reports/r1: report up to date" in second
     assert not any(line.startswith("[run ]") for line in second), second
-    new = (ws / "lineage.jsonl").read_text().splitlines()[n_records:]
     assert {json.loads(x)["kind"] for x in new} <= {"check", "report"}
 
 

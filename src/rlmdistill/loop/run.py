@@ -519,7 +519,9 @@ class _Loop:
         self, rnd: int, train_run: Path, out: Path
     ) -> Stage[tuple[FilterConfig, ExportOptions], DatasetResult]:
         """Filter (rejection sampling) then export ``train_run`` into dataset ``out``;
-        fingerprint: the run's episodes and verdict files, the rules and the export options."""
+        fingerprint: the run's episodes, verdict and labels files, the rules and the export
+        options (fields added since with their pre-field behaviour left out, so datasets written
+        by earlier versions stay up to date)."""
         from rlmdistill.export.main import ExportConfig
         from rlmdistill.export.main import run as export
         from rlmdistill.export.options import build_export_options
@@ -532,9 +534,14 @@ class _Loop:
         )
         rules = self.cfg.filter.model_copy(update={"grader": self.cfg.grader})
         verdicts = sorted((train_run / layout.VERDICTS).glob("*.jsonl"))
+        labels = train_run / layout.LABELS  # people's labels change what is kept
+        labelled = [labels] if labels.is_file() else []
+        rule_fields = rules.model_dump(mode="json")
+        if rule_fields.get("human_reject_wins") is True:  # the only behaviour before the
+            del rule_fields["human_reject_wins"]  # field: datasets filtered then stay up to date
         fp = self.cfg.fingerprint(
-            _sha_files(train_run / layout.EPISODES, *verdicts),
-            rules.model_dump(mode="json"),
+            _sha_files(train_run / layout.EPISODES, *verdicts, *labelled),
+            rule_fields,
             options.model_dump(mode="json"),
         )
         manifest = out / layout.EXPORT_MANIFEST
