@@ -220,6 +220,15 @@ def test_workspace_of_the_previous_loop_resumes_as_that_loop_would(
     except (OSError, subprocess.CalledProcessError) as e:
         pytest.skip(f"no git checkout holding {PREVIOUS_LOOP}: {e}")
     subprocess.run(["tar", "-x", "-C", str(old)], input=tree, check=True)
+    # A new grader version grades every run again on purpose (test_judge_eval's
+    # test_ref_v1_verdicts_keep_loading_...): the old tree writes its verdicts under today's
+    # version, so that this test compares the loops' stage tables, not the graders.
+    from rlmdistill.judge.reference import VERSION
+
+    grader = old / "src" / "rlmdistill" / "judge" / "reference.py"
+    code = grader.read_text(encoding="utf-8")
+    assert 'VERSION = "ref-v2"' in code
+    grader.write_text(code.replace('VERSION = "ref-v2"', f'VERSION = "{VERSION}"'), "utf-8")
     # one CUAD folder that is neither tree's packaged sample, so both log it alike
     source = tmp_path / "cuad"
     shutil.copytree(SAMPLE_SOURCE, source)

@@ -59,7 +59,7 @@ def test_good_memo_quoting_the_clauses_passes(room: DataRoom) -> None:
     v = verdicts[0]
     assert (v.grader, v.grader_version, v.episode_id, v.memo_sha256) == (
         "reference",
-        "ref-v2",
+        "ref-v3",
         "ep-1",
         sha,
     )
@@ -279,3 +279,53 @@ def test_omitted_marker_is_not_a_word_of_the_clause() -> None:
     # vendor, ledgers, reviewers, quarterly, onsite: 5 of 7 >= ceil(0.5 * 7) = 4 ("examined"
     # is not "examine"): a paraphrase
     assert grade("vendor ledgers examined by reviewers quarterly onsite") == "PASS"
+
+
+def _paste(room: DataRoom) -> str:
+    """The quickstart base root's memo of 2026-12-04, in kind: the ``repr`` of a dict of the
+    room's documents (id -> text), printed as the memo."""
+    return repr({d.id: d.text for d in room.documents})
+
+
+def test_a_memo_pasting_the_documents_fails_every_criterion(room: DataRoom) -> None:
+    """The paste cites every document and holds every labelled clause word for word, so the
+    rules from citation on pass most criteria; the copy rule fails them all, naming the
+    document and the share."""
+    from rlmdistill.judge.reference import ReferenceGrader as Grader_
+
+    memo = _paste(room)
+    verdicts = _grade(room, memo)
+    assert {v.verdict for v in verdicts} == {"FAIL"}
+    assert all(v.reason.startswith("copy: the memo reproduces 9") for v in verdicts), verdicts[0]
+    # without the copy rule (as ref-v2 graded) the same memo passes quote criteria
+    norm = [(p.text.lower(), p.n_headings) for p in split_passages(memo)]
+    grader = Grader_()
+    common, id_words = grader._room_vocab(room)
+    crit = _task(room).criteria[0]
+    label, reason = grader._grade_one(
+        crit, memo, norm, common | grader._document_vocab(room, crit), id_words
+    )
+    assert label == "PASS", reason
+
+
+def test_copied_shares_per_document(room: DataRoom) -> None:
+    """Per-document run counts on a hand-built memo: half of one document's text (its first
+    half of words) reproduces about half its runs; quoting one clause reproduces few."""
+    from rlmdistill.judge.copying import GRAM_WORDS, copied_documents, pasted
+    from rlmdistill.rooms.text import words
+
+    doc = max(room.documents, key=lambda d: d.n_chars)
+    tokens = words(doc.text)
+    half = " ".join(tokens[: len(tokens) // 2])
+    shares = {c.document_id: c for c in copied_documents(half, room)}
+    mine = shares[doc.id]
+    distinct_runs = len({tuple(tokens[i : i + GRAM_WORDS]) for i in range(len(tokens) - 7)})
+    assert mine.total == distinct_runs
+    assert 0.4 < mine.share < 0.6
+    assert pasted(half, room) == (mine if mine.share >= 0.5 else None)
+    crit = _task(room).criteria[0]
+    quote = " ".join(_ev(crit)[2][0].split()[:40])
+    one_clause = f'- {_ev(crit)[1]} ({_ev(crit)[0]}): "{quote}"'
+    assert max(c.share for c in copied_documents(one_clause, room)) < 0.05
+    assert pasted(one_clause, room) is None
+    assert pasted(None, room) is None and pasted("  ", room) is None

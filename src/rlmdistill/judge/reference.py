@@ -6,6 +6,10 @@ UNGRADABLE. It is this project's own heuristic, meant to be hard to game by list
 not a substitute for a careful judge. Rules, in order (the verdict's reason names the rule):
 
 1. **empty** - no memo, or only whitespace: FAIL.
+1b. **copy** - the memo reproduces word for word at least half of one document's distinct
+   8-word runs (and at least 300 of them; :mod:`rlmdistill.judge.copying`, thresholds
+   measured there): FAIL every gradable criterion, whatever the rules below would say. A root
+   with the documents in its REPL can otherwise "write" a memo by printing them.
 2. **citation** - the memo is split into passages: paragraphs separated by blank lines. A
    markdown heading (``#`` .. ``######``, or a line that is entirely ``**bold**``) starts a
    section; each paragraph is read together with the headings it sits under, so bullets under
@@ -60,6 +64,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from rlmdistill.judge.copying import pasted
 from rlmdistill.rooms.room import DataRoom
 from rlmdistill.rooms.task import Criterion, Evidence, Task
 from rlmdistill.rooms.text import ascii_fold, citation_regex, content_words, words
@@ -75,9 +80,10 @@ __all__ = [
     "split_passages",
 ]
 
-VERSION = "ref-v2"
-"""Grader version written into every verdict. ``ref-v1`` (until 2026-12): 25% word share
-counting party names and boilerplate, +-600 characters across findings; verdicts of either
+VERSION = "ref-v3"
+"""Grader version written into every verdict. ``ref-v2`` (until 2026-12-04): no copy rule (a
+memo pasting the documents passed quote criteria). ``ref-v1`` (until 2026-12): 25% word share
+counting party names and boilerplate, +-600 characters across findings; verdicts of any
 version keep loading, and ``rlmdistill judge`` grades a run again under a new version."""
 WINDOW_CHARS = 600
 """Characters on each side of a category mention searched for clause substance."""
@@ -501,6 +507,7 @@ class ReferenceGrader:
         ``room=None`` only the criterion's own document ids are excluded. Never raises for a
         bad memo; ``None`` or blank memos FAIL every gradable criterion.
         """
+        copy = pasted(memo, room)  # rule 1b: a paste of the data room is not a review
         common, id_words = self._room_vocab(room)
         passages = split_passages(memo) if memo and memo.strip() else []
         norm = [(ascii_fold(p.text).lower(), p.n_headings) for p in passages]
@@ -508,6 +515,12 @@ class ReferenceGrader:
         for criterion in task.criteria:
             doc_words = self._document_vocab(room, criterion)
             label, reason = self._grade_one(criterion, memo, norm, common | doc_words, id_words)
+            if copy is not None and label != "UNGRADABLE":
+                label = "FAIL"
+                reason = (
+                    f"copy: the memo reproduces {copy.share:.0%} of {copy.document_id} "
+                    "word for word; a paste of the data room is not a review"
+                )
             verdicts.append(
                 Verdict(
                     episode_id=episode_id,
