@@ -152,6 +152,7 @@ def _config_commands(app: typer.Typer) -> list[tuple[str, object]]:
 def test_every_config_made_flag_of_rlmdistill_has_its_fields_help() -> None:
     commands = _config_commands(rlm_app)
     made = {"collect", "judge", "judge-eval", "export", "export-grpo", "sft", "rl", "report"}
+    made |= {"rooms build-cuad", "rooms synth", "rooms show", "loop", "show", "quickstart"}
     assert made <= {name for name, _ in commands}
     for name, callback in commands:
         model = callback.config_model  # type: ignore[attr-defined]

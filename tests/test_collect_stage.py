@@ -41,6 +41,20 @@ def test_run_names_the_missing_run_folder() -> None:
         run(cfg)
 
 
+def test_the_older_out_argument_warns_and_still_sets_the_run_folder(tmp_path: Path) -> None:
+    """``run(config, out)`` (the form before ``CollectConfig.out``) is deprecated but works:
+    it warns, and ``out`` is the run folder (the run then stops at the server check, a closed
+    loopback port, before writing anything, instead of at "out is not set")."""
+    cfg = CollectConfig(rooms=[], root="openai:m@http://127.0.0.1:9/v1", sub="local:x")
+    out = tmp_path / "run"
+    with pytest.warns(DeprecationWarning, match=r"set config\.out instead"):
+        with pytest.raises(ValueError) as caught:
+            run(cfg, out, progress=False)
+    assert "out is not set" not in str(caught.value)
+    assert "127.0.0.1:9" in str(caught.value)
+    assert not out.exists()
+
+
 class _Client:
     def __init__(self, model_id: str) -> None:
         self.model_id = model_id

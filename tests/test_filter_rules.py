@@ -104,6 +104,17 @@ def test_load_yaml_and_json_files(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("", encoding="utf-8")
     assert FilterRules.load(empty) == FilterRules()
+    # the one config-file reader (cliconfig): TOML too; any other suffix is YAML, as before
+    t = tmp_path / "rules.toml"
+    t.write_text('min_pass_rate = 0.5\nwhere = ["n_sub_calls >= 1"]\n', encoding="utf-8")
+    assert FilterRules.load(t) == FilterRules(min_pass_rate=0.5, where=["n_sub_calls >= 1"])
+    odd = tmp_path / "keep.rules"
+    odd.write_text("top_k_per_room: 3\n", encoding="utf-8")
+    assert FilterRules.load(odd) == FilterRules(top_k_per_room=3)
+    broken = tmp_path / "broken.toml"
+    broken.write_text("min_pass_rate = \n", encoding="utf-8")
+    with pytest.raises(FilterRuleError, match=r"broken\.toml: cannot parse"):
+        FilterRules.load(broken)
 
 
 def test_bad_files_name_file_and_field(tmp_path):
@@ -113,7 +124,7 @@ def test_bad_files_name_file_and_field(tmp_path):
         FilterRules.load(bad)
     listy = tmp_path / "list.yaml"
     listy.write_text("- 1\n- 2\n", encoding="utf-8")
-    with pytest.raises(FilterRuleError, match=r"list\.yaml: filter rules must be a mapping"):
+    with pytest.raises(FilterRuleError, match=r"filter rules: .*list\.yaml: expected a mapping"):
         FilterRules.load(listy)
     with pytest.raises(FilterRuleError, match=r"missing\.yaml: cannot read"):
         FilterRules.load(tmp_path / "missing.yaml")

@@ -296,6 +296,29 @@ def test_cli_synth_prints_sizes_folders_and_criteria(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "between 20 and 5000" in " ".join(bad.output.split())
 
 
+def test_cli_synth_reads_its_config_file_and_no_cuad_still_copies_none(tmp_path: Path) -> None:
+    """``rooms synth --config`` sets SynthRoomConfig's fields (flags typed win), and
+    ``--no-cuad`` (the off switch of ``copy_cuad``) builds the room the Python builder builds
+    with ``cuad_source=None``, byte for byte."""
+    cfg = tmp_path / "synth.yaml"
+    cfg.write_text("docs: 20\nseed: 4\nlength_scale: 0.5\ncopy_cuad: true\n", encoding="utf-8")
+    out = tmp_path / "cli"
+    res = CliRunner().invoke(
+        _cli(), ["rooms", "synth", "--config", str(cfg), "--no-cuad", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    ref = build_synth_room(tmp_path / "ref", 20, 4, cuad_source=None, length_scale=0.5)
+    assert ref.n_cuad_docs == 0
+    made = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert made == sorted(p.relative_to(ref.out) for p in ref.out.rglob("*") if p.is_file())
+    for rel in made:
+        assert (out / rel).read_bytes() == (ref.out / rel).read_bytes(), rel
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("doc: 20\n", encoding="utf-8")
+    bad = CliRunner().invoke(_cli(), ["rooms", "synth", "--config", str(typo), "--out", "x"])
+    assert bad.exit_code == 2 and "unknown key 'doc'" in " ".join(bad.output.split())
+
+
 @pytest.mark.slow
 def test_5000_document_room_builds_and_loads(tmp_path: Path) -> None:
     report = build_synth_room(tmp_path / "big", 5000, 0)

@@ -64,9 +64,13 @@ class ConfigFileError(ValueError):
     unknown key. The message names the file and, for a key, its dotted path."""
 
 
-def read_config_file(path: Path | str, *, section: str | None = None) -> dict[str, Any]:
+def read_config_file(
+    path: Path | str, *, section: str | None = None, other_suffix_as_yaml: bool = False
+) -> dict[str, Any]:
     """The mapping of fields in a ``.yaml``/``.yml``/``.json``/``.toml`` file. A TOML file
     may hold the fields under a ``[section]`` table (read when ``section`` names one).
+    ``other_suffix_as_yaml``: a file with any other suffix is read as YAML (JSON is YAML),
+    for readers that accepted any name before (filter rules files).
 
     Raises:
         FileNotFoundError: no such file.
@@ -76,7 +80,7 @@ def read_config_file(path: Path | str, *, section: str | None = None) -> dict[st
     text = p.read_text(encoding="utf-8")
     suffix = p.suffix.lower()
     try:
-        if suffix in (".yaml", ".yml", ".json"):
+        if suffix in (".yaml", ".yml", ".json") or (other_suffix_as_yaml and suffix != ".toml"):
             data = yaml.safe_load(text) or {}
         elif suffix == ".toml":
             data = tomllib.loads(text)

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from rlmdistill.analysis.main import ReportConfig, run
+from rlmdistill.analysis.main import ReportConfig, ShowConfig, run
 from rlmdistill.cliconfig import config_command
 from rlmdistill.models.limits import load_prices
 
@@ -27,12 +27,10 @@ __all__ = ["load_prices", "register"]
 def register(app: typer.Typer) -> None:
     """Add the ``report`` and ``show`` commands to ``app``."""
 
-    @app.command("show")
-    def show_cmd(
-        run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
-        as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
-        per_episode: Annotated[bool, typer.Option(help="Also list every episode.")] = True,
-    ) -> None:
+    @config_command(
+        app, "show", arguments=["run_dir"], names={"as_json": ["--json"]}, config_flag=None
+    )
+    def show_cmd(config: ShowConfig) -> None:
         """Summarise a run: episodes by status, sub-calls, tokens by root/sub, pass rate, wall
         time."""
         from rich.console import Console
@@ -41,11 +39,11 @@ def register(app: typer.Typer) -> None:
         from rlmdistill.analysis.summary import summarize_run
 
         console = Console()
-        summary = summarize_run(run_dir)
-        if as_json:
+        summary = summarize_run(config.run_dir)
+        if config.as_json:
             console.print_json(json.dumps(summary.model_dump(mode="json", exclude={"episodes"})))
         else:
-            render_summary(summary, console, per_episode=per_episode)
+            render_summary(summary, console, per_episode=config.per_episode)
 
     @config_command(
         app,

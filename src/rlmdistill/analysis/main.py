@@ -18,7 +18,21 @@ from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 if TYPE_CHECKING:
     from rlmdistill.analysis.schema import Report
 
-__all__ = ["ReportConfig", "run"]
+__all__ = ["ReportConfig", "ShowConfig", "run"]
+
+
+class ShowConfig(BaseModel):
+    """``rlmdistill show``: one run's summary (episodes by status, sub-calls, tokens by
+    root and sub, pass rate, wall time; :func:`rlmdistill.analysis.summary.summarize_run`)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    run_dir: Path
+    """Run directory."""
+    as_json: bool = False
+    """Print the summary as JSON (without the per-episode rows)."""
+    per_episode: bool = True
+    """Also list every episode."""
 
 
 class ReportConfig(BaseModel):

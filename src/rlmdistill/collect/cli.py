@@ -25,16 +25,13 @@ import typer
 from rich.console import Console
 
 from rlmdistill.cliconfig import config_command
-from rlmdistill.collect.config import CollectConfig
+from rlmdistill.collect.config import DEFAULT_MODEL, CollectConfig, QuickstartConfig
 from rlmdistill.collect.main import build_config
 from rlmdistill.traces import layout
 
 __all__ = ["DEFAULT_MODEL", "register", "run_collect", "run_judge"]
 
 err = Console(stderr=True)
-
-DEFAULT_MODEL = "qwen2.5-coder-0.5b"
-"""The embedded default root and sub model (docs/models.md: measured, and how weak it is)."""
 
 COLLECT_FLAG_NAMES = {"rooms": ["--room"], "limits.max_turns": ["--max-turns"]}
 """Flags whose name is not the field's path (kept from before the flags came from fields)."""
@@ -59,9 +56,8 @@ def run_collect(
     from rlmdistill.collect.main import run as collect_stage
 
     result = collect_stage(
-        config,
-        out,
-        progress,
+        config.model_copy(update={"out": str(out)}),
+        progress=progress,
         strict=strict,
         log=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True),
     )
@@ -112,30 +108,8 @@ def register(app: typer.Typer) -> None:
 
         run_collect(config, run_folder(config), progress, strict)
 
-    @app.command("quickstart")
-    def quickstart_cmd(
-        model: Annotated[
-            str, typer.Option(help="Embedded model for root and sub.")
-        ] = DEFAULT_MODEL,
-        sub_model: Annotated[
-            str | None, typer.Option(help="Embedded model for sub-calls (default: --model).")
-        ] = None,
-        cuad: Annotated[
-            Path | None,
-            typer.Option(
-                help="CUAD-format source folder (default: the packaged 16-contract sample)."
-            ),
-        ] = None,
-        contracts: Annotated[int, typer.Option(help="Contracts in the room.")] = 10,
-        episodes: Annotated[int, typer.Option(help="Episodes.")] = 4,
-        concurrency: Annotated[int, typer.Option(help="Episodes at once.")] = 4,
-        seed: Annotated[int, typer.Option(help="Room sampling and episode seed.")] = 0,
-        out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/quickstart"),
-        room_dir: Annotated[
-            Path | None, typer.Option(help="Room folder (default: rooms/cuad<N>-s<seed>).")
-        ] = None,
-        max_turns: Annotated[int, typer.Option(help="Root turns per episode.")] = 4,
-    ) -> None:
+    @config_command(app, "quickstart", config_flag="--config")
+    def quickstart_cmd(config: QuickstartConfig) -> None:
         """A first run on the embedded default: pull -> build CUAD room -> collect -> judge ->
         show (~10 min; the main job, the whole loop, is
         `rlmdistill loop examples/quickstart.yaml`)."""
@@ -144,14 +118,20 @@ def register(app: typer.Typer) -> None:
         from rlmdistill.models.pull import pull_main
         from rlmdistill.rooms.cuad import SAMPLE_SOURCE, build_cuad_main
 
+        model, sub_model, seed, contracts = (
+            config.model,
+            config.sub_model,
+            config.seed,
+            config.contracts,
+        )
         t0 = time.monotonic()
         for name in dict.fromkeys([model, sub_model or model]):
             if pull_main(name) != 0:
                 raise typer.Exit(1)
         t_pulled = time.monotonic()
-        room = room_dir or Path("rooms") / f"cuad{contracts}-s{seed}"
+        room = config.room_dir or Path("rooms") / f"cuad{contracts}-s{seed}"
         if not (room / layout.TASK).exists():
-            code = build_cuad_main(cuad or SAMPLE_SOURCE, contracts, seed, room)
+            code = build_cuad_main(config.cuad or SAMPLE_SOURCE, contracts, seed, room)
             if code != 0:
                 raise typer.Exit(code)
         cfg = build_config(
@@ -160,18 +140,18 @@ def register(app: typer.Typer) -> None:
                 "rooms": [str(room)],
                 "root": f"local:{model}",
                 "sub": f"local:{sub_model or model}",
-                "episodes": episodes,
-                "concurrency": concurrency,
+                "episodes": config.episodes,
+                "concurrency": config.concurrency,
                 "seed": seed,
                 # the worked example asks sub-calls to copy one sentence: 128 tokens is
                 # plenty, and on a CPU the longest answer of a batch sets the batch's time
                 "sub_sampling": {"temperature": 0.2, "top_p": 0.95, "max_tokens": 128},
             },
         )
-        cfg.limits.max_turns = max_turns
-        run_collect(cfg, out)
-        run_judge(out)
-        render_summary(summarize_run(out), Console(), per_episode=True)
+        cfg.limits.max_turns = config.max_turns
+        run_collect(cfg, config.out)
+        run_judge(config.out)
+        render_summary(summarize_run(config.out), Console(), per_episode=True)
         err.print(
             f"quickstart wall time: {time.monotonic() - t0:.0f}s "
             f"({time.monotonic() - t_pulled:.0f}s after the model pull)"

@@ -21,16 +21,21 @@ from rlmdistill.traces.layout import RUN_MANIFEST
 
 __all__ = [
     "DEFAULT_MAX_WALL_S",
+    "DEFAULT_MODEL",
     "FINGERPRINT_VERSION",
     "LIMITS_OPERATIONAL_FIELDS",
     "OPERATIONAL_FIELDS",
     "CollectConfig",
     "EpisodeLimits",
+    "QuickstartConfig",
     "RayOptions",
     "episode_id",
     "episode_seed",
     "for_run",
 ]
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+"""The embedded default root and sub model (docs/models.md: measured, and how weak it is)."""
 
 OPERATIONAL_FIELDS = frozenset(
     {
@@ -257,3 +262,32 @@ def episode_seed(config: CollectConfig, room_hash: str, task_id: str, sample_ind
     """
     key = f"{config.seed}:{room_hash}:{task_id}:{sample_index}"
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+class QuickstartConfig(BaseModel):
+    """``rlmdistill quickstart``: a first run on the embedded default (pull the model, build a
+    CUAD room, collect, judge, show). Its collection is a :class:`CollectConfig` made from
+    these fields (sub-calls sampled at temperature 0.2, top-p 0.95, at most 128 tokens)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    model: str = DEFAULT_MODEL
+    """Embedded model for root and sub."""
+    sub_model: str | None = None
+    """Embedded model for sub-calls (default: --model)."""
+    cuad: Path | None = None
+    """CUAD-format source folder (default: the packaged 16-contract sample)."""
+    contracts: int = 10
+    """Contracts in the room."""
+    episodes: int = 4
+    """Episodes."""
+    concurrency: int = 4
+    """Episodes at once."""
+    seed: int = 0
+    """Room sampling and episode seed."""
+    out: Path = Path("runs/quickstart")
+    """Run directory."""
+    room_dir: Path | None = None
+    """Room folder (default: rooms/cuad<N>-s<seed>)."""
+    max_turns: int = 4
+    """Root turns per episode."""

@@ -6,6 +6,7 @@ Used by ``rlmdistill collect``, ``rlmdistill quickstart`` and the self-distillat
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -129,8 +130,9 @@ def run(
     """The collect stage: check the servers, open the root/sub clients, collect every pending
     episode of ``config`` into its run folder ``config.out``, close.
 
-    ``out`` is the older call form (the folder beside the config): when given it replaces
-    ``config.out``; new callers set ``config.out`` and pass the switches by keyword.
+    ``out`` is the older call form (the folder beside the config), deprecated: when given it
+    replaces ``config.out`` and a ``DeprecationWarning`` says so; new callers set
+    ``config.out`` and pass the switches by keyword. The form keeps working.
 
     ``config.executor`` is resolved once to an :class:`~rlmdistill.collect.executor.Executor`
     (:func:`~rlmdistill.collect.runner.executor_for`), whose ``check`` runs first, before
@@ -171,6 +173,12 @@ def run(
     from rlmdistill.rooms import DataRoom
 
     if out is not None:
+        warnings.warn(
+            "collect.main.run(config, out): set config.out instead (the out argument is "
+            "deprecated; it still replaces config.out)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         config = config.model_copy(update={"out": str(out)})
     out = run_folder(config)
     executor = executor_for(config)  # the one place the config's executor name is read

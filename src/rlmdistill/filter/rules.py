@@ -36,9 +36,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rlmdistill.cliconfig import ConfigFileError, read_config_file
 from rlmdistill.filter.expr import ExpressionError, WhereExpression, compile_expression
 from rlmdistill.filter.fields import EPISODE_FIELDS, SCORE_FIELDS
 from rlmdistill.traces.artefacts import DropReason
@@ -217,7 +217,9 @@ class FilterRules(BaseModel):
     # ------------------------------------------------------------------ construction
     @classmethod
     def load(cls, path: Path) -> FilterRules:
-        """Read rules from a YAML or JSON file (JSON is YAML). An empty file gives defaults.
+        """Read rules from a YAML, JSON or TOML file (any other suffix is read as YAML, as
+        before TOML was read), through :func:`rlmdistill.cliconfig.read_config_file`, the one
+        config-file reader. An empty file gives defaults.
 
         Raises :class:`FilterRuleError` naming the file for a missing/unreadable file, a
         top level that is not a mapping, or invalid rules (unknown key, bad value, bad
@@ -225,17 +227,11 @@ class FilterRules(BaseModel):
         """
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = read_config_file(path, other_suffix_as_yaml=True)
         except OSError as exc:
             raise FilterRuleError(f"{path}: cannot read filter rules: {exc}") from exc
-        except yaml.YAMLError as exc:
-            raise FilterRuleError(f"{path}: not valid YAML/JSON: {exc}") from exc
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise FilterRuleError(
-                f"{path}: filter rules must be a mapping of field: value, got {type(data).__name__}"
-            )
+        except ConfigFileError as exc:
+            raise FilterRuleError(f"filter rules: {exc}") from exc
         return cls.from_dict(data, source=str(path))
 
     @classmethod

@@ -8,6 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from rlmdistill.cliconfig import config_command
+from rlmdistill.loop.config import LoopRunOptions
+
 __all__ = ["loop_main", "register"]
 
 err = Console(stderr=True)
@@ -47,28 +50,15 @@ def loop_main(
 def register(app: typer.Typer) -> None:
     """Add ``loop`` and ``lineage`` to ``app``."""
 
-    @app.command("loop")
-    def loop_cmd(
-        experiment: Annotated[Path, typer.Argument(help="Experiment file (YAML/JSON).")],
-        rounds: Annotated[
-            int | None, typer.Option(help="Rounds to run (default: the file's `rounds`).")
-        ] = None,
-        progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
-        strict: Annotated[
-            bool,
-            typer.Option(help="Stop on a room document whose text cannot be extracted."),
-        ] = False,
-        seed: Annotated[
-            int,
-            typer.Option(
-                help="Offset of every training and evaluation seed (collections and SFT), not "
-                "of the rooms; runs in <workspace>-seed<N> (0: the file's seeds and workspace)."
-            ),
-        ] = 0,
-    ) -> None:
+    @config_command(app, "loop", arguments=["experiment"], config_flag=None)
+    def loop_cmd(options: LoopRunOptions) -> None:
         """Self-distillation: collect -> judge -> filter -> SFT -> evaluate base vs tuned -> report
         (each stage skipped when its output is up to date)."""
-        raise typer.Exit(loop_main(experiment, rounds, progress, strict, seed))
+        raise typer.Exit(
+            loop_main(
+                options.experiment, options.rounds, options.progress, options.strict, options.seed
+            )
+        )
 
     @app.command("lineage")
     def lineage_cmd(

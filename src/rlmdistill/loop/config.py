@@ -28,10 +28,30 @@ __all__ = [
     "CuadRooms",
     "ExperimentConfig",
     "ExperimentError",
+    "LoopRunOptions",
     "check_stage_settings",
     "load_experiment",
     "merged",
 ]
+
+
+class LoopRunOptions(BaseModel):
+    """``rlmdistill loop``: which experiment file to run or resume, and how (the experiment
+    itself, with its rooms, models and stages, is the file: :class:`ExperimentConfig`)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    experiment: Path
+    """Experiment file (YAML/JSON/TOML)."""
+    rounds: int | None = Field(default=None, ge=1)
+    """Rounds to run (default: the file's `rounds`)."""
+    progress: bool = True
+    """Show progress bars."""
+    strict: bool = False
+    """Stop on a room document whose text cannot be extracted (default: skip it and note it)."""
+    seed: int = Field(default=0, ge=0)
+    """Offset of every training and evaluation seed (collections and SFT), not of the rooms;
+    runs in <workspace>-seed<N> (0: the file's seeds and workspace)."""
 
 
 class ExperimentError(ValueError):

@@ -14,12 +14,25 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from rlmdistill.cliconfig import ConfigFileError, check_keys, field_help, read_config_file
+from rlmdistill.cliconfig import (
+    ConfigFileError,
+    check_keys,
+    config_command,
+    field_help,
+    read_config_file,
+)
+from rlmdistill.rooms.config import (
+    CuadRoomConfig,
+    RoomShowConfig,
+    SynthRoomConfig,
+    run_build_cuad,
+    run_synth,
+)
 from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
 from rlmdistill.rooms.roomset import RoomSetError, RoomSetSpec, build_roomset, parse_sizes
-from rlmdistill.rooms.synth import CHARS_PER_TOKEN, MAX_DOCS, MIN_DOCS, SynthError, build_synth_room
+from rlmdistill.rooms.synth import CHARS_PER_TOKEN, SynthError, SynthReport, build_synth_room
 
-__all__ = ["register", "roomset_main", "synth_main"]
+__all__ = ["print_synth_report", "register", "roomset_main", "synth_main"]
 
 
 def synth_main(
@@ -38,7 +51,6 @@ def synth_main(
     import time
 
     from rich.console import Console
-    from rich.table import Table
 
     console = console or Console()
     start = time.perf_counter()
@@ -54,7 +66,16 @@ def synth_main(
     except (SynthError, OSError) as exc:
         console.print(f"[red]rooms synth failed:[/red] {exc}")
         return 1
-    elapsed = time.perf_counter() - start
+    print_synth_report(report, time.perf_counter() - start, console)
+    return 0
+
+
+def print_synth_report(report: SynthReport, elapsed: float, console: Any) -> None:
+    """Print ``report`` as ``rooms synth`` does (a rich ``Console``): folder, target, task id
+    and room hash, documents, characters, approximate tokens, folders, criteria per type,
+    planted issues per class, ``elapsed`` (seconds) and the CUAD attribution when any."""
+    from rich.table import Table
+
     table = Table(title=f"Synthetic room {report.out.name}", show_header=False)
     table.add_row("folder", str(report.out))
     table.add_row("target", report.target)
@@ -76,7 +97,6 @@ def synth_main(
     console.print(table)
     if report.n_cuad_docs:
         console.print("CUAD documents: " + CUAD_ATTRIBUTION)
-    return 0
 
 
 def roomset_main(
@@ -125,34 +145,23 @@ def register(rooms_app: typer.Typer) -> None:
     """Add the ``build-cuad``, ``show``, ``synth`` and ``set`` commands to the ``rooms``
     typer sub-app ``rooms_app``."""
 
-    @rooms_app.command("build-cuad")
-    def rooms_build_cuad(
-        source: Annotated[
-            Path,
-            typer.Argument(
-                help="CUAD folder (contracts/ or full_contract_txt/ + master_clauses.csv)."
-            ),
-        ],
-        out: Annotated[Path, typer.Option(help="Room folder to write.")],
-        contracts: Annotated[int, typer.Option(help="Contracts to sample.")] = 10,
-        seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
-        overwrite: Annotated[bool, typer.Option(help="Replace an existing room folder.")] = False,
-    ) -> None:
+    @config_command(rooms_app, "build-cuad", arguments=["source"], config_flag="--config")
+    def rooms_build_cuad(config: CuadRoomConfig) -> None:
         """Build a data room + LAB-format task from a CUAD-format folder."""
-        from rlmdistill.rooms.cuad import build_cuad_main
+        from rich.console import Console
 
-        raise typer.Exit(build_cuad_main(source, contracts, seed, out, overwrite=overwrite))
+        from rlmdistill.rooms.cuad import CuadError, print_build_report
 
-    @rooms_app.command("show")
-    def rooms_show(
-        room: Annotated[Path, typer.Argument(help="Room folder.")],
-        strict: Annotated[
-            bool,
-            typer.Option(
-                help="Fail on a document whose text cannot be extracted (default: skip it)."
-            ),
-        ] = False,
-    ) -> None:
+        console = Console()
+        try:
+            report = run_build_cuad(config)
+        except (CuadError, OSError) as exc:
+            console.print(f"[red]build-cuad failed:[/red] {exc}")
+            raise typer.Exit(1) from None
+        print_build_report(report, console)
+
+    @config_command(rooms_app, "show", arguments=["room"], config_flag=None)
+    def rooms_show(config: RoomShowConfig) -> None:
         """Print a room's documents per folder, size and task; then the documents not decoded
         as UTF-8, decoded with replacement characters, or skipped (with the reason)."""
         from rich.console import Console
@@ -161,7 +170,7 @@ def register(rooms_app: typer.Typer) -> None:
 
         console = Console()
         try:
-            r = DataRoom.load(room, strict=strict)
+            r = DataRoom.load(config.room, strict=config.strict)
         except RoomError as exc:
             Console(stderr=True).print(f"[red]error:[/red] {exc}")
             raise typer.Exit(1) from None
@@ -176,30 +185,23 @@ def register(rooms_app: typer.Typer) -> None:
         for line in r.notes():
             console.print(f"  {line}", markup=False, highlight=False)
 
-    @rooms_app.command("synth")
-    def rooms_synth(
-        out: Annotated[Path, typer.Option(help="Room folder to write.")],
-        docs: Annotated[int, typer.Option(help=f"Documents ({MIN_DOCS}-{MAX_DOCS}).")] = 100,
-        seed: Annotated[int, typer.Option(help="Seed (same seed: byte-identical room).")] = 0,
-        length_scale: Annotated[
-            float, typer.Option(help="Multiplier on generated document lengths.")
-        ] = 1.0,
-        cuad: Annotated[
-            Path | None,
-            typer.Option(help="CUAD folder for copied contracts (default: packaged sample)."),
-        ] = None,
-        no_cuad: Annotated[
-            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
-        ] = False,
-        overwrite: Annotated[bool, typer.Option(help="Replace an existing room.")] = False,
-    ) -> None:
+    @config_command(
+        rooms_app, "synth", names={"copy_cuad": ["--copy-cuad/--no-cuad"]}, config_flag="--config"
+    )
+    def rooms_synth(config: SynthRoomConfig) -> None:
         """Generate a seeded synthetic data room with planted issues and its rubric."""
-        source: Path | None = None if no_cuad else (cuad or SAMPLE_SOURCE)
-        raise typer.Exit(
-            synth_main(
-                docs, seed, out, length_scale=length_scale, cuad_source=source, overwrite=overwrite
-            )
-        )
+        import time
+
+        from rich.console import Console
+
+        console = Console()
+        start = time.perf_counter()
+        try:
+            report = run_synth(config)
+        except (SynthError, OSError) as exc:
+            console.print(f"[red]rooms synth failed:[/red] {exc}")
+            raise typer.Exit(1) from None
+        print_synth_report(report, time.perf_counter() - start, console)
 
     _register_set(rooms_app)
 

@@ -573,7 +573,6 @@ def build_cuad_main(
     """CLI body of ``rlmdistill rooms build-cuad``: build the room, print a short report with
     rich, and return the exit code (0 built, 1 the source or request was unusable)."""
     from rich.console import Console
-    from rich.table import Table
 
     console = console or Console()
     try:
@@ -581,6 +580,16 @@ def build_cuad_main(
     except (CuadError, OSError) as exc:
         console.print(f"[red]build-cuad failed:[/red] {exc}")
         return 1
+    print_build_report(report, console)
+    return 0
+
+
+def print_build_report(report: BuildReport, console: Any) -> None:
+    """Print ``report`` as ``rooms build-cuad`` does (a rich ``Console``): folder, task and
+    room hash, contracts, folders, criteria, gold spans found verbatim, unmatched label rows,
+    the room's notes and the CUAD attribution."""
+    from rich.table import Table
+
     table = Table(title=f"CUAD room {report.out.name}", show_header=False)
     table.add_row("folder", str(report.out))
     table.add_row("task id / room hash", f"{report.task_id} / {report.room_hash}")
@@ -599,7 +608,6 @@ def build_cuad_main(
     for line in report.notes:
         console.print(f"note: {line}", markup=False, highlight=False)
     console.print("Attribution: " + CUAD_ATTRIBUTION)
-    return 0
 
 
 def labelled_spans(source: str | Path) -> dict[str, dict[str, list[str]]]:
