@@ -47,9 +47,11 @@ def test_the_older_out_argument_warns_and_still_sets_the_run_folder(tmp_path: Pa
     loopback port, before writing anything, instead of at "out is not set")."""
     cfg = CollectConfig(rooms=[], root="openai:m@http://127.0.0.1:9/v1", sub="local:x")
     out = tmp_path / "run"
-    with pytest.warns(DeprecationWarning, match=r"set config\.out instead"):
-        with pytest.raises(ValueError) as caught:
-            run(cfg, out, progress=False)
+    with (
+        pytest.warns(DeprecationWarning, match=r"set config\.out instead"),
+        pytest.raises(ValueError) as caught,
+    ):
+        run(cfg, out, progress=False)
     assert "out is not set" not in str(caught.value)
     assert "127.0.0.1:9" in str(caught.value)
     assert not out.exists()
