@@ -226,3 +226,54 @@ if __name__ == "__main__":
     record = {"flags": current_flags(), "changes": previous.get("changes", [])}
     DATA.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"recorded {len(record['flags'])} parameters -> {DATA}", file=sys.stderr)
+
+
+OWN_SWITCHES: dict[str, str] = {
+    "--config": "the parser's own file option (cliconfig.config_command): any field, from a file",
+    "--spec": "rooms set's spec file (RoomSetSpec's fields); not a field itself",
+    "--progress": "operational: a progress bar, nothing the stage computes",
+    "--strict": "operational: a room document that cannot be extracted stops the command",
+    "--resume": "operational: continue a training run from its newest checkpoint",
+    "--prices": "a file whose content is the config's `prices` table (set in a file only)",
+    "--rules": "filter: the rules file (FilterRules' fields, from a file)",
+    "--report-only": "filter: run the filter stage and not the export stage after it",
+    "--json": "judge-eval: print the result as JSON instead of a table",
+    "config": "rl: the config file itself, as a positional argument",
+}
+"""The parameters whose help is not a config field's description, each with why: the
+config-file options, and operational switches that change how a command runs or prints,
+never what a stage computes (cliconfig's module docstring: a command keeps its own
+parameters beside its config). Any other parameter takes its help from a field."""
+
+
+def _field_descriptions() -> set[str]:
+    """Every field description of every pydantic model in ``rlmdistill`` (imported)."""
+    import importlib
+    import pkgutil
+
+    import pydantic
+
+    import rlmdistill
+
+    out: set[str] = set()
+    for info in pkgutil.walk_packages(rlmdistill.__path__, "rlmdistill."):
+        if ".dashboard.app" in info.name or ".dashboard.pages_" in info.name:
+            continue  # Streamlit page scripts run on import
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, pydantic.BaseModel):
+                out |= {f.description for f in value.model_fields.values() if f.description}
+    return out
+
+
+def test_every_flag_takes_its_help_from_a_config_field_or_is_an_own_switch() -> None:
+    """The help of every parameter of every command is a config field's description (help
+    lives once, on the field; a prefix such as "Export: " or an appended usage note allowed),
+    or the parameter is one of :data:`OWN_SWITCHES`."""
+    descriptions = _field_descriptions()
+    stray = [
+        f"{f['command']} {_key(f)}: {f['help']!r}"
+        for f in current_flags()
+        if _key(f) not in OWN_SWITCHES and not any(d in f["help"] for d in descriptions)
+    ]
+    assert not stray, "help not from a field:\n" + "\n".join(stray)

@@ -159,11 +159,14 @@ def test_cli_set_with_flags_and_yaml_spec(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("command", "text"),
-    [("set", "Copy no CUAD contracts"), ("synth", "Copy CUAD contracts into the room (off")],
+    [
+        ("set", "Copy CUAD contracts into the rooms (off"),
+        ("synth", "Copy CUAD contracts into the room (off"),
+    ],
 )
 def test_cli_help_names_the_no_cuad_flag_once(command: str, text: str) -> None:
-    """``--no-cuad`` is a plain flag (``rooms set``) or the off switch of ``--copy-cuad``
-    (``rooms synth``, made from SynthRoomConfig): no ``--no-no-cuad`` negation in the help."""
+    """``--no-cuad`` is the off switch of ``--copy-cuad`` (the commands are made from
+    RoomSetOptions and SynthRoomConfig): no ``--no-no-cuad`` negation in the help."""
     result = CliRunner().invoke(_cli(), ["rooms", command, "--help"], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     (line,) = [x for x in result.output.splitlines() if "--no-cuad" in x]

@@ -16,15 +16,17 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
 
 import typer
+from pydantic import BaseModel, ConfigDict
 
+from rlmdistill.cliconfig import config_command
 from rlmdistill.dashboard import ENV_WORKSPACE
 
 __all__ = [
     "APP_PATH",
     "FORWARDED_SIGNALS",
+    "DashboardOptions",
     "dashboard_command",
     "dashboard_main",
     "register",
@@ -146,22 +148,27 @@ def run_child(cmd: list[str], env: dict[str, str]) -> int:
     return 128 - code if code < 0 else code
 
 
+class DashboardOptions(BaseModel):
+    """``rlmdistill dashboard``: which workspace, served where."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    workspace: Path = Path(".")
+    """Workspace folder holding runs/, datasets/, adapters/, reports/."""
+    port: int = 8501
+    """Port to serve on."""
+    headless: bool = False
+    """Do not open a browser (servers, CI)."""
+    address: str | None = None
+    """Address to bind (default: streamlit's)."""
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``dashboard`` command to ``app``."""
 
-    @app.command("dashboard")
-    def dashboard(
-        workspace: Annotated[
-            Path,
-            typer.Option(help="Workspace folder holding runs/, datasets/, adapters/, reports/."),
-        ] = Path("."),
-        port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
-        headless: Annotated[
-            bool, typer.Option(help="Do not open a browser (servers, CI).")
-        ] = False,
-        address: Annotated[
-            str | None, typer.Option(help="Address to bind (default: streamlit's).")
-        ] = None,
-    ) -> None:
+    @config_command(app, "dashboard", config_flag=None)
+    def dashboard(options: DashboardOptions) -> None:
         """Serve the Streamlit dashboard over a workspace (runs, traces, filters, SFT jobs)."""
-        raise typer.Exit(dashboard_main(workspace, port, headless, address))
+        raise typer.Exit(
+            dashboard_main(options.workspace, options.port, options.headless, options.address)
+        )

@@ -11,33 +11,55 @@ dataset as OpenAI fine-tuning JSONL with per-message weights,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import typer
+from pydantic import BaseModel, ConfigDict
 
+from rlmdistill.cliconfig import config_command
 from rlmdistill.export.inspect_log import InspectNotInstalledError, export_inspect
 from rlmdistill.export.openai_jsonl import write_openai_jsonl
 
-__all__ = ["register"]
+__all__ = ["InspectExportOptions", "OpenAIExportOptions", "register"]
+
+
+class InspectExportOptions(BaseModel):
+    """``rlmdistill export-inspect``: a run as an Inspect eval log."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    run: Path
+    """Run directory (judged or not)."""
+    out: Path
+    """Folder of the Inspect log (a log dir)."""
+    style: str = "plain"
+    """REPL output as user messages (plain) or repl tool calls (tools)."""
+    format: str = "eval"
+    """Inspect log format: eval (zipped) or json."""
+    overwrite: bool = False
+    """Replace an existing log file."""
+
+
+class OpenAIExportOptions(BaseModel):
+    """``rlmdistill export-openai``: an exported dataset as OpenAI fine-tuning JSONL."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    dataset: Path
+    """Dataset folder written by filter or export."""
+    out: Path | None = None
+    """JSONL file (default: DATASET/openai.jsonl)."""
+    overwrite: bool = False
+    """Replace an existing file."""
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``export-inspect`` and ``export-openai`` commands to ``app``."""
 
-    @app.command("export-inspect")
-    def export_inspect_cmd(
-        run: Annotated[Path, typer.Argument(help="Run directory (judged or not).")],
-        out: Annotated[Path, typer.Option(help="Folder of the Inspect log (a log dir).")],
-        style: Annotated[
-            str,
-            typer.Option(help="REPL output as user messages (plain) or repl tool calls (tools)."),
-        ] = "plain",
-        format: Annotated[
-            str, typer.Option("--format", help="Inspect log format: eval (zipped) or json.")
-        ] = "eval",
-        overwrite: Annotated[bool, typer.Option(help="Replace an existing log file.")] = False,
-    ) -> None:
+    @config_command(app, "export-inspect", arguments=["run"], config_flag=None)
+    def export_inspect_cmd(options: InspectExportOptions) -> None:
         """Write a run as an Inspect eval log (inspect view, Docent): episodes as samples."""
+        run, out, style, format = options.run, options.out, options.style, options.format
+        overwrite = options.overwrite
         if style not in ("plain", "tools") or format not in ("eval", "json"):
             typer.echo("error: --style is plain or tools, --format eval or json", err=True)
             raise typer.Exit(2)
@@ -57,19 +79,11 @@ def register(app: typer.Typer) -> None:
                 "or edited: see each sample's metadata messages_error)"
             )
 
-    @app.command("export-openai")
-    def export_openai_cmd(
-        dataset: Annotated[
-            Path, typer.Argument(help="Dataset folder written by filter or export.")
-        ],
-        out: Annotated[
-            Path | None, typer.Option(help="JSONL file (default: DATASET/openai.jsonl).")
-        ] = None,
-        overwrite: Annotated[bool, typer.Option(help="Replace an existing file.")] = False,
-    ) -> None:
+    @config_command(app, "export-openai", arguments=["dataset"], config_flag=None)
+    def export_openai_cmd(options: OpenAIExportOptions) -> None:
         """Write an exported dataset as OpenAI fine-tuning JSONL (per-message weight = mask)."""
         try:
-            r = write_openai_jsonl(dataset, out, overwrite=overwrite)
+            r = write_openai_jsonl(options.dataset, options.out, overwrite=options.overwrite)
         except (ValueError, FileNotFoundError, FileExistsError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc

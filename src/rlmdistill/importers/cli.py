@@ -13,14 +13,15 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
 
 import typer
+from pydantic import BaseModel, ConfigDict
 
+from rlmdistill.cliconfig import config_command
 from rlmdistill.importers.common import ImportFormatError
 from rlmdistill.traces.store import TraceFileError
 
-__all__ = ["import_rlm_main", "register"]
+__all__ = ["ImportRlmOptions", "import_rlm_main", "register"]
 
 
 def import_rlm_main(
@@ -53,6 +54,24 @@ def import_rlm_main(
     return 0
 
 
+class ImportRlmOptions(BaseModel):
+    """``rlmdistill import rlm``: the rlms package's JSONL logs in as a run."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    logs: list[Path]
+    """rlms log files (.jsonl) or folders of them (RLMLogger log_dir)."""
+    room: Path
+    """The room folder the episodes worked on (with task.json)."""
+    out: Path
+    """The run folder to write (runs/NAME); new."""
+    coverage: bool = True
+    """Measure each episode's coverage of the room."""
+    jobs: int = 0
+    """Worker processes for the coverage probe (0: one per core up to 4, from 500 episodes
+    on)."""
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``import`` command group (``import rlm``) to ``app``."""
     import_app = typer.Typer(
@@ -60,28 +79,11 @@ def register(app: typer.Typer) -> None:
     )
     app.add_typer(import_app, name="import")
 
-    @import_app.command("rlm")
-    def import_rlm_cmd(
-        logs: Annotated[
-            list[Path],
-            typer.Argument(help="rlms log files (.jsonl) or folders of them (RLMLogger log_dir)."),
-        ],
-        room: Annotated[
-            Path, typer.Option(help="The room folder the episodes worked on (with task.json).")
-        ],
-        out: Annotated[Path, typer.Option(help="The run folder to write (runs/NAME); new.")],
-        coverage: Annotated[
-            bool, typer.Option(help="Measure each episode's coverage of the room.")
-        ] = True,
-        jobs: Annotated[
-            int,
-            typer.Option(
-                help="Worker processes for the coverage probe (0: one per core up to 4, from "
-                "500 episodes on)."
-            ),
-        ] = 0,
-    ) -> None:
+    @config_command(import_app, "rlm", arguments=["logs"], config_flag=None)
+    def import_rlm_cmd(options: ImportRlmOptions) -> None:
         """Import the JSONL logs of the rlms package (alexzhang13/rlm, 0.1.3) as a run."""
-        code = import_rlm_main(logs, room, out, coverage=coverage, jobs=jobs)
+        code = import_rlm_main(
+            options.logs, options.room, options.out, coverage=options.coverage, jobs=options.jobs
+        )
         if code:
             raise typer.Exit(code)

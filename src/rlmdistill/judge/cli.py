@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -36,6 +37,7 @@ from rlmdistill.models.limits import load_prices
 from rlmdistill.traces.runs import grader_ids
 
 __all__ = [
+    "AgreementOptions",
     "list_graders",
     "load_prices",
     "register",
@@ -76,6 +78,30 @@ def render_agreement(table: AgreementTable, console: Console) -> None:
         f"pairs judged by one grader only: {table.grader_a} {table.n_only_a}, "
         f"{table.grader_b} {table.n_only_b}; UNGRADABLE pairs are left out of agree/kappa"
     )
+
+
+class AgreementOptions(BaseModel):
+    """``rlmdistill judge-agreement``: which graders of a run to compare, or every grader
+    against people's labels."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    run_dir: Path
+    """Run directory."""
+    a: str = "reference"
+    """First grader id."""
+    b: str | None = None
+    """Second grader id (default: the only other grader)."""
+    as_json: bool = False
+    """Print the table as JSON."""
+    human: bool = False
+    """Every grader against people's labels (labels.jsonl): sensitivity and specificity with
+    Wilson intervals and Cohen's kappa per criterion type."""
+    rescore: int | None = Field(default=None, ge=2)
+    """With --human: grade the labelled memos K times with --judge, no cache, and report the
+    share of criteria whose verdict flips."""
+    judge: str | None = None
+    """With --rescore: the LLM judge spec (openai:MODEL@URL)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -138,46 +164,26 @@ def register(app: typer.Typer) -> None:
                 f"(compare: rlmdistill judge-agreement {config.run_dir})"
             )
 
-    @app.command("judge-agreement")
-    def agreement_cmd(
-        run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
-        a: Annotated[str, typer.Option("--a", help="First grader id.")] = "reference",
-        b: Annotated[
-            str | None,
-            typer.Option("--b", help="Second grader id (default: the only other grader)."),
-        ] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
-        human: Annotated[
-            bool,
-            typer.Option(
-                "--human",
-                help="Every grader against people's labels (labels.jsonl): sensitivity and "
-                "specificity with Wilson intervals and Cohen's kappa per criterion type.",
-            ),
-        ] = False,
-        rescore: Annotated[
-            int | None,
-            typer.Option(
-                "--rescore",
-                min=2,
-                help="With --human: grade the labelled memos K times with --judge, no cache, "
-                "and report the share of criteria whose verdict flips.",
-            ),
-        ] = None,
-        judge: Annotated[
-            str | None,
-            typer.Option("--judge", help="With --rescore: the LLM judge spec (openai:MODEL@URL)."),
-        ] = None,
-    ) -> None:
+    @config_command(
+        app,
+        "judge-agreement",
+        arguments=["run_dir"],
+        names={"a": ["--a"], "b": ["--b"], "as_json": ["--json"]},
+        config_flag=None,
+    )
+    def agreement_cmd(options: AgreementOptions) -> None:
         """Agreement of two graders per criterion type: n, agreement share, Cohen's kappa;
         with --human, of every grader with people's labels."""
-        if human:
+        run_dir, as_json = options.run_dir, options.as_json
+        if options.human:
             from rlmdistill.judge.human_cli import human_agreement_main
 
-            code = human_agreement_main(run_dir, as_json=as_json, rescore_k=rescore, judge=judge)
+            code = human_agreement_main(
+                run_dir, as_json=as_json, rescore_k=options.rescore, judge=options.judge
+            )
             raise typer.Exit(code)
         try:
-            table = run_agreement(run_dir, a, b)
+            table = run_agreement(run_dir, options.a, options.b)
         except TooFewGradersError as exc:  # nothing to compare: exit 1 (as filter, nothing kept)
             err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
             raise typer.Exit(1) from exc

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from rlmdistill.cliconfig import config_command
-from rlmdistill.loop.config import LoopRunOptions
+from rlmdistill.loop.config import LineageOptions, LoopRunOptions
 
 __all__ = ["loop_main", "register"]
 
@@ -60,11 +59,9 @@ def register(app: typer.Typer) -> None:
             )
         )
 
-    @app.command("lineage")
-    def lineage_cmd(
-        workspace: Annotated[Path, typer.Argument(help="Experiment workspace folder.")],
-    ) -> None:
+    @config_command(app, "lineage", arguments=["workspace"], config_flag=None)
+    def lineage_cmd(options: LineageOptions) -> None:
         """Which runs made which dataset made which adapter made which run and report."""
         from rlmdistill.traces.lineage import render_tree
 
-        typer.echo(render_tree(workspace))
+        typer.echo(render_tree(options.workspace))

@@ -28,6 +28,7 @@ __all__ = [
     "CuadRooms",
     "ExperimentConfig",
     "ExperimentError",
+    "LineageOptions",
     "LoopRunOptions",
     "check_stage_settings",
     "load_experiment",
@@ -52,6 +53,15 @@ class LoopRunOptions(BaseModel):
     seed: int = Field(default=0, ge=0)
     """Offset of every training and evaluation seed (collections and SFT), not of the rooms;
     runs in <workspace>-seed<N> (0: the file's seeds and workspace)."""
+
+
+class LineageOptions(BaseModel):
+    """``rlmdistill lineage``: the experiment workspace whose lineage to print."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    workspace: Path
+    """Experiment workspace folder."""
 
 
 class ExperimentError(ValueError):

@@ -9,10 +9,10 @@ results to printed tables and exit codes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlmdistill.cliconfig import (
     ConfigFileError,
@@ -32,7 +32,7 @@ from rlmdistill.rooms.cuad import CUAD_ATTRIBUTION, SAMPLE_SOURCE
 from rlmdistill.rooms.roomset import RoomSetError, RoomSetSpec, build_roomset, parse_sizes
 from rlmdistill.rooms.synth import CHARS_PER_TOKEN, SynthError, SynthReport, build_synth_room
 
-__all__ = ["print_synth_report", "register", "roomset_main", "synth_main"]
+__all__ = ["RoomSetOptions", "print_synth_report", "register", "roomset_main", "synth_main"]
 
 
 def synth_main(
@@ -206,35 +206,46 @@ def register(rooms_app: typer.Typer) -> None:
     _register_set(rooms_app)
 
 
+def _spec_help(name: str) -> str:
+    return field_help(RoomSetSpec, name)
+
+
+class RoomSetOptions(BaseModel):
+    """``rlmdistill rooms set``: the flags of a room set (the fields of
+    :class:`~rlmdistill.rooms.roomset.RoomSetSpec`, sizes as text), or a spec file."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    out: Path
+    """Room set folder to write."""
+    sizes: str | None = None
+    """Sizes: "20,50,100" or "log:LO:HI:N" (documents per room)."""
+    per_size: int = Field(default=1, description=_spec_help("per_size"))
+    seed: int = Field(default=0, description=_spec_help("seed"))
+    holdout_fraction: float = Field(default=0.25, description=_spec_help("holdout_fraction"))
+    length_scale: float = Field(default=1.0, description=_spec_help("length_scale"))
+    cuad: Path | None = None
+    """CUAD folder (default: packaged sample)."""
+    copy_cuad: bool = True
+    """Copy CUAD contracts into the rooms (off: none, and cuad is ignored)."""
+    spec: Path | None = None
+    """YAML/JSON/TOML spec with RoomSetSpec's fields (then the flags above are not read)."""
+    overwrite: bool = False
+    """Replace an existing set."""
+
+
 def _register_set(rooms_app: typer.Typer) -> None:
     """Add the ``set`` command to the ``rooms`` typer sub-app."""
 
-    @rooms_app.command("set")
-    def rooms_set(
-        out: Annotated[Path, typer.Option(help="Room set folder to write.")],
-        sizes: Annotated[
-            str | None, typer.Option(help='Sizes: "20,50,100" or "log:LO:HI:N".')
-        ] = None,
-        per_size: Annotated[int, typer.Option(help=field_help(RoomSetSpec, "per_size"))] = 1,
-        seed: Annotated[int, typer.Option(help=field_help(RoomSetSpec, "seed"))] = 0,
-        holdout_fraction: Annotated[
-            float, typer.Option(help=field_help(RoomSetSpec, "holdout_fraction"))
-        ] = 0.25,
-        length_scale: Annotated[
-            float, typer.Option(help=field_help(RoomSetSpec, "length_scale"))
-        ] = 1.0,
-        cuad: Annotated[
-            Path | None, typer.Option(help="CUAD folder (default: packaged sample).")
-        ] = None,
-        no_cuad: Annotated[
-            bool, typer.Option("--no-cuad", help="Copy no CUAD contracts (ignores --cuad).")
-        ] = False,
-        spec: Annotated[
-            Path | None, typer.Option(help="YAML spec with the same fields (overrides flags).")
-        ] = None,
-        overwrite: Annotated[bool, typer.Option(help="Replace an existing set.")] = False,
-    ) -> None:
+    @config_command(
+        rooms_app,
+        "set",
+        names={"copy_cuad": ["--copy-cuad/--no-cuad"]},
+        config_flag=None,
+    )
+    def rooms_set(options: RoomSetOptions) -> None:
         """Build a manifest of synthetic rooms (sizes x replicates, train/holdout split)."""
+        spec, sizes, cuad = options.spec, options.sizes, options.cuad
         try:
             if spec is not None:
                 data = read_config_file(spec)
@@ -245,16 +256,16 @@ def _register_set(rooms_app: typer.Typer) -> None:
             else:
                 if sizes is None:
                     raise RoomSetError("give --sizes or --spec")
-                source = None if no_cuad else str(cuad or SAMPLE_SOURCE)
+                source = str(cuad or SAMPLE_SOURCE) if options.copy_cuad else None
                 parsed = RoomSetSpec(
                     sizes=parse_sizes(sizes),
-                    per_size=per_size,
-                    seed=seed,
-                    holdout_fraction=holdout_fraction,
-                    length_scale=length_scale,
+                    per_size=options.per_size,
+                    seed=options.seed,
+                    holdout_fraction=options.holdout_fraction,
+                    length_scale=options.length_scale,
                     cuad_source=source,
                 )
         except (RoomSetError, ConfigFileError, ValidationError, OSError) as exc:
             typer.echo(f"rooms set: invalid arguments: {exc}", err=True)
             raise typer.Exit(2) from None
-        raise typer.Exit(roomset_main(parsed, out, overwrite=overwrite))
+        raise typer.Exit(roomset_main(parsed, options.out, overwrite=options.overwrite))

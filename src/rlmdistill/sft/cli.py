@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 
 from rlmdistill.cliconfig import config_command
@@ -125,6 +126,21 @@ def merge_main(
     return 0
 
 
+class MergeOptions(BaseModel):
+    """``rlmdistill sft merge``: fold a LoRA adapter into its base weights."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    adapter: Path
+    """Adapter folder (adapters/NAME)."""
+    out: Path
+    """Folder for the merged checkpoint."""
+    base: str | None = None
+    """Base model (default: the one the adapter records)."""
+    dtype: str = "float32"
+    """Weights' dtype of the merged checkpoint: float32 or bfloat16."""
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``sft`` command group (train when no sub-command is given; ``merge``)."""
     sft_app = typer.Typer(
@@ -151,21 +167,21 @@ def register(app: typer.Typer) -> None:
         """Train a LoRA adapter (see `rlmdistill sft --help`)."""
         raise typer.Exit(train_main(config, resume=resume))
 
-    @sft_app.command("merge")
-    def merge(
-        adapter: Annotated[Path, typer.Option(help="Adapter folder (adapters/NAME).")],
-        out: Annotated[Path, typer.Option(help="Folder for the merged checkpoint.")],
-        base: Annotated[
-            str | None, typer.Option(help="Base model (default: the one the adapter records).")
-        ] = None,
-        dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
-    ) -> None:
+    @config_command(sft_app, "merge", config_flag=None)
+    def merge(options: MergeOptions) -> None:
         """Fold the adapter into the base weights and save a plain checkpoint."""
-        if dtype not in ("float32", "bfloat16"):
+        if options.dtype not in ("float32", "bfloat16"):
             raise typer.BadParameter("--dtype must be float32 or bfloat16")
-        raise typer.Exit(merge_main(adapter, out, base=base, dtype=dtype))  # type: ignore[arg-type]
+        raise typer.Exit(
+            merge_main(
+                options.adapter,
+                options.out,
+                base=options.base,
+                dtype=options.dtype,  # type: ignore[arg-type]
+            )
+        )
 
     app.add_typer(sft_app, name="sft")
 
 
-__all__ = ["merge_main", "register", "sft_main", "train_main"]
+__all__ = ["MergeOptions", "merge_main", "register", "sft_main", "train_main"]

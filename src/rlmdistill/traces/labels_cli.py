@@ -14,19 +14,60 @@ Each command returns its exit code through :func:`show_main`, :func:`export_main
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import typer
+from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from rich.table import Table
 
+from rlmdistill.cliconfig import config_command
 from rlmdistill.traces import labels as lb
 from rlmdistill.traces.runs import NotARunError
 
-__all__ = ["export_main", "import_main", "register", "show_main"]
+__all__ = [
+    "LabelsExportOptions",
+    "LabelsImportOptions",
+    "LabelsShowOptions",
+    "export_main",
+    "import_main",
+    "register",
+    "show_main",
+]
 
 _err = Console(stderr=True)
-RunArg = Annotated[Path, typer.Argument(help="Run directory (runs/NAME).")]
+
+
+class LabelsShowOptions(BaseModel):
+    """``rlmdistill labels show``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    run_dir: Path
+    """Run directory (runs/NAME)."""
+    every: bool = False
+    """Every line, superseded labels included."""
+
+
+class LabelsExportOptions(BaseModel):
+    """``rlmdistill labels export``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    run_dir: Path
+    """Run directory (runs/NAME)."""
+    out: Path
+    """CSV file to write."""
+
+
+class LabelsImportOptions(BaseModel):
+    """``rlmdistill labels import``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    run_dir: Path
+    """Run directory (runs/NAME)."""
+    csv_path: Path
+    """CSV file to read."""
 
 
 def _fail(exc: Exception) -> int:
@@ -102,28 +143,19 @@ def register(app: typer.Typer) -> None:
     labels_app = typer.Typer(no_args_is_help=True, help="People's labels of a run's episodes.")
     app.add_typer(labels_app, name="labels")
 
-    @labels_app.command("show")
-    def show_cmd(
-        run_dir: RunArg,
-        every: Annotated[
-            bool, typer.Option("--all", help="Every line, superseded labels included.")
-        ] = False,
-    ) -> None:
+    @config_command(
+        labels_app, "show", arguments=["run_dir"], names={"every": ["--all"]}, config_flag=None
+    )
+    def show_cmd(options: LabelsShowOptions) -> None:
         """The run's labels, the latest per reviewer and target; stale ones marked."""
-        raise typer.Exit(show_main(run_dir, every=every))
+        raise typer.Exit(show_main(options.run_dir, every=options.every))
 
-    @labels_app.command("export")
-    def export_cmd(
-        run_dir: RunArg,
-        out: Annotated[Path, typer.Argument(help="CSV file to write.")],
-    ) -> None:
+    @config_command(labels_app, "export", arguments=["run_dir", "out"], config_flag=None)
+    def export_cmd(options: LabelsExportOptions) -> None:
         """Write every label of the run to a CSV file."""
-        raise typer.Exit(export_main(run_dir, out))
+        raise typer.Exit(export_main(options.run_dir, options.out))
 
-    @labels_app.command("import")
-    def import_cmd(
-        run_dir: RunArg,
-        csv_path: Annotated[Path, typer.Argument(help="CSV file to read.")],
-    ) -> None:
+    @config_command(labels_app, "import", arguments=["run_dir", "csv_path"], config_flag=None)
+    def import_cmd(options: LabelsImportOptions) -> None:
         """Append the labels of a CSV file; any bad row: named by line, nothing written."""
-        raise typer.Exit(import_main(run_dir, csv_path))
+        raise typer.Exit(import_main(options.run_dir, options.csv_path))
