@@ -30,9 +30,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.cliconfig import ConfigFileError, read_config_file
 from rlmdistill.models.base import (
     ChatResult,
     FatalModelError,
@@ -140,7 +140,7 @@ DEFAULT_PRICES = PriceTable(
 
 
 def load_prices(path: str | Path | None) -> PriceTable:
-    """The price table in ``path`` (YAML or JSON of the :class:`PriceTable` shape), or
+    """The price table in ``path`` (YAML, JSON or TOML of the :class:`PriceTable` shape), or
     :data:`DEFAULT_PRICES` when ``path`` is ``None`` or empty: the one place a price file is
     read (``collect --prices``, ``judge --prices``, ``report --prices``, a config's ``prices:``).
 
@@ -149,11 +149,11 @@ def load_prices(path: str | Path | None) -> PriceTable:
     """
     if path is None or str(path) == "":
         return DEFAULT_PRICES
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    try:  # the one config-file reader (cliconfig): TOML too, any other suffix as YAML
+        data = read_config_file(path, other_suffix_as_yaml=True)
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"{path}: price table not found") from exc
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+    except (OSError, ConfigFileError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not a valid price table: {exc}") from exc
     try:
         return PriceTable.model_validate(data)
