@@ -59,7 +59,7 @@ def test_good_memo_quoting_the_clauses_passes(room: DataRoom) -> None:
     v = verdicts[0]
     assert (v.grader, v.grader_version, v.episode_id, v.memo_sha256) == (
         "reference",
-        "ref-v3",
+        "ref-v4",
         "ep-1",
         sha,
     )
@@ -172,6 +172,40 @@ def test_split_passages_inherits_headings() -> None:
         "# Memo\n## Doc A\n### Sub\ntext",
         "# Memo\n## Doc B",
     ]
+
+
+def test_an_indented_paragraph_under_a_bullet_is_read_with_the_bullet() -> None:
+    """Markdown: after a blank line, an indented block under a list item is the item's next
+    paragraph. Before ref-v4 the blank line ended the passage, so a bullet naming the
+    provision with its quote on an indented paragraph below it was never read whole."""
+    memo = (
+        "## Doc A\n\n- Anti-assignment: the licensee may not assign.\n\n"
+        '    "Neither party may assign this Agreement without consent."\n\n'
+        "Closing remark, not indented.\n\n  indented text under prose stays apart\n"
+    )
+    texts = [p.text for p in split_passages(memo)]
+    assert texts == [
+        "## Doc A\n- Anti-assignment: the licensee may not assign.\n"
+        '    "Neither party may assign this Agreement without consent."',
+        "## Doc A\nClosing remark, not indented.",
+        "## Doc A\n  indented text under prose stays apart",
+    ]
+
+
+def test_a_quote_on_the_bullets_indented_paragraph_passes(room: DataRoom) -> None:
+    """A bullet names the provision and cites the document; its quote of the clause is the
+    bullet's indented second paragraph (as the quickstart's root writes): PASS from ref-v4
+    (ref-v3 read the quote as another passage without citation or category: FAIL)."""
+    crit = next(c for c in _task(room).criteria if len(_ev(c)[2][0].split()) >= 12)
+    doc_id, category, spans = _ev(crit)
+    quote = " ".join(spans[0].split()[:20])
+    memo = f'# Memo\n\n- **{category}** ({doc_id}): the clause reads:\n\n   "{quote}"\n'
+    verdict = next(v for v in _grade(room, memo) if v.criterion_id == crit.id)
+    assert verdict.verdict == "PASS", verdict.reason
+    assert "-word quote of the labelled clause" in verdict.reason
+    flat = memo.replace("\n\n   ", "\n\nThe text: ")  # the same quote as a separate paragraph
+    verdict = next(v for v in _grade(room, flat) if v.criterion_id == crit.id)
+    assert verdict.verdict == "FAIL", verdict.reason
 
 
 def test_pass_rates_arithmetic() -> None:

@@ -10,7 +10,8 @@ not a substitute for a careful judge. Rules, in order (the verdict's reason name
    8-word runs (and at least 300 of them; :mod:`rlmdistill.judge.copying`, thresholds
    measured there): FAIL every gradable criterion, whatever the rules below would say. A root
    with the documents in its REPL can otherwise "write" a memo by printing them.
-2. **citation** - the memo is split into passages: paragraphs separated by blank lines. A
+2. **citation** - the memo is split into passages: paragraphs separated by blank lines (an
+   indented paragraph under a list item stays with the item, as in markdown). A
    markdown heading (``#`` .. ``######``, or a line that is entirely ``**bold**``) starts a
    section; each paragraph is read together with the headings it sits under, so bullets under
    ``## Distribution/acme.txt`` cite that document. A passage cites a document when it
@@ -80,7 +81,7 @@ __all__ = [
     "split_passages",
 ]
 
-VERSION = "ref-v3"
+VERSION = "ref-v4"
 """Grader version written into every verdict. ``ref-v2`` (until 2026-12-04): no copy rule (a
 memo pasting the documents passed quote criteria). ``ref-v1`` (until 2026-12): 25% word share
 counting party names and boilerplate, +-600 characters across findings; verdicts of any
@@ -229,6 +230,10 @@ CATEGORY_TERMS: dict[str, tuple[str, ...]] = {
 _SEP = r"[\s\-_/]+"
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _BOLD_LINE = re.compile(r"^\s*(\*\*|__)(?=\S)(.+?)(?<=\S)\1\s*:?\s*$")
+_LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+\u2022]|\d{1,3}[.)])\s")
+"""A markdown list item's first line (bullet or numbered)."""
+_INDENTED = re.compile(r"^(?: {2,}|\t)\S")
+"""A line indented as a list item's continuation paragraph."""
 _SENTENCE_END = re.compile(r"[.!?;\n]")
 _QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”]*”|‘[^’\n]*’|`[^`\n]*`")
 _NOUNS = r"(?:clause|provision|covenant|restriction|language|term|section|requirement)s?"
@@ -306,18 +311,25 @@ class Passage:
 def split_passages(memo: str) -> list[Passage]:
     """Split a memo into passages: paragraphs (separated by blank lines), each prefixed by
     the headings it sits under (markdown ``#`` headings or whole-line ``**bold**`` headings,
-    which rank below ``######``). A heading with no paragraph under it is a passage alone."""
+    which rank below ``######``). A heading with no paragraph under it is a passage alone.
+
+    A blank line followed by an indented line (2+ spaces or a tab) inside a paragraph that
+    holds a list item does not end the paragraph: in markdown that indented block is the
+    item's next paragraph (a bullet whose quote of the clause sits on its own indented
+    paragraph below it), so it is read with the bullet (since ``ref-v4``)."""
     passages: list[Passage] = []
     stack: list[tuple[int, str]] = []
     para: list[str] = []
     pending_heading = False
+    gap = False  # a blank line seen since the paragraph's last line
 
     def flush() -> None:
-        nonlocal pending_heading
+        nonlocal pending_heading, gap
         if para or pending_heading:
             passages.append(Passage("\n".join([h for _, h in stack] + para), len(stack)))
         para.clear()
         pending_heading = False
+        gap = False
 
     for line in memo.splitlines():
         heading = _HEADING.match(line)
@@ -330,9 +342,11 @@ def split_passages(memo: str) -> list[Passage]:
             stack.append((level, line.strip()))
             pending_heading = True
         elif not line.strip():
-            if para:
-                flush()
+            gap = bool(para)
         else:
+            if gap and not (_INDENTED.match(line) and any(_LIST_ITEM.match(x) for x in para)):
+                flush()
+            gap = False
             para.append(line)
             pending_heading = False
     flush()
