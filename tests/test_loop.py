@@ -428,3 +428,94 @@ def test_depth_arm_settings_are_checked(tmp_path):
     ]:
         with pytest.raises(ExperimentError, match=match):
             load(**extra)
+
+
+def test_sft_grpo_and_sft_plus_grpo_arms_are_reported_against_base_on_the_same_rooms(
+    tmp_path: Path, tiny_llama_dir: Path
+) -> None:
+    """``arms: [sft, grpo, sft+grpo]``: round 1 trains the SFT adapter, GRPO from the base
+    (adapters/grpo) and GRPO from the base with the SFT adapter merged in (adapters/sft-grpo,
+    on adapters/sft-merged), each in process on the training rooms; each arm collects the
+    held-out rooms with the base arm's seeds; the report has the three tuned arms against
+    base, paired on the same rooms; lineage records each; a second call skips every row."""
+    with FakeOpenAIServer(_scripted, models=["root", "sub"]) as server:
+        path = _experiment(tmp_path, server.base_url, tiny_llama_dir)
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data["arms"] = ["sft", "grpo", "sft+grpo"]
+        data["rl"] = {
+            "num_generations": 2,
+            "max_steps": 1,
+            "learning_rate": 0.01,
+            "lora_r": 4,
+            "reward": "rlmdistill.testing.rl_rewards:distinct_root_tokens",
+            "collect": {
+                "limits": {"max_turns": 1},
+                "root_sampling": {"max_tokens": 8},
+                "few_shot": False,
+                "prefill": "```repl\n",
+            },
+        }
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        cfg = load_experiment(path)
+        logs: list[str] = []
+        res = run_loop(cfg, log=logs.append, progress=False)
+        ws = cfg.workspace
+        [rnd] = res.rounds
+        assert [a.label for a in rnd.arms] == ["base", "tuned-r1", "grpo", "sft+grpo"]
+        assert [a.run for a in rnd.arms[2:]] == [ws / "runs/eval-grpo", ws / "runs/eval-sft-grpo"]
+        base = {(s.room.room_id, s.sample_index): s.seed for s in load_summaries(res.base_run)}
+        for arm in rnd.arms[1:]:
+            got = {(s.room.room_id, s.sample_index): s.seed for s in load_summaries(arm.run)}
+            assert got == base, arm.label  # the same held-out rooms and seeds as base
+        for name in ("grpo", "sft-grpo"):
+            rl = json.loads((ws / "adapters" / name / "rl.json").read_text())
+            assert rl["status"] == "completed" and rl["global_step"] == 1
+            assert (ws / "adapters" / name / "adapter_model.safetensors").is_file()
+        merged = json.loads((ws / "adapters/sft-merged/rlmdistill_merge.json").read_text())
+        assert merged["adapter"] == str(ws / "adapters/r1")
+        roots = {
+            arm.label: json.loads((arm.run / "run.json").read_text())["config"]["root"]
+            for arm in rnd.arms
+        }
+        assert roots["grpo"] == f"local:{tiny_llama_dir}+adapter=adapters/grpo"
+        assert roots["sft+grpo"] == "local:adapters/sft-merged+adapter=adapters/sft-grpo"
+        report = json.loads((rnd.report / "report.json").read_text())
+        assert [a["label"] for a in report["arms"]] == ["base", "tuned-r1", "grpo", "sft+grpo"]
+        assert report["arms"][0]["n_rooms"] == 2
+        paired = {(c["a"], c["b"]): c["rooms_paired"] for c in report["comparisons"]}
+        rooms = ["holdout-0", "holdout-1"]
+        assert paired == {("base", a): rooms for a in ("tuned-r1", "grpo", "sft+grpo")}
+        table = report["arm_table"]
+        assert table["baseline"] == "base" and table["rooms"] == rooms
+        assert table["arms"] == ["base", "tuned-r1", "grpo", "sft+grpo"]
+        latest = latest_records(ws)
+        assert latest["adapters/grpo/rl.json"].inputs == ["rooms/split.json"]
+        assert latest["adapters/sft-grpo/rl.json"].inputs == [
+            "rooms/split.json",
+            "adapters/r1/sft.json",
+        ]
+        assert latest["adapters/grpo/rl.json"].detail["steps"] == 1
+        logs.clear()
+        run_loop(cfg, log=logs.append, progress=False)
+    assert not [line for line in logs if line.startswith("[run ]")], logs
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"arms": ["grpo"]}, r"sft among them"),
+        ({"arms": ["sft", "sft"]}, r"list each arm once"),
+        ({"rl": {"max_steps": 2}}, r"rl is set but arms has no grpo"),
+        ({"arms": ["sft", "grpo"], "rl": {"out": "x"}}, r"rl\.out is set by the loop"),
+        ({"arms": ["sft", "grpo"], "rl": {"max_step": 2}}, r"rl\.max_step"),
+        ({"arms": ["sft", "ppo"]}, r"arms"),
+    ],
+)
+def test_training_arms_that_cannot_run_are_named(
+    tmp_path: Path, extra: dict[str, object], message: str
+) -> None:
+    path = _experiment(tmp_path, "http://127.0.0.1:9/v1", tmp_path / "base")
+    data = {**yaml.safe_load(path.read_text(encoding="utf-8")), **extra}
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ExperimentError, match=message):
+        load_experiment(path)

@@ -24,12 +24,14 @@ from rlmdistill.loop.serving import ServingConfig
 from rlmdistill.rooms.roomset import SizeSchedule
 
 __all__ = [
+    "RL_ARMS",
     "CheckpointCheck",
     "CuadRooms",
     "ExperimentConfig",
     "ExperimentError",
     "LineageOptions",
     "LoopRunOptions",
+    "TrainingArm",
     "check_stage_settings",
     "load_experiment",
     "merged",
@@ -158,6 +160,13 @@ class CuadRooms(BaseModel):
 _SIZE_FIELDS = ("train_sizes", "holdout_sizes", "train_size_schedule", "holdout_size_schedule")
 
 
+TrainingArm = Literal["sft", "grpo", "sft+grpo"]
+"""How a tuned arm is trained from the base (:attr:`ExperimentConfig.arms`)."""
+
+RL_ARMS: tuple[TrainingArm, ...] = ("grpo", "sft+grpo")
+"""The arms trained by online RL (``rlmdistill rl``)."""
+
+
 class CheckpointCheck(BaseModel):
     """Choose each round's SFT checkpoint by behaviour on the training rooms
     (:mod:`rlmdistill.loop.checkpoints`): every checkpoint SFT kept collects ``episodes``
@@ -258,6 +267,20 @@ class ExperimentConfig(BaseModel):
         "the training rooms (save one per epoch: sft.save_strategy epoch); None: the final "
         "adapter.",
     )
+    arms: list[TrainingArm] = Field(
+        default=["sft"],
+        description="Training arms, each from the same base, each evaluated on the same "
+        "held-out rooms and seeds: sft (rejection-sampling SFT, every round), grpo (online "
+        "GRPO on the training rooms, rl's settings; trained in round 1), sft+grpo (GRPO "
+        "starting from round 1's SFT root). sft is always one of them: its rounds drive the "
+        "loop.",
+    )
+    rl: dict[str, Any] = Field(
+        default_factory=dict,
+        description="RLConfig fields of the grpo and sft+grpo arms (num_generations, "
+        "rooms_per_step, max_steps, learning_rate, reward, collect, ...); rooms, out, base and "
+        "sub are set by the loop.",
+    )
     check_greedy_change: bool = Field(
         True,
         description="After SFT, check that the adapter changes the root's greedy output on a "
@@ -299,6 +322,21 @@ class ExperimentConfig(BaseModel):
                     raise ValueError(
                         f"checkpoint_check.collect.{key} is set by the loop; remove it"
                     )
+        if "sft" not in self.arms or len(set(self.arms)) != len(self.arms):
+            raise ValueError(
+                f"arms {self.arms}: list each arm once, sft among them (its rounds drive the loop)"
+            )
+        rl_arms = [a for a in self.arms if a in RL_ARMS]
+        if self.rl and not rl_arms:
+            raise ValueError("rl is set but arms has no grpo or sft+grpo arm; add one")
+        for key in ("rooms", "out", "base", "sub"):
+            if key in self.rl:
+                raise ValueError(f"rl.{key} is set by the loop; remove it")
+        if rl_arms and self.serving is not None:
+            raise ValueError(
+                f"arms {rl_arms} with serving: the RL arms train and roll out in process only; "
+                "remove serving or the RL arms"
+            )
         if self.collect_eval_d2 and not self.depth_arms:
             raise ValueError("collect_eval_d2 is set but depth_arms is empty; add depth_arms: [2]")
         for key in ("dataset", "base", "out"):
@@ -385,8 +423,10 @@ def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment
 
     from rlmdistill.collect.config import CollectConfig
     from rlmdistill.export import ExportOptions
+    from rlmdistill.rl.config import RLConfig
     from rlmdistill.sft.config import SFTConfig
 
+    n_train = cfg.rooms.train_rooms if cfg.rooms is not None else len(cfg.train_rooms)
     checks: list[tuple[str, Any]] = [
         ("collect_train", lambda: CollectConfig.model_validate(
             {**cfg.collect_train, "rooms": [], "root": cfg.base, "sub": cfg.sub})),
@@ -401,6 +441,11 @@ def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment
         ("export", lambda: ExportOptions.model_validate({"tokenizer": "base", **cfg.export})),
         ("sft", lambda: SFTConfig.model_validate(
             {**cfg.sft, "dataset": "datasets/x", "base": cfg.base, "out": "adapters/x"})),
+        *[("rl", lambda: RLConfig.model_validate(
+            {**cfg.rl, "rooms": [f"rooms/{i}" for i in range(n_train)], "out": "adapters/x",
+             "base": cfg.base,
+             "sub": cfg.sub}))
+          for _ in ([1] if any(a in RL_ARMS for a in cfg.arms) else [])],
     ]  # fmt: skip
     for section, check in checks:
         try:

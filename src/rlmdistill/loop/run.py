@@ -13,10 +13,17 @@ Round ``r`` (1..N) of an experiment::
                           names the one chosen by behaviour (loop.checkpoints), which the
                           tuned arm (and round r+1's training root) then loads
     runs/r<r>-eval-tuned  base + adapters/r<r> on the held-out rooms, same seeds as eval-base
+    adapters/grpo         arms grpo / sft+grpo, round 1 only: online GRPO (rlmdistill rl, the
+    adapters/sft-grpo     experiment's rl settings) on the training rooms, from the base or
+                          from the base with adapters/r1's chosen checkpoint merged in
+                          (adapters/sft-merged)
+    runs/eval-grpo        each RL arm on the held-out rooms, same seeds as eval-base
+    runs/eval-sft-grpo
     runs/eval-base-d2     depth_arms [2], last round only: the base root at depth 2, and
     runs/r<N>-eval-tuned-d2   base + adapters/r<N> at depth 2 (same rooms and seeds)
-    reports/r<r>          base, tuned-r1 .. tuned-r<r> (+ base-d2, tuned-r<N>-d2 in the last
-                          round) on the same held-out rooms, base the baseline; greedy-change
+    reports/r<r>          base, tuned-r1 .. tuned-r<r>, grpo, sft+grpo (+ base-d2,
+                          tuned-r<N>-d2 in the last round) on the same held-out rooms, base
+                          the baseline; greedy-change
                           check of the adapter
 
 Each stage is one :class:`Stage` row (its name, its typed config, its inputs and output, its
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import time
 from collections import Counter
@@ -45,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 from rlmdistill.loop.checkpoints import SELECTED_FILE, CheckpointChoice
-from rlmdistill.loop.config import ExperimentConfig, ExperimentError
+from rlmdistill.loop.config import RL_ARMS, ExperimentConfig, ExperimentError, TrainingArm
 from rlmdistill.loop.paths import legacy_match, to_record
 from rlmdistill.traces import layout
 from rlmdistill.traces.artefacts import load_sft_manifest
@@ -62,6 +70,8 @@ if TYPE_CHECKING:  # the stages are imported when their row is built (torch, tra
     from rlmdistill.judge.main import JudgeConfig, JudgeReport
     from rlmdistill.loop.adapter_check import GreedyCheck
     from rlmdistill.loop.rooms import PreparedRooms
+    from rlmdistill.rl.config import RLConfig
+    from rlmdistill.rl.train import RLResult
     from rlmdistill.sft.config import SFTConfig
     from rlmdistill.sft.train import SFTResult
 
@@ -73,6 +83,7 @@ __all__ = [
     "RoundResult",
     "Stage",
     "report_arms",
+    "rl_name",
     "run_loop",
 ]
 
@@ -82,6 +93,10 @@ Detail = dict[str, object]
 
 C = TypeVar("C")
 R = TypeVar("R")
+
+
+_MERGED_ROOT = re.compile(r"^local:([^+]+)\+adapter=([^+]+)$")
+"""A root spec of a merged checkpoint with an adapter (the sft+grpo arm's)."""
 
 
 def _no_lines(result: object) -> list[str]:
@@ -196,14 +211,23 @@ class RoundResult(NamedTuple):
     """The arms its report compares, baseline first (:func:`report_arms`)."""
 
 
-def report_arms(ws: Path, rnd: int, last: int, depth_arms: Sequence[int]) -> list[Arm]:
+def report_arms(
+    ws: Path,
+    rnd: int,
+    last: int,
+    depth_arms: Sequence[int],
+    training_arms: Sequence[TrainingArm] = ("sft",),
+) -> list[Arm]:
     """Held-out arms of round ``rnd``'s report in workspace ``ws``: ``base``, then
-    ``tuned-r1`` .. ``tuned-r<rnd>`` (``runs/r<i>-eval-tuned``), then, when ``rnd`` is the
-    ``last`` round, for each depth ``d`` of ``depth_arms`` ``base-d<d>``
-    (``runs/eval-base-d<d>``) and ``tuned-r<rnd>-d<d>`` (``runs/r<rnd>-eval-tuned-d<d>``)."""
+    ``tuned-r1`` .. ``tuned-r<rnd>`` (``runs/r<i>-eval-tuned``), then the RL arms of
+    ``training_arms`` (trained once, in round 1: ``grpo`` (``runs/eval-grpo``) and
+    ``sft+grpo`` (``runs/eval-sft-grpo``)), then, when ``rnd`` is the ``last`` round, for each
+    depth ``d`` of ``depth_arms`` ``base-d<d>`` (``runs/eval-base-d<d>``) and
+    ``tuned-r<rnd>-d<d>`` (``runs/r<rnd>-eval-tuned-d<d>``)."""
     runs = ws / layout.RUNS
     arms = [Arm("base", runs / "eval-base")]
     arms += [Arm(f"tuned-r{i}", runs / f"r{i}-eval-tuned") for i in range(1, rnd + 1)]
+    arms += [Arm(a, runs / f"eval-{rl_name(a)}") for a in training_arms if a in RL_ARMS]
     if rnd == last:
         for d in depth_arms:
             arms += [
@@ -211,6 +235,11 @@ def report_arms(ws: Path, rnd: int, last: int, depth_arms: Sequence[int]) -> lis
                 Arm(f"tuned-r{rnd}-d{d}", runs / f"r{rnd}-eval-tuned-d{d}"),
             ]
     return arms
+
+
+def rl_name(arm: TrainingArm) -> str:
+    """The folder name of an RL arm's adapter and held-out run: ``grpo``, ``sft-grpo``."""
+    return arm.replace("+", "-")
 
 
 class LoopResult(NamedTuple):
@@ -269,6 +298,11 @@ class _Loop:
         adapter, even from where the workspace used to be, so the run resumes.
         """
         head = f"{self.cfg.base}+adapter="
+        merged = _MERGED_ROOT.match(root)
+        if not root.startswith(head) and merged is not None:  # sft+grpo: both in the workspace
+            base, adapter = merged.group(1), merged.group(2)
+            if not (Path(base).is_absolute() or Path(adapter).is_absolute()):
+                return root, {root: f"local:{self.ws / base}+adapter={self.ws / adapter}"}
         if not root.startswith(head) or Path(root[len(head) :]).is_absolute():
             return root, {}
         rel = root[len(head) :]
@@ -646,6 +680,99 @@ class _Loop:
             skipped_detail=lambda: latest_records(self.ws)[self.rel(manifest)].detail,
         )
 
+    def rl_stage(
+        self, arm: TrainingArm, train_rooms: list[Path], split: Path, sft_adapter: Path
+    ) -> Stage[RLConfig, RLResult]:
+        """Online GRPO of an RL ``arm`` on the training rooms (``rlmdistill rl`` with the
+        experiment's ``rl`` settings) into ``adapters/<grpo|sft-grpo>``: ``grpo`` from the
+        base; ``sft+grpo`` from the base with round 1's chosen SFT adapter (``sft_adapter``)
+        merged in (``adapters/sft-merged``, written first). A stale adapter is replaced.
+        Fingerprint: the RL settings with the rooms' workspace paths, the split and, for
+        ``sft+grpo``, the SFT adapter's ``sft.json`` and its checkpoint choice."""
+        from rlmdistill.rl.config import finish_config
+        from rlmdistill.rl.train import read_rl_manifest
+        from rlmdistill.rl.train import run as rl_train
+
+        out = self.ws / layout.ADAPTERS / rl_name(arm)
+        merged = self.ws / layout.ADAPTERS / "sft-merged"
+        base = self.cfg.base if arm == "grpo" else f"local:{merged}"
+        config = finish_config(
+            {
+                **self.cfg.rl,
+                "rooms": [str(p) for p in train_rooms],
+                "out": str(out),
+                "base": base,
+                "sub": self.cfg.sub,
+            }
+        )
+        settings = config.model_dump(mode="json", exclude={"rooms", "out", "base"})
+        inputs: list[Path] = [split]
+        parts: list[object] = [arm, settings, [self.rel(p) for p in train_rooms]]
+        if arm == "sft+grpo":
+            chosen = self.chosen_adapter(sft_adapter)
+            inputs.append(sft_adapter / layout.SFT_MANIFEST)
+            parts += [self.rel(chosen), _sha_files(*inputs[1:], sft_adapter / SELECTED_FILE)]
+        manifest = out / layout.RL_MANIFEST
+        fp = self.cfg.fingerprint("rl", _sha_files(split), *parts)
+
+        def done() -> bool:
+            if not self.up_to_date(manifest, fp):
+                return False
+            return read_rl_manifest(manifest).status == "completed"
+
+        def run(c: RLConfig) -> RLResult:
+            from rlmdistill.compat import library_warning_filter
+            from rlmdistill.models.spec import resolve_base
+            from rlmdistill.sft.merge import merge_adapter
+
+            if out.exists():  # stale: new settings, rooms or SFT root; replaced
+                shutil.rmtree(out)
+            if arm == "sft+grpo":
+                if merged.exists():
+                    shutil.rmtree(merged)
+                base_dir = str(resolve_base(self.cfg.base))
+                merge_adapter(self.chosen_adapter(sft_adapter), merged, base=base_dir)
+            with library_warning_filter():
+                return rl_train(c, progress=self.progress)
+
+        def ran(res: RLResult) -> list[str]:
+            rewards = ", ".join(f"{r.get('reward_mean', 0.0):.3f}" for r in res.steps)
+            return [f"[ok  ] rl {arm} {self.rel(out)}: {res.global_step} steps, reward {rewards}"]
+
+        def detail(res: RLResult) -> Detail:
+            return {
+                "arm": arm,
+                "steps": res.global_step,
+                "reward_means": [r.get("reward_mean") for r in res.steps],
+                "zero_variance_groups": [r.get("zero_variance_groups") for r in res.steps],
+            }
+
+        return Stage(
+            name=f"rl-{rl_name(arm)}",
+            step="rl",
+            kind="adapter",
+            round=1,
+            config=config,
+            inputs=tuple(inputs),
+            output=manifest,
+            fingerprint=fp,
+            run=run,
+            done=done,
+            detail=detail,
+            skip_line=f"{self.rel(out)}: {arm} adapter up to date",
+            run_line=f"rl {arm} on {len(train_rooms)} training rooms -> {self.rel(out)}",
+            ran_lines=ran,
+        )
+
+    def rl_arm_root(self, arm: TrainingArm) -> str:
+        """Root spec of an RL arm's held-out runs: base + ``adapters/grpo``, or the merged
+        SFT root + ``adapters/sft-grpo`` (both recorded relative to the workspace)."""
+        out = self.ws / layout.ADAPTERS / rl_name(arm)
+        if arm == "grpo":
+            return self.tuned_root(out, 1, "-grpo")
+        merged = self.ws / layout.ADAPTERS / "sft-merged"
+        return f"local:{self.rel(merged)}+adapter={self.rel(out)}"
+
     def report_stage(
         self, rnd: int, arms: list[Arm], adapters: list[Path], out: Path
     ) -> Stage[ReportConfig, ReportResult]:
@@ -953,7 +1080,20 @@ def run_loop(
             rnd=r,
             inputs=tuned_inputs,
         )
-        arms = report_arms(ws, r, last, cfg.depth_arms)
+        if r == 1:  # the RL arms: trained once, from the base (sft+grpo: from this SFT root)
+            for arm in (a for a in cfg.arms if a in RL_ARMS):
+                loop.execute(loop.rl_stage(arm, train, split, adapter))
+                loop.collect(
+                    f"collect-eval-{rl_name(arm)}",
+                    runs / f"eval-{rl_name(arm)}",
+                    root=loop.rl_arm_root(arm),
+                    rooms=holdout,
+                    settings=cfg.collect_eval,
+                    step="collect-eval",
+                    rnd=1,
+                    inputs=[split, ws / layout.ADAPTERS / rl_name(arm) / layout.RL_MANIFEST],
+                )
+        arms = report_arms(ws, r, last, cfg.depth_arms, cfg.arms)
         if r == last:  # depth arms: the base root and this (last) round's tuned root
             for d in cfg.depth_arms:
                 settings = cfg.eval_settings(d)
