@@ -356,3 +356,15 @@ def test_synthetic_room_set_rooms_are_given_as_folders(tmp_path: Path) -> None:
     by_room = {Path(k).name: n for k, n in split["n_documents"].items()}
     assert by_room == {r.name: r.size for r in rs.rooms}
     assert sorted(by_room.values()) == [20, 20, 30, 30]
+
+
+def test_sft_vs_rl_example_loads_with_three_training_arms() -> None:
+    """examples/sft_vs_rl.yaml validates every stage section (its rl section as an RLConfig
+    over the two training rooms) and names the three training arms."""
+    from rlmdistill.loop.config import check_stage_settings, load_experiment
+
+    cfg = load_experiment(EXAMPLES / "sft_vs_rl.yaml")
+    check_stage_settings(cfg, "sft_vs_rl.yaml")
+    assert cfg.arms == ["sft", "grpo", "sft+grpo"]
+    assert cfg.rl["num_generations"] == 4 and cfg.rl["reward"] == "pass_rate"
+    assert cfg.rooms is not None and (cfg.rooms.train_rooms, cfg.rooms.holdout_rooms) == (2, 2)
