@@ -12,7 +12,9 @@ the typer command, which maps the outcomes to output and an exit code. The flags
 configs (:class:`~rlmdistill.filter.main.FilterConfig` with its rules, and
 :class:`~rlmdistill.export.options.ExportOptions`), so they are written here, their help
 taken from the fields (:func:`rlmdistill.cliconfig.field_help`); ``--where`` adds to the
-rules file's expressions instead of replacing them. Runs are only read:
+rules file's expressions instead of replacing them. ``--target sub`` selects sub-calls
+(``where`` judges each one) and runs the sub export (:func:`rlmdistill.export.sub.run`) on
+the ``sub_decisions.jsonl`` the filter wrote. Runs are only read:
 everything is written under ``--out``, which must be empty or absent (``--force`` replaces a
 folder this stage wrote before, never any other folder, and never a folder holding or inside
 a run).
@@ -29,10 +31,12 @@ from rlmdistill.cliconfig import field_help as _help
 from rlmdistill.export.main import ExportConfig
 from rlmdistill.export.main import run as export_stage
 from rlmdistill.export.options import ExportOptions, ExportOptionsError, build_export_options
+from rlmdistill.export.sub import SubExportConfig
+from rlmdistill.export.sub import run as export_sub_stage
 from rlmdistill.filter.expr import ExpressionError
 from rlmdistill.filter.main import FilterConfig, NothingKeptError, OutputFolderError, run
 from rlmdistill.filter.report import FilterReport
-from rlmdistill.filter.rules import FilterRuleError, FilterRules
+from rlmdistill.filter.rules import FilterRuleError, FilterRules, FilterTarget
 from rlmdistill.traces.runs import NotARunError
 from rlmdistill.traces.store import TraceFileError
 
@@ -93,10 +97,14 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option(help="Write the filter report and decisions; do not export.")
         ] = False,
         force: Annotated[bool, typer.Option(help=_help(FilterConfig, "force"))] = False,
+        target: Annotated[str, typer.Option(help=_help(FilterConfig, "target"))] = "root",
     ) -> None:
         """Rejection sampling: keep the episodes that meet the rules, write the filter
         report, and export them as an SFT dataset."""
         try:
+            if target not in ("root", "sub"):
+                raise FilterRuleError(f"--target must be root or sub, not {target!r}")
+            chosen: FilterTarget = "sub" if target == "sub" else "root"
             base = FilterRules.load(rules) if rules is not None else FilterRules()
             merged = base.with_overrides(
                 min_pass_rate=min_pass_rate,
@@ -117,8 +125,20 @@ def register(app: typer.Typer) -> None:
                     system_prompt=system_prompt,
                     max_length=max_length,
                 )
-            outcome = run(FilterConfig(runs=runs, out=out, rules=merged, force=force))
-            if options is not None:
+            outcome = run(
+                FilterConfig(runs=runs, out=out, rules=merged, force=force, target=chosen)
+            )
+            if options is not None and outcome.sub_decisions is not None:
+                outcome.require_kept()
+                export_sub_stage(
+                    SubExportConfig(
+                        decisions=outcome.sub_decisions,
+                        out=out,
+                        options=options,
+                        card_extra=outcome.card_section(),
+                    )
+                )
+            elif options is not None:
                 outcome.require_kept()
                 export_stage(
                     ExportConfig(
@@ -146,6 +166,11 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: export failed: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(2) from exc
         typer.echo(_summary_line(outcome.report))
+        if outcome.sub is not None:
+            typer.echo(
+                f"kept {outcome.sub.n_kept} of {len(outcome.sub.decisions)} sub-calls of the "
+                "kept episodes"
+            )
         typer.echo(f"wrote {out / 'filter_report.md'}, filter_report.json, decisions.jsonl")
         if options is not None:
             typer.echo(f"dataset: {out}")

@@ -6,6 +6,11 @@ One :class:`~rlmdistill.traces.schema.EpisodeSummary` plus its scores (the
 never trajectories, so building the fields of 10,000 episodes takes well under a second.
 :data:`EPISODE_FIELDS` is the catalogue (name -> meaning) shown in error messages and in
 ``docs/filter.md``.
+
+``rlmdistill filter --target sub`` evaluates ``where`` expressions per sub-call instead, over
+:data:`SUB_TARGET_FIELDS`: the episode's fields plus the sub-call's
+(:data:`SUB_CALL_FIELDS`, :func:`sub_call_fields`; credit from
+:mod:`rlmdistill.traces.sub_credit`).
 """
 
 from __future__ import annotations
@@ -14,10 +19,19 @@ from typing import Any
 
 from rlmdistill.traces.labels import NO_LABELS, EpisodeLabels
 from rlmdistill.traces.memo_errors import memo_sub_call_errors
-from rlmdistill.traces.schema import EpisodeSummary
+from rlmdistill.traces.schema import EpisodeSummary, SubCallRecord
 from rlmdistill.traces.scores import PassRates
+from rlmdistill.traces.sub_credit import SubCallCredit
 
-__all__ = ["EPISODE_FIELDS", "SCORE_FIELDS", "episode_fields"]
+__all__ = [
+    "EPISODE_FIELDS",
+    "SCORE_FIELDS",
+    "SUB_CALL_FIELDS",
+    "SUB_SCORE_FIELDS",
+    "SUB_TARGET_FIELDS",
+    "episode_fields",
+    "sub_call_fields",
+]
 
 
 EPISODE_FIELDS: dict[str, str] = {
@@ -149,6 +163,55 @@ def episode_fields(
         "human_reject": human.reject,
         "human_tags": human.tags,
         "label_stale": human.stale,
+    }
+
+
+SUB_CALL_FIELDS: dict[str, str] = {
+    "call_id": "0-based index of the sub-call in its episode (int)",
+    "call_depth": "1: made by the root's code, 2: made by a subagent's code (int)",
+    "subagent": "the call ran a subagent, a multi-turn REPL (depth-2 episodes); its example "
+    "is the subagent's whole trajectory (bool)",
+    "error": "the sub-call failed and gave no answer (bool)",
+    "error_kind": "kind of the failure, e.g. retryable, no_answer (str or None)",
+    "prompt_chars": "characters of the sub-call's prompt (int)",
+    "answer_chars": "characters of the answer (int; 0 when the call failed)",
+    "call_truncated": "the answer was cut by max_tokens (finish_reason length) (bool)",
+    "subagent_turns": "turns the subagent took (int; 0 for a plain completion)",
+    "used_in_memo": "the answer's text reached the memo: >= 0.5 of its distinct 8-word runs "
+    "are in it (bool; traces.sub_credit)",
+    "memo_share": "share of the answer's distinct 8-word runs found in the memo, in [0, 1] (float)",
+    "supports_pass": "the answer reached a memo finding that cites a document of a criterion "
+    "the grader passed (bool or None when not graded)",
+}
+"""Sub-call fields a ``where`` expression may name with ``--target sub`` (besides every
+episode field)."""
+
+SUB_TARGET_FIELDS: dict[str, str] = {**EPISODE_FIELDS, **SUB_CALL_FIELDS}
+"""Every field a ``where`` expression may name with ``--target sub``."""
+
+SUB_SCORE_FIELDS = ("supports_pass",)
+"""Sub-call fields that need a grader's verdicts."""
+
+
+def sub_call_fields(
+    record: SubCallRecord, credit: SubCallCredit, subagent_turns: int = 0
+) -> dict[str, Any]:
+    """The sub-call's own fields (exactly the keys of :data:`SUB_CALL_FIELDS`) from its
+    trajectory record, its credit (:func:`rlmdistill.traces.sub_credit.sub_call_credit`)
+    and, for a subagent, the number of its turns."""
+    return {
+        "call_id": record.call_id,
+        "call_depth": record.depth,
+        "subagent": record.subagent,
+        "error": credit.error,
+        "error_kind": record.error_kind,
+        "prompt_chars": len(record.prompt),
+        "answer_chars": len(record.response or "") if record.error is None else 0,
+        "call_truncated": record.finish_reason == "length",
+        "subagent_turns": subagent_turns,
+        "used_in_memo": credit.used_in_memo,
+        "memo_share": credit.memo_share,
+        "supports_pass": credit.supports_pass,
     }
 
 

@@ -40,7 +40,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rlmdistill.cliconfig import ConfigFileError, read_config_file
 from rlmdistill.filter.expr import ExpressionError, WhereExpression, compile_expression
-from rlmdistill.filter.fields import EPISODE_FIELDS, SCORE_FIELDS
+from rlmdistill.filter.fields import (
+    EPISODE_FIELDS,
+    SCORE_FIELDS,
+    SUB_CALL_FIELDS,
+    SUB_SCORE_FIELDS,
+    SUB_TARGET_FIELDS,
+)
 from rlmdistill.traces.artefacts import DropReason
 from rlmdistill.traces.schema import EpisodeStatus
 
@@ -50,6 +56,7 @@ __all__ = [
     "DropReason",
     "FilterRuleError",
     "FilterRules",
+    "FilterTarget",
     "QuantileMethod",
     "ScoreName",
 ]
@@ -83,6 +90,33 @@ QuantileMethod = Literal[
     "normal_unbiased",
 ]
 """``method`` of :func:`numpy.quantile` (default ``linear``: Hyndman & Fan type 7)."""
+
+
+FilterTarget = Literal["root", "sub"]
+"""What a filter exports: ``root`` turns (episodes), or ``sub`` calls (depth 1: prompt ->
+answer; depth 2: the subagent's trajectory), each judged by the ``where`` expressions over
+:data:`~rlmdistill.filter.fields.SUB_TARGET_FIELDS` (``docs/filter.md``)."""
+
+
+def _compile(text: str, target: FilterTarget) -> WhereExpression:
+    """``text`` compiled for ``target``. Root: a name of a sub-call field only is refused
+    with a message that says so (before the generic unknown-name message)."""
+    if target == "sub":
+        return compile_expression(text, SUB_TARGET_FIELDS)
+    try:
+        return compile_expression(text, EPISODE_FIELDS)
+    except ExpressionError:
+        try:
+            sub = compile_expression(text, SUB_TARGET_FIELDS)
+        except ExpressionError:
+            sub = None
+        if sub is None:
+            raise
+        names = ", ".join(sorted(sub.names & set(SUB_CALL_FIELDS) - set(EPISODE_FIELDS)))
+        raise ExpressionError(
+            f"where expression {text!r} reads sub-call field(s) {names}: only with "
+            "--target sub (FilterConfig.target)"
+        ) from None
 
 
 class FilterRuleError(ValueError):
@@ -176,8 +210,17 @@ class FilterRules(BaseModel):
     @field_validator("where")
     @classmethod
     def _check_where(cls, value: list[str]) -> list[str]:
-        for text in value:
-            compile_expression(text, EPISODE_FIELDS)  # raises ExpressionError (a ValueError)
+        for text in value:  # raises ExpressionError (a ValueError)
+            try:
+                compile_expression(text, EPISODE_FIELDS)
+            except ExpressionError:
+                try:  # sub-call fields pass here; expressions() refuses them for the root
+                    compile_expression(text, SUB_TARGET_FIELDS)
+                except ExpressionError:
+                    pass
+                else:
+                    continue
+                raise
         return value
 
     @field_validator("required_status", "rank_by", "dedup")
@@ -198,9 +241,15 @@ class FilterRules(BaseModel):
         return self
 
     # ------------------------------------------------------------------ derived views
-    def expressions(self) -> list[WhereExpression]:
-        """The ``where`` expressions, compiled (already checked at construction)."""
-        return [compile_expression(text, EPISODE_FIELDS) for text in self.where]
+    def expressions(self, target: FilterTarget = "root") -> list[WhereExpression]:
+        """The ``where`` expressions, compiled for ``target`` (checked at construction).
+
+        Raises :class:`FilterRuleError` for ``target="root"`` when an expression reads a
+        sub-call field (:data:`~rlmdistill.filter.fields.SUB_CALL_FIELDS`)."""
+        try:
+            return [_compile(text, target) for text in self.where]
+        except ExpressionError as exc:
+            raise FilterRuleError(str(exc)) from exc
 
     def needs_pass_rate(self) -> bool:
         """``True`` when any rule reads a grader's scores (then a grader must exist)."""
@@ -208,7 +257,8 @@ class FilterRules(BaseModel):
             return True
         if self.top_k_per_room is not None and any(s != "coverage" for s in self.rank_by):
             return True
-        return any(name in SCORE_FIELDS for e in self.expressions() for name in e.names)
+        scores = (*SCORE_FIELDS, *SUB_SCORE_FIELDS)
+        return any(name in scores for e in self.expressions("sub") for name in e.names)
 
     def needs_coverage(self) -> bool:
         """``True`` when a coverage threshold is set."""

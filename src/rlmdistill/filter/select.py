@@ -22,13 +22,19 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.filter.fields import episode_fields
-from rlmdistill.filter.rules import REASON_ORDER, DropReason, FilterRuleError, FilterRules
+from rlmdistill.filter.rules import (
+    REASON_ORDER,
+    DropReason,
+    FilterRuleError,
+    FilterRules,
+    FilterTarget,
+)
 from rlmdistill.rooms.task import Task
 from rlmdistill.traces.artefacts import FilterDecision
 from rlmdistill.traces.labels import (
@@ -52,15 +58,17 @@ from rlmdistill.traces.runs import (
     load_trajectory,
     load_verdicts,
 )
-from rlmdistill.traces.schema import EpisodeSummary
+from rlmdistill.traces.schema import EpisodeSummary, Verdict
 from rlmdistill.traces.scores import (
     GraderChoiceError,
     PassRates,
+    current_memo_verdicts,
     resolve_grader,
     score_episodes,
 )
 
 __all__ = [
+    "EpisodeInputs",
     "FilterDecision",
     "RoomThresholds",
     "RunInfo",
@@ -109,6 +117,17 @@ class RoomThresholds(BaseModel):
     """``quantile(eligible coverages, min_coverage_quantile)``."""
 
 
+class EpisodeInputs(NamedTuple):
+    """What the rules read of one episode: its summary, scores, people's labels, and the
+    grader's verdicts of its current memo with the room's task (``None``: none)."""
+
+    summary: EpisodeSummary
+    scores: PassRates | None
+    human: EpisodeLabels
+    verdicts: list[Verdict]
+    task: Task | None
+
+
 @dataclass
 class Selection:
     """The result of :func:`select_episodes`: one decision per episode, in input order
@@ -120,6 +139,9 @@ class Selection:
     """The grader whose verdicts gave the pass rates (``None``: no grader in any run)."""
     decisions: list[FilterDecision]
     rooms: list[RoomThresholds] = field(default_factory=list)
+    inputs: dict[tuple[str, str], EpisodeInputs] = field(default_factory=dict)
+    """``(run_dir, episode_id)`` -> what the rules read of each episode, kept only by a
+    selection for ``target="sub"`` (the sub-call selection reads it again per sub-call)."""
 
     @property
     def kept(self) -> list[EpisodeRef]:
@@ -208,8 +230,15 @@ def _quantile(values: list[float], q: float | None, method: str) -> float | None
     return float(np.quantile(np.asarray(values, dtype=float), q, method=method))  # type: ignore[call-overload]
 
 
-def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
+def select_episodes(
+    runs: Sequence[Path], rules: FilterRules, *, target: FilterTarget = "root"
+) -> Selection:
     """Apply ``rules`` to every episode of ``runs`` (see the module docstring for the order).
+
+    ``target="sub"``: the ``where`` expressions are left to the sub-call selection
+    (:func:`rlmdistill.filter.sub_select.select_sub_calls`, which judges each sub-call of
+    a kept episode by them); every other rule picks the episodes as for the root, and
+    :attr:`Selection.inputs` keeps what the sub-call selection needs.
 
     Raises :class:`~rlmdistill.traces.runs.NotARunError` for a folder without ``run.json``,
     :class:`FilterRuleError` when a run is given twice (same path or run id), when the
@@ -244,6 +273,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
 
     eps: list[_Ep] = []
     infos: list[RunInfo] = []
+    inputs: dict[tuple[str, str], EpisodeInputs] = {}
     for index, (run_dir, manifest) in enumerate(zip(run_dirs, manifests, strict=True)):
         summaries = load_summaries(run_dir)
         seen: set[str] = set()
@@ -287,6 +317,18 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
             if provenance is not None
             else {}
         )
+        if target == "sub":
+            by_episode: dict[str, list[Verdict]] = {}
+            for verdict in verdicts:
+                by_episode.setdefault(verdict.episode_id, []).append(verdict)
+            for s in summaries:
+                inputs[(str(run_dir), s.episode_id)] = EpisodeInputs(
+                    s,
+                    scores[s.episode_id].rates if s.episode_id in scores else None,
+                    human.get(s.episode_id, NO_LABELS),
+                    current_memo_verdicts(by_episode.get(s.episode_id, ()), s.memo_sha256),
+                    tasks.get(s.room.room_hash),
+                )
         eps.extend(
             _Ep(
                 run_dir,
@@ -354,7 +396,7 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
         )
 
     # Rules 6-10: scores and expressions.
-    expressions = rules.expressions()
+    expressions = rules.expressions() if target == "root" else []
     evaluators = [expr.evaluator() for expr in expressions]
     pass_rule = rules.min_pass_rate is not None or rules.min_pass_rate_quantile is not None
     for ep in eps:
@@ -496,4 +538,5 @@ def select_episodes(runs: Sequence[Path], rules: FilterRules) -> Selection:
         grader=grader,
         decisions=decisions,
         rooms=list(thresholds.values()),
+        inputs=inputs,
     )

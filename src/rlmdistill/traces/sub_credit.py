@@ -35,20 +35,28 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlmdistill.rooms.task import Criterion, Task
 from rlmdistill.rooms.text import ascii_fold, citation_regex, words
+from rlmdistill.traces.artefacts import ArtefactError
 from rlmdistill.traces.schema import SubCallRecord, Verdict
+from rlmdistill.traces.store import read_jsonl
 
 __all__ = [
     "GRAM_WORDS",
     "METHOD",
+    "SUB_DECISIONS",
     "USED_SHARE",
     "Finding",
     "SubCallCredit",
+    "SubCallDecision",
     "criterion_documents",
     "memo_findings",
     "passed_documents",
+    "read_sub_decisions",
     "sub_call_credit",
     "word_runs",
 ]
@@ -258,4 +266,58 @@ def sub_call_credit(
                 supported_criteria=tuple(sorted(supported, key=rubric_order.__getitem__)),
             )
         )
+    return out
+
+
+SUB_DECISIONS = "sub_decisions.jsonl"
+"""File name, in a dataset folder, of the sub-call decisions of ``rlmdistill filter --target
+sub`` (one :class:`SubCallDecision` per sub-call of a kept episode), which the sub export
+reads."""
+
+
+class SubCallDecision(BaseModel):
+    """One line of ``sub_decisions.jsonl``: whether one sub-call of an episode the episode
+    rules kept becomes a training example of the sub model, with its credit
+    (:class:`SubCallCredit`) as computed at filter time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    run_dir: str
+    episode_id: str
+    call_id: int
+    call_depth: int
+    """1: made by the root's code; 2: made by a subagent's code."""
+    subagent: bool
+    """The call ran a subagent: its example is the subagent's whole trajectory."""
+    kept: bool
+    reason: str | None = None
+    """Why not kept: ``where`` (an expression is false or reads a ``None`` field)."""
+    detail: str = ""
+    error: bool
+    used_in_memo: bool
+    memo_share: float
+    supports_pass: bool | None
+    supported_criteria: list[str] = Field(default_factory=list)
+    method: str = METHOD
+    """Credit rules (:data:`METHOD`)."""
+
+
+def read_sub_decisions(path: Path) -> list[SubCallDecision]:
+    """Every :class:`SubCallDecision` of a ``sub_decisions.jsonl`` in file order (a torn last
+    line is ignored).
+
+    Raises:
+        ArtefactError: a line that is not a sub-call decision (names the file and line).
+        FileNotFoundError: no such file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no sub-call decisions (rlmdistill filter --target sub)")
+    out = []
+    for i, raw in enumerate(read_jsonl(path).records, start=1):
+        try:
+            out.append(SubCallDecision.model_validate(raw))
+        except ValidationError as exc:
+            raise ArtefactError(f"{path}: line {i}: not a sub-call decision: {exc}") from exc
     return out
