@@ -177,6 +177,11 @@ FILES: list[tuple[str, str, list[tuple[str, str]]]] = [
         [("rlmdistill.traces.artefacts", "FilterDecision")],
     ),
     (
+        "datasets/<name>/sub_decisions.jsonl",
+        "`filter --target sub`",
+        [("rlmdistill.traces.sub_credit", "SubCallDecision")],
+    ),
+    (
         "datasets/<name>/filter_report.json",
         "`filter`",
         [("rlmdistill.filter.report", "FilterReport")],
