@@ -8,6 +8,7 @@ the main test also runs through verifiers' own models."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typer.testing import CliRunner
 
 from rlmdistill.importers.cli import register
 from rlmdistill.importers.common import ImportFormatError, file_sha256, imported_episode_id
-from rlmdistill.importers.verifiers import FORMAT, import_verifiers, verifiers_validator
+from rlmdistill.importers.verifiers import FORMAT, import_verifiers
 from rlmdistill.testing.rooms import write_clause_room
 from rlmdistill.traces.rebuild import root_requests, subagent_requests
 from rlmdistill.traces.runs import load_manifest, load_summaries
@@ -62,7 +63,9 @@ PARSERS = [
     False,
     pytest.param(
         True,
-        marks=pytest.mark.skipif(verifiers_validator() is None, reason="verifiers not installed"),
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("verifiers") is None, reason="verifiers not installed"
+        ),
     ),
 ]
 
