@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from rlmdistill import cliconfig
 
@@ -38,6 +45,11 @@ DEFAULT_TARGET_MODULES = (
     "down_proj",
 )
 """Attention and MLP projections of Llama/Qwen2-style models (all linear layers but the head)."""
+
+
+RAY_FIELDS = ("workers", "ray_address", "gpus_per_worker", "max_failures")
+"""The fields that decide training under Ray Train (:mod:`rlmdistill.sft.ray_train`); left out
+of a config's dump while at their defaults."""
 
 
 class SFTConfig(BaseModel):
@@ -166,6 +178,52 @@ class SFTConfig(BaseModel):
     )
     dataloader_num_workers: int = Field(0, ge=0, description="Data loader worker processes.")
 
+    # -- workers (Ray Train) -------------------------------------------------------------
+    workers: int = Field(
+        1,
+        ge=1,
+        description="Training processes. 1 = train in this process (or per process under "
+        "accelerate launch); N > 1 = N Ray Train workers (TorchTrainer, DDP over gloo on CPU, "
+        "nccl on GPUs), each with per_device_train_batch_size examples per forward pass, so "
+        "the global batch is workers x per_device_train_batch_size x "
+        "gradient_accumulation_steps. out must be a folder every node sees (shared filesystem).",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster for the workers: 'auto', 'HOST:6379' or 'ray://HOST:10001'. "
+        "None: $RAY_ADDRESS if set, else a Ray started on this machine for the run. Given "
+        "with workers 1, the one worker runs under Ray Train too.",
+    )
+    gpus_per_worker: float = Field(
+        0.0,
+        ge=0.0,
+        description="GPUs each Ray Train worker claims; > 0 trains on GPUs with nccl, 0 on "
+        "CPUs with gloo. Used only when training under Ray (workers > 1 or ray_address).",
+    )
+    max_failures: int = Field(
+        2,
+        ge=0,
+        description="Times Ray Train restarts the workers from the last checkpoint after a "
+        "worker or node died (FailureConfig.max_failures); 0 = fail at once. Used only when "
+        "training under Ray.",
+    )
+
+    @property
+    def uses_ray(self) -> bool:
+        """Whether the run trains under Ray Train (``workers > 1`` or a ``ray_address``)."""
+        return self.workers > 1 or self.ray_address is not None
+
+    @model_serializer(mode="wrap")
+    def _drop_default_ray_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave the Ray fields out of a dump while they are at their defaults, so that a
+        single-process config dumps exactly as before they existed (``sft.json``'s ``config``
+        and the loop's adapter fingerprint stay the same)."""
+        data: dict[str, Any] = handler(self)
+        for name in RAY_FIELDS:
+            if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                del data[name]
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> SFTConfig:
         if self.packing and self.max_length is None:
@@ -207,6 +265,7 @@ def build_config(file: Path | str | None, overrides: dict[str, Any] | None = Non
 
 __all__ = [
     "DEFAULT_TARGET_MODULES",
+    "RAY_FIELDS",
     "Bf16Option",
     "LengthPolicy",
     "SFTConfig",

@@ -16,15 +16,18 @@ Writes the adapter folder ``adapters/NAME/``: ``adapter_config.json`` +
 ``adapter_model.safetensors`` (peft), ``sft.json`` (:class:`SFTManifest`), ``train_log.jsonl``
 (:class:`TrainLogRecord` per logging step) and ``checkpoints/checkpoint-<step>/`` (for
 ``--resume``). Runs unchanged under ``accelerate launch`` (DDP on CPU with gloo, DDP/FSDP/
-DeepSpeed on GPUs; configs in ``examples/accelerate/``).
+DeepSpeed on GPUs; configs in ``examples/accelerate/``), and in Ray Train workers
+(``--workers N``, :mod:`rlmdistill.sft.ray_train`, through :class:`TrainHooks`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -80,6 +83,31 @@ class SFTResult(NamedTuple):
     """Eval losses of this attempt (empty when the eval loss is off, and on ranks but 0)."""
     eval_note: str = ""
     """What was held out for the eval loss, or why it is off."""
+    rank_weights_sha256: tuple[str, ...] = ()
+    """sha256 of each rank's trainable (LoRA) weights at the end, by rank, when a Ray Train run
+    measured them (:mod:`rlmdistill.sft.ray_train`); empty otherwise."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainHooks:
+    """How a caller that drives :func:`train` in worker processes (Ray Train:
+    :mod:`rlmdistill.sft.ray_train`) changes it; the defaults are the in-process run.
+
+    Every field's default leaves :func:`train` exactly as ``rlmdistill sft`` runs it.
+    """
+
+    resume_from: str | None = None
+    """Checkpoint folder to resume from instead of the newest one in ``out/checkpoints``
+    (Ray Train's latest reported checkpoint after a restart); implies ``resume``."""
+    callbacks: Sequence[TrainerCallback] = ()
+    """More ``transformers`` callbacks, after the train-log callback."""
+    rotate_checkpoints: bool = True
+    """False: the Trainer keeps every checkpoint (the caller deletes old ones: Ray Train's
+    ``CheckpointConfig.num_to_keep``)."""
+    clean_log_on_resume: bool = False
+    """On resume, drop the lines of ``train_log.jsonl`` past the checkpoint's step (work of an
+    attempt that was lost) and mark the first line written after it with
+    ``resumed_from_step``, so each step has one line."""
 
 
 def _now() -> datetime:
@@ -187,11 +215,14 @@ class TrainLogCallback(TrainerCallback):
     ``tokens_seen`` continues across ``--resume``: TRL's ``num_tokens`` restarts at 0 in a new
     process, so the count of the last line at or before the resumed step is added. Lines of an
     interrupted attempt after its last checkpoint stay in the file; readers keep the last line
-    per step.
+    per step. With ``clean_on_resume`` (Ray Train runs, :class:`TrainHooks`) those lines are
+    dropped instead and the first line after the resume carries ``resumed_from_step``.
     """
 
-    def __init__(self, adapter_dir: Path):
+    def __init__(self, adapter_dir: Path, *, clean_on_resume: bool = False):
         self.adapter_dir = Path(adapter_dir)
+        self.clean_on_resume = clean_on_resume
+        self._resumed_from_step: int | None = None
         self.path = self.adapter_dir / TRAIN_LOG
         self.losses: list[float] = []
         self.eval_losses: list[EvalLossRecord] = []
@@ -205,6 +236,16 @@ class TrainLogCallback(TrainerCallback):
         self._last_t = time.perf_counter()
         log = read_train_log(self.adapter_dir) if self.path.exists() else None
         earlier = [r for r in (log.records if log else []) if r.step <= state.global_step]
+        if self.clean_on_resume and log is not None and state.global_step:
+            self._resumed_from_step = state.global_step
+            if state.is_world_process_zero and (
+                len(earlier) < len(log.records) or log.torn_tail
+            ):  # lines of the lost attempt past the checkpoint go
+                kept = [row for row, r in zip(log.rows, log.records, strict=True)
+                        if r.step <= state.global_step]  # fmt: skip
+                tmp = self.path.with_suffix(".jsonl.tmp")
+                tmp.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+                os.replace(tmp, self.path)
         self._offset = int(earlier[-1].tokens_seen or 0) if earlier and state.global_step else 0
         self._last_tokens = self.tokens_seen = self._offset
 
@@ -232,6 +273,11 @@ class TrainLogCallback(TrainerCallback):
             tokens_per_s=round(rate, 3),
             time=_now(),
         )
+        if self._resumed_from_step is not None:  # the first line after a restart says so
+            record = TrainLogRecord.model_validate(
+                {**record.model_dump(), "resumed_from_step": self._resumed_from_step}
+            )
+            self._resumed_from_step = None
         append_records(self.path, [record])
 
     def on_evaluate(
@@ -290,7 +336,13 @@ def _existing_output(out: Path) -> list[str]:
     return found
 
 
-def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> SFTResult:
+def train(
+    config: SFTConfig,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    hooks: TrainHooks | None = None,
+) -> SFTResult:
     """Fine-tune a LoRA adapter on ``config.base`` with ``config.dataset``; write ``config.out``.
 
     Steps: check the output folder (a folder holding a run needs ``resume=True``), resolve the
@@ -300,7 +352,8 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
     ``SFTTrainer`` (checkpoints every ``save_steps`` into ``out/checkpoints/``; eval loss
     before training and at each epoch end), save the adapter and ``sft.json``.
     ``resume=True`` continues from the newest checkpoint (same dataset required); the step
-    count continues. Call it in every process under ``accelerate launch``.
+    count continues. Call it in every process under ``accelerate launch``. ``hooks`` is for
+    a caller that runs it in Ray Train workers (:class:`TrainHooks`; None: run as here).
 
     Raises:
         SFTError: output folder already holds a run (without ``resume``), ``resume`` without a
@@ -317,14 +370,18 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
     from trl import SFTConfig as TRLSFTConfig
     from trl import SFTTrainer
 
+    hooks = hooks or TrainHooks()
     out = Path(config.out).resolve()
     dataset_dir = Path(config.dataset).resolve()
     ckpt_dir = out / "checkpoints"
     manifest_path = out / SFT_MANIFEST
     previous: SFTManifest | None = None
     resume_ckpt: str | None = None
-    if resume:
+    if hooks.resume_from is not None:
+        resume, resume_ckpt = True, hooks.resume_from
+    elif resume:
         resume_ckpt = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+    if resume:
         if resume_ckpt is None:
             raise SFTError(f"{out}: --resume given but there is no checkpoint in {ckpt_dir}")
         if manifest_path.is_file():
@@ -403,7 +460,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         assistant_only_loss=False,  # masks come pre-computed; TRL applies assistant_masks
         save_strategy=config.save_strategy,
         save_steps=config.save_steps,
-        save_total_limit=config.save_total_limit,
+        save_total_limit=config.save_total_limit if hooks.rotate_checkpoints else None,
         logging_steps=config.logging_steps,
         logging_first_step=True,
         seed=config.seed,
@@ -413,7 +470,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
         dataloader_num_workers=config.dataloader_num_workers,
         ddp_find_unused_parameters=False,
     )
-    log_cb = TrainLogCallback(out)
+    log_cb = TrainLogCallback(out, clean_on_resume=hooks.clean_log_on_resume)
     with library_warning_filter():
         trainer = SFTTrainer(
             model=model,
@@ -422,7 +479,7 @@ def train(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> 
             eval_dataset=eval_ds,
             processing_class=tokenizer,
             peft_config=lora,
-            callbacks=[log_cb],
+            callbacks=[log_cb, *hooks.callbacks],
         )
     trainer.accelerator.wait_for_everyone()  # every rank passed the output-folder check
     is_main = trainer.is_world_process_zero()
@@ -508,6 +565,7 @@ __all__ = [
     "SFTManifest",
     "SFTResult",
     "SFTStatus",
+    "TrainHooks",
     "TrainLogCallback",
     "TrainLogRecord",
     "check_embedding_rows",

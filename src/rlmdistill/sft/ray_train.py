@@ -1,0 +1,357 @@
+"""``rlmdistill sft --workers N``: the SFT train function (:func:`rlmdistill.sft.train.train`) run
+in the workers of Ray Train's ``TorchTrainer`` (Ray Train V2, Ray 2.60).
+
+One job: start ``config.workers`` Ray Train workers (DDP over ``gloo`` on CPUs, ``nccl`` when
+``gpus_per_worker > 0``), run the same :func:`~rlmdistill.sft.train.train` in each, and hand
+back rank 0's :class:`~rlmdistill.sft.train.SFTResult`. As under ``accelerate launch``, rank 0
+writes ``sft.json``, ``train_log.jsonl`` and the adapter, in the same formats as a
+single-process run (``world_size`` = workers, ``backend`` = gloo or nccl).
+
+Checkpoints go through Ray Train's checkpoint API into the adapter folder: the Ray Train run
+is named ``checkpoints`` with ``storage_path`` = the adapter folder, so its run folder is
+``OUT/checkpoints``, where the Trainer writes ``checkpoint-<step>/`` as in a single-process
+run; each one is reported to Ray Train when saved (``ray.train.report(...,
+checkpoint_upload_mode=NO_UPLOAD)``: already in place, not copied), and Ray Train keeps the
+newest ``save_total_limit`` (``CheckpointConfig.num_to_keep``). A worker or node that dies
+makes Ray Train restart all workers (``FailureConfig(max_failures)``); they resume from the
+latest reported checkpoint (``ray.train.get_checkpoint()``): the step count continues, the
+lines of ``train_log.jsonl`` past that checkpoint are dropped (the lost attempt's), and the
+first line written after it carries ``resumed_from_step``; ``sft.json``'s ``resumed_from``
+lists the checkpoint. ``--resume`` after a run that stopped continues the same way.
+
+``OUT``, the dataset and the base model must be at the same paths on every node (a shared
+filesystem; Ray Train checks that its storage path is shared and refuses otherwise).
+
+Needs the ``ray`` extra (``pip install 'rlmdistill[ray]'``). Nothing here imports Ray at module
+level. The test hook :data:`KILL_HOOK_ENV` kills one worker once at a given step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
+
+from rlmdistill.models.spec import BaseModelError, resolve_base
+from rlmdistill.sft.config import SFTConfig
+from rlmdistill.sft.data import DatasetError, load_export
+from rlmdistill.sft.train import (
+    EvalLossRecord,
+    SFTError,
+    SFTResult,
+    TrainHooks,
+    _existing_output,
+    train,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "FORWARDED_ENV",
+    "KILL_HOOK_ENV",
+    "RAY_RUN_NAME",
+    "RESULT_FILE",
+    "RayTrainFailed",
+    "train_ray",
+    "weights_sha256",
+]
+
+RAY_EXTRA = "pip install 'rlmdistill[ray]'"
+"""How to install what ``--workers N`` needs."""
+
+RAY_RUN_NAME = "checkpoints"
+"""Ray Train's run name: with ``storage_path`` = the adapter folder, its run folder is
+``OUT/checkpoints``, the Trainer's checkpoint folder."""
+
+RESULT_FILE = "ray_result.json"
+"""``OUT/checkpoints/ray_result.json``: rank 0's :class:`~rlmdistill.sft.train.SFTResult` of the
+last attempt as JSON, plus every rank's weights digest (Ray Train hands the driver the metrics
+of checkpoints only); the driver reads it back."""
+
+KILL_HOOK_ENV = "RLMDISTILL_SFT_TEST_KILL"
+"""Test hook, read in the driver: ``RANK:STEP:MARKER`` kills (SIGKILL) the worker of that rank
+at the end of that optimiser step, once: only while the file ``MARKER`` does not exist (the
+worker creates it just before)."""
+
+FORWARDED_ENV = (
+    "RLMDISTILL_HOME",
+    "HF_HOME",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME",
+    "OMP_NUM_THREADS",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
+)
+"""Environment variables of the driver that the workers get too (the model cache, the
+network interface for gloo/nccl, the loopback-only switch), when set."""
+
+
+class RayTrainFailed(RuntimeError):
+    """Ray Train gave up: a worker failed more often than ``max_failures`` allows (the message
+    has each failed rank's error)."""
+
+
+def weights_sha256(model: Any) -> str:
+    """sha256 (hex) of ``model``'s trainable parameters: names and float32 bytes, in name order.
+
+    Equal on every DDP rank after a step (DDP averages the gradients, so the ranks' updates are
+    the same); for LoRA these are the adapter matrices.
+    """
+    import torch
+
+    h = hashlib.sha256()
+    named = sorted((n, p) for n, p in model.named_parameters() if p.requires_grad)
+    for name, param in named:
+        h.update(name.encode())
+        h.update(param.detach().to(torch.float32).cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class _ReportCheckpoints(TrainerCallback):
+    """Reports each checkpoint the Trainer saved to Ray Train, from every rank (a report is a
+    barrier; rank 0 hands the folder, already in Ray Train's run folder: NO_UPLOAD)."""
+
+    def __init__(self, rank: int):
+        self.rank = rank
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        import ray.train
+        from ray.train import Checkpoint, CheckpointUploadMode
+
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        ckpt = Checkpoint.from_directory(str(path)) if self.rank == 0 else None
+        ray.train.report(
+            {"step": state.global_step},
+            checkpoint=ckpt,
+            checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
+        )
+
+
+class _WeightDigests(TrainerCallback):
+    """At the end of training, every rank's :func:`weights_sha256`, gathered by rank."""
+
+    def __init__(self) -> None:
+        self.digests: list[str] = []
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        import torch.distributed as dist
+
+        mine = weights_sha256(kwargs["model"])
+        if dist.is_available() and dist.is_initialized():
+            gathered: list[Any] = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, mine)
+            self.digests = [str(d) for d in gathered]
+        else:
+            self.digests = [mine]
+
+
+class _KillOnce(TrainerCallback):
+    """The :data:`KILL_HOOK_ENV` hook: SIGKILL this worker at the end of step ``step`` if it
+    has rank ``rank`` and ``marker`` does not exist yet."""
+
+    def __init__(self, spec: str, rank: int):
+        want_rank, step, marker = spec.split(":", 2)
+        self.active = int(want_rank) == rank
+        self.step, self.marker = int(step), Path(marker)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.active and state.global_step == self.step and not self.marker.exists():
+            self.marker.write_text(f"killed rank at step {self.step}\n", encoding="utf-8")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _worker_loop(loop_config: dict[str, Any]) -> None:
+    """The function every Ray Train worker runs: :func:`train` with the checkpoint reporting
+    callbacks, resuming from Ray Train's latest checkpoint after a restart; then rank 0 writes
+    its result to :data:`RESULT_FILE`."""
+    import ray.train
+
+    config = SFTConfig.model_validate(loop_config["config"])
+    rank = ray.train.get_context().get_world_rank()
+    latest = ray.train.get_checkpoint()
+    digests = _WeightDigests()
+    callbacks: list[TrainerCallback] = [_ReportCheckpoints(rank), digests]
+    if loop_config.get("kill"):
+        callbacks.append(_KillOnce(loop_config["kill"], rank))
+    hooks = TrainHooks(
+        resume_from=latest.path if latest is not None else None,
+        callbacks=callbacks,
+        rotate_checkpoints=False,  # Ray Train's num_to_keep does it
+        clean_log_on_resume=True,
+    )
+    result = train(config, resume=bool(loop_config["resume"]), progress=False, hooks=hooks)
+    if rank == 0:  # Ray Train's Result carries checkpoint metrics only: the result as a file
+        got = result._asdict()
+        got.update(
+            out_dir=str(result.out_dir),
+            eval_losses=[r.model_dump(mode="json") for r in result.eval_losses],
+            rank_weights_sha256=digests.digests,
+        )
+        path = result.out_dir / "checkpoints" / RESULT_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(got, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _check_reachable(address: str, timeout_s: float = 3.0) -> None:
+    """One TCP connection to ``HOST:PORT`` or ``ray://HOST[:PORT]`` (other forms: Ray's
+    own lookup); raises :class:`SFTError` when nothing answers (``ray.init`` would retry for
+    about a minute)."""
+    text = address.removeprefix("ray://")
+    if text in ("auto", "local", "") or "://" in text:
+        return
+    host, sep, port = text.split("/", 1)[0].rpartition(":")
+    if not sep or not port.isdigit():
+        if not address.startswith("ray://"):
+            raise SFTError(f"ray_address {address!r} has no port: give HOST:PORT of the head")
+        host, port = text, "10001"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise SFTError(
+            f"ray_address {address!r}: nothing answers at {host}:{port} ({exc}); start the "
+            "cluster or fix --ray-address / $RAY_ADDRESS. Nothing was written."
+        ) from None
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.train.torch  # Ray Train (the `ray` extra)
+    except ImportError as exc:
+        raise SFTError(
+            f"--workers/--ray-address need Ray Train, which cannot be imported here ({exc}); "
+            f"install the extra: {RAY_EXTRA} (or train with --workers 1)"
+        ) from exc
+    return ray
+
+
+def _precheck(config: SFTConfig, resume: bool) -> None:
+    """What the workers would refuse, said now, before Ray starts: an occupied output folder
+    (or ``resume`` without a checkpoint), a base model not there, a dataset folder without
+    ``export.json``."""
+    out = Path(config.out).resolve()
+    ckpt_dir = out / "checkpoints"
+    if resume:
+        if not ckpt_dir.is_dir() or get_last_checkpoint(str(ckpt_dir)) is None:
+            raise SFTError(f"{out}: --resume given but there is no checkpoint in {ckpt_dir}")
+    elif found := _existing_output(out):
+        raise SFTError(
+            f"{out} already holds an SFT run ({', '.join(found)}); pass --resume to continue "
+            "it or choose another --out"
+        )
+    resolve_base(config.base)
+    load_export(Path(config.dataset).resolve())
+
+
+def _user_error(exc: BaseException) -> BaseException | None:
+    """The first worker error of ``exc`` (a Ray Train ``WorkerGroupError``) that is a user
+    error (:class:`SFTError`, ``DatasetError``, ``BaseModelError``, ``FileNotFoundError``),
+    unwrapped from Ray's task error; None when there is none."""
+    for failure in getattr(exc, "worker_failures", {}).values():
+        seen: set[int] = set()
+        err: BaseException | None = failure
+        while err is not None and id(err) not in seen:
+            seen.add(id(err))
+            if isinstance(err, (SFTError, DatasetError, BaseModelError, FileNotFoundError)):
+                return err
+            err = getattr(err, "cause", None) or err.__cause__
+    return None
+
+
+def train_ray(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> SFTResult:
+    """Train the LoRA adapter ``config`` describes with ``config.workers`` Ray Train workers.
+
+    Joins ``config.ray_address`` (else ``$RAY_ADDRESS``, else starts a Ray on this machine
+    and stops it at the end) unless Ray is initialised in this process already. Each worker
+    claims 1 CPU, and ``gpus_per_worker`` GPUs when > 0 (then ``nccl``, else ``gloo``).
+    ``progress`` is unused: workers show no progress bars (their output goes to Ray's logs).
+
+    Returns:
+        Rank 0's :class:`~rlmdistill.sft.train.SFTResult` of the last attempt, with
+        ``rank_weights_sha256``: every rank's :func:`weights_sha256` at the end.
+
+    Raises:
+        SFTError: Ray Train not installed, the cluster does not answer, the output folder
+            holds a run (without ``resume``), or what :func:`~rlmdistill.sft.train.train`
+            raises in a worker (``SFTError``, ``DatasetError``, ``BaseModelError``,
+            ``FileNotFoundError``: raised as is, after Ray Train's restarts).
+        RayTrainFailed: the workers failed more than ``max_failures`` times.
+    """
+    del progress
+    _precheck(config, resume)
+    ray = _import_ray()
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    out = Path(config.out).resolve()
+    started = False
+    if not ray.is_initialized():
+        address = config.ray_address or os.environ.get("RAY_ADDRESS")
+        if address:
+            _check_reachable(address)
+            ray.init(address=address)
+        else:
+            ray.init(include_dashboard=False)
+        started = True
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    env["RAY_TRAIN_ENABLE_PRINT_PATCH"] = "0"  # else datasets/TRL flood the worker logs
+    gpus = config.gpus_per_worker
+    trainer = TorchTrainer(
+        _worker_loop,
+        train_loop_config={
+            "config": config.model_dump(mode="json"),
+            "resume": resume,
+            "kill": os.environ.get(KILL_HOOK_ENV),
+        },
+        torch_config=TorchConfig(backend="nccl" if gpus > 0 else "gloo"),
+        scaling_config=ScalingConfig(
+            num_workers=config.workers,
+            use_gpu=gpus > 0,
+            resources_per_worker={"CPU": 1, **({"GPU": gpus} if gpus > 0 else {})},
+        ),
+        run_config=RunConfig(
+            name=RAY_RUN_NAME,
+            storage_path=str(out),
+            checkpoint_config=CheckpointConfig(num_to_keep=config.save_total_limit),
+            failure_config=FailureConfig(max_failures=config.max_failures),
+            worker_runtime_env={"env_vars": env},  # Train V2's RunConfig (mypy sees V1's)
+        ),  # type: ignore[call-arg]
+    )
+    try:
+        result = trainer.fit()
+    except ray.train.TrainingFailedError as exc:
+        if (user := _user_error(exc)) is not None:
+            raise user from None
+        raise RayTrainFailed(f"{out}: Ray Train gave up: {exc}") from exc
+    finally:
+        if started:
+            ray.shutdown()
+    if result.error is not None:
+        raise RayTrainFailed(f"{out}: Ray Train gave up: {result.error}")
+    result_path = out / "checkpoints" / RESULT_FILE
+    if not result_path.is_file():
+        raise RayTrainFailed(f"{out}: Ray Train finished but rank 0 wrote no {result_path}")
+    got = json.loads(result_path.read_text(encoding="utf-8"))
+    return SFTResult(
+        out_dir=Path(got["out_dir"]),
+        global_step=int(got["global_step"]),
+        first_loss=got["first_loss"],
+        final_loss=got["final_loss"],
+        tokens_seen=int(got["tokens_seen"]),
+        train_runtime_s=float(got["train_runtime_s"]),
+        n_examples=int(got["n_examples"]),
+        dropped=dict(got["dropped"]),
+        resumed_from=got["resumed_from"],
+        eval_losses=tuple(EvalLossRecord.model_validate(r) for r in got["eval_losses"]),
+        eval_note=str(got["eval_note"]),
+        rank_weights_sha256=tuple(got["rank_weights_sha256"]),
+    )
