@@ -451,6 +451,38 @@ def test_training_curve_raw_and_ema(four_report, adapter_dir):
     assert fig["notes"] == ["tuned-lora: 1 non-finite losses left out"]
 
 
+def test_rl_section_per_step_and_zero_variance_share(four_runs, tmp_path):
+    """An RL adapter's rl_log.jsonl (two steps written by rlmdistill rl, one older line
+    without the later fields, a torn tail) becomes report.json's rl_training, a table in
+    report.md and the reward figure; the zero-variance share is over every logged group:
+    (2 + 1) / (2 + 2) = 0.75."""
+    rl = tmp_path / "adapters" / "grpo"
+    rl.mkdir(parents=True)
+    lines = [
+        {"step": 2, "loss": 0.01, "kl": 0.002, "reward_mean": 0.25, "reward_std": 0.5,
+         "groups": 2, "zero_variance_groups": 1, "rollout_wall_s": 40.5,
+         "sub_calls_per_rollout": 1.5, "staleness": 0.0, "stale_token_share": 0.0,
+         "trl": {"reward": 0.25}},
+        {"step": 1, "loss": 0.0, "kl": None, "reward_mean": 0.0, "reward_std": 0.0,
+         "groups": 2, "zero_variance_groups": 2},
+    ]  # fmt: skip
+    text = "".join(json.dumps(x) + "\n" for x in lines) + '{"step": 3, "rew'
+    (rl / "rl_log.jsonl").write_text(text, encoding="utf-8")
+    out = tmp_path / "report"
+    report_stage(ReportConfig(runs=[four_runs["base"], four_runs["tuned"]], out=out, rl=[rl]))
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    (curve,) = report["rl_training"]
+    assert curve["adapter"] == "grpo" and curve["steps"] == [1, 2]
+    assert curve["reward_mean"] == [0.0, 0.25] and curve["kl"] == [None, 0.002]
+    assert curve["rollout_wall_s"] == [None, 40.5] and curve["staleness"] == [None, 0.0]
+    assert curve["zero_variance_share"] == 0.75 and curve["torn_tail"] is True
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "## RL training" in md and "advantage 0, no learning signal): 75%" in md
+    assert "| 2 | 0.25 | 0.5 | 1/2 | 0.002 | 0.01 | 0 | 0 | 40.5 | 1.5 |" in md
+    fig = _figure(report, "rl_reward")
+    assert fig["series"][0]["y"] == [0.0, 0.25]
+
+
 def test_cli_report_with_prices_and_refusals(collected_run, lazy_run, tmp_path):
     app = typer.Typer()
     register(app)

@@ -485,6 +485,12 @@ def test_sft_grpo_and_sft_plus_grpo_arms_are_reported_against_base_on_the_same_r
         paired = {(c["a"], c["b"]): c["rooms_paired"] for c in report["comparisons"]}
         rooms = ["holdout-0", "holdout-1"]
         assert paired == {("base", a): rooms for a in ("tuned-r1", "grpo", "sft+grpo")}
+        rl = {c["adapter"]: c for c in report["rl_training"]}
+        assert sorted(rl) == ["grpo", "sft-grpo"]
+        for curve in rl.values():  # one logged step each, on-policy (in process)
+            assert curve["steps"] == [1] and curve["staleness"] == [0.0]
+            assert curve["groups"] == [1] and curve["rollout_wall_s"][0] > 0
+        assert "## RL training" in (rnd.report / "report.md").read_text(encoding="utf-8")
         table = report["arm_table"]
         assert table["baseline"] == "base" and table["rooms"] == rooms
         assert table["arms"] == ["base", "tuned-r1", "grpo", "sft+grpo"]

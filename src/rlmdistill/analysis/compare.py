@@ -128,6 +128,7 @@ def build_report(
     *,
     grader: str | None = None,
     sft_dirs: Sequence[Path] = (),
+    rl_dirs: Sequence[Path] = (),
     prices: PriceTable = DEFAULT_PRICES,
     labels: Sequence[str] | None = None,
     n_resamples: int = DEFAULT_RESAMPLES,
@@ -145,6 +146,7 @@ def build_report(
         out: report folder (created).
         grader: verdict file to score with (``None``: each run's only grader).
         sft_dirs: adapter folders whose ``train_log.jsonl`` becomes training curves.
+        rl_dirs: RL adapter folders whose ``rl_log.jsonl`` becomes the RL training section.
         prices: price table for cost.
         labels: arm labels (default: run folder names, made unique).
         n_resamples, seed, confidence: interval settings (see :mod:`rlmdistill.stats`; B and
@@ -196,6 +198,7 @@ def build_report(
     flags = arm_sections.timeout_flags(arms, rows, ablations)
     grids = sections.grids(arms, rows, rooms, ctx)
     training = [read_training_curve(Path(d)) for d in sft_dirs]
+    rl_training = [sections.read_rl_curve(Path(d)) for d in rl_dirs]
     report = Report(
         created_at=dt.datetime.now(dt.UTC),
         settings={
@@ -224,7 +227,16 @@ def build_report(
         grids=grids,
         training=training,
         figures=report_figures(
-            arms, rows, rooms, sizes, shares, ablations, grids, training, prices.version
+            arms,
+            rows,
+            rooms,
+            sizes,
+            shares,
+            ablations,
+            grids,
+            training,
+            prices.version,
+            rl_training,
         ),
         notes=[*sections.report_notes(arms), *(f.note for f in flags)],
         arm_table=arm_sections.arm_table(arms, rows, rooms, ctx),
@@ -232,6 +244,7 @@ def build_report(
         timeouts=arm_sections.timeouts(arms, rows),
         timeout_flags=flags,
         adapter_checks=list(adapter_checks),
+        rl_training=rl_training,
         corrected_rates=sections.corrected_rates(arms, sections.read_calibrations(arms), ctx),
     )
     _write(report, rows, out, overwrite=overwrite, draw=draw)
@@ -298,7 +311,9 @@ def _write(
             for r in arm_rows:
                 f.write(r.model_dump_json() + "\n")
     # a report without checks or labels keeps the version-1 bytes (no empty keys of those)
-    empty = {k for k in ("adapter_checks", "corrected_rates") if not getattr(report, k)}
+    empty = {
+        k for k in ("adapter_checks", "corrected_rates", "rl_training") if not getattr(report, k)
+    }
     text = report.model_dump_json(indent=1, exclude=empty or None)
     json.loads(text)  # fails loudly rather than write an unreadable file
     markdown = render_markdown(report)

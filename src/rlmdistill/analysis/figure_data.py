@@ -7,12 +7,15 @@ and the data is stored in ``report.json``'s ``figures``, so a test checks a figu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rlmdistill.analysis.figures import FigureData, Series
 from rlmdistill.analysis.metrics import EpisodeMetrics
 from rlmdistill.analysis.schema import (
     ArmInfo,
     DepthAblation,
     Grid,
+    RLCurve,
     RoomInfoRow,
     SizeCorrelation,
     TokenShares,
@@ -33,12 +36,14 @@ def report_figures(
     grids: list[Grid],
     training: list[TrainingCurve],
     price_version: str,
+    rl_training: Sequence[RLCurve] = (),
 ) -> list[FigureData]:
     """Every figure of a report, in this order: pass rate vs coverage (one point per episode,
     log-scale coverage), pass rate vs cost (room means), sub-calls vs room size (characters,
     then documents and tokens when ``sizes`` has them), root vs sub token shares, one paired
     plot per depth ablation, one heatmap per grid, and the training loss (when ``training``
-    is not empty). ``arms``, ``rows`` and ``rooms`` are the inputs of
+    is not empty), then the RL reward per step (when ``rl_training`` is not empty). ``arms``,
+    ``rows`` and ``rooms`` are the inputs of
     :mod:`rlmdistill.analysis.sections`; ``sizes`` .. ``training`` its sections; each figure's
     ``notes`` say what was left out and why (``price_version`` names the price table)."""
     figs: list[FigureData] = []
@@ -222,6 +227,27 @@ def report_figures(
                 notes=[f"{c.adapter}: {c.n_nonfinite} non-finite losses left out" for c in training]
                 if any(c.n_nonfinite for c in training)
                 else [],
+            )
+        )
+    if rl_training:
+        figs.append(
+            FigureData(
+                name="rl_reward",
+                file="figures/rl_reward.png",
+                title="RL: mean reward of each step's rollouts",
+                kind="lines",
+                x_label="step",
+                y_label="mean reward",
+                series=[
+                    Series(label=c.adapter, x=list(c.steps), y=list(c.reward_mean))
+                    for c in rl_training
+                ],
+                notes=[
+                    f"{c.adapter}: {c.zero_variance_share:.0%} of rollout groups had one reward "
+                    "for every rollout (advantage 0)"
+                    for c in rl_training
+                    if c.zero_variance_share is not None
+                ],
             )
         )
     return figs

@@ -54,6 +54,12 @@ class ReportConfig(BaseModel):
         default_factory=list,
         description="Adapter folder whose train_log.jsonl becomes training curves (repeatable).",
     )
+    rl: list[Path] = Field(
+        default_factory=list,
+        description="RL adapter folder whose rl_log.jsonl becomes the per-step RL section: "
+        "reward mean and spread, zero-variance groups, KL and loss, staleness, rollout wall "
+        "time, sub-calls per rollout (repeatable).",
+    )
     prices: PriceTable = Field(
         DEFAULT_PRICES, description="Price table for cost (default: the packaged example table)."
     )
@@ -96,6 +102,7 @@ def run(config: ReportConfig) -> Report:
         c.out,
         grader=c.grader,
         sft_dirs=list(c.sft),
+        rl_dirs=list(c.rl),
         prices=c.prices,
         labels=list(c.labels) if c.labels else None,
         n_resamples=c.resamples,

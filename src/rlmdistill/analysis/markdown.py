@@ -376,6 +376,7 @@ def _training_and_figures(report: Report) -> list[str]:
             ],
         )
         lines.append("")
+    lines += _rl_training(report)
     lines += ["## Figures", ""]
     for fig in report.figures:
         lines += [f"### {fig.title}", "", f"![{fig.name}]({fig.file})", ""]
@@ -383,6 +384,58 @@ def _training_and_figures(report: Report) -> list[str]:
             lines += [*[f"- {n}" for n in fig.notes], ""]
     lines += ["## Metric definitions", ""]
     lines += [f"- `{k}`: {v}" for k, v in report.metric_descriptions.items()]
+    return lines
+
+
+def _rl_training(report: Report) -> list[str]:
+    """One table per RL adapter: each step's reward (mean and sample standard deviation over
+    its rollouts), zero-variance groups, KL, loss, staleness and stale-token share, rollout
+    wall time and sub-calls per rollout."""
+    lines: list[str] = []
+    if not report.rl_training:
+        return lines
+    lines += ["## RL training", ""]
+    for c in report.rl_training:
+        share = "n/a" if c.zero_variance_share is None else f"{c.zero_variance_share:.0%}"
+        lines += [
+            f"`{c.adapter}`: {len(c.steps)} logged steps; rollout groups with one reward for "
+            f"every rollout (advantage 0, no learning signal): {share}"
+            + (" (the log's last line was cut off)" if c.torn_tail else ""),
+            "",
+        ]
+        rows = []
+        for i, step in enumerate(c.steps):
+            z, g = c.zero_variance_groups[i], c.groups[i]
+            rows.append(
+                [
+                    str(step),
+                    _n(c.reward_mean[i]),
+                    _n(c.reward_std[i]),
+                    "n/a" if z is None or g is None else f"{z}/{g}",
+                    _n(c.kl[i]),
+                    _n(c.loss[i]),
+                    _n(c.staleness[i]),
+                    _n(c.stale_token_share[i]),
+                    _n(c.rollout_wall_s[i]),
+                    _n(c.sub_calls_per_rollout[i]),
+                ]
+            )
+        lines += markdown_table(
+            [
+                "step",
+                "reward mean",
+                "reward sd",
+                "zero-variance groups",
+                "KL",
+                "loss",
+                "staleness",
+                "stale tokens",
+                "rollout s",
+                "sub-calls / rollout",
+            ],
+            rows,
+        )
+        lines.append("")
     return lines
 
 

@@ -310,6 +310,34 @@ class TrainingCurve(BaseModel):
     final_ema_loss: float | None
 
 
+class RLCurve(BaseModel):
+    """One RL adapter's per-step log (``rl_log.jsonl`` of ``rlmdistill rl``): what each
+    optimiser step's rollouts earned and what the update did. Lists are aligned with
+    ``steps``; a value a log did not record is ``None``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    adapter: str
+    path: str
+    steps: list[int]
+    reward_mean: list[float | None]
+    reward_std: list[float | None]
+    """Sample standard deviation of the step's rewards."""
+    groups: list[int | None]
+    zero_variance_groups: list[int | None]
+    """Rollout groups whose rewards were all equal (advantage 0: no learning signal)."""
+    kl: list[float | None]
+    loss: list[float | None]
+    staleness: list[float | None]
+    """Mean policy versions between a rollout's weights and the updated weights."""
+    stale_token_share: list[float | None]
+    rollout_wall_s: list[float | None]
+    sub_calls_per_rollout: list[float | None]
+    zero_variance_share: float | None
+    """Zero-variance groups / groups over every logged step (``None``: no group logged)."""
+    torn_tail: bool
+
+
 class SizeCorrelationChange(BaseModel):
     """Change of the sub-calls-vs-room-size correlation from the baseline arm ``a`` to arm
     ``b``, paired over the rooms both ran (:func:`~rlmdistill.stats.correlation_change`)."""
@@ -442,6 +470,9 @@ class Report(Provenance):
     """Arm label -> episodes that ended ``timeout`` (episode wall-time limit)."""
     timeout_flags: list[TimeoutFlag] = Field(default_factory=list)
     """Compared arm pairs whose shares of ``timeout`` episodes differ (also in ``notes``)."""
+    rl_training: list[RLCurve] = Field(default_factory=list)
+    """Per-step logs of the RL adapters the caller named (``ReportConfig.rl``). Left out of
+    ``report.json`` when empty, so a report without one reads as before."""
     corrected_rates: list[CorrectedRateRow] = Field(default_factory=list)
     """Arms whose run has people's labels: raw and corrected pass rates. Left out of
     ``report.json`` when empty, so a report without labels reads as before."""

@@ -47,6 +47,7 @@ from rlmdistill.analysis.schema import (
     Grid,
     GridCell,
     ModelGap,
+    RLCurve,
     RoomInfoRow,
     RoomSize,
     SizeCorrelation,
@@ -73,7 +74,7 @@ from rlmdistill.stats import (
     rate_interval,
     spearman,
 )
-from rlmdistill.traces.artefacts import read_train_log
+from rlmdistill.traces.artefacts import read_rl_log, read_train_log
 from rlmdistill.traces.calibration import Calibration, run_calibration
 from rlmdistill.traces.layout import labels_path
 
@@ -938,6 +939,38 @@ def read_training_curve(adapter_dir: Path, beta: float = EMA_BETA) -> TrainingCu
         torn_tail=log.torn_tail,
         final_loss=losses[-1] if losses else None,
         final_ema_loss=smooth[-1] if smooth else None,
+    )
+
+
+def read_rl_curve(adapter_dir: Path) -> RLCurve:
+    """Read ``adapter_dir/rl_log.jsonl`` (``rlmdistill rl``) into per-step series and the
+    share of zero-variance rollout groups over the run. A torn last line is ignored and
+    flagged. Raises ``FileNotFoundError`` when the log is missing and ``ValueError`` naming
+    the file and line when a line is not an RL log entry."""
+    log = read_rl_log(Path(adapter_dir))
+    recs = sorted(log.records, key=lambda r: r.step)
+    pairs = [
+        (r.groups, r.zero_variance_groups)
+        for r in recs
+        if r.groups is not None and r.zero_variance_groups is not None
+    ]
+    n_groups = sum(g for g, _ in pairs)
+    return RLCurve(
+        adapter=Path(adapter_dir).resolve().name,
+        path=str(log.path),
+        steps=[r.step for r in recs],
+        reward_mean=[r.reward_mean for r in recs],
+        reward_std=[r.reward_std for r in recs],
+        groups=[r.groups for r in recs],
+        zero_variance_groups=[r.zero_variance_groups for r in recs],
+        kl=[r.kl for r in recs],
+        loss=[r.loss for r in recs],
+        staleness=[r.staleness for r in recs],
+        stale_token_share=[r.stale_token_share for r in recs],
+        rollout_wall_s=[r.rollout_wall_s for r in recs],
+        sub_calls_per_rollout=[r.sub_calls_per_rollout for r in recs],
+        zero_variance_share=sum(z for _, z in pairs) / n_groups if n_groups else None,
+        torn_tail=log.torn_tail,
     )
 
 

@@ -57,10 +57,11 @@ from rlmdistill.traces.artefacts import (
     SFTManifest,
     load_export_manifest,
     load_sft_manifest,
+    read_rl_log,
     read_train_log,
 )
 from rlmdistill.traces.columns import gc_paused
-from rlmdistill.traces.layout import EXPORT_MANIFEST, SFT_MANIFEST, TRAIN_LOG
+from rlmdistill.traces.layout import EXPORT_MANIFEST, RL_LOG, SFT_MANIFEST, TRAIN_LOG
 from rlmdistill.traces.runs import RoomTaskError, load_trajectory, trajectory_path
 from rlmdistill.traces.schema import EpisodeSummary, RunManifest
 
@@ -443,6 +444,50 @@ def train_log(adapter_dir: Path) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame(columns=["step", "loss", "learning_rate", "tokens_seen"])
     return _train_log(str(adapter_dir), file_stamp(path))
+
+
+RL_COLUMNS = [
+    "step",
+    "reward_mean",
+    "reward_std",
+    "groups",
+    "zero_variance_groups",
+    "zero_variance_share",
+    "kl",
+    "loss",
+    "staleness",
+    "stale_token_share",
+    "rollout_wall_s",
+    "sub_calls_per_rollout",
+]
+"""Columns of :func:`rl_log` (the :class:`~rlmdistill.traces.artefacts.RLLogRecord` fields
+plus each step's zero-variance share)."""
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _rl_log(adapter_dir: str, stamp: str) -> pd.DataFrame:
+    log = read_rl_log(Path(adapter_dir))
+    rows = [
+        r.model_dump(include=set(RL_COLUMNS)) for r in sorted(log.records, key=lambda r: r.step)
+    ]
+    df = pd.DataFrame(rows, columns=RL_COLUMNS)
+    groups = pd.to_numeric(df["groups"], errors="coerce")
+    zero = pd.to_numeric(df["zero_variance_groups"], errors="coerce")
+    df["zero_variance_share"] = (zero / groups).where(groups > 0)
+    return df
+
+
+def rl_log(adapter_dir: Path) -> pd.DataFrame:
+    """``rl_log.jsonl`` of an RL adapter folder (``rlmdistill rl``) as a table, one row per
+    optimiser step, columns :data:`RL_COLUMNS` (``None``/NaN where a log did not record a
+    value); empty when there is no log. A torn last line is skipped.
+
+    Raises :class:`~rlmdistill.traces.artefacts.ArtefactError` naming the line that is not a
+    log record."""
+    path = adapter_dir / RL_LOG
+    if not path.exists():
+        return pd.DataFrame(columns=RL_COLUMNS)
+    return _rl_log(str(adapter_dir), file_stamp(path))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -91,7 +91,39 @@ def adapters_frame(ws: Workspace) -> pd.DataFrame:
     )
 
 
+def _rl_curves(adapter_dir: Path, log: pd.DataFrame) -> None:
+    """An RL adapter's per-step log: reward mean and spread, zero-variance groups, KL and
+    loss, staleness and stale-token share, rollout wall time, sub-calls per rollout."""
+    last = log.iloc[-1]
+    c = st.columns(4)
+    c[0].metric("step", int(last["step"]))
+    c[1].metric("reward mean", fmt_num(_num(last["reward_mean"]), 3))
+    c[2].metric("zero-variance groups", fmt_num(_num(last["zero_variance_share"]), 2))
+    c[3].metric("rollout s", fmt_num(_num(last["rollout_wall_s"]), 1))
+    band = log.assign(
+        low=log["reward_mean"] - log["reward_std"], high=log["reward_mean"] + log["reward_std"]
+    )
+    charts = [
+        ("Reward: mean and mean +- sd", band, ["reward_mean", "low", "high"]),
+        ("Zero-variance groups (share)", log, ["zero_variance_share"]),
+        ("KL and loss", log, ["kl", "loss"]),
+        ("Staleness (versions) and stale-token share", log, ["staleness", "stale_token_share"]),
+        ("Rollout wall time (s)", log, ["rollout_wall_s"]),
+        ("Sub-calls per rollout", log, ["sub_calls_per_rollout"]),
+    ]
+    for i in range(0, len(charts), 2):
+        cols = st.columns(2)
+        for col, (title, frame, ys) in zip(cols, charts[i : i + 2], strict=False):
+            with col:
+                st.markdown(f"**{title}**")
+                st.line_chart(frame, x="step", y=ys)
+
+
 def _curves(adapter_dir: Path) -> None:
+    rl = data.rl_log(adapter_dir)
+    if not rl.empty:
+        _rl_curves(adapter_dir, rl)
+        return
     log = data.train_log(adapter_dir)
     if log.empty:
         st.caption(f"No training log yet ({adapter_dir.name}/train_log.jsonl).")

@@ -774,10 +774,17 @@ class _Loop:
         return f"local:{self.rel(merged)}+adapter={self.rel(out)}"
 
     def report_stage(
-        self, rnd: int, arms: list[Arm], adapters: list[Path], out: Path
+        self,
+        rnd: int,
+        arms: list[Arm],
+        adapters: list[Path],
+        out: Path,
+        rl_adapters: Sequence[Path] = (),
     ) -> Stage[ReportConfig, ReportResult]:
         """Report the arms (base first, the baseline) with every adapter's training curve, and
-        the greedy check of this round's adapter (``adapters[-1]``) as a report section.
+        the greedy check of this round's adapter (``adapters[-1]``) as a report section, and
+        the per-step logs of the RL arms' adapters (``rl_adapters``: ``rl.json`` and
+        ``rl_log.jsonl`` are inputs, when there are any).
 
         Up to date, hence skipped, when its fingerprint is unchanged: the fingerprint is its
         inputs (each arm's ``episodes.jsonl`` and verdict files, each adapter's ``sft.json``
@@ -799,10 +806,11 @@ class _Loop:
             out=out,
             grader=self.cfg.grader,
             sft=list(adapters),
+            rl=list(rl_adapters),
             labels=[a.label for a in arms],
             overwrite=True,
         )
-        settings = config.model_dump(mode="json", exclude={"runs", "out", "sft", "overwrite"})
+        settings = config.model_dump(mode="json", exclude={"runs", "out", "sft", "rl", "overwrite"})
         # absolute paths: report.json names the runs and the adapters by path, so a moved
         # workspace rebuilds its report (every other input is content)
         arm_inputs = [
@@ -814,8 +822,18 @@ class _Loop:
         ]
         check_inputs = {"check_greedy_change": self.cfg.check_greedy_change, "base": self.cfg.base}
         methods = (METHODS, ARM_METHODS)  # a changed statistical method rebuilds the report
+        rl_inputs = [  # only with RL arms: reports without them keep their fingerprint
+            [str(a.resolve()), _sha_files(a / layout.RL_MANIFEST, a / layout.RL_LOG)]
+            for a in rl_adapters
+        ]
         fp = self.cfg.fingerprint(
-            "report", arm_inputs, adapter_inputs, settings, check_inputs, *methods
+            "report",
+            arm_inputs,
+            adapter_inputs,
+            settings,
+            check_inputs,
+            *methods,
+            *([rl_inputs] if rl_inputs else []),
         )
 
         def run(c: ReportConfig) -> ReportResult:
@@ -840,7 +858,11 @@ class _Loop:
             kind="report",
             round=rnd,
             config=config,
-            inputs=(*runs, *(a / layout.SFT_MANIFEST for a in adapters)),
+            inputs=(
+                *runs,
+                *(a / layout.SFT_MANIFEST for a in adapters),
+                *(a / layout.RL_MANIFEST for a in rl_adapters),
+            ),
             output=out,
             fingerprint=fp,
             run=run,
@@ -1119,7 +1141,8 @@ def run_loop(
                 )
         adapters = [ws / layout.ADAPTERS / f"r{i}" for i in range(1, r + 1)]
         report = ws / layout.REPORTS / f"r{r}"
-        loop.execute(loop.report_stage(r, arms, adapters, report))
+        rl_adapters = [ws / layout.ADAPTERS / rl_name(a) for a in cfg.arms if a in RL_ARMS]
+        loop.execute(loop.report_stage(r, arms, adapters, report, rl_adapters))
         results.append(RoundResult(r, train_run, dataset, adapter, tuned_run, report, tuple(arms)))
     wall = time.monotonic() - t0
     (ws / "loop_timing.json").write_text(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -149,6 +150,7 @@ class HarnessRollout:
             model_id=f"{cc.root}@rl-step{step}",
             max_batch=self.config.max_batch,
         )
+        started = time.monotonic()
         try:
             collect(
                 cc, run_dir, client, self.sub, progress=False, rooms=[self.rooms[p] for p in paths]
@@ -193,6 +195,11 @@ class HarnessRollout:
             "statuses": dict(Counter(s.status for s in summaries)),
             "generated_tokens": sum(sum(r["loss_mask"]) for r in rows),
             "completion_tokens": sum(len(r["completion_ids"]) for r in rows),
+            "rollout_wall_s": round(time.monotonic() - started, 3),
+            "sub_calls_per_rollout": statistics.fmean(s.n_sub_calls for s in summaries),
+            # in process: the trainer's current weights generate every rollout (on-policy)
+            "staleness": 0.0,
+            "stale_token_share": 0.0,
         }
         self.history.append(record)
         if self.on_step is not None:

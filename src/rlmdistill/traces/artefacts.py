@@ -31,6 +31,7 @@ from rlmdistill.traces.layout import (
     EXPERIMENT,
     EXPORT_MANIFEST,
     MERGE_MANIFEST,
+    RL_LOG,
     ROOMS,
     SFT_MANIFEST,
     SPLIT,
@@ -56,6 +57,8 @@ __all__ = [
     "FilterDecision",
     "LengthStats",
     "MergeManifest",
+    "RLLog",
+    "RLLogRecord",
     "RoomsSplit",
     "SFTManifest",
     "SFTStatus",
@@ -68,6 +71,7 @@ __all__ = [
     "load_sft_manifest",
     "read_decisions",
     "read_experiment_record",
+    "read_rl_log",
     "read_rooms_split",
     "read_selection",
     "read_train_log",
@@ -227,6 +231,50 @@ class TrainLogRecord(BaseModel):
     """Input tokens per wall-clock second since the previous logging step, all processes."""
     time: dt.datetime | None = None
     """When the line was written (UTC)."""
+
+
+class RLLogRecord(BaseModel):
+    """One line of an RL adapter's ``rl_log.jsonl`` (``rlmdistill rl``): one optimiser step's
+    rollouts and update. Only ``step`` is required of a line read back; extra keys (TRL's own
+    metrics under ``trl``, the advantages, the group rewards) are kept. Fields added later
+    (rollout wall time, sub-calls, staleness) are ``None`` in logs written before them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    step: int
+    """Optimiser step (global, continues after ``--resume``)."""
+    loss: float | None = None
+    """GRPO loss TRL logged for the step."""
+    kl: float | None = None
+    """Mean per-token KL to the reference (base) policy TRL logged (``None`` when beta = 0)."""
+    reward_mean: float | None = None
+    """Mean reward over the step's rollouts."""
+    reward_std: float | None = None
+    """Sample standard deviation of the step's rewards (0 with one rollout)."""
+    groups: int | None = None
+    """Rollout groups (rooms) of the step."""
+    zero_variance_groups: int | None = None
+    """Groups whose rewards are all equal: their advantages are 0, they teach nothing."""
+    episodes: int | None = None
+    """Rollouts (episodes) of the step."""
+    rollout_wall_s: float | None = None
+    """Wall seconds of the step's rollouts and their rewards (before the update)."""
+    sub_calls_per_rollout: float | None = None
+    """Mean sub-calls per rollout of the step."""
+    staleness: float | None = None
+    """Mean policy versions between the weights that generated a rollout and the weights
+    updated (0: on-policy, the in-process rollouts)."""
+    stale_token_share: float | None = None
+    """Share of the step's completion tokens masked for being too stale (0 in process)."""
+
+
+class RLLog(BaseModel):
+    """What :func:`read_rl_log` read."""
+
+    path: Path
+    records: list[RLLogRecord]
+    torn_tail: bool
+    """The last line was cut off (a job still writing, or a crash) and is left out."""
 
 
 class EvalLossRecord(BaseModel):
@@ -468,6 +516,27 @@ class TrainLog(BaseModel):
     def n_nonfinite(self) -> int:
         """Lines whose loss is not finite (NaN or infinite)."""
         return sum(1 for r in self.records if not math.isfinite(r.loss))
+
+
+def read_rl_log(adapter_dir: Path) -> RLLog:
+    """Every line of ``<adapter_dir>/rl_log.jsonl`` checked against :class:`RLLogRecord` (a
+    torn last line is skipped and flagged).
+
+    Raises:
+        FileNotFoundError: no log (names the file).
+        ArtefactError: a line that is not an RL log record (names the file and line).
+    """
+    path = Path(adapter_dir) / RL_LOG
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no RL log (is {adapter_dir} an RL adapter?)")
+    read = read_jsonl(path)
+    records = []
+    for i, raw in enumerate(read.records):
+        try:
+            records.append(RLLogRecord.model_validate(raw))
+        except ValidationError as exc:
+            raise ArtefactError(f"{path}: record {i + 1} is not an RL log entry: {exc}") from exc
+    return RLLog(path=path, records=records, torn_tail=read.torn_tail is not None)
 
 
 def read_train_log(adapter_dir: Path) -> TrainLog:

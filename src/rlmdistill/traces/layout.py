@@ -53,6 +53,7 @@ ROOM_META = _ROOM_META
 GRPO_MANIFEST = "grpo.json"
 """``rlmdistill export-grpo``'s manifest in its dataset folder."""
 RL_MANIFEST = "rl.json"
+RL_LOG = "rl_log.jsonl"
 """``rlmdistill rl``'s manifest in its output folder."""
 MERGE_MANIFEST = "rlmdistill_merge.json"
 """Provenance written beside a merged checkpoint (``rlmdistill sft merge``)."""
@@ -113,6 +114,7 @@ __all__ = [
     "REPORTS",
     "REPORT_JSON",
     "REPORT_MD",
+    "RL_LOG",
     "RL_MANIFEST",
     "ROOMS",
     "ROOM_META",
