@@ -362,3 +362,31 @@ def test_sub_export_refuses_turn_mode(sub_run: Path, tmp_path: Path, smollm2_dir
         ["filter", str(sub_run), "--out", str(tmp_path / "p"), "--target", "x", "--report-only"],
     )
     assert bad.exit_code == 2 and "--target must be root or sub" in bad.output
+
+
+def test_sub_call_fields_match_the_table_and_the_docs(sub_run: Path) -> None:
+    from rlmdistill.filter.fields import EPISODE_FIELDS, SUB_CALL_FIELDS, sub_call_fields
+    from rlmdistill.traces.runs import load_trajectory
+    from rlmdistill.traces.sub_credit import sub_call_credit
+
+    traj = load_trajectory(sub_run, "e1")
+    credit = sub_call_credit(traj.sub_calls, MEMO, None, TASK)
+    values = sub_call_fields(traj.sub_calls[2], credit[2], 2)
+    assert set(values) == set(SUB_CALL_FIELDS)
+    assert not set(SUB_CALL_FIELDS) & set(EPISODE_FIELDS)
+    assert values == {
+        "call_id": 2,
+        "call_depth": 1,
+        "subagent": True,
+        "error": False,
+        "error_kind": None,
+        "prompt_chars": len("Question 2 about the room."),
+        "answer_chars": len(A2),
+        "call_truncated": False,
+        "subagent_turns": 2,
+        "used_in_memo": True,
+        "memo_share": 1.0,
+        "supports_pass": None,
+    }
+    text = (Path(__file__).resolve().parents[1] / "docs" / "filter.md").read_text()
+    assert [n for n in SUB_CALL_FIELDS if f"`{n}`" not in text] == []
