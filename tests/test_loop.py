@@ -515,6 +515,9 @@ def test_sft_grpo_and_sft_plus_grpo_arms_are_reported_against_base_on_the_same_r
         ({"arms": ["sft", "grpo"], "rl": {"out": "x"}}, r"rl\.out is set by the loop"),
         ({"arms": ["sft", "grpo"], "rl": {"max_step": 2}}, r"rl\.max_step"),
         ({"arms": ["sft", "ppo"]}, r"arms"),
+        ({"train": ["sub"]}, r"root among them"),
+        ({"train": ["root", "sub"]}, r"sub must be a local spec"),
+        ({"sft_sub": {"max_steps": 1}}, r"sft_sub is set but train has no sub"),
     ],
 )
 def test_training_arms_that_cannot_run_are_named(
@@ -525,3 +528,54 @@ def test_training_arms_that_cannot_run_are_named(
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(ExperimentError, match=message):
         load_experiment(path)
+
+
+def test_train_root_and_sub_reports_the_tuned_sub_arms_on_the_same_rooms(
+    tmp_path: Path, tiny_llama_dir: Path
+) -> None:
+    """``train: [root, sub]``: round 1 also filters the kept episodes' sub-calls
+    (``--target sub``, ``sub_where``) into datasets/r1-sub, fine-tunes the sub on them
+    (adapters/r1-sub), and evaluates base root + tuned sub (sub-r1) and tuned root + tuned
+    sub (both-r1) on the held-out rooms with the base arm's seeds, at depth 2 too
+    (depth_arms); the report pairs every arm with base and has the sub's training curve."""
+    with FakeOpenAIServer(_scripted, models=["root", "sub"]) as server:
+        path = _experiment(tmp_path, server.base_url, tiny_llama_dir)
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data["sub"] = f"local:{tiny_llama_dir}"  # a local sub, to fine-tune
+        data["train"] = ["root", "sub"]
+        data["sub_where"] = ["not error"]  # a random tiny sub's answers never reach a memo
+        data["depth_arms"] = [2]
+        data["collect_eval_d2"] = {"subagent_max_turns": 1, "limits": {"max_sub_calls": 2}}
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        cfg = load_experiment(path)
+        res = run_loop(cfg, log=lambda s: None, progress=False)
+    ws = cfg.workspace
+    [rnd] = res.rounds
+    labels = [a.label for a in rnd.arms]
+    assert labels == [
+        "base", "tuned-r1", "sub-r1", "both-r1",
+        "base-d2", "tuned-r1-d2", "sub-r1-d2", "both-r1-d2",
+    ]  # fmt: skip
+    sub_export = json.loads((ws / "datasets/r1-sub/export.json").read_text())
+    assert sub_export["mode"] == "sub" and sub_export["n_examples"] > 0
+    sft = json.loads((ws / "adapters/r1-sub/sft.json").read_text())
+    assert sft["status"] == "completed" and sft["config"]["base"] == f"local:{tiny_llama_dir}"
+    base = {(s.room.room_id, s.sample_index): s.seed for s in load_summaries(res.base_run)}
+    roots = {}
+    for arm in rnd.arms:
+        if arm.label.endswith("-d2"):
+            continue
+        got = {(s.room.room_id, s.sample_index): s.seed for s in load_summaries(arm.run)}
+        assert got == base, arm.label
+        roots[arm.label] = json.loads((arm.run / "run.json").read_text())["config"]
+    tuned_sub = f"local:{tiny_llama_dir}+adapter=adapters/r1-sub"
+    assert roots["sub-r1"]["sub"] == roots["both-r1"]["sub"] == tuned_sub
+    assert roots["sub-r1"]["root"] == roots["base"]["root"]
+    assert roots["both-r1"]["root"] == roots["tuned-r1"]["root"]
+    assert roots["tuned-r1"]["sub"] == f"local:{tiny_llama_dir}"
+    report = json.loads((rnd.report / "report.json").read_text())
+    assert [a["label"] for a in report["arms"]] == labels
+    assert {c["b"] for c in report["comparisons"]} >= {"sub-r1", "both-r1"}
+    assert [c["adapter"] for c in report["training"]] == ["r1", "r1-sub"]
+    latest = latest_records(ws)
+    assert latest["adapters/r1-sub/sft.json"].inputs == ["datasets/r1-sub/export.json"]

@@ -24,6 +24,7 @@ from rlmdistill.loop.serving import ServingConfig
 from rlmdistill.rooms.roomset import SizeSchedule
 
 __all__ = [
+    "DEFAULT_SUB_WHERE",
     "RL_ARMS",
     "CheckpointCheck",
     "CuadRooms",
@@ -31,6 +32,7 @@ __all__ = [
     "ExperimentError",
     "LineageOptions",
     "LoopRunOptions",
+    "TrainedModel",
     "TrainingArm",
     "check_stage_settings",
     "load_experiment",
@@ -163,6 +165,13 @@ _SIZE_FIELDS = ("train_sizes", "holdout_sizes", "train_size_schedule", "holdout_
 TrainingArm = Literal["sft", "grpo", "sft+grpo"]
 """How a tuned arm is trained from the base (:attr:`ExperimentConfig.arms`)."""
 
+TrainedModel = Literal["root", "sub"]
+"""Which model a round fine-tunes (:attr:`ExperimentConfig.train`)."""
+
+DEFAULT_SUB_WHERE = ["not error", "used_in_memo"]
+"""The sub-calls a round trains the sub on by default: answered, and the answer reached the
+memo (:mod:`rlmdistill.traces.sub_credit`), in the episodes the filter keeps."""
+
 RL_ARMS: tuple[TrainingArm, ...] = ("grpo", "sft+grpo")
 """The arms trained by online RL (``rlmdistill rl``)."""
 
@@ -281,6 +290,25 @@ class ExperimentConfig(BaseModel):
         "rooms_per_step, max_steps, learning_rate, reward, collect, ...); rooms, out, base and "
         "sub are set by the loop.",
     )
+    train: list[TrainedModel] = Field(
+        default=["root"],
+        description="Models each round fine-tunes from its training run: root (the root's "
+        "kept episodes), and sub (the kept episodes' sub-calls, filter --target sub, SFT of "
+        "the sub model). With sub, every round also evaluates base root + tuned sub "
+        "(sub-r<r>) and tuned root + tuned sub (both-r<r>), at depth 2 too with depth_arms; "
+        "later rounds collect with both tuned models. root is always one of them.",
+    )
+    sub_where: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SUB_WHERE),
+        description="With train: [root, sub]: filter expressions over sub-call fields (error, "
+        "used_in_memo, supports_pass, call_depth, ...) that choose the sub's training "
+        "sub-calls among the episodes the filter rules keep.",
+    )
+    sft_sub: dict[str, Any] | None = Field(
+        None,
+        description="SFTConfig fields for the sub's adapter (None: the sft section's); "
+        "dataset, base and out are set by the loop.",
+    )
     check_greedy_change: bool = Field(
         True,
         description="After SFT, check that the adapter changes the root's greedy output on a "
@@ -326,6 +354,23 @@ class ExperimentConfig(BaseModel):
             raise ValueError(
                 f"arms {self.arms}: list each arm once, sft among them (its rounds drive the loop)"
             )
+        if "root" not in self.train or len(set(self.train)) != len(self.train):
+            raise ValueError(
+                f"train {self.train}: list each model once, root among them (its rounds drive "
+                "the loop; for the sub alone read the sub-r<r> arm: base root, tuned sub)"
+            )
+        if "sub" in self.train and not self.sub.startswith("local:"):
+            raise ValueError(
+                f"train: [root, sub] fine-tunes the sub, so sub must be a local spec "
+                f"(local:NAME or local:DIR), got {self.sub!r}"
+            )
+        if "sub" in self.train and self.serving is not None:
+            raise ValueError("train: [root, sub] with serving: the tuned sub runs in process only")
+        if self.sft_sub is not None and "sub" not in self.train:
+            raise ValueError("sft_sub is set but train has no sub; add it: train: [root, sub]")
+        for key in ("dataset", "base", "out"):
+            if key in (self.sft_sub or {}):
+                raise ValueError(f"sft_sub.{key} is set by the loop; remove it")
         rl_arms = [a for a in self.arms if a in RL_ARMS]
         if self.rl and not rl_arms:
             raise ValueError("rl is set but arms has no grpo or sft+grpo arm; add one")
@@ -359,6 +404,15 @@ class ExperimentConfig(BaseModel):
             return dict(self.collect_eval)
         return {**merged(self.collect_eval, self.collect_eval_d2), "depth": depth}
 
+    def sub_sft(self) -> dict[str, Any]:
+        """SFTConfig fields of the sub's adapter: :attr:`sft_sub`, else :attr:`sft`'s."""
+        return dict(self.sft if self.sft_sub is None else self.sft_sub)
+
+    def sub_rules(self) -> FilterRules:
+        """The filter rules of the sub's dataset: the experiment's episode rules, with
+        :attr:`sub_where` judging each sub-call of the kept episodes."""
+        return self.filter.model_copy(update={"where": list(self.sub_where)})
+
     def check_settings(self) -> dict[str, Any]:
         """CollectConfig fields of a checkpoint-check run: ``collect_eval``'s with
         :attr:`CheckpointCheck.collect` merged over them and its ``episodes``."""
@@ -381,6 +435,7 @@ class ExperimentConfig(BaseModel):
             "collect_train": shifted(self.collect_train),
             "collect_eval": shifted(self.collect_eval),
             "sft": shifted(self.sft),
+            **({"sft_sub": shifted(self.sft_sub)} if self.sft_sub is not None else {}),
             "workspace": self.workspace.with_name(f"{self.workspace.name}-seed{seed}"),
         }
         if self.collect_eval_d2 and "seed" in self.collect_eval_d2:
@@ -441,6 +496,9 @@ def check_stage_settings(cfg: ExperimentConfig, source: Path | str = "experiment
         ("export", lambda: ExportOptions.model_validate({"tokenizer": "base", **cfg.export})),
         ("sft", lambda: SFTConfig.model_validate(
             {**cfg.sft, "dataset": "datasets/x", "base": cfg.base, "out": "adapters/x"})),
+        *[("sft_sub", lambda: SFTConfig.model_validate(
+            {**cfg.sub_sft(), "dataset": "datasets/x", "base": cfg.sub, "out": "adapters/x"}))
+          for _ in ([1] if "sub" in cfg.train else [])],
         *[("rl", lambda: RLConfig.model_validate(
             {**cfg.rl, "rooms": [f"rooms/{i}" for i in range(n_train)], "out": "adapters/x",
              "base": cfg.base,

@@ -19,11 +19,17 @@ Round ``r`` (1..N) of an experiment::
                           (adapters/sft-merged)
     runs/eval-grpo        each RL arm on the held-out rooms, same seeds as eval-base
     runs/eval-sft-grpo
+    datasets/r<r>-sub     train: [root, sub] only: the kept episodes' sub-calls that
+                          sub_where keeps (filter --target sub), exported for the sub model
+    adapters/r<r>-sub     LoRA SFT of the sub model on datasets/r<r>-sub
+    runs/r<r>-eval-sub    base root + tuned sub, and tuned root + tuned sub, on the held-out
+    runs/r<r>-eval-both   rooms (same seeds; -d2 with depth_arms in the last round); round
+                          r+1 collects its training run with both tuned models
     runs/eval-base-d2     depth_arms [2], last round only: the base root at depth 2, and
     runs/r<N>-eval-tuned-d2   base + adapters/r<N> at depth 2 (same rooms and seeds)
-    reports/r<r>          base, tuned-r1 .. tuned-r<r>, grpo, sft+grpo (+ base-d2,
-                          tuned-r<N>-d2 in the last round) on the same held-out rooms, base
-                          the baseline; greedy-change
+    reports/r<r>          base, tuned-r1 .. tuned-r<r>, grpo, sft+grpo, sub-r<i>, both-r<i>
+                          (+ base-d2, tuned-r<N>-d2, sub-r<N>-d2, both-r<N>-d2 in the last
+                          round) on the same held-out rooms, base the baseline; greedy-change
                           check of the adapter
 
 Each stage is one :class:`Stage` row (its name, its typed config, its inputs and output, its
@@ -53,7 +59,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 from rlmdistill.loop.checkpoints import SELECTED_FILE, CheckpointChoice
-from rlmdistill.loop.config import RL_ARMS, ExperimentConfig, ExperimentError, TrainingArm
+from rlmdistill.loop.config import (
+    RL_ARMS,
+    ExperimentConfig,
+    ExperimentError,
+    TrainedModel,
+    TrainingArm,
+)
 from rlmdistill.loop.paths import legacy_match, to_record
 from rlmdistill.traces import layout
 from rlmdistill.traces.artefacts import load_sft_manifest
@@ -217,23 +229,30 @@ def report_arms(
     last: int,
     depth_arms: Sequence[int],
     training_arms: Sequence[TrainingArm] = ("sft",),
+    train: Sequence[TrainedModel] = ("root",),
 ) -> list[Arm]:
     """Held-out arms of round ``rnd``'s report in workspace ``ws``: ``base``, then
     ``tuned-r1`` .. ``tuned-r<rnd>`` (``runs/r<i>-eval-tuned``), then the RL arms of
     ``training_arms`` (trained once, in round 1: ``grpo`` (``runs/eval-grpo``) and
-    ``sft+grpo`` (``runs/eval-sft-grpo``)), then, when ``rnd`` is the ``last`` round, for each
-    depth ``d`` of ``depth_arms`` ``base-d<d>`` (``runs/eval-base-d<d>``) and
-    ``tuned-r<rnd>-d<d>`` (``runs/r<rnd>-eval-tuned-d<d>``)."""
+    ``sft+grpo`` (``runs/eval-sft-grpo``)), then, when ``train`` has the sub, per round ``i``
+    ``sub-r<i>`` (base root + tuned sub, ``runs/r<i>-eval-sub``) and ``both-r<i>`` (tuned root +
+    tuned sub, ``runs/r<i>-eval-both``), then, when ``rnd`` is the ``last`` round, for each
+    depth ``d`` of ``depth_arms`` ``base-d<d>`` (``runs/eval-base-d<d>``),
+    ``tuned-r<rnd>-d<d>`` (``runs/r<rnd>-eval-tuned-d<d>``) and, with the sub,
+    ``sub-r<rnd>-d<d>`` and ``both-r<rnd>-d<d>``."""
     runs = ws / layout.RUNS
+    subs = ["sub", "both"] if "sub" in train else []
     arms = [Arm("base", runs / "eval-base")]
     arms += [Arm(f"tuned-r{i}", runs / f"r{i}-eval-tuned") for i in range(1, rnd + 1)]
     arms += [Arm(a, runs / f"eval-{rl_name(a)}") for a in training_arms if a in RL_ARMS]
+    arms += [Arm(f"{k}-r{i}", runs / f"r{i}-eval-{k}") for i in range(1, rnd + 1) for k in subs]
     if rnd == last:
         for d in depth_arms:
             arms += [
                 Arm(f"base-d{d}", runs / f"eval-base-d{d}"),
                 Arm(f"tuned-r{rnd}-d{d}", runs / f"r{rnd}-eval-tuned-d{d}"),
             ]
+            arms += [Arm(f"{k}-r{rnd}-d{d}", runs / f"r{rnd}-eval-{k}-d{d}") for k in subs]
     return arms
 
 
@@ -332,6 +351,11 @@ class _Loop:
         )
         return load_lora_adapter(self.cfg.serving, name, adapter)
 
+    def tuned_sub(self, adapter: Path) -> str:
+        """Sub spec of the sub model + ``adapter``, recorded relative to the workspace (opened
+        with its absolute path: :meth:`collect_stage`)."""
+        return f"{self.cfg.sub}+adapter={self.rel(adapter)}"
+
     def chosen_adapter(self, adapter: Path) -> Path:
         """The adapter folder a tuned root loads: the checkpoint that the round's behaviour
         check chose (``selected.json``), else ``adapter`` itself."""
@@ -421,9 +445,10 @@ class _Loop:
         step: str,
         rnd: int,
         inputs: Sequence[Path],
+        sub: str | None = None,
     ) -> None:
         """Collect run ``out`` (resumed by episode), then grade it: two rows on one clock."""
-        self.execute(self.collect_stage(name, out, root, rooms, settings, step, rnd, inputs))
+        self.execute(self.collect_stage(name, out, root, rooms, settings, step, rnd, inputs, sub))
         self.execute(self.judge_stage(name, out, rnd))
 
     # -- the rows ----------------------------------------------------------------------
@@ -471,18 +496,27 @@ class _Loop:
         step: str,
         rnd: int,
         inputs: Sequence[Path],
+        sub: str | None = None,
     ) -> Stage[CollectConfig, CollectResult]:
-        """Run ``out`` of ``root`` on ``rooms`` with the collect ``settings``: done when every
-        episode is (a finished run loads no model); its fingerprint is the run's config
-        fingerprint (which makes the episode ids) and its rooms."""
+        """Run ``out`` of ``root`` (and ``sub``, default the experiment's) on ``rooms`` with
+        the collect ``settings``: done when every episode is (a finished run loads no model);
+        its fingerprint is the run's config fingerprint (which makes the episode ids) and its
+        rooms."""
         from rlmdistill.collect.config import for_run
         from rlmdistill.collect.main import build_config, check_finished, pending_episodes
         from rlmdistill.collect.main import run as collect
         from rlmdistill.compat import library_warning_filter
 
         recorded, open_specs = self.recorded_root(out, root)
+        sub_spec = sub or self.cfg.sub
+        sub_head = f"{self.cfg.sub}+adapter="
+        if sub_spec.startswith(sub_head) and not Path(sub_spec[len(sub_head) :]).is_absolute():
+            open_specs = {
+                **open_specs,
+                sub_spec: sub_head + str(self.ws / sub_spec[len(sub_head) :]),
+            }
         merged = {**settings, "rooms": [str(p) for p in rooms], "root": recorded}
-        config = build_config(None, {**merged, "sub": self.cfg.sub, "out": str(out)})
+        config = build_config(None, {**merged, "sub": sub_spec, "out": str(out)})
         config = for_run(config, out)  # a run keeps the fingerprint version it was written with
         room_records = sorted(to_record(p, self.ws) for p in rooms)
         fp = self.cfg.fingerprint(config.fingerprint(), room_records)
@@ -550,12 +584,14 @@ class _Loop:
         )
 
     def dataset_stage(
-        self, rnd: int, train_run: Path, out: Path
+        self, rnd: int, train_run: Path, out: Path, target: TrainedModel = "root"
     ) -> Stage[tuple[FilterConfig, ExportOptions], DatasetResult]:
         """Filter (rejection sampling) then export ``train_run`` into dataset ``out``;
         fingerprint: the run's episodes, verdict and labels files, the rules and the export
         options (fields added since with their pre-field behaviour left out, so datasets written
-        by earlier versions stay up to date)."""
+        by earlier versions stay up to date). ``target="sub"``: the kept episodes' sub-calls
+        that :meth:`ExperimentConfig.sub_rules` keep, exported for the sub model (its
+        tokenizer; :mod:`rlmdistill.export.sub`)."""
         from rlmdistill.export.main import ExportConfig
         from rlmdistill.export.main import run as export
         from rlmdistill.export.options import build_export_options
@@ -563,10 +599,10 @@ class _Loop:
         from rlmdistill.filter.main import run as filter_episodes
         from rlmdistill.models.spec import resolve_base
 
-        options = build_export_options(
-            **{"tokenizer": str(resolve_base(self.cfg.base)), **self.cfg.export}
-        )
-        rules = self.cfg.filter.model_copy(update={"grader": self.cfg.grader})
+        model = self.cfg.base if target == "root" else self.cfg.sub
+        options = build_export_options(**{"tokenizer": str(resolve_base(model)), **self.cfg.export})
+        rules = self.cfg.filter if target == "root" else self.cfg.sub_rules()
+        rules = rules.model_copy(update={"grader": self.cfg.grader})
         verdicts = sorted((train_run / layout.VERDICTS).glob("*.jsonl"))
         labels = train_run / layout.LABELS  # people's labels change what is kept
         labelled = [labels] if labels.is_file() else []
@@ -577,13 +613,25 @@ class _Loop:
             _sha_files(train_run / layout.EPISODES, *verdicts, *labelled),
             rule_fields,
             options.model_dump(mode="json"),
+            *(["sub"] if target == "sub" else []),  # the root's keeps its fingerprint
         )
         manifest = out / layout.EXPORT_MANIFEST
 
         def run(config: tuple[FilterConfig, ExportOptions]) -> DatasetResult:
+            from rlmdistill.export.sub import SubExportConfig
+            from rlmdistill.export.sub import run as export_sub
+
             selection, export_options = config
             filtered = filter_episodes(selection)
             filtered.require_kept()
+            if filtered.sub_decisions is not None:
+                sub = SubExportConfig(
+                    decisions=filtered.sub_decisions,
+                    out=out,
+                    options=export_options,
+                    card_extra=filtered.card_section(),
+                )
+                return DatasetResult(filtered, export_sub(sub, progress=self.progress))
             exported = export(
                 ExportConfig(
                     out=out,
@@ -599,12 +647,13 @@ class _Loop:
             kept = res.filtered.report
             return {"kept": kept.n_kept, "total": kept.n_total, "examples": res.exported.n_examples}
 
+        selection = FilterConfig(runs=[train_run], out=out, rules=rules, force=True, target=target)
         return Stage(
-            name=f"filter-r{rnd}",
+            name=f"filter-r{rnd}" + ("-sub" if target == "sub" else ""),
             step="filter",
             kind="dataset",
             round=rnd,
-            config=(FilterConfig(runs=[train_run], out=out, rules=rules, force=True), options),
+            config=(selection, options),
             inputs=(train_run,),
             output=manifest,
             fingerprint=fp,
@@ -615,17 +664,24 @@ class _Loop:
             run_line=f"filter + export {self.rel(train_run)} -> {self.rel(out)}",
         )
 
-    def adapter_stage(self, rnd: int, dataset: Path, out: Path) -> Stage[SFTConfig, SFTResult]:
-        """LoRA SFT of the base on ``dataset`` into ``out`` (a stale adapter is replaced);
-        fingerprint: ``export.json`` and the SFT settings with the dataset's workspace path.
-        Also up to date by an older version's fingerprint, which named the dataset's absolute
-        path (then its record is written again with the current fingerprint)."""
+    def adapter_stage(
+        self, rnd: int, dataset: Path, out: Path, target: TrainedModel = "root"
+    ) -> Stage[SFTConfig, SFTResult]:
+        """LoRA SFT of the base (``target="sub"``: of the sub model, with
+        :meth:`ExperimentConfig.sub_sft`) on ``dataset`` into ``out`` (a stale adapter is
+        replaced); fingerprint: ``export.json`` and the SFT settings with the dataset's
+        workspace path. Also up to date by an older version's fingerprint, which named the
+        dataset's absolute path (then its record is written again with the current
+        fingerprint)."""
         from rlmdistill.sft.config import build_config as sft_config
         from rlmdistill.sft.main import run as sft
 
-        config = sft_config(
-            None, {**self.cfg.sft, "dataset": dataset, "base": self.cfg.base, "out": out}
+        fields, base = (
+            (self.cfg.sft, self.cfg.base)
+            if target == "root"
+            else (self.cfg.sub_sft(), self.cfg.sub)
         )
+        config = sft_config(None, {**fields, "dataset": dataset, "base": base, "out": out})
         settings = config.model_dump(mode="json", exclude={"out"})
         if settings.get("save_strategy") == "steps":  # the only strategy before the field:
             del settings["save_strategy"]  # adapters trained then stay up to date
@@ -663,7 +719,7 @@ class _Loop:
             }
 
         return Stage(
-            name=f"sft-r{rnd}",
+            name=f"sft-r{rnd}" + ("-sub" if target == "sub" else ""),
             step="sft",
             kind="adapter",
             round=rnd,
@@ -780,6 +836,7 @@ class _Loop:
         adapters: list[Path],
         out: Path,
         rl_adapters: Sequence[Path] = (),
+        sub_adapters: Sequence[Path] = (),
     ) -> Stage[ReportConfig, ReportResult]:
         """Report the arms (base first, the baseline) with every adapter's training curve, and
         the greedy check of this round's adapter (``adapters[-1]``) as a report section, and
@@ -805,7 +862,7 @@ class _Loop:
             runs=runs,
             out=out,
             grader=self.cfg.grader,
-            sft=list(adapters),
+            sft=[*adapters, *sub_adapters],
             rl=list(rl_adapters),
             labels=[a.label for a in arms],
             overwrite=True,
@@ -816,9 +873,9 @@ class _Loop:
         arm_inputs = [
             [str(r.resolve()), _sha_files(r / layout.EPISODES, *_graded_verdicts(r))] for r in runs
         ]
-        adapter_inputs = [
+        adapter_inputs = [  # the sub's adapters only when there are any (fingerprints kept)
             [str(a.resolve()), _sha_files(a / layout.SFT_MANIFEST, a / layout.TRAIN_LOG)]
-            for a in adapters
+            for a in [*adapters, *sub_adapters]
         ]
         check_inputs = {"check_greedy_change": self.cfg.check_greedy_change, "base": self.cfg.base}
         methods = (METHODS, ARM_METHODS)  # a changed statistical method rebuilds the report
@@ -860,7 +917,7 @@ class _Loop:
             config=config,
             inputs=(
                 *runs,
-                *(a / layout.SFT_MANIFEST for a in adapters),
+                *(a / layout.SFT_MANIFEST for a in [*adapters, *sub_adapters]),
                 *(a / layout.RL_MANIFEST for a in rl_adapters),
             ),
             output=out,
@@ -1071,6 +1128,12 @@ def run_loop(
             if r == 1
             else loop.tuned_root(loop.chosen_adapter(prev), r - 1)
         )
+        train_sub = None  # later rounds collect with the last tuned sub when it trains
+        train_inputs = [split] if r == 1 else [split, prev / layout.SFT_MANIFEST]
+        if r > 1 and "sub" in cfg.train:
+            prev_sub = ws / layout.ADAPTERS / f"r{r - 1}-sub"
+            train_sub = loop.tuned_sub(prev_sub)
+            train_inputs.append(prev_sub / layout.SFT_MANIFEST)
         train_run = runs / f"r{r}-train"
         loop.collect(
             f"collect-train-r{r}",
@@ -1080,12 +1143,18 @@ def run_loop(
             settings=cfg.collect_train,
             step="collect-train",
             rnd=r,
-            inputs=[split] if r == 1 else [split, prev / layout.SFT_MANIFEST],
+            inputs=train_inputs,
+            sub=train_sub,
         )
         dataset = ws / layout.DATASETS / f"r{r}"
         loop.execute(loop.dataset_stage(r, train_run, dataset))
         adapter = ws / layout.ADAPTERS / f"r{r}"
         loop.execute(loop.adapter_stage(r, dataset, adapter))
+        sub_adapter = ws / layout.ADAPTERS / f"r{r}-sub"
+        if "sub" in cfg.train:  # the sub's dataset (the kept episodes' sub-calls) and adapter
+            sub_dataset = ws / layout.DATASETS / f"r{r}-sub"
+            loop.execute(loop.dataset_stage(r, train_run, sub_dataset, "sub"))
+            loop.execute(loop.adapter_stage(r, sub_dataset, sub_adapter, "sub"))
         tuned_inputs = [split, adapter / layout.SFT_MANIFEST]
         if cfg.checkpoint_check is not None:
             loop.check_checkpoints(r, adapter, train, split)
@@ -1115,10 +1184,41 @@ def run_loop(
                     rnd=1,
                     inputs=[split, ws / layout.ADAPTERS / rl_name(arm) / layout.RL_MANIFEST],
                 )
-        arms = report_arms(ws, r, last, cfg.depth_arms, cfg.arms)
+        sub_arms: list[tuple[str, str, list[Path]]] = []  # (name, root, inputs) with tuned sub
+        if "sub" in cfg.train:
+            sub_inputs = [split, sub_adapter / layout.SFT_MANIFEST]
+            sub_arms = [
+                ("sub", cfg.base_root(), sub_inputs),
+                ("both", tuned, [*tuned_inputs, sub_adapter / layout.SFT_MANIFEST]),
+            ]
+            for k, k_root, k_inputs in sub_arms:
+                loop.collect(
+                    f"collect-eval-{k}-r{r}",
+                    runs / f"r{r}-eval-{k}",
+                    root=k_root,
+                    rooms=holdout,
+                    settings=cfg.collect_eval,
+                    step="collect-eval",
+                    rnd=r,
+                    inputs=k_inputs,
+                    sub=loop.tuned_sub(sub_adapter),
+                )
+        arms = report_arms(ws, r, last, cfg.depth_arms, cfg.arms, cfg.train)
         if r == last:  # depth arms: the base root and this (last) round's tuned root
             for d in cfg.depth_arms:
                 settings = cfg.eval_settings(d)
+                for k, k_root, k_inputs in sub_arms:
+                    loop.collect(
+                        f"collect-eval-{k}-r{r}-d{d}",
+                        runs / f"r{r}-eval-{k}-d{d}",
+                        root=k_root,
+                        rooms=holdout,
+                        settings=settings,
+                        step="collect-eval",
+                        rnd=r,
+                        inputs=k_inputs,
+                        sub=loop.tuned_sub(sub_adapter),
+                    )
                 loop.collect(
                     f"collect-eval-base-d{d}",
                     runs / f"eval-base-d{d}",
@@ -1142,7 +1242,12 @@ def run_loop(
         adapters = [ws / layout.ADAPTERS / f"r{i}" for i in range(1, r + 1)]
         report = ws / layout.REPORTS / f"r{r}"
         rl_adapters = [ws / layout.ADAPTERS / rl_name(a) for a in cfg.arms if a in RL_ARMS]
-        loop.execute(loop.report_stage(r, arms, adapters, report, rl_adapters))
+        sub_adapters = (
+            [ws / layout.ADAPTERS / f"r{i}-sub" for i in range(1, r + 1)]
+            if "sub" in cfg.train
+            else []
+        )
+        loop.execute(loop.report_stage(r, arms, adapters, report, rl_adapters, sub_adapters))
         results.append(RoundResult(r, train_run, dataset, adapter, tuned_run, report, tuple(arms)))
     wall = time.monotonic() - t0
     (ws / "loop_timing.json").write_text(
