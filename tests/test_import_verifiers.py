@@ -336,3 +336,57 @@ def test_judge_filter_export_run_on_an_imported_run(tmp_path, smollm2_dir):
     replies = [m["content"] for m in msgs if m["role"] == "assistant"]
     assert any("```repl\n" in r for r in replies)
     assert all(sum(row["assistant_masks"]) > 0 for row in ds)
+
+
+NANO = DATA / "verifiers-0.4.0-nano-rlm-83ef01f.jsonl"
+
+
+def test_real_nano_rlm_rollouts_without_links(tmp_path):
+    """The real nano-rlm (snapshot 83ef01f, headless, no ACP) through verifiers' interception
+    server: its system prompt, ipython tool calls and sub-agents; no subagent_call links, so
+    every sub-agent hangs off the root turn it ran after (the nested one too)."""
+    room = clause_room(tmp_path)
+    with pytest.warns(UserWarning, match="sub-agents have no subagent_call link"):
+        result = import_verifiers([NANO], room, tmp_path / "r", command=["t"])
+    assert (result.n_episodes, result.n_turns, result.n_sub_calls) == (2, 6, 3)
+    assert len(result.warnings) == 2
+    s0, s1 = load_summaries(tmp_path / "r")
+    recs = records(tmp_path / "r", s0.episode_id)
+    start, turns = recs[0], of_type(recs, "turn")
+    (call,) = of_type(recs, "sub_call")
+    system = start.initial_messages[0]
+    assert system.role == "system"
+    assert system.content.startswith(
+        "You are a general purpose agent that uses code to solve tasks."
+    )
+    assert start.initial_messages[1].content == "Review the first contract."
+    assert turns[0].completion == (
+        "Reading c0.\n\n```repl\ntext = open('Contracts/c0.txt').read()\nprint(text[:300])\n```"
+    )
+    contract0 = "Contract 0. " + "Clause text. " * 60
+    assert turns[0].observation == contract0[:300] + "\n"
+    assert turns[0].usage.prompt_tokens == count(system.content) + 4 + 4 + 4
+    assert turns[0].extra["tool_calls"][0]["name"] == "ipython"
+    assert (call.turn, call.depth, call.parent_call_id, call.extra["linked"]) == (1, 1, None, False)
+    assert call.prompt == "Quote the clauses of: " + contract0[:400]
+    assert call.response == "FOUND: Quote the clauses of: Contract 0. Clause text."
+    assert s0.memo == "MEMO: " + call.response and s0.status == "completed"
+    recs1 = records(tmp_path / "r", s1.episode_id)
+    calls = of_type(recs1, "sub_call")
+    assert [(c.depth, c.turn, c.parent_call_id) for c in calls] == [(1, 1, None), (1, 1, None)]
+    assert calls[0].prompt.startswith("Find clauses in: Contract 1.")
+    assert (
+        calls[1].prompt.startswith("Check: ")
+        and calls[0].response == "CLAUSES: " + calls[1].response
+    )
+    # The root and its first sub-agent share the system node; each keeps it as its own.
+    sub0 = [t for t in of_type(recs1, "subagent_turn") if t.call_id == 0]
+    assert sub0[0].initial_messages[0] == recs1[0].initial_messages[0]
+    assert [
+        len(
+            subagent_requests(
+                [t for t in of_type(recs1, "subagent_turn") if t.call_id == c.call_id]
+            )
+        )
+        for c in calls
+    ] == [2, 1]

@@ -14,8 +14,18 @@ user prompt, one ``ipython`` tool whose code runs with top-level ``await``, ``aw
 spawning a sub-agent with its own conversation, ``X-ACP-Model-Request-ID`` on every request,
 ``subagent_call`` / ``subagent_return`` edges as nano-rlm advertises them).
 
+A second producer runs the real nano-rlm program (set ``RLMDISTILL_NANO_RLM`` to its ``rlm``
+executable: a checkout of PrimeIntellect-ai/nano-rlm installed in its own venv; the test
+skips without it) headless (``rlm PROMPT``, not over ACP) against the same interception
+server: a real agent, its real system prompt, tools and IPython kernel, sub-agents spawned
+by ``await rlm(...)`` in the kernel. It is the snapshot that could be read here (commit
+``83ef01f``, 2026-08-21), older than the harness's pinned ref: it sends no ACP request ids and
+advertises no semantic edges, so its sub-agents have no ``subagent_call`` link.
+
 ``python tests/test_import_verifiers_real.py`` rewrites ``tests/data/import/
-verifiers-0.4.0-rlm.jsonl``, which the fast tests (``test_import_verifiers.py``) read.
+verifiers-0.4.0-rlm.jsonl`` (and, with ``RLMDISTILL_NANO_RLM`` set,
+``verifiers-0.4.0-nano-rlm-83ef01f.jsonl``), which the fast tests
+(``test_import_verifiers.py``) read.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ from rlmdistill.testing.rooms import write_clause_room
 
 DATA = Path(__file__).parent / "data" / "import"
 RECORDED = DATA / "verifiers-0.4.0-rlm.jsonl"
+RECORDED_NANO = DATA / "verifiers-0.4.0-nano-rlm-83ef01f.jsonl"
+NANO_ENV = "RLMDISTILL_NANO_RLM"
 KEY_VAR = "RLMDISTILL_FAKE_VF_KEY"
 
 IPYTHON_TOOL = {
@@ -424,6 +436,158 @@ def test_verifiers_rollouts_import_equals_what_the_server_saw(tmp_path):
         assert {c.batch_id for c in top} == {top[0].call_id} and {c.batch_size for c in top} == {2}
 
 
+class NanoScripted(Scripted):
+    """Fake-server handler for the real nano-rlm: agents told apart by their first user
+    message (nano-rlm's system prompt is the same at every depth here)."""
+
+    def reply(self, msgs: list[dict[str, Any]]) -> tuple[str, str | None]:
+        n = sum(m["role"] == "assistant" for m in msgs)
+        brief = next(str(m["content"]) for m in msgs if m["role"] == "user")
+        last_tool = next((str(m["content"]) for m in reversed(msgs) if m["role"] == "tool"), "")
+        if brief.startswith("Find clauses in:"):  # depth 1 of episode 1: spawns its own
+            if n == 0:
+                return "", (
+                    "t = open('Contracts/c1.txt').read()\n"
+                    "r = await rlm('Check: ' + t[300:600])\nprint(r.answer)"
+                )
+            return "CLAUSES: " + last_tool.strip(), None
+        if brief.startswith(("Quote the clauses", "Check:")):
+            return "FOUND: " + " ".join(brief.split()[:8]), None
+        doc = "c0" if "first" in brief else "c1"
+        if n == 0:
+            return (
+                f"Reading {doc}.",
+                f"text = open('Contracts/{doc}.txt').read()\nprint(text[:300])",
+            )
+        if n == 1:
+            ask = "Quote the clauses of: " if doc == "c0" else "Find clauses in: "
+            return "", f"r = await rlm({ask!r} + text[:400])\nprint(r.answer)"
+        return "MEMO: " + last_tool.strip(), None
+
+
+async def _nano_rollout(
+    room: Path, rlm_bin: str, prompt: str, depth: int, base_url: str, home: Path
+) -> Any:
+    """One headless run of the real nano-rlm through verifiers' interception server."""
+    from verifiers.v1.clients import ModelContext
+    from verifiers.v1.configs.agent import AgentConfig
+    from verifiers.v1.configs.client import EvalClientConfig
+    from verifiers.v1.episode import EnvInfo, Episode
+    from verifiers.v1.interception import InterceptionServer
+    from verifiers.v1.session import RolloutSession
+    from verifiers.v1.trace import AgentInfo, Trace, TraceTask
+
+    config = AgentConfig.model_validate(
+        {"harness": {"id": "rlm", "max_depth": depth}, "model": "root"}
+    )
+    trace: Trace = Trace(
+        task=TraceTask(type="Task", data={"prompt": prompt}), agent=AgentInfo(config=config)
+    )
+    ctx = ModelContext(
+        model="root", client=EvalClientConfig(base_url=base_url, api_key_var=KEY_VAR)
+    )
+    trace.timing.agent.start = trace.timing.start
+    async with (
+        InterceptionServer() as server,
+        server.acquire(RolloutSession(ctx=ctx, trace=trace)) as (url, secret, _),
+    ):
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        env.update(
+            RLM_API_KEY=secret,
+            RLM_BASE_URL=url + "/v1",
+            RLM_MODEL="root",
+            RLM_MAX_DEPTH=str(depth),
+            RLM_HOME=str(home),
+        )
+        proc = await asyncio.create_subprocess_exec(
+            rlm_bin,
+            prompt,
+            env=env,
+            cwd=str(room / "documents"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 300)
+        assert proc.returncode == 0, err.decode()[-2000:]
+    import time
+
+    trace.timing.agent.end = time.time()
+    trace.split_agent_time()
+    trace.root_reply = out.decode().strip()  # what the ACP turn's reply would carry
+    trace.ok = True
+    trace.stop("agent_completed")
+    return Episode(env=EnvInfo(id="rlm-contracts"), task=trace.task, traces=[trace], ok=True)
+
+
+def produce_nano(room: Path, rlm_bin: str, out_dir: Path) -> tuple[Path, list[Scripted]]:
+    """Two headless nano-rlm runs (max depth 1, then 2) written with verifiers' episode
+    writer to ``out_dir/traces.jsonl``; returns the file and each run's server log."""
+    from verifiers.v1.utils.trace_store import TRACES_FILE, write_episode
+
+    os.environ.setdefault(KEY_VAR, "x")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / TRACES_FILE).write_text("")
+    logs: list[Scripted] = []
+    for prompt, depth in (
+        ("Review the first contract.", 1),
+        ("Review the second contract.", 2),
+    ):
+        handler = NanoScripted([])
+        with FakeOpenAIServer(handler, models=["root"]) as fake:
+            episode = asyncio.run(
+                _nano_rollout(room, rlm_bin, prompt, depth, fake.base_url, out_dir / "home")
+            )
+        write_episode(out_dir, episode)
+        logs.append(handler)
+    return out_dir / TRACES_FILE, logs
+
+
+@pytest.mark.slow
+def test_real_nano_rlm_rollouts_import_equals_what_the_server_saw(tmp_path):
+    pytest.importorskip("verifiers")
+    rlm_bin = os.environ.get(NANO_ENV)
+    if not rlm_bin:
+        pytest.skip(f"set {NANO_ENV} to a nano-rlm `rlm` executable")
+    from rlmdistill.importers.verifiers import import_verifiers
+
+    room = _room(tmp_path)
+    path, logs = produce_nano(room, rlm_bin, tmp_path / "vf")
+    with pytest.warns(UserWarning, match="no subagent_call link"):
+        result = import_verifiers([path], room, tmp_path / "run", command=["t"])
+    assert [w.split(": ", 2)[-1][:39] for w in result.warnings] == [
+        "1 sub-agents have no subagent_call link",
+        "2 sub-agents have no subagent_call link",
+    ]
+    assert (result.n_episodes, result.n_turns, result.n_sub_calls) == (2, 6, 3)
+    summaries, trajs = _load(tmp_path / "run")
+    for s, log in zip(summaries, logs, strict=True):
+        recs = trajs[s.episode_id]
+        start = recs[0]
+        turns = [r for r in recs if r.record_type == "turn"]
+        calls = [r for r in recs if r.record_type == "sub_call"]
+        root = [x for x in log.seen if str(x[0]["messages"][1]["content"]).startswith("Review")]
+        first = root[0][0]["messages"]
+        assert [(m.role, m.content) for m in start.initial_messages] == [
+            (x["role"], x["content"]) for x in first
+        ]
+        for t, (_q, m, u) in zip(turns, root, strict=True):
+            assert t.completion == rendered(m)
+            assert (t.usage.prompt_tokens, t.usage.completion_tokens) == (
+                u["prompt_tokens"],
+                u["completion_tokens"],
+            )
+        for t, (q, _, _) in zip(turns[:-1], root[1:], strict=True):
+            assert t.observation == [x for x in q["messages"] if x["role"] == "tool"][-1]["content"]
+        assert s.memo == root[-1][1]["content"] and s.status == "completed"
+        for c in calls:
+            seen = [x for x in log.seen if x[0]["messages"][1]["content"] == c.prompt]
+            assert c.response == seen[-1][1]["content"] and c.extra["linked"] is False
+            assert c.usage.prompt_tokens == sum(u["prompt_tokens"] for _, _, u in seen)
+            # without links every sub-agent hangs off the root turn it ran after: turn 1
+            assert (c.depth, c.turn, c.parent_call_id) == (1, 1, None)
+        assert s.coverage is not None and s.coverage.overall > 0
+
+
 def record(dest: Path = DATA) -> None:
     """Rewrite the recorded rollouts the fast tests read (needs ``verifiers`` installed)."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -432,7 +596,11 @@ def record(dest: Path = DATA) -> None:
     room = _room(tmp)
     path, _ = produce(room, tmp / "vf")
     text = path.read_text(encoding="utf-8").replace(str(room), "/rooms/clauses")
-    RECORDED.write_text(text, encoding="utf-8")
+    (dest / RECORDED.name).write_text(text, encoding="utf-8")
+    if os.environ.get(NANO_ENV):
+        path, _ = produce_nano(room, os.environ[NANO_ENV], tmp / "nano")
+        text = path.read_text(encoding="utf-8").replace(str(tmp), "/tmp/recording")
+        (dest / RECORDED_NANO.name).write_text(text, encoding="utf-8")
     shutil.rmtree(tmp)
 
 
