@@ -209,6 +209,14 @@ def test_records_of_another_shape_are_refused_naming_file_and_line(tmp_path):
     rows[0]["traces"][0]["nodes"][3]["parent"] = 7
     with pytest.raises(ImportFormatError, match=r"p.jsonl:1: node 3 has parent 7"):
         import_verifiers([write(tmp_path / "p.jsonl", rows)], room, tmp_path / "r", command=["t"])
+    rows = episodes()
+    rows[1]["traces"][0]["nodes"][0]["message"]["role"] = "developer"
+    log = write(tmp_path / "d.jsonl", rows)
+    with pytest.raises(
+        ImportFormatError, match=r"d.jsonl:2: agent 0's prompt holds a message of role 'developer'"
+    ):
+        import_verifiers([log], room, tmp_path / "r", use_verifiers=False, command=["t"])
+    assert not (tmp_path / "r").exists()
 
 
 def test_torn_last_line_is_left_out_with_a_warning(tmp_path):

@@ -224,6 +224,7 @@ class _Graph:
     """The message graph of one trace: paths, replies, agents."""
 
     def __init__(self, path: Path, line: int, trace: dict[str, Any]) -> None:
+        self.source, self.line = path, line
         self.nodes: list[dict[str, Any]] = trace.get("nodes") or []
         for i, n in enumerate(self.nodes):
             if not isinstance(n, dict) or not isinstance(n.get("message"), dict):
@@ -300,7 +301,11 @@ class _Graph:
         root = self.agents[0] if self.agents else None
         for a in self.agents[1:]:
             first = a.replies[0]
-            sources = [s for s in self.links(first, "subagent_call") if s in self.agent_of]
+            sources = [
+                s
+                for s in self.links(first, "subagent_call")
+                if s in self.agent_of and self.agent_of[s] < a.index
+            ]
             if sources:
                 a.parent = self.agent_of[sources[0]]
                 a.spawn_turn = self.agents[a.parent].replies.index(sources[0])
@@ -340,7 +345,10 @@ def _agent_turns(
     first prompt plus replies and observations (compaction, a rewritten prompt)."""
     replies = agent.replies
     paths = [g.path(r) for r in replies]
-    initial = g.wire(paths[0][:-1])
+    try:
+        initial = g.wire(paths[0][:-1])
+    except ValueError as exc:
+        raise _fail(g.source, g.line, f"agent {agent.index}'s prompt holds a {exc}") from exc
     inputs.extend(m.content for m in initial)
     history = list(initial)
     turns: list[_Turn] = []
