@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from rlmdistill.importers.cli import register
 from rlmdistill.importers.common import ImportFormatError, file_sha256, imported_episode_id
-from rlmdistill.importers.verifiers import FORMAT, import_verifiers
+from rlmdistill.importers.verifiers import FORMAT, import_verifiers, source_requests
 from rlmdistill.testing.rooms import write_clause_room
 from rlmdistill.traces.rebuild import root_requests, subagent_requests
 from rlmdistill.traces.runs import load_manifest, load_summaries
@@ -398,3 +398,35 @@ def test_real_nano_rlm_rollouts_without_links(tmp_path):
         )
         for c in calls
     ] == [2, 1]
+
+
+def test_source_requests_give_back_each_request_as_the_agent_sent_it(tmp_path):
+    """The last root request of episode 0, rebuilt from the records: the assistant messages
+    with their tool calls (not the rendered repl blocks), the tool results with their ids."""
+    import_verifiers([VF], clause_room(tmp_path), tmp_path / "r", command=["t"])
+    s0 = load_summaries(tmp_path / "r")[0]
+    recs = records(tmp_path / "r", s0.episode_id)
+    nodes = episodes()[0]["traces"][0]["nodes"]
+    sent = source_requests(recs[0].initial_messages, of_type(recs, "turn"))
+    call = lambda n: [  # noqa: E731
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": "ipython", "arguments": c["arguments"]},
+        }
+        for c in nodes[n]["message"]["tool_calls"]
+    ]
+    tool = lambda n: {  # noqa: E731
+        "role": "tool",
+        "content": nodes[n]["message"]["content"],
+        "tool_call_id": nodes[n]["message"]["tool_call_id"],
+    }
+    assert sent[2] == [
+        {"role": "system", "content": nodes[0]["message"]["content"]},
+        {"role": "user", "content": "Review the contracts."},
+        {"role": "assistant", "content": "Let me read the first contract.", "tool_calls": call(2)},
+        tool(3),
+        {"role": "assistant", "content": None, "tool_calls": call(4)},
+        tool(10),
+    ]
+    assert [len(x) for x in sent] == [2, 4, 6]

@@ -353,6 +353,22 @@ def rendered(message: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def norm(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Messages as compared: role, text, tool calls (id, name, arguments), tool_call_id."""
+    return [
+        (
+            m["role"],
+            m.get("content") or "",
+            [
+                (c["id"], c["function"]["name"], c["function"]["arguments"])
+                for c in m.get("tool_calls") or []
+            ],
+            m.get("tool_call_id"),
+        )
+        for m in messages
+    ]
+
+
 def _agent_of(request: dict[str, Any]) -> tuple[str, str]:
     return request["messages"][0]["content"], request["messages"][1]["content"]
 
@@ -360,7 +376,7 @@ def _agent_of(request: dict[str, Any]) -> tuple[str, str]:
 @pytest.mark.slow
 def test_verifiers_rollouts_import_equals_what_the_server_saw(tmp_path):
     pytest.importorskip("verifiers")
-    from rlmdistill.importers.verifiers import import_verifiers
+    from rlmdistill.importers.verifiers import import_verifiers, source_requests
     from rlmdistill.traces.rebuild import root_requests, subagent_requests
 
     room = _room(tmp_path)
@@ -405,6 +421,9 @@ def test_verifiers_rollouts_import_equals_what_the_server_saw(tmp_path):
                 assert t.observation == sent_tool["content"] == t.blocks[0].stdout_full
             assert s.memo == log.seen[-1][1]["content"].strip() and s.status == "completed"
             root_requests(start, turns)  # the recorded hashes agree with our own rebuild
+            # Every request as the agent sent it, message for message.
+            sent = source_requests(start.initial_messages, turns)
+            assert [norm(x) for x in sent] == [norm(q["messages"]) for q, _, _ in agents[root_key]]
             # Every sub-agent: its brief, its answer, its own usage, its parent.
             assert len(calls) == len(agents) - 1
             for c in calls:
@@ -416,6 +435,8 @@ def test_verifiers_rollouts_import_equals_what_the_server_saw(tmp_path):
                 mine = [st for st in sub_turns if st.call_id == c.call_id]
                 assert [st.completion for st in mine] == [rendered(m) for _, m, _ in seen]
                 subagent_requests(mine)
+                sent = source_requests(mine[0].initial_messages or [], mine)
+                assert [norm(x) for x in sent] == [norm(q["messages"]) for q, _, _ in seen]
                 assert c.extra["linked"] is True
             # verifiers sends every request to the rollout's model, whatever the agent asked for
             assert {q["model"] for q, _, _ in log.seen} == {"root"}
@@ -548,7 +569,7 @@ def test_real_nano_rlm_rollouts_import_equals_what_the_server_saw(tmp_path):
     rlm_bin = os.environ.get(NANO_ENV)
     if not rlm_bin:
         pytest.skip(f"set {NANO_ENV} to a nano-rlm `rlm` executable")
-    from rlmdistill.importers.verifiers import import_verifiers
+    from rlmdistill.importers.verifiers import import_verifiers, source_requests
 
     room = _room(tmp_path)
     path, logs = produce_nano(room, rlm_bin, tmp_path / "vf")
@@ -579,9 +600,16 @@ def test_real_nano_rlm_rollouts_import_equals_what_the_server_saw(tmp_path):
         for t, (q, _, _) in zip(turns[:-1], root[1:], strict=True):
             assert t.observation == [x for x in q["messages"] if x["role"] == "tool"][-1]["content"]
         assert s.memo == root[-1][1]["content"] and s.status == "completed"
+        # Every root request as nano-rlm sent it, message for message.
+        sent = source_requests(start.initial_messages, turns)
+        assert [norm(x) for x in sent] == [norm(q["messages"]) for q, _, _ in root]
         for c in calls:
             seen = [x for x in log.seen if x[0]["messages"][1]["content"] == c.prompt]
             assert c.response == seen[-1][1]["content"] and c.extra["linked"] is False
+            mine = [t for t in trajs[s.episode_id] if t.record_type == "subagent_turn"]
+            mine = [t for t in mine if t.call_id == c.call_id]
+            sent = source_requests(mine[0].initial_messages or [], mine)
+            assert [norm(x) for x in sent] == [norm(q["messages"]) for q, _, _ in seen]
             assert c.usage.prompt_tokens == sum(u["prompt_tokens"] for _, _, u in seen)
             # without links every sub-agent hangs off the root turn it ran after: turn 1
             assert (c.depth, c.turn, c.parent_call_id) == (1, 1, None)

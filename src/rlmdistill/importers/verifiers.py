@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,8 @@ __all__ = [
     "SUPPORTED_TRACE_VERSIONS",
     "import_verifiers",
     "parse_traces_file",
+    "render_reply",
+    "source_requests",
     "trace_files",
     "verifiers_validator",
 ]
@@ -388,6 +390,7 @@ def _agent_turns(
         extra: dict[str, Any] = {"node": r}
         if msg.get("tool_calls"):
             extra["tool_calls"] = msg["tool_calls"]
+            extra["content"] = msg.get("content")
         if obs_msgs:
             extra["observation_messages"] = obs_msgs
         if call.get("acp"):
@@ -802,3 +805,50 @@ def import_verifiers(
         jobs=resolve_jobs(jobs, len(parsed)),
         command=command,
     )
+
+
+def _wire_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A verifiers ``ToolCall`` (``id``, ``name``, ``arguments``) in the OpenAI chat format."""
+    return {
+        "id": call.get("id"),
+        "type": "function",
+        "function": {"name": call.get("name"), "arguments": call.get("arguments")},
+    }
+
+
+def source_requests(
+    initial: list[Message], turns: Sequence[TurnRecord] | Sequence[SubagentTurnRecord]
+) -> list[list[dict[str, Any]]]:
+    """The message list of every request of one agent of an imported verifiers episode, in
+    the OpenAI chat format the agent sent: ``initial`` (``EpisodeStart.initial_messages``, or
+    a subagent's turn-0 ``initial_messages``), then per turn the assistant message as the
+    model returned it (its text and its tool calls, from ``extra.content`` and
+    ``extra.tool_calls``, not the rendered ``completion``) and the messages that followed it
+    (``extra.observation_messages``: tool results with their ``tool_call_id``, user turns).
+
+    Shape: ``len(result) == len(turns)``; ``result[t]`` is turn ``t``'s request, each message
+    ``{"role", "content"}`` plus ``tool_calls`` / ``tool_call_id`` where the source had them.
+    Exact while the agent's history only grew (no compaction).
+    """
+    history: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in initial]
+    out: list[list[dict[str, Any]]] = []
+    for turn in sorted(turns, key=lambda t: t.turn):
+        out.append([dict(m) for m in history])
+        extra = turn.extra or {}
+        calls = extra.get("tool_calls")
+        if calls:
+            content = extra.get("content")
+            reply: dict[str, Any] = {
+                "role": "assistant",
+                "content": _text(content) if content is not None else None,
+                "tool_calls": [_wire_call(c) for c in calls],
+            }
+        else:
+            reply = {"role": "assistant", "content": turn.completion}
+        history.append(reply)
+        for m in extra.get("observation_messages") or []:
+            entry = {"role": m.get("role"), "content": _text(m.get("content"))}
+            if m.get("tool_call_id") is not None:
+                entry["tool_call_id"] = m["tool_call_id"]
+            history.append(entry)
+    return out
