@@ -23,6 +23,22 @@ written, whether sub-call answers reach the memo) and are read only when asked f
   variable whose name contains ``memo`` (see :data:`MEMO_WRITE`), or that hands back the final
   answer; ``memo_first_turn_share = (memo_first_turn + 1) / n_turns`` (1.0: written only in
   the last turn; small: written while still reviewing).
+- **sub-call metrics** (issue 43; every sub-call of the episode, depth 1 and 2, i.e. every
+  call the sub model answered): an *answer* is a sub-call without error whose response has
+  at least one word (as for answer reach). ``sub_answer_chars``: mean length of the answers
+  in characters (Unicode code points of the response as recorded). ``sub_answer_quote_share``:
+  share of the answers that quote a document of the room by the coverage probe's rule
+  (:meth:`~rlmdistill.coverage.index.CoverageIndex.shares_text`: a span of at least 79
+  normalised characters in common with a document is always found, one of 64-78 when it
+  holds an aligned window, a shorter one never); ``None`` when the room's folder is not
+  found or no longer has the content hash the episode ran on. ``sub_used_share`` and
+  ``sub_supports_pass_share``: share of all sub-calls whose credit
+  (:func:`rlmdistill.traces.sub_credit.sub_call_credit`, method ``sub-credit-v1``) has
+  ``used_in_memo`` / ``supports_pass`` (a failed call counts as neither);
+  ``sub_supports_pass_share`` is ``None`` when the current memo is not graded (no pass
+  rate). The error share is the report's ``sub_call_error_share`` (from the summary). Every
+  one of them is ``None`` for an episode without sub-calls (without answers for the two
+  answer metrics): excluded from the means, not 0.
 - **cost**: root usage priced on the root model and sub usage on the sub model with a
   :class:`~rlmdistill.models.limits.PriceTable` (uncached input, cached input and output
   prices per million tokens); ``None`` when a model has no price.
@@ -31,6 +47,8 @@ written, whether sub-call answers reach the memo) and are read only when asked f
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
 import multiprocessing
 import operator
@@ -49,10 +67,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.analysis.row_cache import RowCache, Stat, metrics_cache_dir, stat_key
 from rlmdistill.analysis.trajectory_cache import TrajectoryCache
+from rlmdistill.coverage.index import CoverageIndex
 from rlmdistill.models.base import Usage
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.models.spec import parse_spec
-from rlmdistill.rooms.task import Task
+from rlmdistill.paths import room_cache
+from rlmdistill.rooms.room import DataRoom, RoomError, locate_moved_room
+from rlmdistill.rooms.task import Task, TaskError
 from rlmdistill.traces import layout
 from rlmdistill.traces.columns import VerdictRow, gc_paused, verdict_rows
 from rlmdistill.traces.layout import trajectory_path, verdicts_path
@@ -65,9 +86,16 @@ from rlmdistill.traces.runs import (
     load_summaries,
     load_trajectory,
 )
-from rlmdistill.traces.schema import SCHEMA_VERSION, EpisodeSummary, RunManifest
+from rlmdistill.traces.schema import (
+    SCHEMA_VERSION,
+    EpisodeSummary,
+    RunManifest,
+    SubCallRecord,
+    Verdict,
+)
 from rlmdistill.traces.scores import EpisodeScore, read_no_memo, resolve_grader, score_episodes
 from rlmdistill.traces.store import read_clean_jsonl, read_jsonl
+from rlmdistill.traces.sub_credit import criterion_documents, sub_call_credit
 
 __all__ = [
     "GIVE_UP_READ_SHARE",
@@ -163,6 +191,19 @@ class EpisodeMetrics(BaseModel):
     """Trajectory: depth-1 sub-calls answered without error, with at least one word."""
     answer_reach: float | None = None
     """Trajectory: share of ``n_answers`` whose content reaches the memo (module docstring)."""
+    n_sub_answers: int | None = None
+    """Trajectory: sub-calls of every depth answered without error, with at least one word."""
+    sub_answer_chars: float | None = None
+    """Trajectory: mean characters of those answers; ``None`` without answers."""
+    sub_answer_quote_share: float | None = None
+    """Trajectory: share of ``n_sub_answers`` that quote a document of the room
+    (``CoverageIndex.shares_text``); ``None`` without answers or without the room."""
+    sub_used_share: float | None = None
+    """Trajectory: share of all sub-calls whose answer is ``used_in_memo``
+    (:mod:`rlmdistill.traces.sub_credit`); ``None`` without sub-calls."""
+    sub_supports_pass_share: float | None = None
+    """Trajectory and verdicts: share of all sub-calls whose credit has ``supports_pass``;
+    ``None`` without sub-calls or when the current memo is not graded."""
     memo_first_turn: int | None = None
     memo_first_turn_share: float | None = None
     # memo and give-up
@@ -236,6 +277,8 @@ class _Call(NamedTuple):
     error: str | None
     response: str | None
     has_sources: bool
+    call_id: int
+    subagent: bool
 
 
 class _Turn(NamedTuple):
@@ -263,7 +306,8 @@ def _light(traj: Trajectory) -> tuple[list[_Turn], list[_Call]]:
         for t in traj.turns
     ]
     calls = [
-        _Call(c.depth, c.batch_id, c.error, c.response, bool(c.sources)) for c in traj.sub_calls
+        _Call(c.depth, c.batch_id, c.error, c.response, bool(c.sources), c.call_id, c.subagent)
+        for c in traj.sub_calls
     ]
     return turns, calls
 
@@ -311,16 +355,19 @@ def _light_records(
                 depth, batch = rec.get("depth", 1), rec["batch_id"]
                 error, response = rec.get("error"), rec.get("response")
                 sources = rec.get("sources", [])
+                call_id, subagent = rec["call_id"], rec.get("subagent", False)
                 if (
                     type(depth) is not int
                     or type(batch) is not int
+                    or type(call_id) is not int
+                    or type(subagent) is not bool
                     or not _opt_str(error)
                     or not _opt_str(response)
                     or type(sources) is not list
                     or not all(type(s) is dict for s in sources)
                 ):
                     return None
-                calls.append(_Call(depth, batch, error, response, bool(sources)))
+                calls.append(_Call(depth, batch, error, response, bool(sources), call_id, subagent))
             elif kind == "turn":
                 turn, final = rec["turn"], rec.get("final_answer_source")
                 completion, blocks = rec["completion"], rec.get("blocks", [])
@@ -366,21 +413,77 @@ _CHUNK_MIN = 50
 """Fewest trajectories a worker is handed at a time (each worker gets about four chunks, so
 a slow one holds up little)."""
 
-_Item = tuple[str, "str | None", int]
-"""What the trajectory fields of one episode need: ``(episode_id, memo, n_turns)``."""
+_Item = tuple[str, "str | None", int, str]
+"""What the trajectory fields of one episode need: ``(episode_id, memo, n_turns,
+room_hash)``."""
+
+
+class _RoomRef(NamedTuple):
+    """What the sub-call metrics need of an episode's room: its folder (``None``: not found)
+    and its rubric (``None``: no usable ``task.json``)."""
+
+    room_hash: str
+    folder: str | None
+    task: Task | None
+
+    def digest(self) -> str:
+        """What of the room the trajectory fields depend on, for the trajectory cache's key:
+        the folder the room's documents are read from and each criterion's documents."""
+        criteria = (
+            []
+            if self.task is None
+            else [[c.id, list(criterion_documents(c))] for c in self.task.criteria]
+        )
+        text = json.dumps([self.room_hash, self.folder, criteria], separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_INDEXES: dict[tuple[str, str], CoverageIndex | None] = {}
+"""Coverage index per ``(room hash, folder)``, loaded once per process (``None``: the room
+could not be loaded, or its content hash is not the one the episodes ran on)."""
+
+
+def _room_index(ref: _RoomRef) -> CoverageIndex | None:
+    """The coverage index of ``ref``'s room from the room cache
+    (:func:`rlmdistill.paths.room_cache`, built there on a miss, as ``collect`` does);
+    ``None`` when the folder is missing, does not load, or holds other content."""
+    if ref.folder is None:
+        return None
+    key = (ref.room_hash, ref.folder)
+    if key not in _INDEXES:
+        index = None
+        try:
+            room = DataRoom.load(ref.folder)
+            if room.room_hash == ref.room_hash:
+                index = CoverageIndex.load_or_build(room, room_cache())
+        except (RoomError, TaskError, OSError):
+            index = None
+        _INDEXES[key] = index
+    return _INDEXES[key]
+
+
+def _room_folder(path: str, room_hash: str, run_dir: Path) -> str | None:
+    """The folder of a room recorded at ``path``: itself, or where a moved workspace has it
+    (:func:`~rlmdistill.rooms.room.locate_moved_room`); ``None`` when not found."""
+    if Path(path).is_dir():
+        return path
+    moved = locate_moved_room(path, room_hash, run_dir)
+    return None if moved is None else str(moved)
 
 
 def _fields_chunk(
-    run_dir: str, items: list[_Item], reach_ngram: int
+    run_dir: str, items: list[_Item], reach_ngram: int, rooms: dict[str, _RoomRef]
 ) -> tuple[list[dict[str, object]], bool]:
     """The trajectory fields of ``items`` in order, computed in a worker process: ``(fields,
     failed)``; ``failed`` means ``items[len(fields)]`` raised, and the caller computes it (and
     raises its error) itself."""
     out: list[dict[str, object]] = []
-    for episode_id, memo, n_turns in items:
+    for episode_id, memo, n_turns, room_hash in items:
         try:
             turns, calls = _read_trajectory_fields(Path(run_dir), episode_id)
-            out.append(_trajectory_fields(turns, calls, memo, n_turns, reach_ngram))
+            out.append(
+                _trajectory_fields(turns, calls, memo, n_turns, reach_ngram, rooms.get(room_hash))
+            )
         except Exception:  # the caller redoes this one in its own process and raises it
             return out, True
     return out, False
@@ -422,8 +525,11 @@ class _TrajectoryReader:
     that fails, and that episode is computed again here. A pool that breaks (a worker
     killed) costs only the speed-up."""
 
-    def __init__(self, run_dir: Path, items: list[_Item], reach_ngram: int) -> None:
+    def __init__(
+        self, run_dir: Path, items: list[_Item], reach_ngram: int, rooms: dict[str, _RoomRef]
+    ) -> None:
         self.run_dir, self.items, self.reach_ngram = run_dir, items, reach_ngram
+        self.rooms = rooms
         self._pool: ProcessPoolExecutor | None = None
         self._chunks: list[Future[tuple[list[dict[str, object]], bool]]] = []
         self._size = len(items) or 1
@@ -433,12 +539,13 @@ class _TrajectoryReader:
             self._pool = ProcessPoolExecutor(
                 workers, mp_context=multiprocessing.get_context("fork")
             )
-            self._chunks = [
-                self._pool.submit(
-                    _fields_chunk, str(run_dir), items[i : i + self._size], reach_ngram
+            self._chunks = []
+            for i in range(0, len(items), self._size):
+                chunk = items[i : i + self._size]
+                chunk_rooms = {it[3]: rooms[it[3]] for it in chunk if it[3] in rooms}
+                self._chunks.append(
+                    self._pool.submit(_fields_chunk, str(run_dir), chunk, reach_ngram, chunk_rooms)
                 )
-                for i in range(0, len(items), self._size)
-            ]
         self._done: dict[int, tuple[list[dict[str, object]], bool]] = {}
 
     def get(self, j: int) -> dict[str, object]:
@@ -453,9 +560,11 @@ class _TrajectoryReader:
             fields, _ = self._done[c]
             if k < len(fields):
                 return fields[k]
-        episode_id, memo, n_turns = self.items[j]
+        episode_id, memo, n_turns, room_hash = self.items[j]
         turns, calls = _read_trajectory_fields(self.run_dir, episode_id)
-        return _trajectory_fields(turns, calls, memo, n_turns, self.reach_ngram)
+        return _trajectory_fields(
+            turns, calls, memo, n_turns, self.reach_ngram, self.rooms.get(room_hash)
+        )
 
     def close(self) -> None:
         """Stop the workers (chunks not started are cancelled)."""
@@ -485,8 +594,81 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole > 0 else None
 
 
+def _sub_call_fields(
+    calls: list[_Call], tokens: list[list[str]], memo: str | None, room: _RoomRef | None
+) -> dict[str, object]:
+    """The sub-call metrics of the module docstring, but for ``sub_supported_criteria``: per
+    sub-call, the criteria its credit would support if every criterion of the rubric passed
+    (the credit's ``supported_criteria`` under all-PASS verdicts). A criterion's support does
+    not depend on the other criteria's verdicts, so the credit under the grader's verdicts
+    supports exactly those of them that passed (:func:`_supports_pass_share`), and these
+    fields do not depend on the verdicts (the trajectory cache keeps them)."""
+    answers = [c.response or "" for c, t in zip(calls, tokens, strict=True) if t]
+    task = room.task if room is not None else None
+    every_pass = (
+        [
+            Verdict.model_construct(
+                episode_id="",
+                grader="",
+                grader_version="",
+                criterion_id=c.id,
+                verdict="PASS",
+                reason="",
+            )
+            for c in task.criteria
+        ]
+        if task is not None
+        else None
+    )
+    records = [
+        SubCallRecord.model_construct(  # what the credit reads of a record, not validated
+            episode_id="",
+            call_id=c.call_id,
+            turn=0,
+            block=0,
+            batch_id=c.batch_id,
+            batch_size=0,
+            prompt="",
+            depth=c.depth,
+            subagent=c.subagent,
+            response=c.response,
+            error=c.error,
+        )
+        for c in calls
+    ]
+    credits = sub_call_credit(records, memo, every_pass, task) if calls else []
+    index = _room_index(room) if room is not None and answers else None
+    return {
+        "n_sub_answers": len(answers),
+        "sub_answer_chars": sum(map(len, answers)) / len(answers) if answers else None,
+        "sub_answer_quote_share": (
+            sum(index.shares_text(a) for a in answers) / len(answers) if index is not None else None
+        ),
+        "sub_used_share": (
+            sum(c.used_in_memo for c in credits) / len(credits) if credits else None
+        ),
+        "sub_supported_criteria": [list(c.supported_criteria) for c in credits],
+    }
+
+
+def _supports_pass_share(supported: list[list[str]], row: EpisodeMetrics) -> float | None:
+    """Share of an episode's sub-calls whose credit has ``supports_pass`` under the grader's
+    verdicts of its current memo (``row.criteria``): a call supports a pass when one of the
+    criteria it supports under all-PASS verdicts (:func:`_sub_call_fields`) passed. ``None``
+    without sub-calls or when the memo is not graded (no pass rate)."""
+    if row.pass_rate is None or not supported:
+        return None
+    passed = {cid for cid, label in row.criteria.items() if label == "PASS"}
+    return sum(not passed.isdisjoint(s) for s in supported) / len(supported)
+
+
 def _trajectory_fields(
-    turns: list[_Turn], calls: list[_Call], memo: str | None, n_turns: int, reach_ngram: int
+    turns: list[_Turn],
+    calls: list[_Call],
+    memo: str | None,
+    n_turns: int,
+    reach_ngram: int,
+    room: _RoomRef | None = None,
 ) -> dict[str, object]:
     root_calls = [c for c in calls if c.depth == 1]
     batches: dict[int, int] = {}
@@ -498,8 +680,8 @@ def _trajectory_fields(
         tuple(memo_words[i : i + reach_ngram]) for i in range(len(memo_words) - reach_ngram + 1)
     }
     joined = f" {' '.join(memo_words)} "
-    answers = [word_tokens(c.response or "") for c in root_calls if c.error is None]
-    answers = [a for a in answers if a]
+    tokens = [word_tokens(c.response or "") if c.error is None else [] for c in calls]
+    answers = [t for c, t in zip(calls, tokens, strict=True) if c.depth == 1 and t]
     reached = sum(answer_reaches_memo(a, ngrams, joined, reach_ngram) for a in answers)
     first = _first_memo_turn(turns)
     with_text = sum(1 for c in root_calls if c.has_sources)
@@ -513,6 +695,7 @@ def _trajectory_fields(
         "answer_reach": reached / len(answers) if answers else None,
         "memo_first_turn": first,
         "memo_first_turn_share": (first + 1) / n_turns if first is not None and n_turns else None,
+        **_sub_call_fields(calls, tokens, memo, room),
     }
 
 
@@ -853,8 +1036,29 @@ def _load_run_metrics(
         if trajectories and trajectory_cache is not None
         else None
     )
-    # the trajectories to read are known from the summaries alone: workers start reading
-    # them now, while this process reads the verdicts and tasks and builds the rows
+    # every room's task.json as load_room_tasks looks for it first (manifest, then rooms
+    # only episodes name); a room whose file is elsewhere (a moved workspace) is found by
+    # a search no stat covers, so such a run's rows are not cached. The tasks are read
+    # before the trajectories: the sub-call credit needs each criterion's documents
+    room_paths = {r.room_hash: r.path for r in manifest.rooms}
+    for e in summaries:
+        room_paths.setdefault(e.room.room_hash, e.room.path)
+    task_stats = {
+        str(Path(p) / layout.TASK): stat_key(Path(p) / layout.TASK) for p in room_paths.values()
+    }
+    cacheable = all(s is not None for s in task_stats.values())
+    inputs.update(task_stats)
+    room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid", run_dir=run_dir)
+    tasks = room_tasks.tasks
+    problems = {p.room_hash: p for p in room_tasks.problems}
+    rooms = (
+        {h: _RoomRef(h, _room_folder(p, h, run_dir), tasks.get(h)) for h, p in room_paths.items()}
+        if trajectories
+        else {}
+    )
+    digests = {h: r.digest() for h, r in rooms.items()}
+    # the trajectories to read are known from the summaries and tasks: workers start
+    # reading them now, while this process reads the verdicts and builds the rows
     traj_stats: list[Stat] = []
     keys: list[Any] = []
     cached_fields: list[dict[str, object] | None] = []
@@ -865,30 +1069,16 @@ def _load_run_metrics(
             traj_stats.append(stat_key(path))
             key = fields = None
             if cache is not None:
-                key = cache.key(path, e.memo_sha256, e.n_turns)
+                key = cache.key(path, e.memo_sha256, e.n_turns, digests[e.room.room_hash])
                 fields = cache.get(e.episode_id, key)
             keys.append(key)
             cached_fields.append(fields)
             if fields is None:
-                to_read.append((e.episode_id, e.memo, e.n_turns))
-    reader = _TrajectoryReader(run_dir, to_read, reach_ngram)
+                to_read.append((e.episode_id, e.memo, e.n_turns, e.room.room_hash))
+    reader = _TrajectoryReader(run_dir, to_read, reach_ngram, rooms)
     try:
         verdicts = _verdict_rows(run_dir, grader) if grader is not None else {}
         graded = set(verdicts)
-        # every room's task.json as load_room_tasks looks for it first (manifest, then rooms
-        # only episodes name); a room whose file is elsewhere (a moved workspace) is found by
-        # a search no stat covers, so such a run's rows are not cached
-        room_paths = {r.room_hash: r.path for r in manifest.rooms}
-        for e in summaries:
-            room_paths.setdefault(e.room.room_hash, e.room.path)
-        task_stats = {
-            str(Path(p) / layout.TASK): stat_key(Path(p) / layout.TASK) for p in room_paths.values()
-        }
-        cacheable = all(s is not None for s in task_stats.values())
-        inputs.update(task_stats)
-        room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid", run_dir=run_dir)
-        tasks = room_tasks.tasks
-        problems = {p.room_hash: p for p in room_tasks.problems}
         scores = score_episodes(summaries, verdicts, tasks)
         rows = []
         n_read = 0
@@ -910,6 +1100,9 @@ def _load_run_metrics(
                     n_read += 1
                     if cache is not None:
                         cache.put(e.episode_id, keys[i], fields)
+                fields = dict(fields)
+                supported = fields.pop("sub_supported_criteria")
+                fields["sub_supports_pass_share"] = _supports_pass_share(supported, row)  # type: ignore[arg-type]
                 row = row.model_copy(update=fields)
             rows.append(row)
     finally:

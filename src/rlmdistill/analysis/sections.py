@@ -77,6 +77,8 @@ from rlmdistill.stats import (
 from rlmdistill.traces.artefacts import read_rl_log, read_train_log
 from rlmdistill.traces.calibration import Calibration, run_calibration
 from rlmdistill.traces.layout import labels_path
+from rlmdistill.traces.sub_credit import GRAM_WORDS, USED_SHARE
+from rlmdistill.traces.sub_credit import METHOD as SUB_CREDIT_METHOD
 
 __all__ = [
     "BASE_METRICS",
@@ -86,6 +88,7 @@ __all__ = [
     "ROOM_SIZES",
     "ROOM_SIZE_WORDS",
     "SHARE",
+    "SUB_CALL_METRICS",
     "TIMEOUT_METRIC",
     "Metric",
     "SectionContext",
@@ -159,6 +162,57 @@ def _f(v: float | int | bool | None) -> float | None:
     return None if v is None else float(v)
 
 
+SUB_CALL_ERROR_METRIC = Metric(
+    "sub_call_error_share",
+    "sub-calls that came back as an error / sub-calls of every depth (at depth 2 also a "
+    "subagent that gave no answer within its turns); undefined for an episode without sub-calls",
+    lambda r: r.n_sub_call_errors / r.n_sub_calls if r.n_sub_calls else None,
+    SHARE,
+)
+"""Why a depth-2 arm's memos can cite every document and still pass nothing: the sub-calls
+came back as errors (``Episode.n_sub_call_errors``), not findings."""
+
+_NO_SUB_CALLS = "an episode without sub-calls has no value (left out of the means, not 0)"
+SUB_CALL_METRICS: list[Metric] = [
+    SUB_CALL_ERROR_METRIC,
+    Metric(
+        "sub_answer_chars",
+        "mean length of the sub-call answers in characters (Unicode code points of the "
+        "response as recorded; an answer: a sub-call of any depth without error whose response "
+        "has a word); an episode without answers has no value (left out, not 0)",
+        lambda r: r.sub_answer_chars,
+        COUNT,
+    ),
+    Metric(
+        "sub_answer_quote_share",
+        "share of the sub-call answers that quote a document of the room: a span of >= 79 "
+        "normalised characters in common with a document (the coverage probe's rule, "
+        "CoverageIndex.shares_text; 64-78 only when it holds an aligned window); an episode "
+        "without answers, or whose room folder is not found, has no value (left out, not 0)",
+        lambda r: r.sub_answer_quote_share,
+        SHARE,
+    ),
+    Metric(
+        "sub_used_share",
+        f"share of the sub-calls (every depth; a failed call is not used) whose answer reached "
+        f"the memo: >= {USED_SHARE:.0%} of its distinct {GRAM_WORDS}-word runs in the memo "
+        f"({SUB_CREDIT_METHOD}, traces/sub_credit.py); {_NO_SUB_CALLS}",
+        lambda r: r.sub_used_share,
+        SHARE,
+    ),
+    Metric(
+        "sub_supports_pass_share",
+        f"share of the sub-calls (every depth) whose answer is used and reached a memo finding "
+        f"citing a document of a criterion the grader passed ({SUB_CREDIT_METHOD}); "
+        f"{_NO_SUB_CALLS}, nor one whose current memo is not graded",
+        lambda r: r.sub_supports_pass_share,
+        SHARE,
+    ),
+]
+"""Per-episode sub-call metrics (issue 43, :mod:`rlmdistill.analysis.metrics`): the error
+share (from the summary), answer length, quotes of the room, and the sub-call credit's
+``used_in_memo`` and ``supports_pass`` shares."""
+
 BASE_METRICS: list[Metric] = [
     Metric("pass_rate", "passed / all criteria of the room", lambda r: r.pass_rate, SHARE),
     Metric("graded_pass_rate", "passed / (passed + failed)", lambda r: r.graded_pass_rate, SHARE),
@@ -197,6 +251,7 @@ BASE_METRICS: list[Metric] = [
         lambda r: r.answer_reach,
         SHARE,
     ),
+    *SUB_CALL_METRICS,
     Metric("n_turns", "root turns", lambda r: _f(r.n_turns), COUNT),
     Metric("memo_chars", "memo length in characters", lambda r: _f(r.memo_chars), COUNT),
     Metric(
@@ -235,16 +290,6 @@ TIMEOUT_METRIC = Metric(
     SHARE,
 )
 """Wall-clock timeouts: a safety net whose count depends on machine load."""
-
-SUB_CALL_ERROR_METRIC = Metric(
-    "sub_call_error_share",
-    "sub-calls that came back as an error / sub-calls of every depth (at depth 2 also a "
-    "subagent that gave no answer within its turns); undefined for an episode without sub-calls",
-    lambda r: r.n_sub_call_errors / r.n_sub_calls if r.n_sub_calls else None,
-    SHARE,
-)
-"""Why a depth-2 arm's memos can cite every document and still pass nothing: the sub-calls
-came back as errors (``Episode.n_sub_call_errors``), not findings."""
 
 _OUTCOME_NAMES = ("pass_rate", "coverage", "has_memo", "read_no_memo", "n_sub_calls")
 OUTCOME_METRICS: list[Metric] = [

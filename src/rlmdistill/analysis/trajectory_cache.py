@@ -4,11 +4,13 @@ not read every trajectory file again.
 Reading 10,000 trajectory files (JSON decoding of every record) was the largest share of a
 full report's time (``docs/analysis.md``, Measured). The trajectory metrics of an episode
 (batch sizes, sub-calls with text, answer reach, memo timing) depend only on its trajectory
-file, its memo and turn count (``episodes.jsonl``) and the reach n-gram; the cache stores them
-per episode with that key:
+file, its memo and turn count (``episodes.jsonl``), its room (the sub-call metrics: the
+folder its documents are read from, each rubric criterion's documents) and the reach n-gram;
+the cache stores them per episode with that key:
 
 - the trajectory file's size and modification time (``st_size``, ``st_mtime_ns``);
 - the episode's ``memo_sha256`` and ``n_turns`` from its summary;
+- a digest of what the sub-call metrics read of the room (``room``, from the caller);
 - per file: :data:`CACHE_VERSION` (raised whenever a trajectory metric's definition changes),
   the run folder and ``reach_ngram``.
 
@@ -30,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 __all__ = ["CACHE_VERSION", "TrajectoryCache", "TrajectoryFields", "cache_file"]
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 """Version of the cache file and of the trajectory metrics' definitions it holds."""
 
 
@@ -49,6 +51,13 @@ class TrajectoryFields(BaseModel):
     answer_reach: float | None
     memo_first_turn: int | None
     memo_first_turn_share: float | None
+    n_sub_answers: int
+    sub_answer_chars: float | None
+    sub_answer_quote_share: float | None
+    sub_used_share: float | None
+    sub_supported_criteria: list[list[str]]
+    """Per sub-call, the criteria it supports when every criterion passes (the row's
+    ``sub_supports_pass_share`` is computed from them and the verdicts)."""
 
 
 class _Key(BaseModel):
@@ -58,6 +67,7 @@ class _Key(BaseModel):
     mtime_ns: int
     memo_sha256: str | None
     n_turns: int
+    room: str | None = None
 
 
 class _Entry(BaseModel):
@@ -113,14 +123,21 @@ class TrajectoryCache:
             self._changed = True
 
     @staticmethod
-    def key(trajectory: Path, memo_sha256: str | None, n_turns: int) -> _Key | None:
-        """The key of an episode's trajectory metrics (``None`` when the file is missing)."""
+    def key(
+        trajectory: Path, memo_sha256: str | None, n_turns: int, room: str | None = None
+    ) -> _Key | None:
+        """The key of an episode's trajectory metrics (``None`` when the file is missing);
+        ``room``: a digest of what they read of the episode's room."""
         try:
             st = trajectory.stat()
         except OSError:
             return None
         return _Key(
-            size=st.st_size, mtime_ns=st.st_mtime_ns, memo_sha256=memo_sha256, n_turns=n_turns
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            memo_sha256=memo_sha256,
+            n_turns=n_turns,
+            room=room,
         )
 
     def get(self, episode_id: str, key: _Key | None) -> dict[str, object] | None:
