@@ -1109,16 +1109,30 @@ def run_loop(
     split = ws / layout.ROOMS / layout.SPLIT
     runs = ws / layout.RUNS
     base_run = runs / "eval-base"
-    loop.collect(
-        "collect-eval-base",
-        base_run,
-        root=cfg.base_root(),
-        rooms=holdout,
-        settings=cfg.collect_eval,
-        step="collect-eval",
-        rnd=0,
-        inputs=[split],
-    )
+
+    def evaluate(
+        name: str,
+        run: Path,
+        root: str,
+        settings: Mapping[str, object],
+        rnd: int,
+        inputs: Sequence[Path],
+        sub: str | None = None,
+    ) -> None:
+        """Collect and grade a held-out run (``runs/eval-*``, ``runs/r<r>-eval-*``)."""
+        loop.collect(
+            name,
+            run,
+            root=root,
+            rooms=holdout,
+            settings=settings,
+            step="collect-eval",
+            rnd=rnd,
+            inputs=inputs,
+            sub=sub,
+        )
+
+    evaluate("collect-eval-base", base_run, cfg.base_root(), cfg.collect_eval, 0, [split])
     results: list[RoundResult] = []
     last = max(cfg.rounds, n_rounds)  # depth arms: the experiment's last round (or --rounds')
     for r in range(1, n_rounds + 1):
@@ -1161,28 +1175,17 @@ def run_loop(
             tuned_inputs.append(adapter / SELECTED_FILE)
         tuned_run = runs / f"r{r}-eval-tuned"
         tuned = loop.tuned_root(loop.chosen_adapter(adapter), r)
-        loop.collect(
-            f"collect-eval-tuned-r{r}",
-            tuned_run,
-            root=tuned,
-            rooms=holdout,
-            settings=cfg.collect_eval,
-            step="collect-eval",
-            rnd=r,
-            inputs=tuned_inputs,
-        )
+        evaluate(f"collect-eval-tuned-r{r}", tuned_run, tuned, cfg.collect_eval, r, tuned_inputs)
         if r == 1:  # the RL arms: trained once, from the base (sft+grpo: from this SFT root)
             for arm in (a for a in cfg.arms if a in RL_ARMS):
                 loop.execute(loop.rl_stage(arm, train, split, adapter))
-                loop.collect(
+                evaluate(
                     f"collect-eval-{rl_name(arm)}",
                     runs / f"eval-{rl_name(arm)}",
-                    root=loop.rl_arm_root(arm),
-                    rooms=holdout,
-                    settings=cfg.collect_eval,
-                    step="collect-eval",
-                    rnd=1,
-                    inputs=[split, ws / layout.ADAPTERS / rl_name(arm) / layout.RL_MANIFEST],
+                    loop.rl_arm_root(arm),
+                    cfg.collect_eval,
+                    1,
+                    [split, ws / layout.ADAPTERS / rl_name(arm) / layout.RL_MANIFEST],
                 )
         sub_arms: list[tuple[str, str, list[Path]]] = []  # (name, root, inputs) with tuned sub
         if "sub" in cfg.train:
@@ -1192,53 +1195,24 @@ def run_loop(
                 ("both", tuned, [*tuned_inputs, sub_adapter / layout.SFT_MANIFEST]),
             ]
             for k, k_root, k_inputs in sub_arms:
-                loop.collect(
-                    f"collect-eval-{k}-r{r}",
-                    runs / f"r{r}-eval-{k}",
-                    root=k_root,
-                    rooms=holdout,
-                    settings=cfg.collect_eval,
-                    step="collect-eval",
-                    rnd=r,
-                    inputs=k_inputs,
-                    sub=loop.tuned_sub(sub_adapter),
+                k_run, k_sub = runs / f"r{r}-eval-{k}", loop.tuned_sub(sub_adapter)
+                evaluate(
+                    f"collect-eval-{k}-r{r}", k_run, k_root, cfg.collect_eval, r, k_inputs, k_sub
                 )
         arms = report_arms(ws, r, last, cfg.depth_arms, cfg.arms, cfg.train)
-        if r == last:  # depth arms: the base root and this (last) round's tuned root
+        if r == last:  # depth arms: the base root, this (last) round's tuned root (+ sub arms)
             for d in cfg.depth_arms:
                 settings = cfg.eval_settings(d)
+                base_d = runs / f"eval-base-d{d}"
+                evaluate(f"collect-eval-base-d{d}", base_d, cfg.base_root(), settings, 0, [split])
+                tuned_d = runs / f"r{r}-eval-tuned-d{d}"
+                evaluate(f"collect-eval-tuned-r{r}-d{d}", tuned_d, tuned, settings, r, tuned_inputs)
                 for k, k_root, k_inputs in sub_arms:
-                    loop.collect(
-                        f"collect-eval-{k}-r{r}-d{d}",
-                        runs / f"r{r}-eval-{k}-d{d}",
-                        root=k_root,
-                        rooms=holdout,
-                        settings=settings,
-                        step="collect-eval",
-                        rnd=r,
-                        inputs=k_inputs,
-                        sub=loop.tuned_sub(sub_adapter),
+                    k_run = runs / f"r{r}-eval-{k}-d{d}"
+                    k_sub = loop.tuned_sub(sub_adapter)
+                    evaluate(
+                        f"collect-eval-{k}-r{r}-d{d}", k_run, k_root, settings, r, k_inputs, k_sub
                     )
-                loop.collect(
-                    f"collect-eval-base-d{d}",
-                    runs / f"eval-base-d{d}",
-                    root=cfg.base_root(),
-                    rooms=holdout,
-                    settings=settings,
-                    step="collect-eval",
-                    rnd=0,
-                    inputs=[split],
-                )
-                loop.collect(
-                    f"collect-eval-tuned-r{r}-d{d}",
-                    runs / f"r{r}-eval-tuned-d{d}",
-                    root=tuned,
-                    rooms=holdout,
-                    settings=settings,
-                    step="collect-eval",
-                    rnd=r,
-                    inputs=tuned_inputs,
-                )
         adapters = [ws / layout.ADAPTERS / f"r{i}" for i in range(1, r + 1)]
         report = ws / layout.REPORTS / f"r{r}"
         rl_adapters = [ws / layout.ADAPTERS / rl_name(a) for a in cfg.arms if a in RL_ARMS]

@@ -39,7 +39,7 @@ from rlmdistill.traces.layout import (
 )
 from rlmdistill.traces.runs import EpisodeRef
 from rlmdistill.traces.schema import SCHEMA_VERSION
-from rlmdistill.traces.store import read_jsonl
+from rlmdistill.traces.store import JsonlRead, read_jsonl
 
 __all__ = [
     "DECISION_SCHEMA_VERSION",
@@ -518,6 +518,27 @@ class TrainLog(BaseModel):
         return sum(1 for r in self.records if not math.isfinite(r.loss))
 
 
+_Log = TypeVar("_Log", bound=BaseModel)
+
+
+def _read_log(
+    adapter_dir: Path, name: str, model: type[_Log], what: str, kind: str
+) -> tuple[Path, list[_Log], JsonlRead]:
+    """The lines of ``<adapter_dir>/<name>`` checked against ``model`` (``what``: the log's
+    name in messages, ``kind``: the adapter kind it belongs to)."""
+    path = Path(adapter_dir) / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no {what} (is {adapter_dir} an {kind} adapter?)")
+    read = read_jsonl(path)
+    records = []
+    for i, raw in enumerate(read.records):
+        try:
+            records.append(model.model_validate(raw))
+        except ValidationError as exc:
+            raise ArtefactError(f"{path}: record {i + 1} is not a {what} entry: {exc}") from exc
+    return path, records, read
+
+
 def read_rl_log(adapter_dir: Path) -> RLLog:
     """Every line of ``<adapter_dir>/rl_log.jsonl`` checked against :class:`RLLogRecord` (a
     torn last line is skipped and flagged).
@@ -526,16 +547,7 @@ def read_rl_log(adapter_dir: Path) -> RLLog:
         FileNotFoundError: no log (names the file).
         ArtefactError: a line that is not an RL log record (names the file and line).
     """
-    path = Path(adapter_dir) / RL_LOG
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no RL log (is {adapter_dir} an RL adapter?)")
-    read = read_jsonl(path)
-    records = []
-    for i, raw in enumerate(read.records):
-        try:
-            records.append(RLLogRecord.model_validate(raw))
-        except ValidationError as exc:
-            raise ArtefactError(f"{path}: record {i + 1} is not an RL log entry: {exc}") from exc
+    path, records, read = _read_log(adapter_dir, RL_LOG, RLLogRecord, "RL log", "RL")
     return RLLog(path=path, records=records, torn_tail=read.torn_tail is not None)
 
 
@@ -547,18 +559,7 @@ def read_train_log(adapter_dir: Path) -> TrainLog:
         FileNotFoundError: no log (names the file).
         ArtefactError: a line that is not a training log record (names the file and line).
     """
-    path = Path(adapter_dir) / TRAIN_LOG
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no training log (is {adapter_dir} an SFT adapter?)")
-    read = read_jsonl(path)
-    records = []
-    for i, raw in enumerate(read.records):
-        try:
-            records.append(TrainLogRecord.model_validate(raw))
-        except ValidationError as exc:
-            raise ArtefactError(
-                f"{path}: record {i + 1} is not a training log entry: {exc}"
-            ) from exc
+    path, records, read = _read_log(adapter_dir, TRAIN_LOG, TrainLogRecord, "training log", "SFT")
     return TrainLog(
         path=path,
         records=records,
