@@ -16,7 +16,9 @@ Two changes are intended, and every figure they change is listed (:data:`DASHBOA
    only verdicts grade an older memo is not graded. The filter and the report already said so;
    ``show`` and the dashboard counted it as graded with pass rate 0.
 Report fields added after the recording (issue 21) are set aside by :func:`_before_issue21`
-before the comparison; the recorded ones must not change. The Spearman interval's method
+before the comparison; the recorded ones must not change. So are the sub-call metrics of
+issue 43 (:func:`_before_issue43`, after checking their values on the fixture by hand): every
+recorded value stays as it was. The Spearman interval's method
 changed from a percentile bootstrap to Fisher z with the Bonett-Wright standard error: on this
 fixture (2 rooms, every Spearman undefined) only its method text differs
 (:func:`_spearman_method_change`). The interval of a mean and of a paired difference changed
@@ -153,6 +155,50 @@ def _before_issue21(report: dict[str, Any]) -> dict[str, Any]:
         {k: v for k, v in ab.items() if k not in ("metrics", "timeouts")}
         for ab in report["depth_ablations"]
     ]
+    return out
+
+
+ISSUE43_METRICS = (
+    "sub_call_error_share",
+    "sub_answer_chars",
+    "sub_answer_quote_share",
+    "sub_used_share",
+    "sub_supports_pass_share",
+)
+"""Report metrics added after the recording (issue 43: sub-call metrics per arm)."""
+
+
+def _before_issue43(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` without the rows and descriptions of :data:`ISSUE43_METRICS` (per arm, in
+    each comparison, in ``metric_descriptions``), everything recorded left as it is, after
+    checking the new rows by hand: the fixture's report reads no trajectories, so the four
+    trajectory metrics have no episode with a value; the error share comes from the summaries
+    (base: 5 episodes with sub-calls, deep: 4; no sub-call failed in either, so 0 in both
+    rooms and arms, difference 0)."""
+    for arm, n in (("base", 5), ("deep", 4)):
+        rows = {m["metric"]: m for m in report["per_arm"][arm] if m["metric"] in ISSUE43_METRICS}
+        assert list(rows) == list(ISSUE43_METRICS)
+        err = rows.pop("sub_call_error_share")
+        assert err["episodes"]["n"] == n and err["mean"]["value"] == 0.0
+        assert err["room_means"] == {"alpha": 0.0, "beta": 0.0}
+        assert all(m["episodes"]["n"] == 0 and m["mean"]["value"] is None for m in rows.values())
+    (comparison,) = report["comparisons"]
+    err_row = next(r for r in comparison["rows"] if r["metric"] == "sub_call_error_share")
+    assert err_row["paired"]["mean_difference"]["value"] == 0.0
+    assert err_row["paired"]["differences"] == [0.0, 0.0]
+    assert set(report["metric_descriptions"]) >= set(ISSUE43_METRICS)
+    out = dict(report)
+    out["per_arm"] = {
+        arm: [m for m in ms if m["metric"] not in ISSUE43_METRICS]
+        for arm, ms in report["per_arm"].items()
+    }
+    out["comparisons"] = [
+        {**c, "rows": [r for r in c["rows"] if r["metric"] not in ISSUE43_METRICS]}
+        for c in report["comparisons"]
+    ]
+    out["metric_descriptions"] = {
+        k: v for k, v in report["metric_descriptions"].items() if k not in ISSUE43_METRICS
+    }
     return out
 
 
@@ -294,7 +340,9 @@ def test_golden_report(ws: Path, tmp_path: Path) -> None:
         # base: 1 of 6 episodes ended timeout, deep: 0 of 6 -> flagged (issue 21)
         assert [(f["a"], f["b"]) for f in got["timeout_flags"]] == [("base", "deep")]
         got = _mean_method_change(
-            _rate_and_test_method_change(_spearman_method_change(_before_issue21(got)))
+            _rate_and_test_method_change(
+                _spearman_method_change(_before_issue21(_before_issue43(got)))
+            )
         )
     _compare("report", _clean(got, ws))
 
