@@ -1,0 +1,196 @@
+"""Sub-call metrics of the report (issue 43): per episode and per arm, hand-computed.
+
+The run is a copy of ``collected_run`` (2 episodes of the 3-contract CUAD room; each root
+sends 3 sub-calls whose answer is the fixed 64-character sentence :data:`SENTENCE`, and pastes
+the 3 answers into its memo, one under a heading per document). The copy is edited:
+
+- episode 0: call 0 keeps its answer (in the memo: used); call 1 answers with a verbatim
+  span of the netgear contract (quotes the room, not in the memo); call 2 failed (error, no
+  response). The grader's verdict of ``cuad-03-anti-assignment`` (a netgear criterion) is
+  turned to PASS, so call 0, whose answer reached the memo paragraph under the netgear
+  heading, supports a passed criterion.
+- episode 1: no sub-calls at all (its records and counts removed).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rlmdistill.analysis.main import ReportConfig
+from rlmdistill.analysis.main import run as report_stage
+from rlmdistill.analysis.metrics import EpisodeMetrics, load_run_metrics
+from rlmdistill.analysis.sections import SUB_CALL_ERROR_METRIC, SUB_CALL_METRICS
+from rlmdistill.rooms.room import DataRoom
+
+SENTENCE = "The agreement may not be assigned without prior written consent."
+NETGEAR = "Distribution/netgear_inc_04_21_2003_ex_10_16_distributor_agreement.txt"
+PASSED = "cuad-03-anti-assignment"
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _write(path: Path, lines: list[dict]) -> None:
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+
+
+def _quote(room: Path) -> str:
+    """120 characters of the netgear contract, whitespace runs made single spaces (so its
+    normalised length, 120, is well above the 79 from which the probe always finds it)."""
+    text = next(d.text for d in DataRoom.load(room).documents if d.id == NETGEAR)
+    flat = " ".join(text.split())
+    return flat[2000:2120]
+
+
+def _edited_run(collected_run: Path, dest: Path) -> tuple[Path, str]:
+    run = dest / "tuned"
+    shutil.copytree(collected_run, run)
+    summaries = _lines(run / "episodes.jsonl")
+    e0, e1 = summaries[0], summaries[1]
+    quote = _quote(Path(e0["room"]["path"]))
+    assert len(quote) == 120 and quote not in e0["memo"]
+    for e, edit in ((e0, "edit"), (e1, "drop")):
+        path = next((run / "trajectories").glob(e["episode_id"] + "*"))
+        records = []
+        for rec in _lines(path):
+            if rec["record_type"] == "sub_call":
+                assert rec["response"] == SENTENCE
+                if edit == "drop":
+                    continue
+                if rec["call_id"] == 1:
+                    rec["response"] = quote
+                elif rec["call_id"] == 2:
+                    rec["response"], rec["error"], rec["error_kind"] = None, "timed out", "timeout"
+            records.append(rec)
+        _write(path, records)
+    e0["n_sub_call_errors"] = 1
+    e1["n_sub_calls"] = e1["n_sub_call_errors"] = 0
+    _write(run / "episodes.jsonl", summaries)
+    verdicts = _lines(run / "verdicts" / "reference.jsonl")
+    for v in verdicts:
+        assert v["verdict"] == "FAIL"
+        if v["episode_id"] == e0["episode_id"] and v["criterion_id"] == PASSED:
+            v["verdict"] = "PASS"
+    _write(run / "verdicts" / "reference.jsonl", verdicts)
+    return run, quote
+
+
+def _sub(row: EpisodeMetrics) -> dict[str, float | None]:
+    return {m.name: m.get(row) for m in SUB_CALL_METRICS}
+
+
+def test_per_episode_sub_call_metrics(collected_run, tmp_path):
+    run, quote = _edited_run(collected_run, tmp_path)
+    rows = load_run_metrics(run, row_cache=False).rows
+    # episode 0: answers are calls 0 (64 chars) and 1 (120 chars); call 1 quotes the room;
+    # call 0 alone is used (1 of 3 calls) and supports the passed netgear criterion
+    assert rows[0].n_sub_answers == 2
+    assert _sub(rows[0]) == {
+        "sub_call_error_share": 1 / 3,
+        "sub_answer_chars": (64 + 120) / 2,
+        "sub_answer_quote_share": 0.5,
+        "sub_used_share": 1 / 3,
+        "sub_supports_pass_share": 1 / 3,
+    }
+    # episode 1: no sub-call, so no value for any of them (left out, not 0)
+    assert rows[1].n_sub_answers == 0
+    assert set(_sub(rows[1]).values()) == {None}
+    # the original run: every answer is the sentence, pasted into the memo; nothing passed
+    for row in load_run_metrics(collected_run, row_cache=False).rows:
+        assert row.n_sub_answers == 3
+        assert _sub(row) == {
+            "sub_call_error_share": 0.0,
+            "sub_answer_chars": 64.0,
+            "sub_answer_quote_share": 0.0,
+            "sub_used_share": 1.0,
+            "sub_supports_pass_share": 0.0,
+        }
+    assert SUB_CALL_ERROR_METRIC in SUB_CALL_METRICS
+    assert len(quote) == 120
+
+
+def test_without_the_room_or_verdicts_those_shares_have_no_value(collected_run, tmp_path):
+    run, _ = _edited_run(collected_run, tmp_path)
+    # the room's folder gone: no documents to quote, no task (so no pass rate either)
+    summaries = _lines(run / "episodes.jsonl")
+    for e in summaries:
+        e["room"]["path"] = "/nonexistent/rooms/cuad3"
+    _write(run / "episodes.jsonl", summaries)
+    manifest = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    for r in manifest["rooms"]:
+        r["path"] = "/nonexistent/rooms/cuad3"
+    (run / "run.json").write_text(json.dumps(manifest), encoding="utf-8")
+    row = load_run_metrics(run, row_cache=False).rows[0]
+    assert row.pass_rate is None
+    assert _sub(row) == {
+        "sub_call_error_share": 1 / 3,
+        "sub_answer_chars": 92.0,
+        "sub_answer_quote_share": None,
+        "sub_used_share": 1 / 3,
+        "sub_supports_pass_share": None,
+    }
+
+
+def test_trajectory_cache_keeps_the_values_and_verdicts_still_count(collected_run, tmp_path):
+    run, _ = _edited_run(collected_run, tmp_path)
+    cache = tmp_path / "traj.json"
+    first = load_run_metrics(run, row_cache=False, trajectory_cache=cache).rows
+    assert cache.is_file()
+    # regraded with everything FAIL: the cached trajectory fields give 0 supports
+    path = run / "verdicts" / "reference.jsonl"
+    _write(path, [{**v, "verdict": "FAIL"} for v in _lines(path)])
+    again = load_run_metrics(run, row_cache=False, trajectory_cache=cache).rows
+    assert first[0].sub_supports_pass_share == pytest.approx(1 / 3)
+    assert again[0].sub_supports_pass_share == 0.0
+    assert again[0].sub_used_share == first[0].sub_used_share == pytest.approx(1 / 3)
+
+
+def test_per_arm_means_and_paired_differences(collected_run, tmp_path):
+    run, _ = _edited_run(collected_run, tmp_path)
+    out = tmp_path / "report"
+    report_stage(
+        ReportConfig(runs=[collected_run, run], labels=["base", "tuned"], out=out, draw=False)
+    )
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+    def arm(label: str) -> dict[str, dict]:
+        return {m["metric"]: m for m in report["per_arm"][label]}
+
+    base, tuned = arm("base"), arm("tuned")
+    # one room: the arm's mean of room means is the room's mean over its episodes with a
+    # value (tuned: episode 0 alone, episode 1 has no sub-call)
+    want_base = {
+        "sub_call_error_share": 0.0,
+        "sub_answer_chars": 64.0,
+        "sub_answer_quote_share": 0.0,
+        "sub_used_share": 1.0,
+        "sub_supports_pass_share": 0.0,
+    }
+    want_tuned = {
+        "sub_call_error_share": 1 / 3,
+        "sub_answer_chars": 92.0,
+        "sub_answer_quote_share": 0.5,
+        "sub_used_share": 1 / 3,
+        "sub_supports_pass_share": 1 / 3,
+    }
+    for name in want_base:
+        assert base[name]["episodes"]["n"] == 2
+        assert tuned[name]["episodes"]["n"] == 1
+        assert base[name]["mean"]["value"] == pytest.approx(want_base[name])
+        assert tuned[name]["mean"]["value"] == pytest.approx(want_tuned[name])
+        assert base[name]["mean"]["unit"] == "rooms"
+        assert base[name]["mean"]["reason"]  # one room: no interval, and it says why
+    (comparison,) = report["comparisons"]
+    diffs = {r["metric"]: r["paired"]["mean_difference"]["value"] for r in comparison["rows"]}
+    for name in want_base:
+        assert diffs[name] == pytest.approx(want_tuned[name] - want_base[name])
+    for name in want_base:
+        assert "no value" in report["metric_descriptions"][name] or name == "sub_call_error_share"
+    assert "characters" in report["metric_descriptions"]["sub_answer_chars"]
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "sub_supports_pass_share" in md
