@@ -7,7 +7,8 @@ words). Rules that reward a word-for-word quote of a labelled clause next to a c
 pass most criteria, and rejection sampling would keep such episodes and teach the root to
 paste. The measure here is per document: the share of the document's distinct
 :data:`GRAM_WORDS`-word runs (normalised words, :func:`rlmdistill.rooms.text.words`) that
-occur in the memo. Quoting clauses, as a good memo does, reproduces a small share; a paste
+occur in the memo (:func:`rlmdistill.traces.sub_credit.word_runs`, the runs of the sub-call
+credit's memo rule). Quoting clauses, as a good memo does, reproduces a small share; a paste
 reproduces most of it.
 
 Measured on the 59 memos of two quickstart workspaces (2026-12-04; base, training, checkpoint
@@ -27,7 +28,7 @@ import functools
 from dataclasses import dataclass
 
 from rlmdistill.rooms.room import DataRoom
-from rlmdistill.rooms.text import words
+from rlmdistill.traces.sub_credit import word_runs
 
 __all__ = ["COPY_SHARE", "GRAM_WORDS", "MIN_COPY_GRAMS", "Copied", "copied_documents", "pasted"]
 
@@ -60,21 +61,17 @@ class Copied:
         return self.share >= COPY_SHARE and self.copied >= MIN_COPY_GRAMS
 
 
-def _grams(tokens: list[str]) -> frozenset[tuple[str, ...]]:
-    return frozenset(tuple(tokens[i : i + GRAM_WORDS]) for i in range(len(tokens) - GRAM_WORDS + 1))
-
-
 @functools.lru_cache(maxsize=64)
 def _document_grams(text: str) -> frozenset[tuple[str, ...]]:
     """A document's distinct runs; cached, since every episode of a room reads the same."""
-    return _grams(words(text))
+    return word_runs(text, GRAM_WORDS)
 
 
 def copied_documents(memo: str, room: DataRoom) -> list[Copied]:
     """Per document of ``room`` (in id order), how many of its distinct
     :data:`GRAM_WORDS`-word runs ``memo`` reproduces. Reads every document's text (cached by
     the room). Never raises for an empty memo (all counts 0)."""
-    memo_grams = _grams(words(memo))
+    memo_grams = word_runs(memo, GRAM_WORDS)
     out = []
     for doc in room.documents:
         grams = _document_grams(doc.text)
