@@ -218,8 +218,13 @@ FILES: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("<workspace>/lineage.jsonl", "`loop`", [("rlmdistill.traces.lineage", "LineageRecord")]),
     (
         "<workspace>/.dashboard/jobs/<name>.json",
-        "the dashboard's SFT jobs",
+        "jobs started from the dashboard's SFT page or `rlmdistill submit` (local or Ray)",
         [("rlmdistill.dashboard.jobs", "JobRecord")],
+    ),
+    (
+        "<workspace>/.dashboard/jobs/<name>.ray.json",
+        "a Ray job's last known status (`rlmdistill submit`, the SFT page)",
+        [("rlmdistill.dashboard.jobs", "RemoteStatus")],
     ),
     (
         "<out>/judge-eval.json (`judge-eval --out`)",

@@ -41,6 +41,7 @@ err = Console(stderr=True)
 def _register_stages() -> None:
     """Add every package's commands (one ``register`` each; this module holds none)."""
     from rlmdistill.analysis.cli import register as register_report
+    from rlmdistill.cluster.cli import register as register_submit
     from rlmdistill.collect.cli import register as register_collect
     from rlmdistill.dashboard.cli import register as register_dashboard
     from rlmdistill.export.cli import register as register_export
@@ -71,6 +72,7 @@ def _register_stages() -> None:
     register_dashboard(app)
     register_labels(app)
     register_import(app)
+    register_submit(app)
 
 
 _register_stages()

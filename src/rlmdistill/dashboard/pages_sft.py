@@ -5,6 +5,13 @@ A job runs ``python -m rlmdistill.sft --dataset D --base B --out adapters/NAME [
 (the same command group as ``rlmdistill sft``) through :mod:`rlmdistill.dashboard.jobs`; the
 loss curve is read from ``adapters/NAME/train_log.jsonl`` (the SFT stage's log, see the
 contract in ``docs/dashboard.md``).
+
+With a Ray address in the form, the job is ``rlmdistill sft ...`` submitted to that cluster
+through Ray Jobs (:func:`rlmdistill.dashboard.jobs.submit_remote`, ``files="shared"``): it
+runs in this workspace's path on the head, so the loss curve is read from the same adapter
+folder, which assumes the head sees this workspace (a shared filesystem, or the head on this
+machine). Its state and log come from the cluster (:func:`rlmdistill.dashboard.jobs.refresh`
+on each refresh of the page).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from rlmdistill.cluster.jobs import RayJobsError
 from rlmdistill.dashboard import data, jobs
 from rlmdistill.dashboard.data import Workspace
 from rlmdistill.dashboard.widgets import fmt_num
@@ -164,6 +172,12 @@ def _start_form(ws: Workspace) -> None:
         steps = st.number_input(
             "Max steps (0: from the config)", min_value=0, value=0, key="sft_steps"
         )
+        ray_address = st.text_input(
+            "Ray address (http://HEAD:8265, the head's dashboard; empty: run on this machine)",
+            key="sft_ray_address",
+            help="Submitted through Ray Jobs; the job runs in this workspace's path on the "
+            "head (a shared filesystem, or the head on this machine) with `python` there.",
+        )
         go = st.form_submit_button("Start SFT job")
     if not go:
         return
@@ -179,12 +193,22 @@ def _start_form(ws: Workspace) -> None:
         int(steps),
     )
     try:
-        job = jobs.start_job(ws.root, name.strip(), args, module="rlmdistill.sft", out_dir=str(out))
-    except jobs.JobError as exc:
+        if ray_address.strip():
+            job = jobs.submit_remote(
+                ws.root, name.strip(), ray_address.strip(), ["sft", *args], out_dir=str(out)
+            )
+        else:
+            job = jobs.start_job(
+                ws.root, name.strip(), args, module="rlmdistill.sft", out_dir=str(out)
+            )
+    except (jobs.JobError, RayJobsError) as exc:
         st.error(str(exc))
         return
     st.session_state["sft_job"] = job.name
-    st.success(f"started job {job.name} (pid {job.pid})")
+    if job.remote:
+        st.success(f"submitted job {job.name} to {job.where} (Ray job {job.ray_job_id})")
+    else:
+        st.success(f"started job {job.name} (pid {job.pid})")
 
 
 def _job_view(ws: Workspace, name: str) -> None:
@@ -194,13 +218,23 @@ def _job_view(ws: Workspace, name: str) -> None:
         if job is None:
             st.warning(f"job {name} not found")
             return
+        jobs.refresh(job)  # a Ray job: state and log from its cluster; local: nothing to do
         state, rc = jobs.job_state(job)
         st.markdown(
             f"**Job {job.name}**: `{state}`" + (f" (exit status {rc})" if rc is not None else "")
         )
+        if job.remote:
+            st.caption(f"Ray job `{job.ray_job_id}` at {job.where}")
+            if state in ("pending", "running") and st.button("Stop job", key=f"stop_{name}"):
+                try:
+                    jobs.stop_job(job)
+                except RayJobsError as exc:
+                    st.error(str(exc))
         st.caption(" ".join(job.command[1:]))
         st.code(jobs.read_log(job, 8000) or "(no output yet)", language="text")
-        if job.out_dir:
+        if job.out_dir and job.files == "upload":
+            st.caption(f"{job.out_dir} was written on the cluster (the workspace was uploaded).")
+        elif job.out_dir:
             _curves(Path(job.cwd) / job.out_dir)
 
     live()
@@ -210,6 +244,8 @@ def render(ws: Workspace) -> None:
     """Render the SFT jobs page."""
     _start_form(ws)
     all_jobs = jobs.list_jobs(ws.root)
+    for j in all_jobs:
+        jobs.refresh(j)  # Ray jobs still running: ask their cluster once per page run
     st.subheader("Jobs")
     if not all_jobs:
         st.caption("No job started from the dashboard yet.")
@@ -222,6 +258,7 @@ def render(ws: Workspace) -> None:
                         "state": jobs.job_state(j)[0],
                         "exit status": jobs.job_state(j)[1],
                         "started": j.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                        "where": j.where,
                         "out": j.out_dir,
                     }
                     for j in all_jobs
