@@ -4,8 +4,9 @@ cluster on this machine (loopback only; ``ray.cluster_utils.Cluster`` as in
 ``tests/test_sft.py``. Shown here:
 
 - 2 workers (one per node) train: loss logged per step by rank 0 only, adapter and ``sft.json``
-  written (world size 2, gloo), both ranks end with the same weights, and the loss curve is
-  that of a 1-worker Ray Train run with the same global batch;
+  written (world size 2, gloo), both ranks end with the same weights, and the loss curve and the
+  held-out eval losses are those of a 1-worker Ray Train run with the same global batch (every
+  row different, so a rank whose gradients were not averaged would drift off both);
 - a worker killed (SIGKILL) mid-run: Ray Train restarts both workers from the last checkpoint
   and the run finishes; the train log says where it resumed, its steps are 1..N once each, and
   the tokens count continues.
@@ -17,16 +18,17 @@ The cluster tests are ``slow`` and need the ``ray`` extra; skipped without it un
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_sft import CONVERSATIONS, fast_config, render_row, write_dataset
+from test_sft import SYSTEM, fast_config, render_row, write_dataset
 
 from rlmdistill.sft.config import RAY_FIELDS, SFTConfig
-from rlmdistill.sft.ray_train import KILL_HOOK_ENV, train_ray
+from rlmdistill.sft.ray_train import KILL_HOOK_ENV, RESULT_FILE, train_ray
 from rlmdistill.sft.train import SFTError, SFTManifest, SFTResult, train
 from rlmdistill.traces.artefacts import read_train_log
 
@@ -97,6 +99,22 @@ def test_occupied_output_folder_is_refused_before_ray_starts(tmp_path: Path) -> 
         train_ray(cfg, resume=True)
 
 
+@needs_ray
+def test_a_workers_own_refusal_comes_back_as_itself() -> None:
+    """A worker's SFTError/DatasetError/FileNotFoundError is raised as is (exit 2 in the CLI),
+    from inside Ray's task error; a crash is not a user error."""
+    from ray.exceptions import RayTaskError
+
+    from rlmdistill.sft.ray_train import _user_error
+
+    refusal = SFTError("target_modules ['nope'] are not linear layers of this model")
+    wrapped = RayTaskError("train_fn", "traceback", refusal)
+    group = ray.train.WorkerGroupError("Training failed", {0: wrapped, 1: RuntimeError("gloo")})
+    assert _user_error(group) is refusal
+    crash = ray.train.WorkerGroupError("Training failed", {1: RuntimeError("worker died")})
+    assert _user_error(crash) is None
+
+
 # ----------------------------------------------------- a two-node cluster (slow, Ray)
 @contextlib.contextmanager
 def _env(**values: str) -> Iterator[None]:
@@ -115,8 +133,8 @@ def _env(**values: str) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    assert ray is not None
     """A head and a second node, 1 CPU each (one Ray Train worker per node), loopback only."""
+    assert ray is not None
     with _env(**RAY_ENV):
         c = Cluster(
             initialize_head=True,
@@ -139,19 +157,38 @@ def cluster() -> Iterator[Any]:
             c.shutdown()
 
 
-@pytest.fixture(scope="module")
-def dataset4(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer: Any) -> Path:
-    """The two conversations of tests/test_sft.py twice over: 4 rows, 4 episodes (a global
-    batch of 2 makes 2 steps per epoch, so the ranks really see different rows)."""
-    rows = [
-        render_row(smollm2_tokenizer, conv, episode_id=f"ep{i}")
-        for i, conv in enumerate(CONVERSATIONS * 2)
+CLAUSES = ["assignment", "termination", "indemnity", "exclusivity", "governing law", "audit"]
+
+
+def conversation(i: int) -> list[dict[str, str]]:
+    """Episode ``i``'s root turns: a task and one or two REPL turns, each episode different."""
+    clause = CLAUSES[i]
+    conv = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": f"Find the {clause} clause in the room."},
+        {"role": "assistant", "content": f"```repl\nhits = search({clause!r})\nprint(hits)\n```"},
     ]
-    return write_dataset(tmp_path_factory.mktemp("ds") / "four", smollm2_tokenizer, rows)
+    if i % 2 == 0:
+        conv += [
+            {"role": "user", "content": f"['contracts/c{i}.txt:{100 + i}']"},
+            {"role": "assistant", "content": f"```repl\nFINAL('{clause}: see c{i}.txt')\n```"},
+        ]
+    return conv
+
+
+@pytest.fixture(scope="module")
+def dataset6(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer: Any) -> Path:
+    """6 episodes, each different; ``eval_fraction`` 1/3 holds 2 out (so the eval loss is
+    measured before training, which once kept DDP from wrapping the model) and leaves 4
+    training rows: a global batch of 2 makes 2 steps per epoch, each rank a different row."""
+    rows = [render_row(smollm2_tokenizer, conversation(i), episode_id=f"ep{i}") for i in range(6)]
+    return write_dataset(tmp_path_factory.mktemp("ds") / "six", smollm2_tokenizer, rows)
 
 
 def _config(dataset: Path, base: Path, out: Path, **kw: Any) -> SFTConfig:
-    fields: dict[str, Any] = {"max_steps": 6, "save_steps": 2, **kw}
+    fields: dict[str, Any] = {
+        "max_steps": 6, "save_steps": 2, "save_total_limit": 2, "eval_fraction": 1 / 3, **kw,
+    }  # fmt: skip
     return fast_config(dataset, base, out, **fields)
 
 
@@ -161,41 +198,60 @@ def _losses(out: Path) -> list[tuple[int, float]]:
 
 @pytest.fixture(scope="module")
 def two_workers(
-    cluster: Any, tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path, dataset4: Path
+    cluster: Any, tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path, dataset6: Path
 ) -> SFTResult:
     """2 workers x batch 1, 6 steps, a checkpoint every 2 steps."""
     out = tmp_path_factory.mktemp("ray") / "two"
     return train_ray(
-        _config(dataset4, tiny_llama_dir, out, workers=2, per_device_train_batch_size=1)
+        _config(dataset6, tiny_llama_dir, out, workers=2, per_device_train_batch_size=1)
     )
 
 
 @pytest.mark.slow
 @needs_ray
 def test_two_workers_train_like_one_with_the_same_global_batch(
-    cluster: Any, two_workers: SFTResult, tmp_path: Path, tiny_llama_dir: Path, dataset4: Path
+    cluster: Any, two_workers: SFTResult, tmp_path: Path, tiny_llama_dir: Path, dataset6: Path
 ) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from rlmdistill.sft.cli import register
+
     two = two_workers
-    one = train_ray(
-        _config(dataset4, tiny_llama_dir, tmp_path / "one", workers=1,
-                per_device_train_batch_size=2, ray_address=cluster.address),
-    )  # fmt: skip
-    assert isinstance(two, SFTResult) and two.global_step == 6 and one.global_step == 6
-    # both ranks hold the same adapter at the end (DDP), and 1 worker reports 1 digest
+    # 1 worker x batch 2 under Ray Train, through the command: `sft --config F --ray-address A`
+    file = tmp_path / "one.json"
+    cfg = _config(dataset6, tiny_llama_dir, tmp_path / "one", per_device_train_batch_size=2)
+    file.write_text(cfg.model_dump_json())
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["sft", "--config", str(file), "--ray-address", cluster.address])
+    assert res.exit_code == 0, res.output
+    assert "sft: 6 steps on 4 examples" in res.output
+    manifest = SFTManifest.model_validate_json((tmp_path / "one" / "sft.json").read_text())
+    assert manifest.config["ray_address"] == cluster.address  # recorded as given
+    one_digests = json.loads((tmp_path / "one" / "checkpoints" / RESULT_FILE).read_text())
+    assert len(one_digests["rank_weights_sha256"]) == 1
+    assert isinstance(two, SFTResult) and two.global_step == 6
+    # both ranks hold the same adapter at the end (DDP)
     assert len(two.rank_weights_sha256) == 2 and len(set(two.rank_weights_sha256)) == 1
-    assert len(one.rank_weights_sha256) == 1
     # loss logged at every step, by rank 0 alone (one line per step)
     log2, log1 = _losses(two.out_dir), _losses(tmp_path / "one")
     assert [s for s, _ in log2] == [1, 2, 3, 4, 5, 6] == [s for s, _ in log1]
     for (_, a), (_, b) in zip(log2, log1, strict=True):
         assert a == pytest.approx(b, rel=LOSS_RTOL)
-    assert log2[-1][1] < log2[0][1] - 0.3  # it learns (10.81 -> 10.30 here)
+    assert log2[-1][1] < log2[0][1] - 0.3  # it learns
     assert two.first_loss == pytest.approx(log2[0][1]) and two.final_loss == pytest.approx(
         log2[-1][1]
     )
     # tokens, summed over both ranks: all 4 rows once per epoch (2 steps)
     assert _epoch_end_tokens(two.out_dir) == _epoch_end_tokens(tmp_path / "one")
-    assert _epoch_end_tokens(two.out_dir) == [_per_epoch(tiny_llama_dir) * e for e in (1, 2, 3)]
+    assert _epoch_end_tokens(two.out_dir) == [_per_epoch(two.out_dir) * e for e in (1, 2, 3)]
+    # the eval loss before training and at each epoch end (2 held-out episodes, 1 per rank)
+    evals2 = SFTManifest.model_validate_json((two.out_dir / "sft.json").read_text()).eval_losses
+    evals1 = SFTManifest.model_validate_json((tmp_path / "one" / "sft.json").read_text())
+    assert [r.step for r in evals2] == [0, 2, 4, 6] == [r.step for r in evals1.eval_losses]
+    for a2, a1 in zip(evals2, evals1.eval_losses, strict=True):
+        assert a2.loss == pytest.approx(a1.loss, rel=LOSS_RTOL)
     # the adapter and manifest of a single-process run, world size 2 over gloo
     for out, world, backend in ((two.out_dir, 2, "gloo"), (tmp_path / "one", 1, None)):
         assert (out / "adapter_model.safetensors").is_file()
@@ -204,28 +260,35 @@ def test_two_workers_train_like_one_with_the_same_global_batch(
         assert (manifest.world_size, manifest.backend, manifest.device) == (world, backend, "cpu")
         assert manifest.resumed_from == []
         assert SFTConfig.model_validate(manifest.config).workers == (2 if world == 2 else 1)
-        # checkpoints through Ray Train into OUT/checkpoints; Ray keeps save_total_limit (3)
+        # checkpoints through Ray Train into OUT/checkpoints; Ray keeps the newest
+        # save_total_limit (2) of checkpoint-2, -4, -6, as the Trainer alone does
         names = sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*"))
-        assert names == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+        assert names == ["checkpoint-4", "checkpoint-6"]
     # the 1-worker Ray run is the in-process run (same process layout: one batch of 2)
     plain = train(
-        _config(dataset4, tiny_llama_dir, tmp_path / "plain", per_device_train_batch_size=2),
+        _config(dataset6, tiny_llama_dir, tmp_path / "plain", per_device_train_batch_size=2),
         progress=False,
     )
     assert plain.global_step == 6
+    assert sorted(p.name for p in (tmp_path / "plain" / "checkpoints").glob("checkpoint-*")) == [
+        "checkpoint-4",
+        "checkpoint-6",
+    ]
     for (_, a), (_, b) in zip(_losses(tmp_path / "plain"), log1, strict=True):
         assert a == pytest.approx(b, rel=1e-6)
 
 
-def render_row_ids(base: Path, conv: list[dict[str, str]]) -> list[int]:
-    from transformers import AutoTokenizer
+def _per_epoch(out: Path) -> int:
+    """Input tokens of the 4 training rows of ``dataset6`` (the 2 held-out episodes' rows
+    left out), counted from the dataset's rows."""
+    import datasets
 
-    return list(render_row(AutoTokenizer.from_pretrained(base), conv)["input_ids"])
-
-
-def _per_epoch(base: Path) -> int:
-    """Input tokens of the 4 rows of ``dataset4``."""
-    return sum(len(render_row_ids(base, c)) for c in CONVERSATIONS * 2)
+    manifest = SFTManifest.model_validate_json((out / "sft.json").read_text())
+    assert len(manifest.eval_episodes) == 2
+    ds = datasets.load_from_disk(manifest.dataset_path)
+    return sum(
+        len(r["input_ids"]) for r in ds if r["episode_id"] not in set(manifest.eval_episodes)
+    )
 
 
 def _epoch_end_tokens(out: Path) -> list[int]:
@@ -236,14 +299,14 @@ def _epoch_end_tokens(out: Path) -> list[int]:
 @pytest.mark.slow
 @needs_ray
 def test_killed_worker_restarts_from_the_last_checkpoint(
-    cluster: Any, two_workers: SFTResult, tmp_path: Path, tiny_llama_dir: Path, dataset4: Path
+    cluster: Any, two_workers: SFTResult, tmp_path: Path, tiny_llama_dir: Path, dataset6: Path
 ) -> None:
     out = tmp_path / "killed"
     marker = tmp_path / "killed-once"
     # rank 1 dies (SIGKILL) at the end of step 3; the last checkpoint is step 2
     with _env(**{KILL_HOOK_ENV: f"1:3:{marker}"}):
         result = train_ray(
-            _config(dataset4, tiny_llama_dir, out, workers=2, per_device_train_batch_size=1)
+            _config(dataset6, tiny_llama_dir, out, workers=2, per_device_train_batch_size=1)
         )
     assert marker.is_file()  # the worker was killed
     assert result.global_step == 6
@@ -256,7 +319,7 @@ def test_killed_worker_restarts_from_the_last_checkpoint(
         assert a.loss == pytest.approx(b.loss, rel=LOSS_RTOL)
     marks = [row.get("resumed_from_step") for row in log.rows]
     assert marks == [None, None, 2, None, None, None]  # the restart, where it happened
-    assert _epoch_end_tokens(out) == [_per_epoch(tiny_llama_dir) * e for e in (1, 2, 3)]
+    assert _epoch_end_tokens(out) == [_per_epoch(out) * e for e in (1, 2, 3)]
     manifest = SFTManifest.model_validate_json((out / "sft.json").read_text())
     assert (manifest.status, manifest.global_step, manifest.world_size) == ("completed", 6, 2)
     assert [Path(p).name for p in manifest.resumed_from] == ["checkpoint-2"]

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import signal
 import socket
@@ -51,8 +50,6 @@ from rlmdistill.sft.train import (
     _existing_output,
     train,
 )
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "FORWARDED_ENV",
@@ -284,7 +281,8 @@ def train_ray(config: SFTConfig, *, resume: bool = False, progress: bool = True)
             holds a run (without ``resume``), or what :func:`~rlmdistill.sft.train.train`
             raises in a worker (``SFTError``, ``DatasetError``, ``BaseModelError``,
             ``FileNotFoundError``: raised as is, after Ray Train's restarts).
-        RayTrainFailed: the workers failed more than ``max_failures`` times.
+        RayTrainFailed: the workers failed more than ``max_failures`` times, or ended with
+            different weights.
     """
     del progress
     _precheck(config, resume)
@@ -341,6 +339,12 @@ def train_ray(config: SFTConfig, *, resume: bool = False, progress: bool = True)
     if not result_path.is_file():
         raise RayTrainFailed(f"{out}: Ray Train finished but rank 0 wrote no {result_path}")
     got = json.loads(result_path.read_text(encoding="utf-8"))
+    if len(set(got["rank_weights_sha256"])) > 1:  # DDP keeps the ranks' weights equal
+        raise RayTrainFailed(
+            f"{out}: the workers ended with different weights (sha256 by rank: "
+            f"{', '.join(d[:12] for d in got['rank_weights_sha256'])}): their gradients were "
+            "not averaged, so the adapter rank 0 saved is one rank's alone"
+        )
     return SFTResult(
         out_dir=Path(got["out_dir"]),
         global_step=int(got["global_step"]),

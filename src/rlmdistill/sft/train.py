@@ -336,6 +336,27 @@ def _existing_output(out: Path) -> list[str]:
     return found
 
 
+def _unprepare_after_eval(trainer: Any) -> None:
+    """Let training wrap the model in DDP after an evaluation that ran before it.
+
+    ``Trainer.evaluate()`` before ``train()`` prepares the bare model for evaluation
+    (``accelerator.prepare_model(model, evaluation_mode=True)``), which marks it
+    ``_is_accelerate_prepared``; ``train()``'s own ``prepare`` then returns it as is, not
+    wrapped in ``DistributedDataParallel``, so with several processes the gradients were never
+    averaged and each rank trained on its own shard (transformers 5.25, accelerate 1.16; found
+    by the ranks' differing weights in ``benchmarks/bench_sft_ray.py``, where 16 episodes turn
+    the eval loss on). With one process nothing is wrapped either way, so this does nothing
+    there.
+    """
+    if trainer.args.world_size <= 1:
+        return
+    model = trainer.model
+    if getattr(model, "_is_accelerate_prepared", False) and trainer.model_wrapped is model:
+        model._is_accelerate_prepared = False
+        models = trainer.accelerator._models
+        models[:] = [m for m in models if m is not model]
+
+
 def train(
     config: SFTConfig,
     *,
@@ -523,6 +544,7 @@ def train(
         with library_warning_filter():
             if eval_ds is not None and resume_ckpt is None:
                 trainer.evaluate()  # the baseline: eval loss of the base model (step 0)
+                _unprepare_after_eval(trainer)
             output = trainer.train(resume_from_checkpoint=resume_ckpt)
     except BaseException as exc:
         if is_main:
