@@ -3,7 +3,8 @@
 ::
 
     rlmdistill sft --dataset datasets/NAME --base qwen2.5-coder-0.5b --out adapters/NAME \\
-        [--config sft.yaml] [--max-steps N] [--lr X] [--epochs E] [--seed S] [--resume]
+        [--config sft.yaml] [--max-steps N] [--lr X] [--epochs E] [--seed S] [--resume] \\
+        [--workers N [--ray-address ADDR] [--gpus-per-worker G]]
     rlmdistill sft merge --adapter adapters/NAME --out models/NAME-merged
     accelerate launch --config_file examples/accelerate/ddp_cpu.yaml -m rlmdistill.sft \\
         --dataset datasets/NAME --base smollm2-135m --out adapters/NAME
@@ -75,10 +76,11 @@ def sft_main(
 def train_main(cfg: SFTConfig, *, resume: bool = False, progress: bool = True) -> int:
     """Train per the validated ``cfg`` and print what was done; returns the exit code (0, or
     2 with one clear line on stderr for a dataset check failure, missing base model or
-    occupied output folder)."""
+    occupied output folder, or 1 when Ray Train workers failed past ``max_failures``)."""
     from rlmdistill.models.spec import BaseModelError
     from rlmdistill.sft.data import DatasetError
     from rlmdistill.sft.main import run
+    from rlmdistill.sft.ray_train import RayTrainFailed
     from rlmdistill.sft.train import SFTError
 
     try:
@@ -86,6 +88,9 @@ def train_main(cfg: SFTConfig, *, resume: bool = False, progress: bool = True) -
     except (SFTError, BaseModelError, DatasetError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
+    except RayTrainFailed as exc:  # --workers N: Ray Train gave up after its restarts
+        err.print(f"[red]training failed:[/red] {exc}")
+        return 1
     loss = (
         f"loss {result.first_loss:.4f} -> {result.final_loss:.4f}, "
         if result.first_loss is not None and result.final_loss is not None
