@@ -446,3 +446,24 @@ def test_submit_sft_through_ray_jobs_records_it_and_the_dashboard_lists_it(
     assert str(client.get_job_status(job2.ray_job_id)) == "STOPPED"
     res = runner.invoke(app, ["submit", "--workspace", str(ws), "--attach", "long"])
     assert res.exit_code == 1 and "job long: stopped" in res.output
+
+    # the SFT page's start form submits to the cluster when given its address
+    at = AppTest.from_file(str(Path(app_module.__file__)), default_timeout=60)
+    at.query_params["page"] = "sft"
+    at.run()
+    at.text_input(key="sft_name").set_value("from-page")
+    at.text_input(key="sft_ray_address").set_value(head.url)
+    at.number_input(key="sft_steps").set_value(1)
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    page_job = jobs.find_job(ws, "from-page")
+    assert (page_job.where, page_job.files, page_job.out_dir) == (
+        head.url,
+        "shared",
+        "adapters/from-page",
+    )
+    assert page_job.command[3:5] == ["sft", "--dataset"]
+    state = _wait_state(page_job, {"succeeded", "failed", "stopped", "lost"})
+    assert state == "succeeded", jobs.read_log(page_job, 10**9)
+    manifest = SFTManifest.model_validate_json((ws / "adapters/from-page/sft.json").read_text())
+    assert manifest.global_step == 1
