@@ -194,3 +194,29 @@ def test_per_arm_means_and_paired_differences(collected_run, tmp_path):
     assert "characters" in report["metric_descriptions"]["sub_answer_chars"]
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "sub_supports_pass_share" in md
+
+
+def test_rows_agree_with_the_credit_of_the_validated_records(collected_run, tmp_path):
+    """The report computes the credit on light tuples and all-PASS verdicts, then keeps the
+    criteria that passed; the same shares come from :func:`sub_call_credit` on the validated
+    records with the grader's verdicts of the current memo."""
+    from rlmdistill.rooms.task import load_task
+    from rlmdistill.traces.runs import load_trajectory, load_verdicts
+    from rlmdistill.traces.sub_credit import sub_call_credit
+
+    run, _ = _edited_run(collected_run, tmp_path)
+    rows = {r.episode_id: r for r in load_run_metrics(run, row_cache=False).rows}
+    summaries = {e["episode_id"]: e for e in _lines(run / "episodes.jsonl")}
+    verdicts = load_verdicts(run, "reference")
+    for episode_id, row in rows.items():
+        e = summaries[episode_id]
+        task = load_task(Path(e["room"]["path"]) / "task.json")
+        mine = [v for v in verdicts if v.episode_id == episode_id]
+        assert all(v.memo_sha256 == e["memo_sha256"] for v in mine)
+        calls = load_trajectory(run, episode_id).sub_calls
+        credit = sub_call_credit(calls, e["memo"], mine, task)
+        n = len(credit)
+        used = sum(c.used_in_memo for c in credit) / n if n else None
+        supports = sum(bool(c.supports_pass) for c in credit) / n if n else None
+        assert (row.sub_used_share, row.sub_supports_pass_share) == (used, supports)
+    assert rows[next(iter(summaries))].sub_supports_pass_share == 1 / 3

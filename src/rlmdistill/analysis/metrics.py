@@ -61,7 +61,7 @@ import typing
 import unicodedata
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -418,6 +418,13 @@ _Item = tuple[str, "str | None", int, str]
 room_hash)``."""
 
 
+class _Pass(NamedTuple):
+    """What the sub-call credit reads of a verdict: a PASS of criterion ``criterion_id``."""
+
+    criterion_id: str
+    verdict: str = "PASS"
+
+
 class _RoomRef(NamedTuple):
     """What the sub-call metrics need of an episode's room: its folder (``None``: not found)
     and its rubric (``None``: no usable ``task.json``)."""
@@ -462,13 +469,25 @@ def _room_index(ref: _RoomRef) -> CoverageIndex | None:
     return _INDEXES[key]
 
 
+_MOVED: dict[tuple[str, str], str] = {}
+"""Where a room recorded at a folder that no longer exists was found, per ``(recorded
+folder, room hash)`` (the runs of one moved workspace name the same folders)."""
+
+
 def _room_folder(path: str, room_hash: str, run_dir: Path) -> str | None:
     """The folder of a room recorded at ``path``: itself, or where a moved workspace has it
-    (:func:`~rlmdistill.rooms.room.locate_moved_room`); ``None`` when not found."""
+    (:func:`~rlmdistill.rooms.room.locate_moved_room`, remembered while the folder found is
+    there); ``None`` when not found."""
     if Path(path).is_dir():
         return path
+    found = _MOVED.get((path, room_hash))
+    if found is not None and Path(found).is_dir():
+        return found
     moved = locate_moved_room(path, room_hash, run_dir)
-    return None if moved is None else str(moved)
+    if moved is None:
+        return None
+    _MOVED[(path, room_hash)] = str(moved)
+    return str(moved)
 
 
 def _fields_chunk(
@@ -605,38 +624,13 @@ def _sub_call_fields(
     fields do not depend on the verdicts (the trajectory cache keeps them)."""
     answers = [c.response or "" for c, t in zip(calls, tokens, strict=True) if t]
     task = room.task if room is not None else None
-    every_pass = (
-        [
-            Verdict.model_construct(
-                episode_id="",
-                grader="",
-                grader_version="",
-                criterion_id=c.id,
-                verdict="PASS",
-                reason="",
-            )
-            for c in task.criteria
-        ]
-        if task is not None
-        else None
-    )
-    records = [
-        SubCallRecord.model_construct(  # what the credit reads of a record, not validated
-            episode_id="",
-            call_id=c.call_id,
-            turn=0,
-            block=0,
-            batch_id=c.batch_id,
-            batch_size=0,
-            prompt="",
-            depth=c.depth,
-            subagent=c.subagent,
-            response=c.response,
-            error=c.error,
-        )
-        for c in calls
-    ]
-    credits = sub_call_credit(records, memo, every_pass, task) if calls else []
+    every_pass = None if task is None else [_Pass(c.id) for c in task.criteria]
+    # the credit reads a record's call_id, depth, subagent, response and error, and a
+    # verdict's criterion_id and verdict: the light tuples carry them, at no cost (pydantic
+    # models, even made by model_construct, took 2/3 of the time of these fields)
+    records = cast("list[SubCallRecord]", calls)
+    verdicts = cast("list[Verdict] | None", every_pass)
+    credits = sub_call_credit(records, memo, verdicts, task) if calls else []
     index = _room_index(room) if room is not None and answers else None
     return {
         "n_sub_answers": len(answers),
