@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -443,7 +444,7 @@ def test_submit_sft_through_ray_jobs_records_it_and_the_dashboard_lists_it(
     assert res.exit_code == 0, res.output
     assert "stop requested" in res.output
     assert _wait_state(job2, {"stopped", "failed", "succeeded"}, 60) == "stopped"
-    assert str(client.get_job_status(job2.ray_job_id)) == "STOPPED"
+    assert str(client.get_job_status(str(job2.ray_job_id))) == "STOPPED"
     res = runner.invoke(app, ["submit", "--workspace", str(ws), "--attach", "long"])
     assert res.exit_code == 1 and "job long: stopped" in res.output
 
@@ -467,3 +468,33 @@ def test_submit_sft_through_ray_jobs_records_it_and_the_dashboard_lists_it(
     assert state == "succeeded", jobs.read_log(page_job, 10**9)
     manifest = SFTManifest.model_validate_json((ws / "adapters/from-page/sft.json").read_text())
     assert manifest.global_step == 1
+
+    # files=upload: the workspace (its config file included) travels as the job's working_dir;
+    # the job writes its adapter in that copy on the cluster, not here
+    (ws / "sft-small.yaml").write_text("lora_r: 2\n")
+    up = [
+        "sft",
+        "--config",
+        "sft-small.yaml",
+        *sft[1:5],
+        "--out",
+        "adapters/up",
+        "--max-steps",
+        "1",
+    ]
+    res = runner.invoke(app, [*submit, "--name", "up", "--files", "upload", "--", *up])
+    assert res.exit_code == 0, res.output
+    job3 = jobs.find_job(ws, "up")
+    assert (job3.files, job3.out_dir, jobs.job_state(job3)) == (
+        "upload",
+        "adapters/up",
+        ("succeeded", 0),
+    )
+    log = jobs.read_log(job3, 10**9)
+    assert not (ws / "adapters" / "up").exists()
+    # the copy is in the head's temp folder (this machine): the uploaded config set lora_r 2
+    found = re.search(r"sft: 1 steps on 2 examples.* -> (\S+)\n", log)
+    assert found is not None, log[-2000:]
+    copy = Path(found[1])
+    assert copy.is_relative_to(head.temp_dir) and copy.parts[-2:] == ("adapters", "up")
+    assert json.loads((copy / "adapter_config.json").read_text())["r"] == 2
