@@ -5,13 +5,34 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from rlmdistill import cliconfig
+from rlmdistill.models.lora_server import ServingConfig
 
 BUILTIN_REWARDS = ("pass_rate", "weighted_pass_rate", "cited_documents", "coverage")
 """Rewards by name; anything else must be ``package.module:function`` (see
 :mod:`rlmdistill.rl.rewards`)."""
+
+SERVED_FIELDS = (
+    "rollouts",
+    "serving",
+    "sync_every",
+    "max_staleness",
+    "prefetch",
+    "is_mode",
+    "is_cap",
+)
+"""Fields of served rollouts, left out of a dump while at their defaults (so an in-process
+config dumps as before they existed: ``rl.json`` and the loop's RL fingerprints unchanged)."""
 
 
 class RLConfig(BaseModel):
@@ -67,6 +88,54 @@ class RLConfig(BaseModel):
         default_factory=list, description="TRL trackers (none by default)."
     )
     max_batch: int = Field(8, ge=1, description="In-process root: requests per generate call.")
+    rollouts: Literal["in_process", "served"] = Field(
+        "in_process",
+        description="Where the root of the rollouts runs: in_process (the trainer's own "
+        "weights, on-policy) or served (an OpenAI-compatible vLLM server with runtime LoRA "
+        "loading; the adapter is loaded as a new version every sync_every steps).",
+    )
+    serving: ServingConfig | None = Field(
+        None,
+        description="rollouts: served: the vLLM server (base_url, model, key_env, "
+        "adapter_root = OUT/served as the server sees it).",
+    )
+    sync_every: int = Field(
+        1, ge=1, description="rollouts: served: load the adapter into the server every N steps."
+    )
+    max_staleness: int = Field(
+        1,
+        ge=0,
+        description="rollouts: served: rollouts more than N versions behind the weights being "
+        "updated are masked out of the loss (and counted in stale_token_share).",
+    )
+    prefetch: bool = Field(
+        True,
+        description="rollouts: served: generate step k+1's rollouts in the background while "
+        "step k trains (one step ahead; staleness 1).",
+    )
+    is_mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = Field(
+        "token_truncate",
+        description="rollouts: served: truncated importance sampling on the server's sampling "
+        "logprobs (TRL vllm_importance_sampling_mode): weight = min(p_train / p_served, is_cap) "
+        "per token (truncate) or 0 above the cap (mask); sequence_* use the product over tokens.",
+    )
+    is_cap: float = Field(
+        2.0,
+        gt=0,
+        description="rollouts: served: cap of the importance weights (TRL "
+        "vllm_importance_sampling_clip_max).",
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_default_served_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave the served-rollout fields out of a dump while they are at their defaults, so
+        an in-process config dumps exactly as before they existed (``rl.json``'s ``config``
+        and the loop's RL fingerprint stay the same)."""
+        data: dict[str, Any] = handler(self)
+        for name in SERVED_FIELDS:
+            if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                del data[name]
+        return data
 
     @field_validator("reward")
     @classmethod
@@ -90,6 +159,26 @@ class RLConfig(BaseModel):
             raise ValueError(
                 f"collect: {', '.join(sorted(taken))} are set by rl (rooms, base, sub, "
                 "num_generations, seed); remove them from the collect section"
+            )
+        if self.rollouts == "served":
+            if self.serving is None:
+                raise ValueError(
+                    "rollouts: served needs serving: {base_url, model} (the vLLM server that "
+                    "loads each adapter version)"
+                )
+            if not self.serving.load_adapters:
+                raise ValueError(
+                    "rollouts: served loads a new adapter version every sync_every steps; "
+                    "serving.load_adapters: false cannot serve them"
+                )
+            if self.prefetch and self.max_staleness == 0:
+                raise ValueError(
+                    "max_staleness 0 with prefetch masks every prefetched rollout (they are one "
+                    "version behind); set prefetch: false or max_staleness >= 1"
+                )
+        elif self.serving is not None:
+            raise ValueError(
+                "serving is used only with rollouts: served; remove it or set rollouts"
             )
         return self
 
@@ -123,4 +212,4 @@ def build_config(file: Path | None, overrides: dict[str, Any]) -> RLConfig:
     return finish_config(cliconfig.config_data(RLConfig, file, given))
 
 
-__all__ = ["BUILTIN_REWARDS", "RLConfig", "build_config", "finish_config"]
+__all__ = ["BUILTIN_REWARDS", "SERVED_FIELDS", "RLConfig", "build_config", "finish_config"]

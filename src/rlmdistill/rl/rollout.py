@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlmdistill.export.advantages import group_advantages
 from rlmdistill.models.base import ModelClient
@@ -39,6 +39,25 @@ from rlmdistill.rooms import DataRoom
 
 class RolloutError(RuntimeError):
     """A rollout episode cannot become a training row (the message names it and the fix)."""
+
+
+class Episode(NamedTuple):
+    """One collected rollout: its summary, its GRPO row
+    (:func:`~rlmdistill.export.grpo.episode_token_row`) and its reward."""
+
+    summary: Any
+    row: dict[str, Any]
+    reward: float
+
+
+class RolloutBatch(NamedTuple):
+    """The episodes of one step's collect: by ``(room path, sample index)``."""
+
+    step: int
+    run_dir: Path
+    episodes: dict[tuple[str, int], Episode]
+    wall_s: float
+    """Wall seconds of the collect, the rows and the rewards."""
 
 
 def root_spec(base: str) -> str:
@@ -91,11 +110,15 @@ class HarnessRollout:
         self.on_step = on_step
         self.history: list[dict[str, Any]] = []
 
-    def collect_config(self, paths: list[str], episodes: int, step: int) -> Any:
+    def collect_config(
+        self, paths: list[str], episodes: int, step: int, *, root: str | None = None
+    ) -> Any:
         """The :class:`~rlmdistill.collect.config.CollectConfig` of one step's rollouts.
 
         Root sampling defaults to temperature 1.0, top_p 1.0 (the distribution the GRPO loss
-        scores), unless ``collect.root_sampling`` says otherwise.
+        scores), unless ``collect.root_sampling`` says otherwise. ``root``: the root spec
+        (default :func:`root_spec` of the base; served rollouts give the version's
+        ``openai:`` spec).
         """
         from rlmdistill.collect.main import build_config
 
@@ -106,7 +129,7 @@ class HarnessRollout:
         overrides = {
             **data,
             "rooms": paths,
-            "root": root_spec(self.config.base),
+            "root": root or root_spec(self.config.base),
             "sub": self.config.sub_spec,
             "episodes": episodes,
             "seed": self.config.seed + step,
@@ -125,22 +148,12 @@ class HarnessRollout:
             RolloutError: a prompt that is no configured room, or an episode without root
                 token ids / with a non-contiguous token sequence.
         """
-        from rlmdistill.collect.runner import collect
-        from rlmdistill.export.grpo import episode_token_row
         from rlmdistill.rl.policy_client import PolicyChatClient
-        from rlmdistill.traces.runs import load_summaries, load_trajectory
 
         step = int(trainer.state.global_step) + 1
-        counts = Counter(prompts)
-        unknown = [p for p in counts if p not in self.rooms]
-        if unknown:
-            raise RolloutError(f"rollout prompts name no configured room: {unknown[:3]}")
-        paths = list(counts)
-        name = f"step-{step:06d}"
-        if int(getattr(trainer.accelerator, "num_processes", 1)) > 1:  # one run folder each
-            name += f"-rank{int(trainer.accelerator.process_index)}"
-        run_dir = Path(self.config.out) / "rollouts" / name
-        cc = self.collect_config(paths, max(counts.values()), step)
+        paths, per_room = self.check_prompts(prompts)
+        run_dir = self.step_dir(step, trainer)
+        cc = self.collect_config(paths, per_room, step)
         model = trainer.accelerator.unwrap_model(trainer.model)
         was_training = model.training
         model.eval()
@@ -150,22 +163,52 @@ class HarnessRollout:
             model_id=f"{cc.root}@rl-step{step}",
             max_batch=self.config.max_batch,
         )
-        started = time.monotonic()
         try:
-            collect(
-                cc, run_dir, client, self.sub, progress=False, rooms=[self.rooms[p] for p in paths]
-            )
+            batch = self.generate(paths, cc, run_dir, client, step)
         finally:
             client.close()
             model.train(was_training)
+        # in process: the trainer's current weights generate every rollout (on-policy)
+        return self.output(prompts, batch, {"staleness": 0.0, "stale_token_share": 0.0})
 
-        by_key = {(s.room.path, s.sample_index): s for s in load_summaries(run_dir)}
-        seen: Counter[str] = Counter()
-        summaries, trajectories, rows = [], [], []
-        for p in prompts:
-            k = seen[p]
-            seen[p] += 1
-            s = by_key[(str(self.rooms[p].path), k)]
+    def check_prompts(self, prompts: list[str]) -> tuple[list[str], int]:
+        """The distinct rooms of ``prompts`` (first-seen order) and episodes per room (the
+        most repeats of one room). Raises :class:`RolloutError` for a prompt naming no
+        configured room."""
+        counts = Counter(prompts)
+        unknown = [p for p in counts if p not in self.rooms]
+        if unknown:
+            raise RolloutError(f"rollout prompts name no configured room: {unknown[:3]}")
+        return list(counts), max(counts.values())
+
+    def step_dir(self, step: int, trainer: Any) -> Path:
+        """``OUT/rollouts/step-NNNNNN`` (``-rankR`` appended with several processes)."""
+        name = f"step-{step:06d}"
+        if int(getattr(trainer.accelerator, "num_processes", 1)) > 1:  # one run folder each
+            name += f"-rank{int(trainer.accelerator.process_index)}"
+        return Path(self.config.out) / "rollouts" / name
+
+    def generate(
+        self, paths: list[str], cc: Any, run_dir: Path, client: ModelClient, step: int
+    ) -> RolloutBatch:
+        """Collect the episodes of ``cc`` (the rooms named by ``paths``) into ``run_dir`` with ``client`` as the root, turn
+        each into a row and score it (no trainer needed: served rollouts call it from a
+        background thread). Raises :class:`RolloutError` for an episode with no single
+        token sequence."""
+        from rlmdistill.collect.runner import collect
+        from rlmdistill.export.grpo import episode_token_row
+        from rlmdistill.traces.runs import load_summaries, load_trajectory
+
+        started = time.monotonic()
+        rooms = [self.rooms[p] for p in paths]
+        collect(cc, run_dir, client, self.sub, progress=False, rooms=rooms)
+        wanted = {str(r.path) for r in rooms}
+        summaries = sorted(
+            (s for s in load_summaries(run_dir) if s.room.path in wanted),
+            key=lambda s: (s.room.path, s.sample_index),
+        )
+        trajectories, rows = [], []
+        for s in summaries:
             traj = load_trajectory(run_dir, s.episode_id)
             try:
                 row = episode_token_row(traj.turns)
@@ -174,18 +217,45 @@ class HarnessRollout:
                     f"{run_dir}: episode {s.episode_id} (status {s.status}) gives no training "
                     f"row: {exc}. Check the room fits the root's context and the token budget"
                 ) from exc
-            summaries.append(s)
             trajectories.append(traj)
             rows.append(row)
         rewards = episode_rewards(self.config.reward, run_dir, summaries, trajectories)
+        episodes = {
+            (s.room.path, s.sample_index): Episode(s, row, r)
+            for s, row, r in zip(summaries, rows, rewards, strict=True)
+        }
+        return RolloutBatch(step, run_dir, episodes, time.monotonic() - started)
 
+    def output(
+        self,
+        prompts: list[str],
+        batch: RolloutBatch,
+        extra: dict[str, Any],
+        *,
+        masked: bool = False,
+    ) -> dict[str, Any]:
+        """TRL's rollout dict for ``prompts`` from ``batch`` (the k-th repeat of a room gets its
+        episode with sample index k) and the step's log record (appended to :attr:`history`,
+        with ``extra`` merged in). ``masked``: every ``env_mask`` is 0 (a rollout too stale to
+        train on: no loss, no KL)."""
+        seen: Counter[str] = Counter()
+        chosen: list[Episode] = []
+        for p in prompts:
+            key = (str(self.rooms[p].path), seen[p])
+            seen[p] += 1
+            if key not in batch.episodes:
+                raise RolloutError(f"{batch.run_dir}: no episode {key[1]} of room {key[0]}")
+            chosen.append(batch.episodes[key])
+        rows = [e.row for e in chosen]
+        rewards = [e.reward for e in chosen]
+        summaries = [e.summary for e in chosen]
         groups: dict[str, list[float]] = {}
         for p, r in zip(prompts, rewards, strict=True):
             groups.setdefault(p, []).append(r)
         zero = sum(group_advantages(g).zero_variance for g in groups.values())
         record = {
-            "step": step,
-            "run_dir": str(run_dir),
+            "step": batch.step,
+            "run_dir": str(batch.run_dir),
             "episodes": len(prompts),
             "groups": len(groups),
             "zero_variance_groups": zero,
@@ -195,11 +265,9 @@ class HarnessRollout:
             "statuses": dict(Counter(s.status for s in summaries)),
             "generated_tokens": sum(sum(r["loss_mask"]) for r in rows),
             "completion_tokens": sum(len(r["completion_ids"]) for r in rows),
-            "rollout_wall_s": round(time.monotonic() - started, 3),
+            "rollout_wall_s": round(batch.wall_s, 3),
             "sub_calls_per_rollout": statistics.fmean(s.n_sub_calls for s in summaries),
-            # in process: the trainer's current weights generate every rollout (on-policy)
-            "staleness": 0.0,
-            "stale_token_share": 0.0,
+            **extra,
         }
         self.history.append(record)
         if self.on_step is not None:
@@ -211,7 +279,7 @@ class HarnessRollout:
                 r["logprobs"] if r["logprobs"] is not None else [0.0] * len(r["completion_ids"])
                 for r in rows
             ],
-            "env_mask": [r["loss_mask"] for r in rows],
+            "env_mask": [[0] * len(r["loss_mask"]) if masked else r["loss_mask"] for r in rows],
             "rlm_reward": rewards,
             "rlm_episode_id": [s.episode_id for s in summaries],
             "rlm_zero_variance_groups": [zero] * len(prompts),
@@ -223,4 +291,12 @@ def dump_record(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True)
 
 
-__all__ = ["HarnessRollout", "RolloutError", "dump_record", "harness_reward", "root_spec"]
+__all__ = [
+    "Episode",
+    "HarnessRollout",
+    "RolloutBatch",
+    "RolloutError",
+    "dump_record",
+    "harness_reward",
+    "root_spec",
+]

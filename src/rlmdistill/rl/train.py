@@ -129,7 +129,8 @@ def grpo_arguments(
     ``loss_type: dr_grpo`` divides by (Liu et al. 2025, "Understanding R1-Zero-Like
     Training": the sum of the masked per-token losses over ``batch x max_completion_length``);
     TRL's default of 512 has nothing to do with an episode, whose generated ids can reach
-    ``max_turns x max_tokens``.
+    ``max_turns x max_tokens``. With ``rollouts: served`` it adds TRL's importance-sampling
+    settings (``is_mode``, ``is_cap``; see :mod:`rlmdistill.rl.served`).
     """
     sampling = rollout_config.root_sampling
     k = config.num_generations
@@ -155,6 +156,15 @@ def grpo_arguments(
         "disable_tqdm": not progress,
         "use_cpu": cpu,
         "bf16": False,
+        **(
+            {  # applied by rl.served.enable_server_is_correction (TRL gates it on use_vllm)
+                "vllm_importance_sampling_correction": True,
+                "vllm_importance_sampling_mode": config.is_mode,
+                "vllm_importance_sampling_clip_max": config.is_cap,
+            }
+            if config.rollouts == "served"
+            else {}
+        ),
     }
 
 
@@ -236,7 +246,13 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
     )
     _write_manifest(manifest_path, manifest)
 
-    rollout = HarnessRollout(config, rooms, sub, tokenizer)
+    rollout: HarnessRollout
+    if config.rollouts == "served":
+        from rlmdistill.rl.served import ServedRollout
+
+        rollout = ServedRollout(config, rooms, sub, tokenizer)
+    else:
+        rollout = HarnessRollout(config, rooms, sub, tokenizer)
     rollout_config = rollout.collect_config([next(iter(rooms))], 1, 0)
     args = GRPOConfig(
         **grpo_arguments(
@@ -279,12 +295,20 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
                 callbacks=[log_cb],
             )
             trainer_ref.append(trainer)
+            if config.rollouts == "served":
+                from rlmdistill.rl.served import enable_server_is_correction
+
+                enable_server_is_correction(trainer)
             output = trainer.train(resume_from_checkpoint=resume_ckpt)
             trainer.save_model(str(out))
         status = "completed"
         global_step = int(output.global_step)
     finally:
-        sub.close()
+        try:
+            if hasattr(rollout, "close"):
+                rollout.close()  # served: the last prefetch ends, every version is unloaded
+        finally:
+            sub.close()
         steps = [*manifest.steps]
         for r in log_cb.records:
             steps = [s for s in steps if s.get("step") != r["step"]]
