@@ -270,6 +270,56 @@ def test_submit_main_refuses_a_workspace_that_is_not_a_folder(tmp_path: Path) ->
     assert submit_main(opts) == 2
 
 
+def test_a_head_that_did_not_answer_is_not_asked_again_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two refreshes of jobs on a dead head within RECHECK_S make one connection attempt."""
+    calls: list[str] = []
+    real = ray_jobs._check
+
+    def check(url: str, timeout_s: float = 3.0) -> None:
+        calls.append(url)
+        real(url, 0.5)
+
+    monkeypatch.setattr(ray_jobs, "_check", check)
+    monkeypatch.setattr(ray_jobs, "_DOWN", {})
+    port = _free_ports(1)[0]  # nothing listens there
+    for _ in range(2):
+        with pytest.raises(ray_jobs.RayJobsError, match=f"nothing answers at 127.0.0.1:{port}"):
+            ray_jobs.job_info(f"127.0.0.1:{port}", "x-1")
+    assert calls == [f"http://127.0.0.1:{port}"]
+
+
+def test_sft_page_lists_a_finished_ray_job_from_its_record_without_asking_the_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record says SUCCEEDED: the page shows it (where, state, Ray id, log) and makes no
+    request (nothing listens at the record's address)."""
+    from streamlit.testing.v1 import AppTest
+
+    import rlmdistill.dashboard.app as app_module
+    from rlmdistill.dashboard.data import ENV_WORKSPACE
+
+    job = _remote_record(tmp_path, status="SUCCEEDED")
+    Path(job.log).write_text(
+        "Running entrypoint for job r1-0123abcd: python -m ...\nsft: 2 steps\n"
+    )
+    asked: list[str] = []
+    monkeypatch.setattr(ray_jobs, "job_info", lambda *a: asked.append("info"))
+    monkeypatch.setenv(ENV_WORKSPACE, str(tmp_path))
+    at = AppTest.from_file(str(Path(app_module.__file__)), default_timeout=30)
+    at.query_params["page"] = "sft"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = next(d.value for d in at.dataframe if "job" in d.value.columns)
+    assert table[["job", "state", "where", "out"]].values.tolist() == [
+        ["r1", "succeeded", "http://127.0.0.1:8265", "adapters/r"]
+    ]
+    assert any("Ray job `r1-0123abcd` at http://127.0.0.1:8265" in c.value for c in at.caption)
+    assert any("sft: 2 steps" in c.value for c in at.code)
+    assert asked == []
+
+
 # ------------------------------------------------------------------ a real head (slow)
 def _have_ray_jobs() -> bool:
     """Ray with its dashboard's job server (``ray[default]``: aiohttp_cors among others)."""

@@ -128,14 +128,24 @@ def _check(url: str, timeout_s: float = 3.0) -> None:
 
 
 _CLIENTS: dict[str, Any] = {}
+_DOWN: dict[str, tuple[float, str]] = {}
+"""Jobs URL -> (monotonic time, message) of its last failed check."""
+
+RECHECK_S = 15.0
+"""Seconds a head that did not answer is reported down without asking again, so a page that
+lists many of its jobs waits for one check, not one per job."""
 
 
 def _client(address: str) -> Any:
     """One ``JobSubmissionClient`` per Jobs URL for this process (the address is checked
-    first). Raises :class:`RayJobsError`."""
+    first; a failed check is remembered for :data:`RECHECK_S` s). Raises
+    :class:`RayJobsError`."""
     url = jobs_address(address)
     if url in _CLIENTS:
         return _CLIENTS[url]
+    down = _DOWN.get(url)
+    if down is not None and time.monotonic() - down[0] < RECHECK_S:
+        raise RayJobsError(down[1])
     try:
         from ray.job_submission import JobSubmissionClient
     except ImportError as exc:
@@ -143,11 +153,16 @@ def _client(address: str) -> Any:
             f"Ray Jobs need Ray's job client, which cannot be imported here ({exc}); install "
             "the extra: pip install 'rlmdistill[ray]' (ray[default])"
         ) from exc
-    _check(url)
     try:
-        client = JobSubmissionClient(url)
-    except (RuntimeError, OSError) as exc:
-        raise RayJobsError(f"ray address {url}: not a Ray dashboard ({exc})") from None
+        _check(url)
+        try:
+            client = JobSubmissionClient(url)
+        except (RuntimeError, OSError) as exc:
+            raise RayJobsError(f"ray address {url}: not a Ray dashboard ({exc})") from None
+    except RayJobsError as exc:
+        _DOWN[url] = (time.monotonic(), str(exc))
+        raise
+    _DOWN.pop(url, None)
     _CLIENTS[url] = client
     return client
 
