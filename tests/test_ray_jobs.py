@@ -421,7 +421,7 @@ def _wait_state(job: jobs.JobRecord, wanted: set[str], timeout_s: float = 120) -
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # 97-169 s here on 2 busy cores; four jobs, each importing torch
+@pytest.mark.timeout(900)  # 155-192 s here on 2 busy cores; four jobs, each importing torch
 def test_submit_sft_through_ray_jobs_records_it_and_the_dashboard_lists_it(
     head: Head,
     tmp_path: Path,
