@@ -7,6 +7,7 @@ Graders and builders import these so that "a word" means the same thing everywhe
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -86,9 +87,11 @@ MIN_STEM_CHARS = 5
 """File stems shorter than this do not count as a citation on their own."""
 
 
+@functools.lru_cache(maxsize=4096)
 def citation_regex(doc_id: str) -> re.Pattern[str]:
     """Regex over lowercased, accent-folded text matching the id, file name or stem of a
-    document, with ``_``, ``-`` and whitespace runs treated alike."""
+    document, with ``_``, ``-`` and whitespace runs treated alike (built once per id: the
+    grader, the credit of sub-calls and the report ask for the same ids many times)."""
     name = doc_id.rsplit("/", 1)[-1]
     stem = name.rsplit(".", 1)[0] if "." in name else name
     forms = {doc_id, name}
