@@ -368,3 +368,15 @@ def test_sft_vs_rl_example_loads_with_three_training_arms() -> None:
     assert cfg.arms == ["sft", "grpo", "sft+grpo"]
     assert cfg.rl["num_generations"] == 4 and cfg.rl["reward"] == "pass_rate"
     assert cfg.rooms is not None and (cfg.rooms.train_rooms, cfg.rooms.holdout_rooms) == (2, 2)
+
+
+def test_sub_distill_example_loads_and_trains_root_and_sub() -> None:
+    """examples/sub_distill.yaml validates every section (sft_sub as an SFTConfig of the sub)
+    and asks for the sub's arms at depth 1 and 2."""
+    from rlmdistill.loop.config import check_stage_settings, load_experiment
+
+    cfg = load_experiment(EXAMPLES / "sub_distill.yaml")
+    check_stage_settings(cfg, "sub_distill.yaml")
+    assert cfg.train == ["root", "sub"] and cfg.depth_arms == [2]
+    assert cfg.sub_rules().where == ["not error", "used_in_memo"]
+    assert cfg.sub_sft()["per_device_train_batch_size"] == 4
