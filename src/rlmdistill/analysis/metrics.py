@@ -23,7 +23,7 @@ written, whether sub-call answers reach the memo) and are read only when asked f
   variable whose name contains ``memo`` (see :data:`MEMO_WRITE`), or that hands back the final
   answer; ``memo_first_turn_share = (memo_first_turn + 1) / n_turns`` (1.0: written only in
   the last turn; small: written while still reviewing).
-- **sub-call metrics** (issue 43; every sub-call of the episode, depth 1 and 2, i.e. every
+- **sub-call metrics** (every sub-call of the episode, depth 1 and 2, i.e. every
   call the sub model answered): an *answer* is a sub-call without error whose response has
   at least one word (as for answer reach). ``sub_answer_chars``: mean length of the answers
   in characters (Unicode code points of the response as recorded). ``sub_answer_quote_share``:

@@ -209,7 +209,7 @@ SUB_CALL_METRICS: list[Metric] = [
         SHARE,
     ),
 ]
-"""Per-episode sub-call metrics (issue 43, :mod:`rlmdistill.analysis.metrics`): the error
+"""Per-episode sub-call metrics (:mod:`rlmdistill.analysis.metrics`): the error
 share (from the summary), answer length, quotes of the room, and the sub-call credit's
 ``used_in_memo`` and ``supports_pass`` shares."""
 

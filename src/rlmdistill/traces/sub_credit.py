@@ -1,5 +1,5 @@
 """Credit for sub-calls: which of an episode's sub-calls failed, reached the memo, and
-supported a criterion the memo passed (issue 43; ``rlmdistill filter --target sub``).
+supported a criterion the memo passed (``rlmdistill filter --target sub``).
 
 Computed once per episode from its trajectory's :class:`~rlmdistill.traces.schema.SubCallRecord`
 lines, its memo, one grader's verdicts of that memo and the room's rubric (``task.json``).
