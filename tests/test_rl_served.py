@@ -132,11 +132,13 @@ def _served_run(
             "out": str(out),
             "base": str(tiny_llama_dir),
             "sub": f"openai:sub@{server.base_url}",
-            "num_generations": 3,
+            "num_generations": 2,  # TRL's logprob pass over the 49k vocabulary is the cost here
             "reward": TEST_REWARD,
             "collect": TINY_COLLECT,
             "max_steps": 3,
             "learning_rate": 1e-2,
+            "beta": 0.0,  # no reference pass: faster on 2 cores, nothing here needs the KL
+            "save_steps": 10,  # no checkpoint (resume is test_rl.py's)
             "rollouts": "served",
             "serving": {"base_url": server.base_url, "model": "base"},
             **kw,
@@ -180,7 +182,7 @@ def test_served_rollouts_load_each_version_and_weight_by_server_logprobs(
         run_dir = Path(r["run_dir"])
         policy = json.loads((run_dir / "policy.json").read_text())
         assert policy == {"version": version, "model": f"grpo-v{version}"}
-        assert f"grpo-v{version}@" in load_manifest(run_dir).config.root
+        assert f"grpo-v{version}@" in (load_manifest(run_dir).config.root or "")
         for s in load_summaries(run_dir):
             for t in load_trajectory(run_dir, s.episode_id).turns:
                 assert t.tokens is not None and set(t.tokens.logprobs or []) == {SERVER_LOGPROB}
@@ -210,7 +212,6 @@ def test_served_rollouts_load_each_version_and_weight_by_server_logprobs(
         assert 0 < r["trl"]["sampling/importance_sampling_ratio/mean"] < 2.0
 
 
-@pytest.mark.slow
 def test_served_rollouts_too_stale_are_masked(
     tmp_path: Path, cuad_room3: Path, tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -235,4 +236,4 @@ def test_served_rollouts_too_stale_are_masked(
         ]
         for b in seen
     ]
-    assert all(n > 0 for n in generated[1]) and generated[2] == [0, 0, 0]
+    assert all(n > 0 for n in generated[1]) and generated[2] == [0, 0]
