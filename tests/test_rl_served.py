@@ -237,3 +237,82 @@ def test_served_rollouts_too_stale_are_masked(
         for b in seen
     ]
     assert all(n > 0 for n in generated[1]) and generated[2] == [0, 0]
+
+
+class _StubPolicy:
+    """Stands in for the trainer's peft model: ``save_pretrained`` writes an adapter folder."""
+
+    def save_pretrained(self, path: str) -> None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "adapter_config.json").write_text("{}")
+
+
+def test_prefetch_miss_generates_fresh_and_close_unloads(
+    tmp_path: Path, cuad_room3: Path, tiny_llama_dir: Path
+) -> None:
+    """ServedRollout called as TRL would, with a stub trainer (max_steps 3). Step 1 (weights
+    v0): loads v0, generates now, prefetches step 2 for the same prompts. Step 2 asks for 3
+    rollouts instead of 2: a miss; the prefetched folder moves to rollouts-unused/, v1 is
+    loaded (v0 unloaded) and generates step 2 now (staleness 0). Step 3 takes the prefetch
+    made by v1 (a hit, staleness 1) and prefetches nothing (last step). close() unloads v2;
+    a close whose server is gone warns instead of raising."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from rlmdistill.rl.served import ServedRollout
+    from rlmdistill.rooms import DataRoom
+
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    room = DataRoom.load(cuad_room3)
+    key = str(room.path)
+    trainer = SimpleNamespace(
+        state=SimpleNamespace(global_step=0),
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m, num_processes=1),
+        model=_StubPolicy(),
+        args=SimpleNamespace(max_steps=3),
+    )
+    with FakeOpenAIServer(_handler(), tokenizer=tok) as server:
+        from rlmdistill.models.spec import open_client
+
+        cfg = build_config(
+            None,
+            {
+                "rooms": [str(cuad_room3)],
+                "out": str(tmp_path / "grpo"),
+                "base": str(tiny_llama_dir),
+                "sub": f"openai:sub@{server.base_url}",
+                "reward": TEST_REWARD,
+                "collect": TINY_COLLECT,
+                "rollouts": "served",
+                "serving": {"base_url": server.base_url, "model": "base"},
+            },
+        )
+        sub = open_client(cfg.sub_spec)
+        rollout = ServedRollout(cfg, {key: room}, sub, tok)
+        outs = []
+        for step, n in enumerate([2, 3, 3]):
+            trainer.state.global_step = step
+            outs.append(rollout([key] * n, trainer))
+        assert [len(o["completion_ids"]) for o in outs] == [2, 3, 3]
+        assert [o["rlm_policy_version"][0] for o in outs] == [0, 1, 1]
+        rollout.close()
+        assert [name for name, _ in server.adapter_loads] == ["grpo-v0", "grpo-v1", "grpo-v2"]
+        assert server.loaded_adapters == {}
+        assert rollout.unloads == ["grpo-v0", "grpo-v1", "grpo-v2"]
+
+        late = ServedRollout(cfg, {key: room}, sub, tok)
+        late.publish(_StubPolicy(), 5)
+        sub.close()
+    recs = rollout.history
+    assert [r["prefetch"] for r in recs] == ["none", "miss", "hit"]
+    assert [r["staleness"] for r in recs] == [0.0, 0.0, 1.0]
+    assert (rollout.prefetch_hits, rollout.prefetch_misses) == (1, 1)
+    unused = tmp_path / "grpo" / "rollouts-unused" / "step-000002-1"
+    assert json.loads((unused / "policy.json").read_text()) == {"version": 0, "model": "grpo-v0"}
+    assert len(load_summaries(unused)) == 2
+    step2 = tmp_path / "grpo" / "rollouts" / "step-000002"
+    assert json.loads((step2 / "policy.json").read_text())["version"] == 1
+    assert len(load_summaries(step2)) == 3
+    with pytest.warns(RuntimeWarning, match="grpo-v5"):
+        late.close()  # the server is gone: a warning, not an error hiding the run's own

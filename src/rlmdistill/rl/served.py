@@ -36,13 +36,19 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import warnings
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
 from rlmdistill.models.base import ModelClient
-from rlmdistill.models.lora_server import ServingConfig, load_lora_adapter, unload_lora_adapter
+from rlmdistill.models.lora_server import (
+    ServingConfig,
+    ServingError,
+    load_lora_adapter,
+    unload_lora_adapter,
+)
 from rlmdistill.rl.config import RLConfig
 from rlmdistill.rl.rollout import HarnessRollout, RolloutBatch, RolloutError
 from rlmdistill.rooms import DataRoom
@@ -276,7 +282,8 @@ class ServedRollout(HarnessRollout):
 
     def close(self) -> None:
         """Wait for a prefetch still running, then unload every version from the server.
-        Idempotent."""
+        Idempotent. Never raises (it runs while an error of the run may be propagating): a
+        failed unload is a warning naming the server and the version."""
         if self._pending is not None:
             _, _, _, future = self._pending
             self._pending = None
@@ -286,7 +293,10 @@ class ServedRollout(HarnessRollout):
             except Exception:  # the run is over; the unload below still matters
                 pass
         self._pool.shutdown(wait=True)
-        self.retire(keep=None)
+        try:
+            self.retire(keep=None)
+        except ServingError as exc:
+            warnings.warn(f"served rollouts: {exc}", RuntimeWarning, stacklevel=2)
 
 
 __all__ = [
