@@ -324,3 +324,27 @@ def test_killed_worker_restarts_from_the_last_checkpoint(
     assert (manifest.status, manifest.global_step, manifest.world_size) == ("completed", 6, 2)
     assert [Path(p).name for p in manifest.resumed_from] == ["checkpoint-2"]
     assert (out / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.slow
+@needs_ray
+def test_resume_continues_a_finished_ray_run(
+    cluster: Any, tmp_path: Path, tiny_llama_dir: Path, dataset6: Path
+) -> None:
+    """`--resume` with more steps: Ray Train finds its run folder (OUT/checkpoints) and hands
+    the workers its latest checkpoint; the steps continue from there."""
+    out = tmp_path / "resumed"
+    cfg = _config(dataset6, tiny_llama_dir, out, workers=2, per_device_train_batch_size=1)
+    first = train_ray(cfg.model_copy(update={"max_steps": 2}))
+    assert first.global_step == 2
+    with pytest.raises(SFTError, match="already holds an SFT run"):
+        train_ray(cfg)
+    second = train_ray(cfg.model_copy(update={"max_steps": 4}), resume=True)
+    assert second.global_step == 4
+    assert second.resumed_from is not None and Path(second.resumed_from).name == "checkpoint-2"
+    log = read_train_log(out)
+    assert [r.step for r in log.records] == [1, 2, 3, 4]
+    assert [row.get("resumed_from_step") for row in log.rows] == [None, None, 2, None]
+    manifest = SFTManifest.model_validate_json((out / "sft.json").read_text())
+    assert (manifest.status, manifest.global_step) == ("completed", 4)
+    assert [Path(p).name for p in manifest.resumed_from] == ["checkpoint-2"]
