@@ -99,6 +99,19 @@ def test_occupied_output_folder_is_refused_before_ray_starts(tmp_path: Path) -> 
         train_ray(cfg, resume=True)
 
 
+def test_newest_whole_checkpoint_is_the_one_resumed_when_ray_has_none(tmp_path: Path) -> None:
+    """A checkpoint folder without trainer_state.json was cut off mid-save: skipped."""
+    from rlmdistill.sft.ray_train import newest_checkpoint
+
+    assert newest_checkpoint(tmp_path / "none") is None
+    for step, whole in ((2, True), (10, True), (12, False)):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        if whole:
+            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-x").mkdir()
+    assert newest_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")  # 10 > 2 as numbers
+
+
 @needs_ray
 def test_a_workers_own_refusal_comes_back_as_itself() -> None:
     """A worker's SFTError/DatasetError/FileNotFoundError is raised as is (exit 2 in the CLI),
@@ -309,6 +322,8 @@ def test_killed_worker_restarts_from_the_last_checkpoint(
             _config(dataset6, tiny_llama_dir, out, workers=2, per_device_train_batch_size=1)
         )
     assert marker.is_file()  # the worker was killed
+    # resumed from checkpoint-2: Ray Train's latest, or (when rank 0's report of it had not
+    # reached Ray Train's controller before the kill, seen at load average 17) the newest on disk
     assert result.global_step == 6
     assert result.resumed_from is not None and Path(result.resumed_from).name == "checkpoint-2"
     assert len(set(result.rank_weights_sha256)) == 1 and len(result.rank_weights_sha256) == 2

@@ -14,7 +14,9 @@ run; each one is reported to Ray Train when saved (``ray.train.report(...,
 checkpoint_upload_mode=NO_UPLOAD)``: already in place, not copied), and Ray Train keeps the
 newest ``save_total_limit`` (``CheckpointConfig.num_to_keep``). A worker or node that dies
 makes Ray Train restart all workers (``FailureConfig(max_failures)``); they resume from the
-latest reported checkpoint (``ray.train.get_checkpoint()``): the step count continues, the
+latest reported checkpoint (``ray.train.get_checkpoint()``; when none reached Ray Train's
+controller before the failure, the newest whole one in ``OUT/checkpoints``, which the driver's
+check before the first attempt guarantees is this run's): the step count continues, the
 lines of ``train_log.jsonl`` past that checkpoint are dropped (the lost attempt's), and the
 first line written after it carries ``resumed_from_step``; ``sft.json``'s ``resumed_from``
 lists the checkpoint. ``--resume`` after a run that stopped continues the same way.
@@ -37,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
 
 from rlmdistill.models.spec import BaseModelError, resolve_base
 from rlmdistill.sft.config import SFTConfig
@@ -57,6 +58,7 @@ __all__ = [
     "RAY_RUN_NAME",
     "RESULT_FILE",
     "RayTrainFailed",
+    "newest_checkpoint",
     "train_ray",
     "weights_sha256",
 ]
@@ -164,26 +166,48 @@ class _KillOnce(TrainerCallback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+def newest_checkpoint(ckpt_dir: Path) -> str | None:
+    """The newest whole Trainer checkpoint in ``ckpt_dir``: the ``checkpoint-<step>`` folder
+    with the highest step that holds ``trainer_state.json`` (the Trainer writes it after the
+    weights and optimiser state, so a folder without it was cut off); None when there is none."""
+    if not ckpt_dir.is_dir():
+        return None
+    steps = []
+    for path in ckpt_dir.glob("checkpoint-*"):
+        step = path.name.removeprefix("checkpoint-")
+        if step.isdigit() and (path / "trainer_state.json").is_file():
+            steps.append((int(step), path))
+    return str(max(steps)[1]) if steps else None
+
+
 def _worker_loop(loop_config: dict[str, Any]) -> None:
     """The function every Ray Train worker runs: :func:`train` with the checkpoint reporting
-    callbacks, resuming from Ray Train's latest checkpoint after a restart; then rank 0 writes
-    its result to :data:`RESULT_FILE`."""
+    callbacks, resuming from Ray Train's latest checkpoint after a restart (or with
+    ``--resume``), else from the newest whole checkpoint in ``OUT/checkpoints`` (one that had
+    not reached Ray Train's controller when a worker died); then rank 0 writes its result to
+    :data:`RESULT_FILE`. The driver checked the output folder (:func:`_precheck`), so files
+    found there that no checkpoint covers are a dead attempt's and are replaced."""
     import ray.train
 
     config = SFTConfig.model_validate(loop_config["config"])
     rank = ray.train.get_context().get_world_rank()
     latest = ray.train.get_checkpoint()
+    out = Path(config.out).resolve()
+    # Ray Train's latest checkpoint, else the newest whole one on disk: a checkpoint reported
+    # just before a worker died may not have reached Ray Train's controller yet
+    resume_from = latest.path if latest is not None else newest_checkpoint(out / "checkpoints")
     digests = _WeightDigests()
     callbacks: list[TrainerCallback] = [_ReportCheckpoints(rank), digests]
     if loop_config.get("kill"):
         callbacks.append(_KillOnce(loop_config["kill"], rank))
     hooks = TrainHooks(
-        resume_from=latest.path if latest is not None else None,
+        resume_from=resume_from,
         callbacks=callbacks,
         rotate_checkpoints=False,  # Ray Train's num_to_keep does it
         clean_log_on_resume=True,
+        output_checked=True,  # by train_ray, before the first attempt
     )
-    result = train(config, resume=bool(loop_config["resume"]), progress=False, hooks=hooks)
+    result = train(config, progress=False, hooks=hooks)
     if rank == 0:  # Ray Train's Result carries checkpoint metrics only: the result as a file
         got = result._asdict()
         got.update(
@@ -238,7 +262,7 @@ def _precheck(config: SFTConfig, resume: bool) -> None:
     out = Path(config.out).resolve()
     ckpt_dir = out / "checkpoints"
     if resume:
-        if not ckpt_dir.is_dir() or get_last_checkpoint(str(ckpt_dir)) is None:
+        if newest_checkpoint(ckpt_dir) is None:
             raise SFTError(f"{out}: --resume given but there is no checkpoint in {ckpt_dir}")
     elif found := _existing_output(out):
         raise SFTError(
@@ -307,7 +331,6 @@ def train_ray(config: SFTConfig, *, resume: bool = False, progress: bool = True)
         _worker_loop,
         train_loop_config={
             "config": config.model_dump(mode="json"),
-            "resume": resume,
             "kill": os.environ.get(KILL_HOOK_ENV),
         },
         torch_config=TorchConfig(backend="nccl" if gpus > 0 else "gloo"),

@@ -107,7 +107,11 @@ class TrainHooks:
     clean_log_on_resume: bool = False
     """On resume, drop the lines of ``train_log.jsonl`` past the checkpoint's step (work of an
     attempt that was lost) and mark the first line written after it with
-    ``resumed_from_step``, so each step has one line."""
+    ``resumed_from_step``, so each step has one line; starting from step 0, drop them all."""
+    output_checked: bool = False
+    """The caller checked the output folder before the first attempt (Ray Train's driver), so
+    files found there now are an earlier attempt's of the same run: an attempt that starts
+    over replaces them instead of refusing the folder."""
 
 
 def _now() -> datetime:
@@ -236,7 +240,11 @@ class TrainLogCallback(TrainerCallback):
         self._last_t = time.perf_counter()
         log = read_train_log(self.adapter_dir) if self.path.exists() else None
         earlier = [r for r in (log.records if log else []) if r.step <= state.global_step]
-        if self.clean_on_resume and log is not None and state.global_step:
+        if self.clean_on_resume and log is not None and not state.global_step:
+            earlier = []  # starting over: the lost attempt's lines all go
+            if state.is_world_process_zero:
+                self.path.unlink()
+        elif self.clean_on_resume and log is not None:
             self._resumed_from_step = state.global_step
             if state.is_world_process_zero and (
                 len(earlier) < len(log.records) or log.torn_tail
@@ -407,7 +415,7 @@ def train(
             raise SFTError(f"{out}: --resume given but there is no checkpoint in {ckpt_dir}")
         if manifest_path.is_file():
             previous = load_sft_manifest(out)
-    elif found := _existing_output(out):
+    elif not hooks.output_checked and (found := _existing_output(out)):
         raise SFTError(
             f"{out} already holds an SFT run ({', '.join(found)}); pass --resume to continue "
             "it or choose another --out"
