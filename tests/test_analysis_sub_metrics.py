@@ -1,14 +1,14 @@
-"""Sub-call metrics of the report (issue 43): per episode and per arm, hand-computed.
+"""Sub-call metrics of the report: per episode and per arm, hand-computed.
 
 The run is a copy of ``collected_run`` (2 episodes of the 3-contract CUAD room; each root
 sends 3 sub-calls whose answer is the fixed 64-character sentence :data:`SENTENCE`, and pastes
 the 3 answers into its memo, one under a heading per document). The copy is edited:
 
 - episode 0: call 0 keeps its answer (in the memo: used); call 1 answers with a verbatim
-  span of the netgear contract (quotes the room, not in the memo); call 2 failed (error, no
-  response). The grader's verdict of ``cuad-03-anti-assignment`` (a netgear criterion) is
-  turned to PASS, so call 0, whose answer reached the memo paragraph under the netgear
-  heading, supports a passed criterion.
+  span of a contract of the room (quotes the room, not in the memo); call 2 failed (error, no
+  response). The grader's verdict of a criterion about that contract is turned to PASS, so
+  call 0, whose answer reached the memo paragraph under the contract's heading, supports a
+  passed criterion.
 - episode 1: no sub-calls at all (its records and counts removed).
 """
 
@@ -27,8 +27,6 @@ from rlmdistill.analysis.sections import SUB_CALL_ERROR_METRIC, SUB_CALL_METRICS
 from rlmdistill.rooms.room import DataRoom
 
 SENTENCE = "The agreement may not be assigned without prior written consent."
-NETGEAR = "Distribution/netgear_inc_04_21_2003_ex_10_16_distributor_agreement.txt"
-PASSED = "cuad-03-anti-assignment"
 
 
 def _lines(path: Path) -> list[dict]:
@@ -39,20 +37,29 @@ def _write(path: Path, lines: list[dict]) -> None:
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
 
 
-def _quote(room: Path) -> str:
-    """120 characters of the netgear contract, whitespace runs made single spaces (so its
-    normalised length, 120, is well above the 79 from which the probe always finds it)."""
-    text = next(d.text for d in DataRoom.load(room).documents if d.id == NETGEAR)
-    flat = " ".join(text.split())
-    return flat[2000:2120]
+def _target(room: Path) -> tuple[str, str]:
+    """``(criterion id, 120-character quote)``: the room's first criterion with evidence
+    whose document is long enough, and 120 characters of that document, whitespace runs made
+    single spaces (normalised length 120, well above the 79 from which the probe always finds
+    it). The room is built from whichever CUAD source the tests have (the shared subset or
+    the packaged sample), so neither is named here."""
+    loaded = DataRoom.load(room)
+    assert loaded.task is not None
+    texts = {d.id: " ".join(d.text.split()) for d in loaded.documents}
+    for c in loaded.task.criteria:
+        docs = c.evidence.documents if c.evidence is not None else []
+        if docs and len(texts.get(docs[0], "")) >= 2120:
+            return c.id, texts[docs[0]][2000:2120]
+    raise AssertionError(f"{room}: no criterion with a long enough evidence document")
 
 
 def _edited_run(collected_run: Path, dest: Path) -> tuple[Path, str]:
+    """The edited copy (module docstring) and the quote of call 1."""
     run = dest / "tuned"
     shutil.copytree(collected_run, run)
     summaries = _lines(run / "episodes.jsonl")
     e0, e1 = summaries[0], summaries[1]
-    quote = _quote(Path(e0["room"]["path"]))
+    passed, quote = _target(Path(e0["room"]["path"]))
     assert len(quote) == 120 and quote not in e0["memo"]
     for e, edit in ((e0, "edit"), (e1, "drop")):
         path = next((run / "trajectories").glob(e["episode_id"] + "*"))
@@ -74,7 +81,7 @@ def _edited_run(collected_run: Path, dest: Path) -> tuple[Path, str]:
     verdicts = _lines(run / "verdicts" / "reference.jsonl")
     for v in verdicts:
         assert v["verdict"] == "FAIL"
-        if v["episode_id"] == e0["episode_id"] and v["criterion_id"] == PASSED:
+        if v["episode_id"] == e0["episode_id"] and v["criterion_id"] == passed:
             v["verdict"] = "PASS"
     _write(run / "verdicts" / "reference.jsonl", verdicts)
     return run, quote
@@ -88,7 +95,7 @@ def test_per_episode_sub_call_metrics(collected_run, tmp_path):
     run, quote = _edited_run(collected_run, tmp_path)
     rows = load_run_metrics(run, row_cache=False).rows
     # episode 0: answers are calls 0 (64 chars) and 1 (120 chars); call 1 quotes the room;
-    # call 0 alone is used (1 of 3 calls) and supports the passed netgear criterion
+    # call 0 alone is used (1 of 3 calls) and supports the passed criterion
     assert rows[0].n_sub_answers == 2
     assert _sub(rows[0]) == {
         "sub_call_error_share": 1 / 3,
