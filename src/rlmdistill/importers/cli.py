@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from pydantic import BaseModel, ConfigDict
@@ -32,17 +34,16 @@ __all__ = [
 ]
 
 
-def import_rlm_main(
-    logs: list[Path], room: Path, out: Path, *, coverage: bool = True, jobs: int = 0
-) -> int:
-    """Run ``import rlm`` and print its outcome; returns the exit code (0 or 2)."""
-    from rlmdistill.importers.rlm import import_rlm
+def _import_main(importer: Callable[..., Any], calls: str, **kwargs: Any) -> int:
+    """Run one importer (``import_rlm`` / ``import_verifiers``) with ``kwargs`` and this
+    command line, print its warnings and outcome (``calls`` names what its sub-calls are);
+    returns the exit code (0, or 2 with one ``error:`` line on bad input)."""
     from rlmdistill.rooms.room import RoomError
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            r = import_rlm(logs, room, out, coverage=coverage, jobs=jobs, command=list(sys.argv))
+            r = importer(**kwargs, command=list(sys.argv))
         except (
             ImportFormatError,
             TraceFileError,
@@ -56,10 +57,20 @@ def import_rlm_main(
     for w in caught:
         typer.echo(f"warning: {w.message}", err=True)
     typer.echo(
-        f"{r.n_episodes} episodes ({r.n_turns} root turns, {r.n_sub_calls} sub-calls) -> "
-        f"{r.run_dir}"
+        f"{r.n_episodes} episodes ({r.n_turns} root turns, {r.n_sub_calls} {calls}) -> {r.run_dir}"
     )
     return 0
+
+
+def import_rlm_main(
+    logs: list[Path], room: Path, out: Path, *, coverage: bool = True, jobs: int = 0
+) -> int:
+    """Run ``import rlm`` and print its outcome; returns the exit code (0 or 2)."""
+    from rlmdistill.importers.rlm import import_rlm
+
+    return _import_main(
+        import_rlm, "sub-calls", logs=logs, room=room, out=out, coverage=coverage, jobs=jobs
+    )
 
 
 def import_verifiers_main(
@@ -67,31 +78,10 @@ def import_verifiers_main(
 ) -> int:
     """Run ``import verifiers`` and print its outcome; returns the exit code (0 or 2)."""
     from rlmdistill.importers.verifiers import import_verifiers
-    from rlmdistill.rooms.room import RoomError
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            r = import_verifiers(
-                logs, room, out, coverage=coverage, jobs=jobs, command=list(sys.argv)
-            )
-        except (
-            ImportFormatError,
-            TraceFileError,
-            RoomError,
-            FileNotFoundError,
-            FileExistsError,
-            ValueError,
-        ) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            return 2
-    for w in caught:
-        typer.echo(f"warning: {w.message}", err=True)
-    typer.echo(
-        f"{r.n_episodes} episodes ({r.n_turns} root turns, {r.n_sub_calls} sub-agents) -> "
-        f"{r.run_dir}"
+    return _import_main(
+        import_verifiers, "sub-agents", logs=logs, room=room, out=out, coverage=coverage, jobs=jobs
     )
-    return 0
 
 
 class ImportRlmOptions(BaseModel):
