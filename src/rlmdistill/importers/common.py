@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +61,7 @@ __all__ = [
     "RoomBinding",
     "bind_room",
     "file_sha256",
+    "import_files",
     "imported_episode_id",
     "write_run",
 ]
@@ -281,6 +282,52 @@ def resolve_jobs(jobs: int, n_episodes: int) -> int:
     if jobs < 0:
         raise ValueError(f"--jobs must be 0 (auto) or more, not {jobs}")
     return min(4, os.cpu_count() or 1) if n_episodes >= AUTO_JOBS_FROM else 1
+
+
+ParseFile = Callable[[Path, str, int], tuple[list["ImportedEpisode"], set[str], list[str]]]
+"""An importer's per-file parser: ``(file, its sha256, episodes before it)`` ->
+``(episodes, format versions found, warnings)``."""
+
+
+def import_files(
+    files: Sequence[Path],
+    parse: ParseFile,
+    room: Path,
+    out: Path,
+    *,
+    source_format: str,
+    coverage: bool = True,
+    jobs: int = 1,
+    command: list[str] | None = None,
+) -> ImportResult:
+    """Parse every file with ``parse`` (in the given order, before anything is written),
+    bind ``room`` and write the run folder ``out`` (:func:`write_run`) with each file's hash
+    and episode count and every version found; ``jobs`` as :func:`resolve_jobs` takes it.
+    Raises what ``parse``, :func:`bind_room` and :func:`write_run` raise."""
+    parsed: list[ImportedEpisode] = []
+    sources: list[SourceFile] = []
+    notes: list[str] = []
+    versions: set[str] = set()
+    for f in files:
+        digest = file_sha256(f)
+        episodes, found, warned = parse(f, digest, len(parsed))
+        parsed.extend(episodes)
+        versions |= found
+        notes.extend(warned)
+        sources.append(SourceFile(path=str(f.resolve()), sha256=digest, n_episodes=len(episodes)))
+    binding = bind_room(room)
+    return write_run(
+        out,
+        binding,
+        parsed,
+        source_format=source_format,
+        source_version=",".join(sorted(versions)),
+        files=sources,
+        warnings_=notes,
+        coverage=coverage,
+        jobs=resolve_jobs(jobs, len(parsed)),
+        command=command,
+    )
 
 
 def write_run(

@@ -35,12 +35,9 @@ from rlmdistill.importers.common import (
     ImportedEpisode,
     ImportFormatError,
     ImportResult,
-    bind_room,
-    file_sha256,
+    import_files,
     imported_episode_id,
-    resolve_jobs,
     utc_from_local,
-    write_run,
 )
 from rlmdistill.models.base import Message, Sampling, Usage
 from rlmdistill.traces.rebuild import messages_sha256
@@ -50,7 +47,6 @@ from rlmdistill.traces.schema import (
     EpisodeStart,
     ModelSettings,
     RoomInfo,
-    SourceFile,
     SubagentTurnRecord,
     SubCallRecord,
     TurnRecord,
@@ -611,29 +607,21 @@ def import_rlm(
         FileNotFoundError: a missing log; FileExistsError: ``out`` is not empty.
         ValueError: the room has no ``task.json``.
     """
-    files = log_files(logs)
-    parsed: list[ImportedEpisode] = []
-    sources: list[SourceFile] = []
-    notes: list[str] = []
-    versions: set[str] = set()
-    for f in files:
-        digest = file_sha256(f)
-        episodes, version, warned = parse_log(f, digest, len(parsed))
-        parsed.extend(episodes)
-        versions.add(version)
-        notes.extend(warned)
-        sources.append(SourceFile(path=str(f.resolve()), sha256=digest, n_episodes=len(episodes)))
-    binding = bind_room(room)
-    return write_run(
+
+    def parse(
+        f: Path, digest: str, offset: int
+    ) -> tuple[list[ImportedEpisode], set[str], list[str]]:
+        episodes, version, warned = parse_log(f, digest, offset)
+        return episodes, {version}, warned
+
+    return import_files(
+        log_files(logs),
+        parse,
+        room,
         out,
-        binding,
-        parsed,
         source_format=FORMAT,
-        source_version=",".join(sorted(versions)),
-        files=sources,
-        warnings_=notes,
         coverage=coverage,
-        jobs=resolve_jobs(jobs, len(parsed)),
+        jobs=jobs,
         command=command,
     )
 

@@ -47,11 +47,8 @@ from rlmdistill.importers.common import (
     ImportedEpisode,
     ImportFormatError,
     ImportResult,
-    bind_room,
-    file_sha256,
+    import_files,
     imported_episode_id,
-    resolve_jobs,
-    write_run,
 )
 from rlmdistill.models.base import Message, Sampling, Usage
 from rlmdistill.traces.rebuild import messages_sha256
@@ -62,7 +59,6 @@ from rlmdistill.traces.schema import (
     EpisodeStatus,
     ModelSettings,
     RoomInfo,
-    SourceFile,
     SubagentTurnRecord,
     SubCallRecord,
     TurnRecord,
@@ -775,34 +771,27 @@ def import_verifiers(
         raise ImportError(
             "use_verifiers=True needs the verifiers package (pip install verifiers==0.4.0)"
         )
-    files = trace_files(logs)
-    parsed: list[ImportedEpisode] = []
-    sources: list[SourceFile] = []
-    notes: list[str] = []
-    versions: set[str] = set()
-    for f in files:
-        digest = file_sha256(f)
-        episodes, warned = parse_traces_file(f, digest, len(parsed), validator=validator)
+
+    def parse(
+        f: Path, digest: str, offset: int
+    ) -> tuple[list[ImportedEpisode], set[str], list[str]]:
+        episodes, warned = parse_traces_file(f, digest, offset, validator=validator)
         for ep in episodes:
             assert ep.start.extra is not None
             ep.start.extra["parsed_with"] = (
                 "verifiers models" if validator is not None else "pinned field names"
             )
-            versions.add(str(ep.start.extra["trace_version"]))
-        parsed.extend(episodes)
-        notes.extend(warned)
-        sources.append(SourceFile(path=str(f.resolve()), sha256=digest, n_episodes=len(episodes)))
-    binding = bind_room(room)
-    return write_run(
+        versions = {str(ep.start.extra["trace_version"]) for ep in episodes if ep.start.extra}
+        return episodes, versions, warned
+
+    return import_files(
+        trace_files(logs),
+        parse,
+        room,
         out,
-        binding,
-        parsed,
         source_format=FORMAT,
-        source_version=",".join(sorted(versions)),
-        files=sources,
-        warnings_=notes,
         coverage=coverage,
-        jobs=resolve_jobs(jobs, len(parsed)),
+        jobs=jobs,
         command=command,
     )
 
