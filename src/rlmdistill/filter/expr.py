@@ -22,13 +22,19 @@ available fields and functions.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from simpleeval import EvalWithCompoundTypes, InvalidExpression
 
-__all__ = ["FUNCTIONS", "ExpressionError", "WhereExpression", "compile_expression"]
+__all__ = [
+    "FUNCTIONS",
+    "ExpressionError",
+    "WhereExpression",
+    "compile_expression",
+    "false_expressions",
+]
 
 
 class ExpressionError(ValueError):
@@ -214,3 +220,24 @@ def compile_expression(text: str, fields: Mapping[str, str]) -> WhereExpression:
         if isinstance(n, ast.Name) and n.id in FUNCTIONS and id(n) not in callees:
             raise ExpressionError(f"where expression {text!r}: function {n.id!r} must be called")
     return WhereExpression(text=text, names=frozenset(names), node=tree.body)
+
+
+def false_expressions(
+    expressions: Sequence[WhereExpression],
+    evaluators: Sequence[EvalWithCompoundTypes],
+    values: Mapping[str, Any],
+    where: str,
+) -> list[str]:
+    """The expressions that do not hold for ``values`` (``where`` names the episode or
+    sub-call in errors), as the filter reports them: ``'text'`` when false, ``'text' (no
+    value: a, b)`` when a name it reads has no value. ``evaluators`` pair with
+    ``expressions`` (:meth:`WhereExpression.evaluator`)."""
+    false = []
+    for expr, evaluator in zip(expressions, evaluators, strict=True):
+        result = expr.evaluate(values, episode=where, evaluator=evaluator)
+        if result is None:
+            nones = sorted(n for n in expr.names if values[n] is None)
+            false.append(f"{expr.text!r} (no value: {', '.join(nones)})")
+        elif not result:
+            false.append(repr(expr.text))
+    return false

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlmdistill.filter.expr import false_expressions
 from rlmdistill.filter.fields import episode_fields
 from rlmdistill.filter.rules import (
     REASON_ORDER,
@@ -438,18 +439,8 @@ def select_episodes(
                     ep.fail("coverage", "coverage " + ", ".join(failed))
         if expressions:
             values = episode_fields(ep.summary, ep.scores, ep.human)
-            false = []
-            for expr, evaluator in zip(expressions, evaluators, strict=True):
-                result = expr.evaluate(
-                    values,
-                    episode=f"{ep.run_dir}:{ep.summary.episode_id}",
-                    evaluator=evaluator,
-                )
-                if result is None:
-                    nones = sorted(n for n in expr.names if values[n] is None)
-                    false.append(f"{expr.text!r} (no value: {', '.join(nones)})")
-                elif not result:
-                    false.append(repr(expr.text))
+            where = f"{ep.run_dir}:{ep.summary.episode_id}"
+            false = false_expressions(expressions, evaluators, values, where)
             if false:
                 ep.fail("where", "false: " + "; ".join(false))
 

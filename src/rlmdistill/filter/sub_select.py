@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlmdistill.filter.expr import false_expressions
 from rlmdistill.filter.fields import episode_fields, sub_call_fields
 from rlmdistill.filter.rules import FilterRules
 from rlmdistill.filter.select import Selection, select_episodes
@@ -100,18 +101,8 @@ def select_sub_calls(runs: Sequence[Path], rules: FilterRules) -> SubSelection:
         base = episode_fields(inp.summary, inp.scores, inp.human)
         for rec, credit in zip(traj.sub_calls, credits, strict=True):
             values = {**base, **sub_call_fields(rec, credit, n_turns[rec.call_id])}
-            false = []
-            for expr, evaluator in zip(expressions, evaluators, strict=True):
-                result = expr.evaluate(
-                    values,
-                    episode=f"{d.run_dir}:{d.episode_id} call {rec.call_id}",
-                    evaluator=evaluator,
-                )
-                if result is None:
-                    nones = sorted(n for n in expr.names if values[n] is None)
-                    false.append(f"{expr.text!r} (no value: {', '.join(nones)})")
-                elif not result:
-                    false.append(repr(expr.text))
+            where = f"{d.run_dir}:{d.episode_id} call {rec.call_id}"
+            false = false_expressions(expressions, evaluators, values, where)
             decisions.append(
                 SubCallDecision(
                     run_id=d.run_id,
