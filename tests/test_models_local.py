@@ -163,6 +163,49 @@ def test_lora_adapter_loads_on_top(smollm2_dir: Path, tmp_path: Path) -> None:
         assert tuned.chat(msgs, GREEDY).text == plain.chat(msgs, GREEDY).text
 
 
+def test_int8_quantises_every_linear_but_lora_and_keeps_an_adapter_exact(
+    smollm2_dir: Path, tmp_path: Path
+) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from rlmdistill.compat import library_warning_filter
+    from rlmdistill.models.local import quantize_int8
+
+    base = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
+    n_linear = sum(type(m) is torch.nn.Linear for m in base.modules())
+    with library_warning_filter():
+        peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    n_lora = sum("lora_" in n and type(m) is torch.nn.Linear for n, m in peft_model.named_modules())
+    assert n_lora == 2 * 2 * base.config.num_hidden_layers  # A and B of q and v per layer
+    assert quantize_int8(peft_model) == n_linear
+    assert sum(type(m) is torch.nn.Linear for m in peft_model.modules()) == n_lora
+    with pytest.raises(ValueError, match="float32"):
+        quantize_int8(AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.bfloat16))
+
+    # a client with int8 weights: float32 activations, answers, and an adapter with B = 0
+    # gives the int8 base's own greedy reply (the LoRA path stays exact)
+    with library_warning_filter():
+        saved = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32),
+            LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
+        )
+    saved.save_pretrained(tmp_path / "adapter")
+    with (
+        LocalChatClient(smollm2_dir, quantize="int8") as plain,
+        LocalChatClient(smollm2_dir, quantize="int8", adapter=tmp_path / "adapter") as tuned,
+    ):
+        assert (plain.dtype, plain.quantize) == ("float32", "int8")
+        assert "int8" in plain.dtype_reason
+        msgs = user("Name a fruit.")
+        reply = plain.chat(msgs, GREEDY)
+        assert reply.text.strip() and reply.usage.completion_tokens > 0
+        assert tuned.chat(msgs, GREEDY).text == reply.text
+    with pytest.raises(ValueError, match="quantize=int8"):
+        LocalChatClient(smollm2_dir, quantize="int8", dtype="bfloat16")
+
+
 def test_same_local_spec_shares_one_loaded_model(smollm2_dir: Path) -> None:
     try:
         root = get_client("local:smollm2-135m")

@@ -28,6 +28,16 @@ def test_local_checkpoint_dir_and_options() -> None:
     assert parse_spec(str(s)) == s
 
 
+def test_int8_quant_is_part_of_the_model_id_and_round_trips() -> None:
+    s = parse_spec("local:qwen2.5-coder-0.5b+quant=int8+adapter=runs/a")
+    assert s.quant == "int8"
+    assert s.adapter == "runs/a"
+    assert s.model_id == "local:qwen2.5-coder-0.5b+adapter=runs/a+quant=int8"
+    assert parse_spec(str(s)) == s
+    assert parse_spec("local:qwen2.5-coder-0.5b").quant == "none"
+    assert "quant" not in str(parse_spec("local:qwen2.5-coder-0.5b+quant=none"))
+
+
 def test_openai_spec_with_org_model_name() -> None:
     s = parse_spec("openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1/")
     assert s.kind == "openai"
@@ -63,6 +73,8 @@ def test_key_never_in_model_id(monkeypatch: pytest.MonkeyPatch) -> None:
         ("local:x+adapter=a+adapter=b", "given twice"),
         ("local:x+dtype=int8", "+dtype"),
         ("local:x+ctx=abc", "+ctx must be an integer"),
+        ("local:x+quant=int4", "+quant must be int8 or none"),
+        ("local:x+dtype=bfloat16+quant=int8", "+quant=int8 runs float32 activations"),
         ("openai:gpt-4o", "openai:MODEL@BASE_URL"),
         ("openai:gpt-4o@api.openai.com/v1", "openai:MODEL@BASE_URL"),
         ("openai:@http://h/v1", "empty model name"),

@@ -135,11 +135,12 @@ class LLMJudgeConfig(BaseModel):
 def judge_model_key(spec: ModelSpec | str) -> str:
     """The judge's identity in cache keys: ``openai:<model name>`` (the server URL is left out,
     so the same served model judged through another address reuses the cache) or
-    ``local:<name>[+adapter=<dir>]``."""
+    ``local:<name>[+adapter=<dir>][+quant=int8]``."""
     s = parse_spec(spec) if isinstance(spec, str) else spec
     if s.kind == "openai":
         return f"openai:{s.name}"
-    return f"local:{s.name}" + (f"+adapter={s.adapter}" if s.adapter else "")
+    key = f"local:{s.name}" + (f"+adapter={s.adapter}" if s.adapter else "")
+    return key + (f"+quant={s.quant}" if s.quant != "none" else "")
 
 
 def llm_grader_id(spec: ModelSpec | str) -> str:

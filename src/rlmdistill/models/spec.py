@@ -2,7 +2,7 @@
 
 Grammar::
 
-    local:NAME[+adapter=DIR][+dtype=auto|float32|bfloat16][+ctx=N]
+    local:NAME[+adapter=DIR][+dtype=auto|float32|bfloat16][+quant=int8][+ctx=N]
     openai:MODEL@BASE_URL[,BASE_URL2,...][+key_env=ENV_VAR][+ctx=N][+prefill=continue|none]
 
 Several URLs name replicas of one model (vLLM servers with the same weights): requests are
@@ -38,7 +38,7 @@ SpecKind = Literal["local", "openai"]
 
 _OPTION_SPLIT = re.compile(r"\+(?=[a-z_]+=)")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LOCAL_OPTIONS = {"adapter", "dtype", "ctx"}
+_LOCAL_OPTIONS = {"adapter", "dtype", "quant", "ctx"}
 _OPENAI_OPTIONS = {"key_env", "ctx", "prefill"}
 _SECRET_OPTIONS = {"key", "api_key", "token", "password", "secret"}
 
@@ -60,6 +60,10 @@ class ModelSpec(BaseModel):
     """Environment variable holding the API key (openai only)."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Compute dtype (local only)."""
+    quant: Literal["none", "int8"] = "none"
+    """Weight quantisation for generation (local only): ``int8`` = dynamic int8 weights with
+    float32 activations (:func:`rlmdistill.models.local.quantize_int8`). Part of the model id:
+    int8 outputs differ from float32's, so its episodes are another model's."""
     context_window: int | None = None
     """Context window in tokens if given with ``+ctx=N``."""
     prefill_mode: Literal["continue_final_message", "none"] = "continue_final_message"
@@ -83,6 +87,8 @@ class ModelSpec(BaseModel):
                 out += f"+adapter={self.adapter}"
             if self.dtype != "auto":
                 out += f"+dtype={self.dtype}"
+            if self.quant != "none":
+                out += f"+quant={self.quant}"
         else:
             out = f"openai:{self.name}@{','.join(self.base_urls)}"
             if self.key_env != DEFAULT_KEY_ENV:
@@ -160,6 +166,18 @@ def parse_spec(text: str) -> ModelSpec:
                     f"bad model spec {text!r}: +dtype must be auto, float32, bfloat16 or float16"
                 )
             fields["dtype"] = options["dtype"]
+        if "quant" in options:
+            if options["quant"] not in ("none", "int8"):
+                raise ValueError(f"bad model spec {text!r}: +quant must be int8 or none")
+            if options["quant"] == "int8" and fields.get("dtype", "auto") not in (
+                "auto",
+                "float32",
+            ):
+                raise ValueError(
+                    f"bad model spec {text!r}: +quant=int8 runs float32 activations; "
+                    "drop +dtype or give +dtype=float32"
+                )
+            fields["quant"] = options["quant"]
         return ModelSpec(**fields)
     match = re.search(r"@(https?://)", head)
     if match is None:
@@ -300,6 +318,7 @@ def open_client(spec: ModelSpec | str, **opts: Any) -> ModelClient:
             directory,
             adapter=s.adapter,
             dtype=opts.pop("dtype", s.dtype),
+            quantize=opts.pop("quantize", s.quant),
             context_window=opts.pop("context_window", s.context_window),
             model_id=opts.pop("model_id", s.model_id),
             **opts,
