@@ -17,6 +17,7 @@ import os
 import queue
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -37,8 +38,11 @@ from rlmdistill.models.base import (
 )
 
 LocalQuant = Literal["none", "int8"]
-"""Weight quantisation of an in-process model for generation: ``int8`` = dynamic int8
+"""Weight quantisation (``+quant=`` of a ``local:`` spec) of an in-process model for generation: ``int8`` = dynamic int8
 (:func:`quantize_int8`), ``none`` = the checkpoint's weights in the compute dtype."""
+
+INT8_DTYPES = ("auto", "float32")
+"""The dtypes ``quantize="int8"`` combines with: its activations are float32."""
 
 LocalDtype = Literal["auto", "float32", "bfloat16", "float16"]
 """Compute dtype; ``auto`` = bfloat16 where the CPU runs it natively, else float32
@@ -219,8 +223,6 @@ def quantize_int8(model: Any) -> int:
         for name, module in model.named_modules()
         if type(module) is torch.nn.Linear and "lora_" not in name
     }
-    import warnings
-
     with warnings.catch_warnings():
         # torch 2.13 marks its eager quantisation API and quantised tensors as deprecated (to
         # move to torchao); torch is pinned, and tests/test_models_local.py fails on removal
@@ -307,7 +309,7 @@ class LocalChatClient:
             torch.set_num_threads(threads)
         self.dtype_reason = f"dtype {dtype} given"
         if quantize == "int8":
-            if dtype not in ("auto", "float32"):
+            if dtype not in INT8_DTYPES:
                 raise ValueError(
                     f"{self.model_id}: int8 weights run with float32 activations; "
                     f"dtype {dtype} cannot be combined with quantize=int8"

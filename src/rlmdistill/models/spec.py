@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rlmdistill.models.base import ModelClient
+from rlmdistill.models.local import INT8_DTYPES, LocalQuant
 from rlmdistill.models.openai_client import DEFAULT_KEY_ENV
 
 SpecKind = Literal["local", "openai"]
@@ -60,7 +61,7 @@ class ModelSpec(BaseModel):
     """Environment variable holding the API key (openai only)."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Compute dtype (local only)."""
-    quant: Literal["none", "int8"] = "none"
+    quant: LocalQuant = "none"
     """Weight quantisation for generation (local only): ``int8`` = dynamic int8 weights with
     float32 activations (:func:`rlmdistill.models.local.quantize_int8`). Part of the model id:
     int8 outputs differ from float32's, so its episodes are another model's."""
@@ -169,10 +170,7 @@ def parse_spec(text: str) -> ModelSpec:
         if "quant" in options:
             if options["quant"] not in ("none", "int8"):
                 raise ValueError(f"bad model spec {text!r}: +quant must be int8 or none")
-            if options["quant"] == "int8" and fields.get("dtype", "auto") not in (
-                "auto",
-                "float32",
-            ):
+            if options["quant"] == "int8" and fields.get("dtype", "auto") not in INT8_DTYPES:
                 raise ValueError(
                     f"bad model spec {text!r}: +quant=int8 runs float32 activations; "
                     "drop +dtype or give +dtype=float32"
