@@ -180,3 +180,76 @@ def test_a_host_name_connects_through_name_resolution() -> None:
         )
 
     assert len(_run(serve, client)) == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"ok\"\r\n7\r\n: true}\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + OK_BODY,  # body ends at the close
+        b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\n" + OK_BODY,  # no keep-alive in 1.0
+    ],
+    ids=["chunked", "close-delimited", "http1.0"],
+)
+def test_chunked_and_close_delimited_answers_are_read_whole_and_never_reused(
+    answer: bytes,
+) -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(answer)
+        await writer.drain()
+        if b"Transfer-Encoding" not in answer:
+            writer.close()  # the close ends the body / the HTTP/1.0 exchange
+
+    async def client(url: str, seen: list[bytes]) -> None:
+        http = _client(url)
+        status, _, body = await http.post("/chat/completions", b"{}")
+        assert (status, body) == (200, OK_BODY)
+        if b"Transfer-Encoding" in answer:
+            assert http.open_connections == 1  # chunked HTTP/1.1 keeps the connection
+        else:
+            assert http.open_connections == 0  # no keep-alive: dropped, never reused
+
+    assert len(_run(serve, client)) == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Authorization": "Bearer x\r\nX-Injected: 1"}, {"Bad Name": "v"}, {"X": "a\nb"}],
+)
+def test_a_header_that_would_break_the_request_head_is_refused(headers: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="not a valid HTTP header line"):
+        AsyncHTTP("http://127.0.0.1:1/v1", headers, 5.0)
+
+
+def test_prewarm_opens_connections_that_the_next_requests_use() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_request(reader)
+            await asyncio.sleep(0.05)  # all four in flight at once
+            writer.write(OK)
+            await writer.drain()
+
+    async def client(url: str, seen: list[bytes]) -> None:
+        http = _client(url)
+        assert await http.prewarm(4) == 4
+        assert http.open_connections == 4 and len(seen) == 4  # accepted before any request
+        assert await http.prewarm(3) == 0  # enough are open already
+        out = await asyncio.gather(*(http.post("/chat/completions", b"{}") for _ in range(4)))
+        assert [o[0] for o in out] == [200] * 4
+        assert http.open_connections == 4 and len(seen) == 4  # no new connection for them
+
+    _run(serve, client)
+
+
+def test_prewarm_against_nothing_listening_opens_nothing_and_raises_nothing() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def main() -> None:
+        http = _client(f"http://127.0.0.1:{port}/v1")
+        assert await http.prewarm(3) == 0
+        assert http.open_connections == 0
+
+    asyncio.run(main())

@@ -114,6 +114,45 @@ def test_sub_concurrency_stays_per_episode(tmp_path: Path) -> None:
     assert all(t.name.startswith("sub-call") for t in sub.threads)  # the shared pool's
 
 
+class _PoolSpy(OpenAIChatClient):
+    """Notes how many connections its pool had open when each request left."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_at_send: list[int] = []
+
+    async def _apost(self, body):
+        self.open_at_send.append(self._aio.open_connections if self._aio is not None else 0)
+        return await super()._apost(body)
+
+
+def test_the_first_batch_finds_its_connections_open_before_it(tmp_path: Path) -> None:
+    room = write_clause_room(tmp_path / "room", n_documents=3, repeats=50)
+    handler = ScriptedHandler([BATCH, MEMO], lambda p: "answer " + p)
+    with FakeOpenAIServer(handler, latency_s=0.2) as server:
+        url = server.base_url
+        cfg = CollectConfig(
+            rooms=[str(room)],
+            root=f"openai:root@{url}",
+            sub=f"openai:sub@{url}",
+            episodes=1,
+            concurrency=1,
+            sub_concurrency=6,
+            limits=EpisodeLimits(max_turns=3),
+            sandbox="audit",
+        )
+        root = OpenAIChatClient("root", url, api_key="x")
+        sub = _PoolSpy("sub", url, api_key="x")
+        assert async_chat_of(sub) is not None  # the event-loop path
+        res = collect(cfg, tmp_path / "run", root, sub, progress=False)
+        root.close()
+        sub.close()
+    assert [s.n_sub_calls for s in res.summaries] == [12]
+    # opened while the root's first turn was in flight (min(sub_concurrency, max_sub_calls)),
+    # so none of the 12 requests waited for TCP set-up, and none more were opened
+    assert sub.open_at_send == [6] * 12
+
+
 def test_300_concurrent_episodes_complete_with_no_error(tmp_path: Path) -> None:
     """Issue 17: 300 episodes at concurrency 300 (each: a batch of 8 sub-calls, then the
     memo) on one node; the select() limit and thread-per-sub-call once failed such runs.

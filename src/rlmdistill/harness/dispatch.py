@@ -103,6 +103,7 @@ class Dispatch:
         self.peak_in_flight = 0
         """Most event-loop requests in flight at once so far."""
         self._tasks: dict[Future[list[Outcome]], list[asyncio.Task[None]]] = {}
+        self._background: set[asyncio.Task[int]] = set()
 
     # -- start-up ---------------------------------------------------------------------
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -163,6 +164,23 @@ class Dispatch:
         done: Future[list[Outcome]] = Future()
         loop.call_soon_threadsafe(self._start, achat, model_id, list(requests), limit, done)
         return Pending(done.result)
+
+    def prewarm(self, client: Any, n: int) -> None:
+        """Let ``client`` open up to ``n`` connections on the loop now, in the background
+        (returns at once), when it runs on the loop and can (``aprewarm``); else nothing.
+        An episode calls it before its root's first turn, so that its first sub-call batch
+        does not pay TCP set-up on its critical path."""
+        aprewarm = getattr(client, "aprewarm", None)
+        if async_chat_of(client) is None or aprewarm is None or n <= 0:
+            return
+        loop = self.loop()
+
+        def start() -> None:
+            task = loop.create_task(aprewarm(n))
+            self._background.add(task)  # the loop holds tasks weakly
+            task.add_done_callback(self._background.discard)
+
+        loop.call_soon_threadsafe(start)
 
     def _start(
         self,

@@ -26,6 +26,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -285,8 +286,23 @@ class Episode:
             st.n_batches += 1
         subagents = self.config.depth == 2 and origin.depth == 1
 
-        sampling = self.config.sub_sampling
         cap = self.config.repl.max_prompt_chars
+        seeds = [self._sub_seed(first_id + i) for i in range(len(prompts_))]
+        sent_at = [i for i, p in enumerate(prompts_) if len(p) <= cap]
+        pending = None
+        if sent_at and not subagents:  # sent first: the records are built while in flight
+            base = {k: v for k, v in self.config.sub_sampling.__dict__.items() if k != "seed"}
+            pending = self._dispatch_to.chat(
+                self.sub,
+                [  # model_construct: the fields are sampling's, already validated (~50 us less)
+                    (
+                        [Message.model_construct(role="user", content=prompts_[i])],
+                        Sampling.model_construct(**base, seed=seeds[i]),
+                    )
+                    for i in sent_at
+                ],
+                self.config.sub_concurrency,
+            )
         records: list[SubCallRecord] = []
         for i, prompt in enumerate(prompts_):
             rec = SubCallRecord(
@@ -302,7 +318,7 @@ class Episode:
                 subagent=subagents,
                 depth=origin.depth,
                 prompt=prompt,
-                seed=self._sub_seed(first_id + i),
+                seed=seeds[i],
                 sources=sources[i] if i < len(sources) else [],
             )
             if len(prompt) > cap:  # never sent; the trace keeps head + tail
@@ -313,9 +329,7 @@ class Episode:
                     "(ReplLimits.max_prompt_chars); not sent"
                 )
             records.append(rec)
-        todo = [r for r in records if r.error_kind is None]
-        sent = [r.prompt for r in todo]
-        limit = self.config.sub_concurrency
+        todo = [records[i] for i in sent_at]
         if subagents:
 
             def run_subagent(rec: SubCallRecord) -> None:
@@ -324,21 +338,9 @@ class Episode:
                 rec.latency_s = time.monotonic() - t0
 
             # on the shared subagent pool: subagents block on their own model and REPL
-            self._dispatch_to.run(run_subagent, todo, limit)
-        elif todo:
-            base = {k: v for k, v in sampling.__dict__.items() if k != "seed"}
-            pending = self._dispatch_to.chat(
-                self.sub,
-                [  # model_construct: the fields are sampling's, already validated (~50 us less)
-                    (
-                        [Message.model_construct(role="user", content=r.prompt)],
-                        Sampling.model_construct(**base, seed=r.seed),
-                    )
-                    for r in todo
-                ],
-                limit,
-            )
-            self._observe(sent)  # probe while the requests are in flight, off their path
+            self._dispatch_to.run(run_subagent, todo, self.config.sub_concurrency)
+        elif pending is not None:
+            self._observe([prompts_[i] for i in sent_at])  # off the requests' path
             for rec, (res, elapsed) in zip(todo, pending.result(), strict=True):
                 if isinstance(res, ModelError):
                     rec.error, rec.error_kind = str(res), res.kind
@@ -654,13 +656,31 @@ class Episode:
                 latency_s=0.0,
             )
 
+        # TCP set-up of the first sub-call batch overlaps the root's first turn
+        self._dispatch_to.prewarm(self.sub, min(cfg.sub_concurrency, cfg.limits.max_sub_calls))
+        repl = BackgroundRepl(
+            self.room.snapshot, self.spec.scratch_dir / "root", cfg.repl, sandbox=cfg.sandbox
+        )
+        try:
+            return self._root_episode(repl, messages, root_record, root_sampling, started_at)
+        finally:
+            repl.close()  # reaped here, after the summary's work (killed when the turns ended)
+
+    def _root_episode(
+        self,
+        repl: BackgroundRepl,
+        messages: list[Message],
+        root_record: Callable[[int, list[Message]], TurnRecord],
+        root_sampling: Sampling,
+        started_at: datetime,
+    ) -> EpisodeSummary:
+        """The root's turns in ``repl``, then the end record and the summary."""
+        cfg = self.config
         status: EpisodeStatus = "no_memo"
         detail: str | None = f"turn limit ({cfg.limits.max_turns}) reached without a memo"
         memo: str | None = None
         try:
-            with BackgroundRepl(
-                self.room.snapshot, self.spec.scratch_dir / "root", cfg.repl, sandbox=cfg.sandbox
-            ) as repl:
+            try:
                 agent = _Agent(
                     self.root,
                     root_sampling,
@@ -672,6 +692,8 @@ class Episode:
                 )
                 with affinity(self.spec.episode_id):  # one replica per episode: prefix cache
                     final = self._turn_loop(agent, messages, root_record, cfg.limits.max_turns)
+            finally:  # its processes end while the trace is committed and coverage computed
+                repl.signal_kill()
             if final is not None:
                 if final[1].strip():
                     status, detail, memo = "completed", None, final[1]

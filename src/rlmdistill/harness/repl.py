@@ -591,10 +591,7 @@ class ReplProcess:
         """SIGKILL the REPL's whole process group (and its pids cgroup) and reap it.
         Idempotent. Under bwrap, killing bwrap ends the sandbox's pid namespace, and with it
         every process the code started."""
-        self._thaw()  # a frozen v1 cgroup holds SIGKILL until thawed
-        if self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
+        self.signal_kill()
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -605,6 +602,14 @@ class ReplProcess:
                     stream.close()
         if self._cgroup is not None:
             self._cgroup.close()
+
+    def signal_kill(self) -> None:
+        """SIGKILL the REPL's process group without waiting for it (the kernel tears it down
+        while the caller goes on); :meth:`kill` or :meth:`close` then reaps it. Idempotent."""
+        self._thaw()  # a frozen v1 cgroup holds SIGKILL until thawed
+        if self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
 
     def close(self) -> None:
         """End the worker: SIGKILL its process group and reap it.
@@ -705,6 +710,12 @@ class BackgroundRepl:
     def get_var(self, name: str, timeout_s: float = 30.0) -> str | None:
         """See :meth:`ReplProcess.get_var`."""
         return self._get().get_var(name, timeout_s)
+
+    def signal_kill(self) -> None:
+        """:meth:`ReplProcess.signal_kill` when the process has started (a start still under
+        way is left to :meth:`close`)."""
+        if self._future.done() and self._future.exception() is None:
+            self._future.result().signal_kill()
 
     def close(self) -> None:
         """Wait for the start to finish, then close the process if it started. Idempotent."""

@@ -387,11 +387,25 @@ class OpenAIChatClient:
             response.status, response.headers, response.data, str(response.reason)
         )
 
-    async def _apost(self, body: dict[str, Any]) -> dict[str, Any]:
-        """:meth:`_post` on the event loop (``TransportError`` for transport faults)."""
+    def _async_http(self) -> AsyncHTTP:
+        """The event loop's connection pool (made on first use, on the running loop)."""
         if self._aio is None:
             self._aio = AsyncHTTP(self.base_url, self._headers, self.timeout_s)
             self._aio_loop = asyncio.get_running_loop()
+        return self._aio
+
+    async def aprewarm(self, n: int) -> int:
+        """Open up to ``n`` keep-alive connections for :meth:`achat` ahead of a batch (on the
+        loop :meth:`achat` runs on); returns how many were opened. See
+        :meth:`~rlmdistill.models.aio_http.AsyncHTTP.prewarm`."""
+        if self._closed:
+            return 0
+        return await self._async_http().prewarm(n)
+
+    async def _apost(self, body: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`_post` on the event loop (``TransportError`` for transport faults)."""
+        self._async_http()
+        assert self._aio is not None
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         status, headers, data = await self._aio.post("/chat/completions", payload)
         return _completion_json(status, headers, data)

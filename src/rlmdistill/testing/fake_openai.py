@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible chat server on loopback, for tests and benchmarks.
 
 :class:`FakeOpenAIServer` is a real HTTP server (an asyncio event loop in a background thread,
-HTTP/1.1 parsed by h11) serving ``POST /v1/chat/completions`` and ``GET /v1/models``. Every request
+HTTP/1.1 parsed by httptools) serving ``POST /v1/chat/completions`` and ``GET /v1/models``. Every request
 body is passed to a *handler* ``(request_json) -> FakeReply | str`` that decides the reply: text
 (a normal completion with usage), an HTTP error (429, 500, 400 "maximum context length", ...),
 a delay (to test timeouts), or a malformed body. Ready-made handlers:
@@ -37,13 +37,14 @@ import struct
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import h11
+import httptools
 
 Handler = Callable[[dict[str, Any]], "FakeReply | str"]
 """A function from the request JSON to the reply (a plain ``str`` means ``FakeReply(text=...)``)."""
@@ -405,7 +406,7 @@ def echo_handler(request: dict[str, Any]) -> str:
 class FakeOpenAIServer:
     """OpenAI-compatible chat server on ``127.0.0.1`` in a background thread.
 
-    One asyncio event loop serves every connection (h11 parses HTTP/1.1, keep-alive), so
+    One asyncio event loop serves every connection (httptools parses HTTP/1.1, keep-alive), so
     thousands of concurrent requests with a fixed latency cost no thread each; handlers run
     on that loop and must not block. :meth:`kill` resets every connection at once, as a
     crashed server would.
@@ -473,6 +474,7 @@ class FakeOpenAIServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._stopping: asyncio.Future[None] | None = None
+        self._sleeping: set[asyncio.Future[None]] = set()
         started: Future[int] = Future()
 
         async def start() -> None:
@@ -537,6 +539,8 @@ class FakeOpenAIServer:
                     w.transport.abort()
             elif self._stopping is not None and not self._stopping.done():
                 self._stopping.set_result(None)
+                for woke in list(self._sleeping):
+                    _wake(woke)
                 await asyncio.sleep(0.05)  # the 503s go out
                 for w in list(self._writers):
                     w.close()
@@ -586,10 +590,11 @@ class FakeOpenAIServer:
         prefill = prefill_of(request)
         if self.echo_prefill and prefill:
             text = prefill + text
+        prompt_tokens = self._prompt_tokens(request)
         usage: dict[str, Any] = {
-            "prompt_tokens": self._prompt_tokens(request),
+            "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
-            "total_tokens": self._prompt_tokens(request) + completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
         }
         if reply.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
@@ -710,11 +715,18 @@ class FakeOpenAIServer:
             return prepared
         if wait > 0:
             assert self._stopping is not None
+            # one future and one timer (not wait_for + shield: a task, a timer and two
+            # futures' callbacks per request, a share of a benchmark's 64-request batch)
+            woke: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            timer = asyncio.get_running_loop().call_later(wait, _wake, woke)
+            self._sleeping.add(woke)
             try:
-                await asyncio.wait_for(asyncio.shield(self._stopping), wait)
+                await woke
+            finally:
+                timer.cancel()
+                self._sleeping.discard(woke)
+            if self._stopping.done():
                 return _error(503, "server shutting down")
-            except TimeoutError:
-                pass
         return self._finish(request, prepared)
 
     # -- HTTP ---------------------------------------------------------------------------
@@ -792,34 +804,23 @@ class FakeOpenAIServer:
     async def _serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """Requests of one keep-alive connection, one after another (h11 parses)."""
+        """Requests of one keep-alive connection, one after another (httptools parses)."""
         sock = writer.get_extra_info("socket")
         with contextlib.suppress(OSError):  # TCP_NODELAY: no 40 ms delayed-ACK stalls
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._writers.add(writer)
-        conn = h11.Connection(h11.SERVER)
+        incoming = _Requests()
+        parser = httptools.HttpRequestParser(incoming)
+        incoming.parser = parser
         try:
             while True:
-                head: h11.Request | None = None
-                body = bytearray()
-                arrived = time.monotonic()
-                while True:
-                    event = conn.next_event()
-                    if event is h11.NEED_DATA:
-                        conn.receive_data(await reader.read(262144))
-                        continue
-                    if isinstance(event, h11.Request):
-                        head, arrived = event, time.monotonic()
-                    elif isinstance(event, h11.Data):
-                        body += event.data
-                    elif isinstance(event, h11.EndOfMessage):
-                        break
-                    elif isinstance(event, h11.ConnectionClosed):
-                        return
-                assert head is not None
-                status, headers, payload = await self._route(
-                    head.method.decode(), head.target.decode(), bytes(body), arrived
-                )
+                while not incoming.done:
+                    data = await reader.read(262144)
+                    if not data:
+                        return  # the client closed the connection
+                    parser.feed_data(data)
+                method, target, body, arrived, keep_alive = incoming.done.popleft()
+                status, headers, payload = await self._route(method, target, body, arrived)
                 if status == 0:  # FakeReply.reset: RST instead of an answer
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     writer.transport.abort()
@@ -827,16 +828,16 @@ class FakeOpenAIServer:
                 data = payload.encode("utf-8") if isinstance(payload, str) else payload
                 out_headers = {"Content-Type": "application/json", **headers}
                 out_headers["Content-Length"] = str(len(data))
-                writer.write(
-                    conn.send(h11.Response(status_code=status, headers=list(out_headers.items())))
-                    + (conn.send(h11.Data(data=data)) or b"")
-                    + (conn.send(h11.EndOfMessage()) or b"")
+                if not keep_alive:
+                    out_headers["Connection"] = "close"
+                head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n" + "".join(
+                    f"{k}: {v}\r\n" for k, v in out_headers.items()
                 )
-                if conn.our_state is h11.MUST_CLOSE:
+                writer.write(head.encode("latin-1") + b"\r\n" + data)
+                if not keep_alive:
                     await writer.drain()
                     return
-                conn.start_next_cycle()
-        except (h11.ProtocolError, OSError):
+        except (httptools.HttpParserError, OSError):
             return  # a client that left or spoke bad HTTP: drop the connection
         except asyncio.CancelledError:
             # the server stops with this keep-alive connection open (waiting for its next
@@ -847,6 +848,48 @@ class FakeOpenAIServer:
         finally:
             self._writers.discard(writer)
             writer.close()
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
+_REASONS.update({429: "Too Many Requests", 500: "Internal Server Error"})
+_REASONS.update({502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"})
+
+
+class _Requests:
+    """``httptools`` callbacks of one connection: whole requests, in order, as
+    ``(method, target, body, arrived, keep_alive)``; ``arrived`` is ``time.monotonic()`` when
+    the request's head was read."""
+
+    def __init__(self) -> None:
+        self.parser: Any = None
+        self.done: deque[tuple[str, str, bytes, float, bool]] = deque()
+        self._url = bytearray()
+        self._body = bytearray()
+        self._arrived = 0.0
+
+    def on_message_begin(self) -> None:
+        self._url, self._body = bytearray(), bytearray()
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_headers_complete(self) -> None:
+        self._arrived = time.monotonic()
+
+    def on_body(self, body: bytes) -> None:
+        self._body += body
+
+    def on_message_complete(self) -> None:
+        method = self.parser.get_method().decode("latin-1")
+        keep = bool(self.parser.should_keep_alive())
+        self.done.append(
+            (method, self._url.decode("latin-1"), bytes(self._body), self._arrived, keep)
+        )
+
+
+def _wake(woke: asyncio.Future[None]) -> None:
+    if not woke.done():
+        woke.set_result(None)
 
 
 def _error(
