@@ -185,7 +185,7 @@ def test_a_host_name_connects_through_name_resolution() -> None:
 @pytest.mark.parametrize(
     "answer",
     [
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"ok\"\r\n7\r\n: true}\r\n0\r\n\r\n",
+        b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"ok"\r\n7\r\n: true}\r\n0\r\n\r\n',
         b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + OK_BODY,  # body ends at the close
         b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\n" + OK_BODY,  # no keep-alive in 1.0
     ],
@@ -253,3 +253,18 @@ def test_prewarm_against_nothing_listening_opens_nothing_and_raises_nothing() ->
         assert http.open_connections == 0
 
     asyncio.run(main())
+
+
+def test_a_pool_closed_while_prewarming_keeps_nothing_open() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # hold the connection until the client closes it
+
+    async def client(url: str, seen: list[bytes]) -> None:
+        http = _client(url)
+        task = asyncio.ensure_future(http.prewarm(5))
+        await asyncio.sleep(0)  # the connects are under way
+        await http.aclose()
+        assert await task == 0
+        assert http.open_connections == 0
+
+    _run(serve, client)

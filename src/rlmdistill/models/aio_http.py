@@ -203,6 +203,7 @@ class AsyncHTTP:
         self.max_idle = max_idle
         self._idle: deque[_Conn] = deque()
         self._open = 0
+        self._closed = False
         self._family = _ip_family(self.host)
 
     @property
@@ -262,9 +263,11 @@ class AsyncHTTP:
         )
         opened = 0
         for conn in made:
-            if isinstance(conn, _Conn):
+            if isinstance(conn, _Conn) and not self._closed:
                 opened += 1
                 self._idle.append(conn)
+            elif isinstance(conn, _Conn):  # the pool was closed meanwhile: keep nothing open
+                self._drop(conn)
             else:
                 self._open -= 1
         return opened
@@ -319,6 +322,8 @@ class AsyncHTTP:
                 self._drop(conn)
 
     async def aclose(self) -> None:
-        """Close every idle connection (busy ones close when their request ends)."""
+        """Close every idle connection (busy ones close when their request ends, connections
+        a :meth:`prewarm` is still opening when it ends)."""
+        self._closed = True
         while self._idle:
             self._drop(self._idle.pop())
