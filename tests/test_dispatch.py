@@ -86,29 +86,42 @@ def test_thread_path_is_bounded_by_the_shared_pool() -> None:
     assert len([t for t in threading.enumerate() if t.name.startswith("sub-call")]) <= 4
 
 
-def test_sub_concurrency_stays_per_episode(tmp_path: Path) -> None:
+def _collect_batches(
+    tmp_path: Path,
+    sub_cls: type[OpenAIChatClient],
+    episodes: int,
+    sub_concurrency: int,
+    latency: float,
+) -> tuple[list, OpenAIChatClient, int]:
+    """``episodes`` episodes of one 12-prompt batch and a memo against a fake server; returns
+    the summaries, the sub client (a ``sub_cls``) and the server's peak requests in flight."""
     room = write_clause_room(tmp_path / "room", n_documents=3, repeats=50)
     handler = ScriptedHandler([BATCH, MEMO], lambda p: "answer " + p)
-    with FakeOpenAIServer(handler, latency_s=0.05) as server:
+    with FakeOpenAIServer(handler, latency_s=latency) as server:
         url = server.base_url
         cfg = CollectConfig(
             rooms=[str(room)],
             root=f"openai:root@{url}",
             sub=f"openai:sub@{url}",
-            episodes=3,
+            episodes=episodes,
             concurrency=1,
-            sub_concurrency=3,
+            sub_concurrency=sub_concurrency,
             limits=EpisodeLimits(max_turns=3),
             sandbox="audit",
         )
         root = OpenAIChatClient("root", url, api_key="x")
-        sub = _ChatOnly("sub", url, api_key="x")  # the thread path
+        sub = sub_cls("sub", url, api_key="x")
         res = collect(cfg, tmp_path / "run", root, sub, progress=False)
         root.close()
         sub.close()
-        peak = server.max_in_flight
-    assert [s.status for s in res.summaries] == ["completed"] * 3
-    assert [s.n_sub_calls for s in res.summaries] == [12, 12, 12]
+        return res.summaries, sub, server.max_in_flight
+
+
+def test_sub_concurrency_stays_per_episode(tmp_path: Path) -> None:
+    summaries, sub, peak = _collect_batches(tmp_path, _ChatOnly, 3, 3, 0.05)  # the thread path
+    assert isinstance(sub, _ChatOnly)
+    assert [s.status for s in summaries] == ["completed"] * 3
+    assert [s.n_sub_calls for s in summaries] == [12, 12, 12]
     assert peak == 3  # 12 prompts per batch, at most 3 in flight for the episode
     assert len(sub.threads) == 36
     assert all(t.name.startswith("sub-call") for t in sub.threads)  # the shared pool's
@@ -127,27 +140,10 @@ class _PoolSpy(OpenAIChatClient):
 
 
 def test_the_first_batch_finds_its_connections_open_before_it(tmp_path: Path) -> None:
-    room = write_clause_room(tmp_path / "room", n_documents=3, repeats=50)
-    handler = ScriptedHandler([BATCH, MEMO], lambda p: "answer " + p)
-    with FakeOpenAIServer(handler, latency_s=0.2) as server:
-        url = server.base_url
-        cfg = CollectConfig(
-            rooms=[str(room)],
-            root=f"openai:root@{url}",
-            sub=f"openai:sub@{url}",
-            episodes=1,
-            concurrency=1,
-            sub_concurrency=6,
-            limits=EpisodeLimits(max_turns=3),
-            sandbox="audit",
-        )
-        root = OpenAIChatClient("root", url, api_key="x")
-        sub = _PoolSpy("sub", url, api_key="x")
-        assert async_chat_of(sub) is not None  # the event-loop path
-        res = collect(cfg, tmp_path / "run", root, sub, progress=False)
-        root.close()
-        sub.close()
-    assert [s.n_sub_calls for s in res.summaries] == [12]
+    assert async_chat_of(_PoolSpy("sub", "http://127.0.0.1:9/v1", api_key="x")) is not None
+    summaries, sub, _ = _collect_batches(tmp_path, _PoolSpy, 1, 6, 0.2)  # the event-loop path
+    assert isinstance(sub, _PoolSpy)
+    assert [s.n_sub_calls for s in summaries] == [12]
     # opened while the root's first turn was in flight (min(sub_concurrency, max_sub_calls)),
     # so none of the 12 requests waited for TCP set-up, and none more were opened
     assert sub.open_at_send == [6] * 12
