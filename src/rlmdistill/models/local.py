@@ -38,8 +38,9 @@ from rlmdistill.models.base import (
 )
 
 LocalQuant = Literal["none", "int8"]
-"""Weight quantisation (``+quant=`` of a ``local:`` spec) of an in-process model for generation: ``int8`` = dynamic int8
-(:func:`quantize_int8`), ``none`` = the checkpoint's weights in the compute dtype."""
+"""Weight quantisation (``+quant=`` of a ``local:`` spec) of an in-process model for
+generation: ``int8`` = dynamic int8 (:func:`quantize_int8`), ``none`` = the checkpoint's
+weights in the compute dtype."""
 
 INT8_DTYPES = ("auto", "float32")
 """The dtypes ``quantize="int8"`` combines with: its activations are float32."""

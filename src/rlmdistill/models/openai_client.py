@@ -404,10 +404,9 @@ class OpenAIChatClient:
 
     async def _apost(self, body: dict[str, Any]) -> dict[str, Any]:
         """:meth:`_post` on the event loop (``TransportError`` for transport faults)."""
-        self._async_http()
-        assert self._aio is not None
+        aio = self._async_http()
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        status, headers, data = await self._aio.post("/chat/completions", payload)
+        status, headers, data = await aio.post("/chat/completions", payload)
         return _completion_json(status, headers, data)
 
     # -- retry machinery --------------------------------------------------------------

@@ -26,12 +26,12 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
 from rlmdistill.models.base import ModelClient
-from rlmdistill.models.local import INT8_DTYPES, LocalQuant
+from rlmdistill.models.local import INT8_DTYPES, LocalDtype, LocalQuant
 from rlmdistill.models.openai_client import DEFAULT_KEY_ENV
 
 SpecKind = Literal["local", "openai"]
@@ -59,7 +59,7 @@ class ModelSpec(BaseModel):
     """Server URL (openai only), without a trailing slash."""
     key_env: str = DEFAULT_KEY_ENV
     """Environment variable holding the API key (openai only)."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    dtype: LocalDtype = "auto"
     """Compute dtype (local only)."""
     quant: LocalQuant = "none"
     """Weight quantisation for generation (local only): ``int8`` = dynamic int8 weights with
@@ -168,7 +168,7 @@ def parse_spec(text: str) -> ModelSpec:
                 )
             fields["dtype"] = options["dtype"]
         if "quant" in options:
-            if options["quant"] not in ("none", "int8"):
+            if options["quant"] not in get_args(LocalQuant):
                 raise ValueError(f"bad model spec {text!r}: +quant must be int8 or none")
             if options["quant"] == "int8" and fields.get("dtype", "auto") not in INT8_DTYPES:
                 raise ValueError(
