@@ -273,3 +273,49 @@ def test_episodes_run_with_the_start_up_heap_out_of_the_cyclic_gc(tmp_path: Path
     assert [s.status for s in res.summaries] == ["completed"]
     assert len(seen) == 12 and min(seen) > 1000  # the imported modules' objects, frozen
     assert gc.get_freeze_count() == before == 0
+
+
+class _Counting:
+    """A client with a coroutine ``achat`` that counts the requests started and holds each
+    until ``release`` is set (so none can finish before the test looks)."""
+
+    model_id = "counting"
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.release = threading.Event()
+
+    async def achat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:
+        import asyncio
+
+        self.started += 1  # the first step of the request: what "sent" waits for
+        while not self.release.is_set():
+            await asyncio.sleep(0.005)
+        return ChatResult(
+            text="ok", usage=Usage(), latency_s=0.0, finish_reason="stop", model="counting"
+        )
+
+    def chat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:  # pragma: no cover - the loop path is taken
+        raise AssertionError("chat() called")
+
+
+def test_a_batch_tells_when_its_requests_have_left() -> None:
+    """``Pending.wait_sent`` returns once every request of the batch (up to ``limit``) has
+    started, before any has finished: the episode builds its records and feeds the coverage
+    probe after that, so that work never holds the GIL while the loop sends."""
+    dispatch = Dispatch(max_threads=2, agent_threads=1)
+    reqs = [([Message(role="user", content=f"q{i}")], Sampling(max_tokens=8)) for i in range(12)]
+    for limit, expected in ((12, 12), (5, 5)):
+        client = _Counting()
+        pending = dispatch.chat(client, reqs, limit)
+        assert pending.wait_sent(10.0)
+        assert client.started == expected  # all of the first window, and no more
+        client.release.set()
+        assert [r.text for r, _ in pending.result()] == ["ok"] * 12  # type: ignore[union-attr]
+        assert client.started == 12
+    empty = dispatch.chat(_Counting(), [], 3)
+    assert empty.wait_sent(10.0) and empty.result() == []

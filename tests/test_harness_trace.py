@@ -115,3 +115,26 @@ def test_trajectory_file_is_the_collect_stages_writer(cuad_room3: Path, tmp_path
         "episode_end",
     ]
     assert rows[-1]["memo"] == summary.memo
+
+
+class _FailingCommit(MemoryTrace):
+    """A trace whose commit (the fsync of a trajectory file) fails."""
+
+    def commit(self) -> None:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_trace_that_cannot_be_committed_fails_the_episode(
+    cuad_room3: Path, tmp_path: Path
+) -> None:
+    """The commit runs beside the coverage computation, but the episode still returns no
+    summary (the runner's commit record) for a trace that is not durable: the error is
+    the commit's own."""
+    trace = _FailingCommit()
+    try:
+        _episode(Settings(), cuad_room3, trace, tmp_path / "s").run()
+    except OSError as exc:
+        assert exc.errno == 28 and "No space left" in str(exc)
+    else:
+        raise AssertionError("an episode whose trace failed to commit returned a summary")
+    assert [type(r) for r in trace.records][-1] is EpisodeEnd  # written, then the commit failed

@@ -67,14 +67,27 @@ def default_max_in_flight() -> int:
 
 
 class Pending(Generic[R]):
-    """A batch in flight; :meth:`result` waits for it (list in input order)."""
+    """A batch in flight; :meth:`result` waits for it (list in input order).
 
-    def __init__(self, wait_fn: Callable[[], list[R]]) -> None:
+    ``sent``: set once the batch's first requests have been handed to the transport (for a
+    batch on the event loop: every request task has run up to its first wait); ``None``
+    when there is nothing to wait for (the thread pool starts its calls at once)."""
+
+    def __init__(self, wait_fn: Callable[[], list[R]], sent: threading.Event | None = None) -> None:
         self._wait = wait_fn
+        self._sent = sent
 
     def result(self) -> list[R]:
         """The batch's results in input order (waits)."""
         return self._wait()
+
+    def wait_sent(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds until the batch's requests have left (see the
+        class docstring); ``True`` when they have. A caller with work to do while the batch
+        is in flight does it after this, so that work does not hold the GIL while the
+        event-loop thread sends (Python hands the GIL over only every 5 ms,
+        ``sys.getswitchinterval``)."""
+        return True if self._sent is None else self._sent.wait(timeout_s)
 
 
 class Dispatch:
@@ -162,8 +175,9 @@ class Dispatch:
             return self._windowed(self._threads(False), call, list(requests), limit)
         loop = self.loop()
         done: Future[list[Outcome]] = Future()
-        loop.call_soon_threadsafe(self._start, achat, model_id, list(requests), limit, done)
-        return Pending(done.result)
+        sent = threading.Event()
+        loop.call_soon_threadsafe(self._start, achat, model_id, list(requests), limit, done, sent)
+        return Pending(done.result, sent)
 
     def prewarm(self, client: Any, n: int) -> None:
         """Let ``client`` open up to ``n`` connections on the loop now, in the background
@@ -189,9 +203,11 @@ class Dispatch:
         requests: list[tuple[list[Message], Sampling]],
         limit: int,
         done: Future[list[Outcome]],
+        sent: threading.Event,
     ) -> None:
         """On the loop: one task per request; the last to finish hands the whole batch to
-        ``done`` itself. (Not ``asyncio.gather`` in a coroutine behind
+        ``done`` itself; ``sent`` is set once every task has run its first step (the loop
+        runs its callbacks in order). (Not ``asyncio.gather`` in a coroutine behind
         ``run_coroutine_threadsafe``: the gathering future, the outer task and the chained
         future each wait their turn in the loop's queue, behind every other episode's
         callbacks, before the episode thread sees its batch.)"""
@@ -199,6 +215,7 @@ class Dispatch:
         glob = self._global
         n = len(requests)
         if n == 0:
+            sent.set()
             done.set_result([])
             return
         local = asyncio.Semaphore(limit) if limit < n else None
@@ -236,6 +253,7 @@ class Dispatch:
 
         loop = asyncio.get_running_loop()
         tasks.extend(loop.create_task(one(i, r)) for i, r in enumerate(requests))
+        loop.call_soon(sent.set)  # after each task's first step: the requests have left
 
     def _finish(self, done: Future[list[Outcome]], outcome: list[Outcome] | BaseException) -> None:
         self._tasks.pop(done, None)

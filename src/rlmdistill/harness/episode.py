@@ -25,6 +25,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -80,6 +81,25 @@ from rlmdistill.traces.scores import memo_sha256
 from rlmdistill.traces.tokens import TokenTrail, note_turn, token_trace
 
 FinalSource = Literal["text", "final_call", "final_var"]
+
+_SENT_WAIT_S = 0.05
+"""Longest a batch's records and coverage probe wait for its requests to leave (seconds)."""
+
+
+_COMMIT_THREADS = 4
+"""Threads that commit (``fsync``) ended episodes' traces, for the whole process."""
+_commit_pool: ThreadPoolExecutor | None = None
+_commit_pool_lock = threading.Lock()
+
+
+def _committer() -> ThreadPoolExecutor:
+    """The process-wide pool that runs :meth:`TraceWriter.commit` beside an ended episode's
+    coverage (created on first use)."""
+    global _commit_pool
+    with _commit_pool_lock:
+        if _commit_pool is None:
+            _commit_pool = ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="trace-commit")
+        return _commit_pool
 
 
 def bounded(text: str, head: int, tail: int) -> str:
@@ -303,6 +323,9 @@ class Episode:
                 ],
                 self.config.sub_concurrency,
             )
+            # the records and the coverage probe wait until the requests have left (bounded:
+            # a slow loop costs only this overlap)
+            pending.wait_sent(_SENT_WAIT_S)
         records: list[SubCallRecord] = []
         for i, prompt in enumerate(prompts_):
             rec = SubCallRecord(
@@ -714,9 +737,13 @@ class Episode:
             episode_id=self.spec.episode_id, status=status, status_detail=detail, memo=memo
         )
         self._write(end)
-        self.spec.trace.commit()
+        # the trace's fsync (~2 ms) runs while coverage is computed; the summary waits for it
+        committed = _committer().submit(self.spec.trace.commit)
         doc_ids = [d for d, _, _ in self.room.documents]
-        coverage = self._coverage()  # inside wall_time_s: it is part of the episode's work
+        try:
+            coverage = self._coverage()  # inside wall_time_s: it is part of the episode's work
+        finally:
+            committed.result()  # raises what commit() raised (OSError: not durable)
         return EpisodeSummary(
             episode_id=self.spec.episode_id,
             run_id=self.spec.run_id,

@@ -61,8 +61,16 @@ def sanitize(value: Any) -> Any:
 
 
 def dumps_record(record: BaseModel | dict[str, Any]) -> str:
-    """Serialise one record to a single JSON line (no trailing newline), sanitised."""
+    """Serialise one record to a single JSON line (no trailing newline), sanitised.
+
+    The record is encoded as it is, and walked by :func:`sanitize` only when the line holds a
+    lone surrogate (``json.dumps`` with ``ensure_ascii=False`` passes them through, and
+    nothing else can put one there): the same line as sanitising first, without a walk of
+    every record (the walk was ~3/4 of a sub-call record's encoding time)."""
     data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+    line = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATE.search(line) is None:
+        return line
     return json.dumps(sanitize(data), ensure_ascii=False, separators=(",", ":"))
 
 
