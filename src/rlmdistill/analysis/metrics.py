@@ -67,6 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlmdistill.analysis.row_cache import RowCache, Stat, metrics_cache_dir, stat_key
 from rlmdistill.analysis.trajectory_cache import TrajectoryCache
+from rlmdistill.analysis.trajectory_fields import Call, Turn, light_fields
 from rlmdistill.coverage.index import CoverageIndex
 from rlmdistill.models.base import Usage
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
@@ -269,25 +270,7 @@ def answer_reaches_memo(
     return f" {' '.join(answer_words)} " in memo_joined
 
 
-class _Call(NamedTuple):
-    """What the trajectory metrics use of one sub-call record."""
-
-    depth: int
-    batch_id: int
-    error: str | None
-    response: str | None
-    has_sources: bool
-    call_id: int
-    subagent: bool
-
-
-class _Turn(NamedTuple):
-    """What the trajectory metrics use of one root turn: its code blocks' code, or the
-    completion itself when no block ran."""
-
-    turn: int
-    final_answer_source: str | None
-    codes: list[str]
+_Turn = Turn
 
 
 def _first_memo_turn(turns: list[_Turn]) -> int | None:
@@ -299,14 +282,23 @@ def _first_memo_turn(turns: list[_Turn]) -> int | None:
     return None
 
 
-def _light(traj: Trajectory) -> tuple[list[_Turn], list[_Call]]:
+def _light(traj: Trajectory) -> tuple[list[_Turn], list[Call]]:
     """The validated trajectory reduced to what the trajectory metrics use."""
     turns = [
         _Turn(t.turn, t.final_answer_source, [b.code for b in t.blocks] or [t.completion])
         for t in traj.turns
     ]
     calls = [
-        _Call(c.depth, c.batch_id, c.error, c.response, bool(c.sources), c.call_id, c.subagent)
+        Call(
+            episode_id=c.episode_id,
+            batch_id=c.batch_id,
+            call_id=c.call_id,
+            depth=c.depth,
+            subagent=c.subagent,
+            error=c.error,
+            response=c.response,
+            sources=c.sources,  # type: ignore[arg-type]  # only its truthiness is read
+        )
         for c in traj.sub_calls
     ]
     return turns, calls
@@ -327,7 +319,7 @@ def _opt_str(v: object) -> bool:
 
 def _light_records(
     records: list[dict[str, Any]], episode_id: str
-) -> tuple[list[_Turn], list[_Call]] | None:
+) -> tuple[list[_Turn], list[Call]] | None:
     """The trajectory metrics' fields read from raw records (``read_jsonl`` dicts), without
     validating whole records with pydantic (that was most of the report's time over 10,000
     trajectories). Every field used is type-checked; ``None`` when anything is not as a
@@ -338,7 +330,7 @@ def _light_records(
     if not records or records[0].get("record_type") != "episode_start":
         return None
     turns: list[_Turn] = []
-    calls: list[_Call] = []
+    calls: list[Call] = []
     starts = 0
     try:
         for rec in records:
@@ -367,7 +359,18 @@ def _light_records(
                     or not all(type(s) is dict for s in sources)
                 ):
                     return None
-                calls.append(_Call(depth, batch, error, response, bool(sources), call_id, subagent))
+                calls.append(
+                    Call(
+                        episode_id=episode_id,
+                        batch_id=batch,
+                        call_id=call_id,
+                        depth=depth,
+                        subagent=subagent,
+                        error=error,
+                        response=response,
+                        sources=sources,
+                    )
+                )
             elif kind == "turn":
                 turn, final = rec["turn"], rec.get("final_answer_source")
                 completion, blocks = rec["completion"], rec.get("blocks", [])
@@ -389,14 +392,21 @@ def _light_records(
     return turns, calls
 
 
-def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[_Turn], list[_Call]]:
+def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[_Turn], list[Call]]:
     """Root turns and sub-calls of an episode's trajectory, read fast when the file is as
-    this schema writes it (:func:`_light_records`), else through the validated
-    :func:`~rlmdistill.traces.runs.load_trajectory` (same errors: ``FileNotFoundError``
-    naming the episode, ``TraceFileError`` naming the file and record)."""
+    this schema writes it (:func:`~rlmdistill.analysis.trajectory_fields.light_fields`; then
+    :func:`_light_records` on a file only that decoder refused, e.g. one with a torn line),
+    else through the validated :func:`~rlmdistill.traces.runs.load_trajectory` (same
+    errors: ``FileNotFoundError`` naming the episode, ``TraceFileError`` naming the file and
+    record)."""
     path = trajectory_path(run_dir, episode_id)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no trajectory for episode {episode_id}")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no trajectory for episode {episode_id}") from None
+    fast = light_fields(raw, episode_id)
+    if fast is not None:
+        return fast
     records = read_clean_jsonl(path)
     light = _light_records(read_jsonl(path).records if records is None else records, episode_id)
     return light if light is not None else _light(load_trajectory(run_dir, episode_id))
@@ -614,7 +624,7 @@ def _share(part: int, whole: int) -> float | None:
 
 
 def _sub_call_fields(
-    calls: list[_Call], tokens: list[list[str]], memo: str | None, room: _RoomRef | None
+    calls: list[Call], tokens: list[list[str]], memo: str | None, room: _RoomRef | None
 ) -> dict[str, object]:
     """The sub-call metrics of the module docstring, but for ``sub_supported_criteria``: per
     sub-call, the criteria its credit would support if every criterion of the rubric passed
@@ -658,7 +668,7 @@ def _supports_pass_share(supported: list[list[str]], row: EpisodeMetrics) -> flo
 
 def _trajectory_fields(
     turns: list[_Turn],
-    calls: list[_Call],
+    calls: list[Call],
     memo: str | None,
     n_turns: int,
     reach_ngram: int,
