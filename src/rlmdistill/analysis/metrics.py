@@ -270,10 +270,7 @@ def answer_reaches_memo(
     return f" {' '.join(answer_words)} " in memo_joined
 
 
-_Turn = Turn
-
-
-def _first_memo_turn(turns: list[_Turn]) -> int | None:
+def _first_memo_turn(turns: list[Turn]) -> int | None:
     for t in turns:
         if t.final_answer_source is not None:
             return t.turn
@@ -282,10 +279,10 @@ def _first_memo_turn(turns: list[_Turn]) -> int | None:
     return None
 
 
-def _light(traj: Trajectory) -> tuple[list[_Turn], list[Call]]:
+def _light(traj: Trajectory) -> tuple[list[Turn], list[Call]]:
     """The validated trajectory reduced to what the trajectory metrics use."""
     turns = [
-        _Turn(t.turn, t.final_answer_source, [b.code for b in t.blocks] or [t.completion])
+        Turn(t.turn, t.final_answer_source, [b.code for b in t.blocks] or [t.completion])
         for t in traj.turns
     ]
     calls = [
@@ -319,7 +316,7 @@ def _opt_str(v: object) -> bool:
 
 def _light_records(
     records: list[dict[str, Any]], episode_id: str
-) -> tuple[list[_Turn], list[Call]] | None:
+) -> tuple[list[Turn], list[Call]] | None:
     """The trajectory metrics' fields read from raw records (``read_jsonl`` dicts), without
     validating whole records with pydantic (that was most of the report's time over 10,000
     trajectories). Every field used is type-checked; ``None`` when anything is not as a
@@ -329,7 +326,7 @@ def _light_records(
     anything it does not."""
     if not records or records[0].get("record_type") != "episode_start":
         return None
-    turns: list[_Turn] = []
+    turns: list[Turn] = []
     calls: list[Call] = []
     starts = 0
     try:
@@ -382,7 +379,7 @@ def _light_records(
                     or not all(type(c) is str for c in codes)
                 ):
                     return None
-                turns.append(_Turn(turn, final, codes or [completion]))
+                turns.append(Turn(turn, final, codes or [completion]))
             elif kind == "episode_start":
                 starts += 1
                 if starts > 1:
@@ -392,7 +389,7 @@ def _light_records(
     return turns, calls
 
 
-def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[_Turn], list[Call]]:
+def _read_trajectory_fields(run_dir: Path, episode_id: str) -> tuple[list[Turn], list[Call]]:
     """Root turns and sub-calls of an episode's trajectory, read fast when the file is as
     this schema writes it (:func:`~rlmdistill.analysis.trajectory_fields.light_fields`; then
     :func:`_light_records` on a file only that decoder refused, e.g. one with a torn line),
@@ -667,7 +664,7 @@ def _supports_pass_share(supported: list[list[str]], row: EpisodeMetrics) -> flo
 
 
 def _trajectory_fields(
-    turns: list[_Turn],
+    turns: list[Turn],
     calls: list[Call],
     memo: str | None,
     n_turns: int,
