@@ -138,3 +138,72 @@ def test_a_trace_that_cannot_be_committed_fails_the_episode(
     else:
         raise AssertionError("an episode whose trace failed to commit returned a summary")
     assert [type(r) for r in trace.records][-1] is EpisodeEnd  # written, then the commit failed
+
+
+class _Root(Scripted):
+    """A root whose every reply is ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("root")
+        self.text = text
+
+    def chat(
+        self, messages: list[Message], sampling: Sampling, *, prefill: str | None = None
+    ) -> ChatResult:
+        return (
+            super().chat(messages, sampling, prefill=prefill).model_copy(update={"text": self.text})
+        )
+
+
+def _run_spying(root: Scripted, room: Path, scratch: Path) -> tuple[Episode, object, list]:
+    spec = EpisodeSpec(
+        run_id="r",
+        episode_id="e1",
+        sample_index=0,
+        seed=7,
+        trace=MemoryTrace(),
+        scratch_dir=scratch,
+    )
+    ep = Episode(
+        Settings(),
+        spec,
+        room_handle(DataRoom.load(room)),
+        root,
+        Scripted("sub"),
+        "s:root",
+        "s:sub",
+    )
+    taken: list = []
+    end = ep._end_coverage
+
+    def spy():  # type: ignore[no-untyped-def]
+        taken.append(ep._early)
+        return end()
+
+    ep._end_coverage = spy  # type: ignore[method-assign]
+    return ep, ep.run(), taken
+
+
+def test_early_coverage_is_not_used_when_the_final_block_sent_more_inputs(
+    cuad_room3: Path, tmp_path: Path
+) -> None:
+    """A root reply naming FINAL starts the coverage while its block runs; that block's
+    sub-calls add inputs after it started, so the episode computes its coverage again."""
+    ep, summary, taken = _run_spying(_Root(ROOT_REPLY), cuad_room3, tmp_path / "s")
+    assert summary.status == "completed" and summary.n_sub_calls == 2
+    ((n_early, _),) = taken
+    assert ep.probe.n_observed == n_early + 2  # the prompts 'one?' and 'two?'
+    assert summary.coverage == ep._coverage()
+
+
+def test_early_coverage_is_the_episodes_when_nothing_came_after_it(
+    cuad_room3: Path, tmp_path: Path
+) -> None:
+    ep, summary, taken = _run_spying(
+        _Root("```repl\nFINAL('memo: done')\n```"), cuad_room3, tmp_path / "s"
+    )
+    assert (summary.status, summary.memo) == ("completed", "memo: done")
+    ((n_early, fut),) = taken
+    assert n_early == ep.probe.n_observed > 0
+    if not fut.cancelled():  # it ran (or was running): its value is the episode's
+        assert summary.coverage == fut.result() == ep._coverage()

@@ -1602,6 +1602,13 @@ class CoverageProbe:
             self._seen_texts.add(digest)
             self._texts.append(text)
 
+    @property
+    def n_observed(self) -> int:
+        """Distinct input texts observed so far (it only grows; equal counts at two moments
+        mean the same texts, so the same :meth:`detail`)."""
+        with self._lock:
+            return len(self._texts)
+
     def _observed(self) -> U64:
         """Sorted distinct hashes of every K-window of the observed texts (normalised here)."""
         with self._lock:

@@ -25,7 +25,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -100,6 +100,25 @@ def _committer() -> ThreadPoolExecutor:
         if _commit_pool is None:
             _commit_pool = ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="trace-commit")
         return _commit_pool
+
+
+_early_pool: ThreadPoolExecutor | None = None
+
+
+def _early_coverage_pool() -> ThreadPoolExecutor:
+    """One thread for the whole process that computes coverage ahead of an episode's end
+    (see :meth:`Episode._start_early_coverage`); created on first use. One is enough: the
+    computations take turns anyway (:meth:`CoverageProbe.detail`), and an episode whose
+    early computation has not started when it ends cancels it and computes its own."""
+    global _early_pool
+    with _commit_pool_lock:
+        if _early_pool is None:
+            _early_pool = ThreadPoolExecutor(1, thread_name_prefix="coverage-early")
+        return _early_pool
+
+
+_FINAL_MARK = "FINAL"
+"""A root reply holding this (``FINAL(...)``, ``FINAL_VAR(...)``) may end the episode."""
 
 
 def bounded(text: str, head: int, tail: int) -> str:
@@ -228,6 +247,9 @@ class Episode:
         self._block = 0
         self._n_turns = 0
         self.probe = CoverageProbe(room.coverage_index)
+        self._early: tuple[int, Future[Coverage]] | None = None
+        """Coverage computed while the root's last block ran, and the number of inputs it
+        covers (:meth:`_start_early_coverage`)."""
         self._t_start = time.monotonic()
         self.infrastructure_failure: tuple[str, str, InfrastructureError] | None = None
         """The serving failure that ended this attempt at a root turn: (``root``, model id,
@@ -549,6 +571,8 @@ class Episode:
                 self.state.usage.sub = self.state.usage.sub + res.usage
         reply = (prefill or "") + res.text
         parsed = parse_reply(note_turn(rec, res, agent.tokens))  # the answer, reasoning apart
+        if isinstance(rec, TurnRecord) and _FINAL_MARK in reply:
+            self._start_early_coverage()
         observations: list[str] = []
         final: tuple[FinalSource, str] | None = None
         for block in parsed.blocks:
@@ -613,6 +637,30 @@ class Episode:
         messages.append(Message(role="assistant", content=reply))
         messages.append(Message(role="user", content=rec.observation))
         return None
+
+    def _start_early_coverage(self) -> None:
+        """Compute coverage now, on another thread, while the REPL runs a root reply that may
+        end the episode: its value is the episode's if no model input is observed after
+        this point (:meth:`_end_coverage` checks). At most one extra computation per root
+        reply that names ``FINAL`` and does not end the episode."""
+        self._early = (self.probe.n_observed, _early_coverage_pool().submit(self._coverage))
+
+    def _end_coverage(self) -> Coverage:
+        """The episode's coverage: the early one when it covers every observed input (it
+        holds the same value, method ``shingle-v1`` over the same texts), else computed
+        now. An early computation not yet started is cancelled instead of waited for."""
+        early, self._early = self._early, None
+        if early is not None:
+            n, fut = early
+            if not fut.cancel():
+                try:
+                    coverage = fut.result()
+                except Exception:  # computed again below: it raises here, in the episode
+                    pass
+                else:
+                    if self.probe.n_observed == n:
+                        return coverage
+        return self._coverage()
 
     def _coverage(self) -> Coverage:
         """Probe coverage over every model input exactly as sent (``shingle-v1``)."""
@@ -741,7 +789,7 @@ class Episode:
         committed = _committer().submit(self.spec.trace.commit)
         doc_ids = [d for d, _, _ in self.room.documents]
         try:
-            coverage = self._coverage()  # inside wall_time_s: it is part of the episode's work
+            coverage = self._end_coverage()  # inside wall_time_s: part of the episode's work
         finally:
             committed.result()  # raises what commit() raised (OSError: not durable)
         return EpisodeSummary(

@@ -53,6 +53,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from rlmdistill.models import wire_json
 from rlmdistill.models.aio_http import AsyncHTTP, TransportError
 from rlmdistill.models.base import (
     SERVER_FINISH_REASONS,
@@ -202,7 +203,7 @@ def _completion_json(
     if status >= 400:
         raise _HTTPStatusError(status, _error_text(data, reason), headers)
     try:
-        out = json.loads(data)
+        out = wire_json.loads(data)
     except ValueError:
         raise _MalformedResponse("non_json", f"body is not JSON: {data[:300]!r}") from None
     if not isinstance(out, dict):
@@ -381,7 +382,7 @@ class OpenAIChatClient:
         """One HTTP attempt. Raises :class:`_HTTPStatusError` for a non-2xx answer,
         ``urllib3`` errors for timeouts/transport, :class:`_MalformedResponse` for a body that
         is not JSON or has no ``choices[0].message`` (all retried by :meth:`chat`)."""
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        payload = wire_json.dumps(body)
         response = self._http.request("POST", self._url, body=payload)
         return _completion_json(
             response.status, response.headers, response.data, str(response.reason)
@@ -405,7 +406,7 @@ class OpenAIChatClient:
     async def _apost(self, body: dict[str, Any]) -> dict[str, Any]:
         """:meth:`_post` on the event loop (``TransportError`` for transport faults)."""
         aio = self._async_http()
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        payload = wire_json.dumps(body)
         status, headers, data = await aio.post("/chat/completions", payload)
         return _completion_json(status, headers, data)
 
