@@ -643,6 +643,8 @@ class Episode:
         end the episode: its value is the episode's if no model input is observed after
         this point (:meth:`_end_coverage` checks). At most one extra computation per root
         reply that names ``FINAL`` and does not end the episode."""
+        if self._early is not None:  # an earlier reply's, not started yet: drop it
+            self._early[1].cancel()
         self._early = (self.probe.n_observed, _early_coverage_pool().submit(self._coverage))
 
     def _end_coverage(self) -> Coverage:
