@@ -13,7 +13,7 @@ BODIES = [
     {"model": "sub", "messages": [{"role": "user", "content": "question 12"}], "seed": 3},
     {"temperature": 0.7, "top_p": 0.95, "max_tokens": 100, "stop": ["```\n"], "x": None},
     {"text": "é ü 中文 🙂", "nested": [[1, 2.5, -3e-7, 1e20], {"k": True, "n": False}]},
-    {"big": 2**70, "empty": {}, "list": [], "s": "quote \" backslash \\ newline \n tab \t"},
+    {"big": 2**70, "empty": {}, "list": [], "s": 'quote " backslash \\ newline \n tab \t'},
 ]
 
 
