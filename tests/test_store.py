@@ -6,7 +6,13 @@ import pytest
 
 from rlmdistill.models.base import Usage
 from rlmdistill.traces.schema import TurnRecord, upgrade_record, utcnow
-from rlmdistill.traces.store import TraceFileError, append_records, parse_records, read_jsonl
+from rlmdistill.traces.store import (
+    TraceFileError,
+    append_records,
+    dumps_record,
+    parse_records,
+    read_jsonl,
+)
 
 
 def _turn(i: int, completion: str = "ok") -> TurnRecord:
@@ -52,6 +58,19 @@ def test_unpaired_surrogate_written_read_and_compared_case_t2(tmp_path):
     assert back.completion == "ok \ufffd"
     assert back.model_dump(exclude={"completion"}) == rec.model_dump(exclude={"completion"})
     path.read_bytes().decode("utf-8")  # valid UTF-8 on disk
+
+
+def test_record_line_holds_the_values_json_writes_non_finite_floats_included():
+    rec = _turn(0, "é \u2028 \x00 <b>").model_copy(update={"latency_s": 1e-05})
+    line = dumps_record(rec)
+    assert json.loads(line) == json.loads(json.dumps(rec.model_dump(mode="json")))
+    assert "\n" not in line and ", " not in line  # one compact line
+    tokens = {"logprobs": [-0.5, float("-inf"), float("nan")], "n": [1.5e300, None]}
+    back = json.loads(dumps_record(tokens))
+    assert (
+        back["logprobs"][:2] == [-0.5, float("-inf")] and back["logprobs"][2] != back["logprobs"][2]
+    )
+    assert back["n"] == [1.5e300, None]  # a null stays null, a finite float stays itself
 
 
 def test_validation_error_names_file_and_record(tmp_path):

@@ -41,7 +41,7 @@ def test_malformed_json_raises_jsons_value_error() -> None:
 
 
 def test_non_finite_floats_are_written_as_json_writes_them() -> None:
-    assert wire_json.dumps({"a": float("nan"), "b": None}) == b'{"a": NaN, "b": null}'
+    assert wire_json.dumps({"a": float("nan"), "b": None}) == b'{"a":NaN,"b":null}'
     assert wire_json.dumps([float("inf")]) == b"[Infinity]"
     assert wire_json.dumps({"b": None, "c": [1.0]}) == b'{"b":null,"c":[1.0]}'
 

@@ -5,12 +5,14 @@ msgspec refuses. The inputs accepted and the errors raised are therefore ``json`
 
 - :func:`loads` decodes what ``json.loads`` decodes (``NaN``, lone surrogate escapes, UTF-16
   bodies included) and raises ``json``'s ``ValueError`` for the rest;
-- :func:`dumps` writes compact UTF-8 JSON and raises ``UnicodeEncodeError`` for a lone
+- :func:`dumps` writes compact UTF-8 JSON (the same values as ``json.dumps``; a float may be
+  spelt otherwise: ``0.00001`` for ``1e-05``) and raises ``UnicodeEncodeError`` for a lone
   surrogate and ``TypeError`` for a value JSON has no form for, as
   ``json.dumps(obj, ensure_ascii=False).encode("utf-8")`` does.
 
-Used by the OpenAI-compatible client (:mod:`rlmdistill.models.openai_client`) and the fake
-server of the tests and benchmarks (:mod:`rlmdistill.testing.fake_openai`).
+Used by the OpenAI-compatible client (:mod:`rlmdistill.models.openai_client`), the fake
+server of the tests and benchmarks (:mod:`rlmdistill.testing.fake_openai`) and the trace
+writer (:func:`rlmdistill.traces.store.dumps_record`).
 """
 
 from __future__ import annotations
@@ -48,15 +50,26 @@ def dumps(obj: Any) -> bytes:
     """
     out = _encoder.encode(obj)
     if b"null" in out and _has_nonfinite(obj):
-        return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return out
 
 
 def _has_nonfinite(obj: Any) -> bool:
-    if isinstance(obj, float):
-        return obj != obj or obj in (float("inf"), float("-inf"))
-    if isinstance(obj, dict):
-        return any(_has_nonfinite(v) for v in obj.values())
-    if isinstance(obj, list | tuple):
-        return any(_has_nonfinite(v) for v in obj)
+    """Whether a float in ``obj`` (nested dicts, lists, tuples) is NaN or infinite
+    (``x - x`` is ``0.0`` exactly for a finite float)."""
+    kind = type(obj)
+    if kind is float:
+        return bool(obj - obj != 0.0)
+    if kind is dict:
+        obj = obj.values()
+    elif kind is not list and kind is not tuple:
+        return isinstance(obj, float) and obj - obj != 0.0  # a float subclass
+    for value in obj:
+        kind = type(value)
+        if kind is float:
+            if value - value != 0.0:
+                return True
+        elif kind is dict or kind is list or kind is tuple or isinstance(value, float):
+            if _has_nonfinite(value):
+                return True
     return False
