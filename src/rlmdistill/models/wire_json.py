@@ -69,7 +69,8 @@ def _has_nonfinite(obj: Any) -> bool:
         if kind is float:
             if value - value != 0.0:
                 return True
-        elif kind is dict or kind is list or kind is tuple or isinstance(value, float):
-            if _has_nonfinite(value):
-                return True
+        elif (
+            kind is dict or kind is list or kind is tuple or isinstance(value, float)
+        ) and _has_nonfinite(value):
+            return True
     return False
