@@ -108,14 +108,10 @@ class ThreadExecutor:
                         config.sub,
                         dispatch,
                     )
-                    summary = ep.run()
-                except BaseException:
+                    # the summary line is written while the REPL's processes are reaped
+                    return ep.run_then(lambda summary: _commit_episode(ep, summary, eid))
+                finally:  # after the summary line: the scratch folder is not part of the episode
                     shutil.rmtree(scratch, ignore_errors=True)
-                    raise
-            try:
-                return _commit_episode(ep, summary, eid)
-            finally:  # after the summary line: the scratch folder is not part of the episode
-                shutil.rmtree(scratch, ignore_errors=True)
 
         def _commit_episode(
             ep: Episode, summary: EpisodeSummary, eid: str
