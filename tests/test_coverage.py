@@ -509,6 +509,20 @@ def test_rolling_window_hashes_match_prefix_sums(index3: CoverageIndex) -> None:
     assert np.array_equal(index3._step_left(full[p + 1], p + 1), full[p])
 
 
+def test_side_hashes_are_the_window_hashes_s_characters_out(index3: CoverageIndex) -> None:
+    """The hashes a run's extension tests, S-1 windows each side computed at once, equal the
+    directly computed window hashes at p - s and p + s (s = 1 .. S-1)."""
+    from rlmdistill.coverage.index import STRIDE, _window_hashes
+
+    full = _window_hashes(index3.cp)
+    p = np.array([STRIDE, 40, 300, full.size - STRIDE], dtype=np.int64)
+    s = np.arange(1, STRIDE)
+    left, right = index3._side_hashes(p, -1), index3._side_hashes(p, 1)
+    assert left.shape == right.shape == (p.size, STRIDE - 1)
+    assert np.array_equal(left, full[p[:, None] - s])
+    assert np.array_equal(right, full[p[:, None] + s])
+
+
 def test_key_table_lookup() -> None:
     """Batched inserts (repeats, keys already present, key 0, the largest key) and lookups
     agree with numpy's set operations."""
