@@ -523,6 +523,35 @@ def test_side_hashes_are_the_window_hashes_s_characters_out(index3: CoverageInde
     assert np.array_equal(right, full[p[:, None] + s])
 
 
+def _result_in_child(q: object) -> None:
+    from rlmdistill.coverage import index as cov_mod
+
+    try:
+        q.put(cov_mod._result_pool().submit(lambda: 2).result(timeout=20))  # type: ignore[attr-defined]
+    except Exception as exc:
+        q.put(type(exc).__name__)  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_gets_result_threads_of_its_own() -> None:
+    """The importers fork their coverage workers: a child made while the parent's result
+    pool has all its threads (idle) must still get its results computed (without the at-fork
+    reset it waits forever: the copied pool believes its idle threads will take the work)."""
+    import multiprocessing
+    from concurrent.futures import wait
+
+    from rlmdistill.coverage import index as cov_mod
+
+    pool = cov_mod._result_pool()
+    started = threading.Barrier(pool._max_workers)  # every thread of the pool started
+    wait([pool.submit(started.wait) for _ in range(pool._max_workers)])
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    child = ctx.Process(target=_result_in_child, args=(q,))
+    child.start()
+    assert q.get(timeout=60) == 2
+    child.join(10)
+
+
 def test_key_table_lookup() -> None:
     """Batched inserts (repeats, keys already present, key 0, the largest key) and lookups
     agree with numpy's set operations."""

@@ -298,6 +298,24 @@ def test_shares_text_finds_spans_of_79_characters_and_never_below_64(tmp_path):
     assert not index.shares_text("The tenant shall pay rent monthly. " * 5)
 
 
+def _coverages(run: Path) -> list[object]:
+    return [s.coverage for s in load_summaries(run)]
+
+
+def test_spawned_coverage_workers_equal_forked_ones(tmp_path, monkeypatch):
+    """Where fork is not offered (macOS's default, Windows), the workers are spawned and load
+    the room's cached index themselves: the same coverage as forked workers."""
+    from rlmdistill.importers import common
+
+    room = clause_room(tmp_path)
+    import_rlm([D1, D2], room, tmp_path / "fork", jobs=2, command=["t"])
+    monkeypatch.setattr(common.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    import_rlm([D1, D2], room, tmp_path / "spawn", jobs=2, command=["t"])
+    forked = _coverages(tmp_path / "fork")
+    assert all(c is not None and c.overall > 0 for c in forked)
+    assert forked == _coverages(tmp_path / "spawn")
+
+
 def test_coverage_in_worker_processes_equals_coverage_here(tmp_path):
     room = clause_room(tmp_path)
     import_rlm([D1, D2], room, tmp_path / "one", jobs=1, command=["t"])

@@ -235,8 +235,9 @@ def _window_hashes(cp: Arr) -> U64:
         return np.empty(0, dtype=np.uint64)
     pw, inv = _powers()
     out = np.empty(n - K + 1, dtype=np.uint64)
-    seg = np.empty(_BLOCK + K - 1, dtype=np.uint64)
-    q = np.zeros(_BLOCK + K, dtype=np.uint64)
+    block = min(_BLOCK, n - K + 1)  # a short text's temporaries are its own size: fresh
+    seg = np.empty(block + K - 1, dtype=np.uint64)  # 256 KB pages per call cost page faults
+    q = np.zeros(block + K, dtype=np.uint64)
     for s in range(0, n - K + 1, _BLOCK):
         e = min(n - K + 1, s + _BLOCK)
         m = e - s + K - 1
@@ -1568,7 +1569,6 @@ _RESULT_THREADS = max(1, min(4, os.cpu_count() or 1))
 :data:`_RESULT_SLOT`)."""
 
 
-@functools.lru_cache(maxsize=1)
 def _pool_map(fn: Callable[[int], _R], starts: range) -> list[_R]:
     """``[fn(s) for s in starts]``, shared out over :func:`_result_pool`'s threads when there
     is more than one (a pool's hand-off costs more than one small room's slice)."""
@@ -1577,6 +1577,7 @@ def _pool_map(fn: Callable[[int], _R], starts: range) -> list[_R]:
     return list(_result_pool().map(fn, starts))
 
 
+@functools.lru_cache(maxsize=1)
 def _result_pool() -> ThreadPoolExecutor:
     """The process's pool for a coverage result's scans (:meth:`CoverageIndex._hit_windows`,
     :meth:`CoverageIndex._extend`): :data:`_RESULT_THREADS` worker threads,
@@ -1592,6 +1593,19 @@ _RESULT_SLOT = threading.Lock()
 _LOCKS_GUARD = threading.Lock()
 _LOCKS: dict[str, threading.Lock] = {}
 _LOADED: dict[str, CoverageIndex] = {}
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (the importers' coverage workers) has none of its parent's threads:
+    start its own result pool when it needs one, and take fresh locks (one held by a parent
+    thread at the fork would never be released in the child)."""
+    global _RESULT_SLOT, _LOCKS_GUARD
+    _result_pool.cache_clear()
+    _RESULT_SLOT, _LOCKS_GUARD = threading.Lock(), threading.Lock()
+    _LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class CoverageProbe:

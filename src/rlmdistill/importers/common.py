@@ -195,6 +195,11 @@ def _worker_start(room: str) -> None:
     _WORKER_INDEX = CoverageIndex.load_or_build(DataRoom.load(room), room_cache())
 
 
+def _worker_use(index: CoverageIndex) -> None:
+    global _WORKER_INDEX
+    _WORKER_INDEX = index
+
+
 def _worker_coverages(chunk: list[list[str]]) -> list[Coverage]:
     assert _WORKER_INDEX is not None, "coverage worker not started"
     return [_coverage(_WORKER_INDEX, inputs) for inputs in chunk]
@@ -202,8 +207,11 @@ def _worker_coverages(chunk: list[list[str]]) -> list[Coverage]:
 
 class _Coverages:
     """Each episode's coverage, in order: in this process, or with ``jobs > 1`` in that many
-    worker processes (spawned; each loads the room's cached index), submitted at once so they
-    run while this process writes the trajectories."""
+    worker processes, submitted at once so they run while this process writes the
+    trajectories. Workers are forked where the platform can (they share this process's
+    imports and its room index, memory-mapped: a spawned worker spent ~0.8 s of CPU importing
+    and loading the room before its first result, on the 2-core AMD EPYC), else spawned (each
+    loads the room's cached index). They are made before this module starts its own threads."""
 
     CHUNK = 64
 
@@ -213,10 +221,11 @@ class _Coverages:
         self.pool: ProcessPoolExecutor | None = None
         self.futures: list[Future[list[Coverage]]] = []
         if jobs > 1 and episodes:
-            ctx = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(
-                jobs, mp_context=ctx, initializer=_worker_start, initargs=(binding.info.path,)
-            )
+            fork = "fork" in multiprocessing.get_all_start_methods()
+            ctx = multiprocessing.get_context("fork" if fork else "spawn")
+            init: Callable[..., None] = _worker_use if fork else _worker_start
+            args: tuple[object, ...] = (binding.index,) if fork else (binding.info.path,)
+            self.pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=init, initargs=args)
             for i in range(0, len(episodes), self.CHUNK):
                 chunk = [ep.inputs for ep in episodes[i : i + self.CHUNK]]
                 self.futures.append(self.pool.submit(_worker_coverages, chunk))
