@@ -599,8 +599,8 @@ def import_rlm(
     :func:`~rlmdistill.importers.common.imported_episode_id` of the file's sha256 and the
     episode's index in its file. ``jobs``: worker processes for the coverage probe
     (:func:`~rlmdistill.importers.common.resolve_jobs`; 0 = auto, the command's default).
-    Workers are spawned: a script that calls this with ``jobs != 1`` needs the usual
-    ``if __name__ == "__main__":`` guard.
+    Workers are forked on Linux; where only spawn is offered (macOS, Windows), a script that
+    calls this with ``jobs != 1`` needs the usual ``if __name__ == "__main__":`` guard.
 
     Raises:
         ImportFormatError: unknown format version or shape (nothing written).
