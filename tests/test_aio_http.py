@@ -234,10 +234,13 @@ def test_prewarm_opens_connections_that_the_next_requests_use() -> None:
         http = _client(url)
         assert await http.prewarm(4) == 4
         assert http.open_connections == 4 and len(seen) == 4  # accepted before any request
-        assert await http.prewarm(3) == 0  # enough are open already
-        out = await asyncio.gather(*(http.post("/chat/completions", b"{}") for _ in range(4)))
-        assert [o[0] for o in out] == [200] * 4
-        assert http.open_connections == 4 and len(seen) == 4  # no new connection for them
+        assert await http.prewarm(3) == 3  # another batch to come: the 4 are promised
+        out = await asyncio.gather(*(http.post("/chat/completions", b"{}") for _ in range(7)))
+        assert [o[0] for o in out] == [200] * 7
+        assert http.open_connections == 7 and len(seen) == 7  # no new connection for them
+        assert await http.prewarm(5) == 0  # 7 idle, every promise redeemed: enough
+        assert await http.prewarm(4) == 2  # 5 of the 7 promised: 2 unclaimed, 2 more opened
+        assert http.open_connections == 9
 
     _run(serve, client)
 
