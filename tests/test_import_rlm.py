@@ -182,6 +182,28 @@ def test_record_of_another_shape_is_an_error_naming_file_and_line(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("raw", [float("nan"), float("inf"), -2.0, "soon"])
+def test_a_time_that_is_no_duration_is_read_as_missing_kept_and_counted(tmp_path, raw):
+    """An ``iteration_time`` that is no number of seconds >= 0 (Python's json writes NaN and
+    Infinity): the turn reads it as missing (0 s), keeps its JSON text under
+    ``extra.iteration_time_raw``, and the import warns with the count; the run reads back
+    (NaN in a float field used to stop the import with "cannot convert float NaN")."""
+    room = clause_room(tmp_path)
+    lines = D1.read_text().splitlines()
+    it = json.loads(lines[1])
+    it["iteration_time"] = raw
+    log = tmp_path / "odd.jsonl"
+    log.write_text("\n".join([lines[0], json.dumps(it), *lines[2:]]) + "\n")
+    with pytest.warns(UserWarning, match="1 iteration_time values are not a number of seconds"):
+        import_rlm([log], room, tmp_path / "r", command=["t"])
+    first = load_summaries(tmp_path / "r")[0]
+    path = tmp_path / "r" / "trajectories" / f"{first.episode_id}.jsonl"
+    turns = [r for r in parse_records(path, TrajectoryRecord) if r.record_type == "turn"]
+    assert turns[0].latency_s == 0.0 and turns[1].latency_s > 0
+    assert turns[0].extra["iteration_time_raw"] == json.dumps(raw)  # "NaN", "Infinity", ...
+    assert first.wall_time_s == pytest.approx(sum(t.latency_s for t in turns))
+
+
 def test_torn_last_line_is_left_out_with_a_warning(tmp_path):
     room = clause_room(tmp_path)
     text = D1.read_text()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -395,6 +396,20 @@ def _model_settings(model: str, backend: str, kwargs: dict[str, Any]) -> ModelSe
     return ModelSettings(spec=spec, model_id=model, sampling=sampling)
 
 
+def _seconds_or_none(value: Any) -> bool:
+    """Whether an ``iteration_time`` is missing or a finite number of seconds >= 0 (a number,
+    or text ``float`` reads as one)."""
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return False
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(seconds) and seconds >= 0
+
+
 def _episode(
     path: Path,
     file_hash: str,
@@ -556,6 +571,7 @@ def parse_log(
     if missing:
         raise _fail(path, 1, f"metadata line lacks {sorted(missing)}")
     groups: list[list[tuple[int, dict[str, Any]]]] = []
+    bad_times = 0
     for n, rec in enumerate(records[1:], start=2):
         kind = rec.get("type")
         if kind == "metadata":
@@ -565,6 +581,11 @@ def parse_log(
         lacking = {"prompt", "response", "code_blocks"} - set(rec)
         if lacking:
             raise _fail(path, n, f"iteration lacks {sorted(lacking)}")
+        if not _seconds_or_none(rec.get("iteration_time")):
+            # not a duration (NaN, inf, negative, text): read as missing, kept as written
+            raw = json.dumps(rec["iteration_time"])  # its JSON text: NaN stays NaN
+            rec = {**rec, "iteration_time": None, "iteration_time_raw": raw}
+            bad_times += 1
         if rec.get("iteration") == 1 or not groups:
             groups.append([])
         groups[-1].append((n, rec))
@@ -574,6 +595,12 @@ def parse_log(
         ep, n_mis = _episode(path, file_hash, i, first_sample_index + i, meta, version, group)
         episodes.append(ep)
         mismatched += n_mis
+    if bad_times:
+        notes.append(
+            f"{path}: {bad_times} iteration_time values are not a number of seconds >= 0 "
+            "(NaN, infinite, negative or text): read as missing (0 s), each kept as its JSON "
+            "text under its turn's extra.iteration_time_raw"
+        )
     if mismatched:
         notes.append(
             f"{path}: {mismatched} agent histories are not the first prompt plus replies and "

@@ -64,11 +64,13 @@ def sanitize(value: Any) -> Any:
 def dumps_record(record: BaseModel | dict[str, Any]) -> str:
     """Serialise one record to a single JSON line (no trailing newline), sanitised.
 
-    Encoded by msgspec (:func:`rlmdistill.models.wire_json.dumps`: the same JSON values as
-    ``json.dumps``, non-finite floats written as it writes them; a sub-call record 33 -> 9 us on
-    the 2-core AMD EPYC, ``timeit``, most of it pydantic's ``model_dump``). A line that holds a
-    lone surrogate (which msgspec refuses) is written with each replaced by U+FFFD, so every
-    line is valid UTF-8.
+    A record is dumped in pydantic's JSON mode (which writes a NaN or infinite float field as
+    ``null``, as it always did here), then encoded by msgspec
+    (:func:`rlmdistill.models.wire_json.dumps`: the same JSON values as ``json.dumps``; a
+    plain dict's non-finite floats are written as ``json`` writes them; a sub-call record
+    33 -> 12 us on the 2-core AMD EPYC, ``timeit``, most of it ``model_dump``). A line that
+    holds a lone surrogate (which msgspec refuses) is written with each replaced by U+FFFD,
+    so every line is valid UTF-8.
 
     Raises:
         TypeError: a value has no JSON form.
