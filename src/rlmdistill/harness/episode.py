@@ -90,46 +90,36 @@ _T = TypeVar("_T")
 
 _COMMIT_THREADS = 4
 """Threads that commit (``fsync``) ended episodes' traces, for the whole process."""
-_commit_pool: ThreadPoolExecutor | None = None
-_commit_pool_lock = threading.Lock()
+_pools: dict[str, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _process_pool(name: str, threads: int) -> ThreadPoolExecutor:
+    """The process-wide pool ``name`` (also its threads' name prefix), made on first use."""
+    with _pools_lock:
+        pool = _pools.get(name)
+        if pool is None:
+            pool = _pools[name] = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        return pool
 
 
 def _committer() -> ThreadPoolExecutor:
-    """The process-wide pool that runs :meth:`TraceWriter.commit` beside an ended episode's
-    coverage (created on first use)."""
-    global _commit_pool
-    with _commit_pool_lock:
-        if _commit_pool is None:
-            _commit_pool = ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="trace-commit")
-        return _commit_pool
-
-
-_reap_pool: ThreadPoolExecutor | None = None
+    """The pool that runs :meth:`TraceWriter.commit` beside an ended episode's coverage."""
+    return _process_pool("trace-commit", _COMMIT_THREADS)
 
 
 def _reaper() -> ThreadPoolExecutor:
-    """The process-wide pool that reaps ended episodes' REPL processes while their summary
-    lines are written (created on first use; as many threads as the commit pool)."""
-    global _reap_pool
-    with _commit_pool_lock:
-        if _reap_pool is None:
-            _reap_pool = ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="repl-reap")
-        return _reap_pool
-
-
-_early_pool: ThreadPoolExecutor | None = None
+    """The pool that reaps ended episodes' REPL processes while their summary lines are
+    written (as many threads as the commit pool)."""
+    return _process_pool("repl-reap", _COMMIT_THREADS)
 
 
 def _early_coverage_pool() -> ThreadPoolExecutor:
     """One thread for the whole process that computes coverage ahead of an episode's end
-    (see :meth:`Episode._start_early_coverage`); created on first use. One is enough: the
-    computations take turns anyway (:meth:`CoverageProbe.detail`), and an episode whose
-    early computation has not started when it ends cancels it and computes its own."""
-    global _early_pool
-    with _commit_pool_lock:
-        if _early_pool is None:
-            _early_pool = ThreadPoolExecutor(1, thread_name_prefix="coverage-early")
-        return _early_pool
+    (see :meth:`Episode._start_early_coverage`). One is enough: the computations take turns
+    anyway (:meth:`CoverageProbe.detail`), and an episode whose early computation has not
+    started when it ends cancels it and computes its own."""
+    return _process_pool("coverage-early", 1)
 
 
 _FINAL_MARK = "FINAL"
