@@ -122,7 +122,7 @@ def test_judge_eval_cli(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["n_documents"] == 1 and report["grader_version"] == "ref-v4"
+    assert report["n_documents"] == 1 and report["grader_version"] == "ref-v5"
     bad = CliRunner().invoke(
         app, ["judge-eval", str(SAMPLE_SOURCE), "--out", str(tmp_path / "x"), "--part", "x"]
     )
@@ -364,7 +364,7 @@ def test_ref_v1_verdicts_keep_loading_and_ref_v2_grades_again(tmp_path: Path) ->
     assert (first.graded, first.skipped) == (1, 0)
     verdicts = load_verdicts(run, "reference")
     assert verdicts[0] == old  # the old line is kept, unchanged
-    new = [v for v in verdicts if v.grader_version == "ref-v4"]
+    new = [v for v in verdicts if v.grader_version == "ref-v5"]
     assert len(new) == len(room.task.criteria) and len(verdicts) == 1 + len(new)
     assert next(v for v in new if v.criterion_id == crit.id).verdict == "PASS"
     again = judge_run(run, ReferenceGrader())

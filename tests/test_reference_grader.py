@@ -59,7 +59,7 @@ def test_good_memo_quoting_the_clauses_passes(room: DataRoom) -> None:
     v = verdicts[0]
     assert (v.grader, v.grader_version, v.episode_id, v.memo_sha256) == (
         "reference",
-        "ref-v4",
+        "ref-v5",
         "ep-1",
         sha,
     )
@@ -203,9 +203,48 @@ def test_a_quote_on_the_bullets_indented_paragraph_passes(room: DataRoom) -> Non
     verdict = next(v for v in _grade(room, memo) if v.criterion_id == crit.id)
     assert verdict.verdict == "PASS", verdict.reason
     assert "-word quote of the labelled clause" in verdict.reason
-    flat = memo.replace("\n\n   ", "\n\nThe text: ")  # the same quote as a separate paragraph
+    # the same quote as a separate paragraph after a bullet that does not lead into it
+    flat = memo.replace("reads:\n\n   ", "reads as follows.\n\nThe text: ")
     verdict = next(v for v in _grade(room, flat) if v.criterion_id == crit.id)
     assert verdict.verdict == "FAIL", verdict.reason
+
+
+def test_a_paragraph_after_a_bullets_lead_in_colon_is_read_with_the_bullet() -> None:
+    """A bullet ending in a colon introduces the next paragraph (the quickstart's root writes
+    "...: Sure, here is the sentence with anti-assignment:" then the quote, unindented): it is
+    read with the bullet since ref-v5. A list item or heading after the colon is not taken,
+    nor is a paragraph after a bullet without a colon, nor one after prose ending in a colon."""
+    memo = (
+        "## Findings\n- Anti-assignment (doc-a): here is the sentence:\n\n"
+        '"Neither party may assign this Agreement."\nwithout consent.\n\n'
+        "Closing remark.\n\n- Next steps:\n\n- ask for the schedules\n\n"
+        "Intro prose:\n\nA paragraph.\n\n- Cap (doc-b): none found.\n\nAnother paragraph.\n"
+    )
+    texts = [p.text for p in split_passages(memo)]
+    assert texts == [
+        "## Findings\n- Anti-assignment (doc-a): here is the sentence:\n"
+        '"Neither party may assign this Agreement."\nwithout consent.',
+        "## Findings\nClosing remark.",
+        "## Findings\n- Next steps:",
+        "## Findings\n- ask for the schedules",
+        "## Findings\nIntro prose:",
+        "## Findings\nA paragraph.",
+        "## Findings\n- Cap (doc-b): none found.",
+        "## Findings\nAnother paragraph.",
+    ]
+
+
+def test_a_quote_after_the_bullets_lead_in_colon_passes(room: DataRoom) -> None:
+    """The quote of the clause in the unindented paragraph after a bullet that names the
+    provision, cites the document and ends in a colon: PASS from ref-v5 (ref-v4: FAIL, the
+    quote was a passage without citation or category)."""
+    crit = next(c for c in _task(room).criteria if len(_ev(c)[2][0].split()) >= 12)
+    doc_id, category, spans = _ev(crit)
+    quote = " ".join(spans[0].split()[:20])
+    memo = f'# Memo\n\n- {category} ({doc_id}): Sure, here is the sentence:\n\n"{quote}"\n'
+    verdict = next(v for v in _grade(room, memo) if v.criterion_id == crit.id)
+    assert verdict.verdict == "PASS", verdict.reason
+    assert "-word quote of the labelled clause" in verdict.reason
 
 
 def test_pass_rates_arithmetic() -> None:

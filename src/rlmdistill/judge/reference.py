@@ -81,8 +81,10 @@ __all__ = [
     "split_passages",
 ]
 
-VERSION = "ref-v4"
-"""Grader version written into every verdict. ``ref-v2`` (until 2026-12-04): no copy rule (a
+VERSION = "ref-v5"
+"""Grader version written into every verdict. ``ref-v4`` (until 2026-12-06): a list item
+ending in a colon did not take the unindented paragraph after it. ``ref-v3`` (until
+2026-12-05): an indented paragraph under a list item was a passage of its own. ``ref-v2`` (until 2026-12-04): no copy rule (a
 memo pasting the documents passed quote criteria). ``ref-v1`` (until 2026-12): 25% word share
 counting party names and boilerplate, +-600 characters across findings; verdicts of any
 version keep loading, and ``rlmdistill judge`` grades a run again under a new version."""
@@ -316,7 +318,12 @@ def split_passages(memo: str) -> list[Passage]:
     A blank line followed by an indented line (2+ spaces or a tab) inside a paragraph that
     holds a list item does not end the paragraph: in markdown that indented block is the
     item's next paragraph (a bullet whose quote of the clause sits on its own indented
-    paragraph below it), so it is read with the bullet (since ``ref-v4``)."""
+    paragraph below it), so it is read with the bullet (since ``ref-v4``).
+
+    Likewise, a paragraph holding a list item whose last line ends with a colon (a lead-in:
+    "- Anti-assignment (doc-1): the clause reads:") takes the next paragraph when that one is
+    neither a list item nor a heading (the quote it introduces, written unindented), and
+    that paragraph's continuation lines with it (since ``ref-v5``)."""
     passages: list[Passage] = []
     stack: list[tuple[int, str]] = []
     para: list[str] = []
@@ -344,13 +351,23 @@ def split_passages(memo: str) -> list[Passage]:
         elif not line.strip():
             gap = bool(para)
         else:
-            if gap and not (_INDENTED.match(line) and any(_LIST_ITEM.match(x) for x in para)):
+            if gap and not _continues_item(para, line):
                 flush()
             gap = False
             para.append(line)
             pending_heading = False
     flush()
     return passages
+
+
+def _continues_item(para: list[str], line: str) -> bool:
+    """Whether ``line``, after a blank line, goes on the list item of ``para`` (see
+    :func:`split_passages`): an indented line, or any non-item line after a lead-in colon."""
+    if not any(_LIST_ITEM.match(x) for x in para):
+        return False
+    if _INDENTED.match(line):
+        return True
+    return para[-1].rstrip().endswith(":") and not _LIST_ITEM.match(line)
 
 
 def _sentence(text: str, start: int, end: int) -> str:
