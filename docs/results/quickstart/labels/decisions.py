@@ -1,5 +1,5 @@
 """The quickstart walkthrough's labels (docs/curation.md, Walkthrough): one reviewer's
-decisions (h7-agent, an AI agent, not a lawyer), taken by reading each memo bullet against the
+decisions (s56-agent, an AI agent, not a lawyer), taken by reading each memo bullet against the
 criterion's PASS/FAIL wording, the grader's reason and the gold clause (blind mode: the gold
 clause opens after the label; the decision here was written before the page was driven).
 
@@ -12,90 +12,268 @@ than the provision they name; rejected otherwise.
 
 The first 6 criteria of each episode are labelled (the rooms have 8 to 12).
 
-The eval-base episodes have no memo: the Review page does not queue them, so their
-keep/reject labels are in eval-base.labels.csv (``rlmdistill labels import``)."""
+The episodes: ``bash scripts/quickstart.sh --seed 1`` on a fresh clone of 5b14751
+(2026-12-06 17:35-18:35 UTC, workspace experiments/quickstart-seed1), in the Review page's
+Random queue (seed 0): the one episode with a memo of eval-base (1 of 8), the first 13 of
+r1-train's 15 memo episodes (of 16) and every memo episode of r1-eval-tuned (6 of 8): 20.
 
-REVIEWER = "h7-agent"
+Episode rule, applied as the earlier reviewer wrote it: every r1-train memo pastes the sub
+model's chatter ("Sure, here is the sentence with ...", "Copy word for word the sentence
+above") into its bullets, so every one is rejected, whatever its criteria.
 
-ST = "Marketing_Endorsement/steelvaultcorp (affiliate agreement)"
-SP = "Services/sparklingspringwater (software licence)"
+A finding of these labels: a bullet whose first line is chatter or a section heading and
+whose quote follows in the next, unindented paragraph ("... is:\n\n\"Detto shall not assign
+...\"", "1. GRANT OF RIGHTS\n\n1.1 LICENSE. ...") is read by the reference grader ``ref-v4``
+without that paragraph, so it FAILs a criterion the quote meets. ``ref-v5`` reads the
+paragraph after a bullet ending in a colon with the bullet (docs/judge.md)."""
+
+REVIEWER = "s56-agent"
+
+CHAT = "sub-model chatter pasted into the memo ('Sure, here is...', 'Certainly!')"
+ECHO = "the prompt echoed ('copy word for word the sentence above')"
+NEXT = "quote in the paragraph after the bullet's first line (the grader reads the bullet alone)"
+HEAD = "quote in the paragraph after a section heading on the bullet's first line"
 
 # episode id prefix -> (verdict letters in criterion order, {index: (tags, note)},
 #                       episode verdict, episode tags, episode note)
 D = {
-    "2aca732f": (
+    # eval-base (the base root, plain prompt, held-out rooms)
+    "d9df293a": (
+        "FFFFFF",
+        {},
+        "r",
+        ["missed document"],
+        "the memo is a Python dict of one generic sentence per provision "
+        "('The contract may require parties to assign certain rights to others.'): "
+        "no document cited, no clause quoted",
+    ),
+    # r1-train (the training collection, worked example on)
+    "e3ce9bd8": (
+        "FFFPFF",
+        {
+            0: (["other"], "the insolvency clause ('assignment for the benefit of ... creditors')"),
+            2: (["other"], "the indemnity (section 8) quoted as the liability cap"),
+        },
+        "r",
+        ["other"],
+        f"{CHAT}; {ECHO}; contract text pasted under change of control and termination",
+    ),
+    "c5e03d53": (
+        "FPPFFF",
+        {
+            0: (["other"], "the indemnity (12.A) quoted as the anti-assignment clause"),
+            3: (["wrong amount"], "'a minimum of [insert number of impressions]': a placeholder"),
+        },
+        "r",
+        ["wrong amount"],
+        f"{CHAT}; {ECHO}; the indemnity as anti-assignment",
+    ),
+    "c509b8d0": (
+        "FPPFFF",
+        {
+            0: (["other"], "the indemnity (12.A) quoted as the anti-assignment clause"),
+            3: (["wrong amount"], "'a minimum of 100 advertising impressions': 100 is invented"),
+        },
+        "r",
+        ["wrong amount"],
+        f"{CHAT}; {ECHO}; an invented minimum of 100 impressions",
+    ),
+    "f6773c3d": (
+        "FFFPFF",
+        {
+            0: (["other"], "the insolvency clause ('assignment for the benefit of ... creditors')"),
+            2: (["other"], "the indemnity (section 8) quoted as the liability cap"),
+        },
+        "r",
+        ["other"],
+        f"{CHAT}; {ECHO}; the same memo as e3ce9bd8 (same room)",
+    ),
+    "f9462ac6": (
         "PPFFPF",
-        {0: ([], "quotes clause (c) exactly, in the bullet's indented second paragraph")},
-        "r",
-        ["other"],
-        "mislabelled bullets: an independent-contractor clause as exclusivity, model chatter "
-        "('Certainly! Here is...') and a warranty clause as termination for convenience",
-    ),
-    "e863ebf6": (
-        "PFFFPF",
         {
-            0: ([], "quotes clause (c) exactly, in the bullet's indented second paragraph"),
-            1: (["other"], "the damages clause is quoted under 'revenue sharing'"),
+            0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
+            1: ([], HEAD + "; clause 1.1 word for word"),
+            3: (["other"], "the product indemnity (4.2) as the liability cap"),
         },
         "r",
         ["other"],
-        "mislabelled bullets: a for-cause termination as termination for convenience (with "
-        "'Certainly!' chatter), the site-inspection right as IP ownership, the damages "
-        "exclusion as revenue sharing",
+        f"{CHAT}; {ECHO}; the product indemnity as the liability cap",
     ),
-    "daf1aea8": (
+    "42da9b52": (
         "FFFPFF",
         {
-            0: (
+            0: (["other"], "the insolvency clause ('assignment for the benefit of ... creditors')"),
+            2: (["other"], "the indemnity (section 8) quoted as the liability cap"),
+        },
+        "r",
+        ["other"],
+        f"{CHAT}; {ECHO}; the insolvency clause as anti-assignment",
+    ),
+    "34c1e2ca": (
+        "PFFFPF",
+        {
+            1: (
                 ["other"],
-                "the bullet quotes the insolvency clause ('assignment for the benefit of creditors')",
+                "'The liability cap in this paragraph reflects the allocation of risk': no cap",
             ),
-            2: (["other"], "the 'liability cap' bullet quotes the indemnity clause"),
+            2: (["other"], "the governing-law clause as termination for convenience"),
         },
         "r",
         ["other"],
-        "chatter and prompt echo ('Sure, here is...', 'Copy word for word the sentence above'); "
-        "an arbitrator clause as non-compete, the indemnity as liability cap",
+        f"{CHAT}; governing law as termination for convenience",
     ),
-    "17e9bfef": (
-        "FFFPFF",
-        {},
+    "5be8f7f8": (
+        "PPFFPF",
+        {
+            0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
+            1: ([], HEAD + "; clause 1.1 word for word"),
+            3: (["other"], "the product indemnity (4.2) as the liability cap"),
+        },
         "r",
         ["other"],
-        "the same memo as daf1aea8 nearly word for word: chatter, prompt echo, mislabelled bullets",
+        f"{CHAT}; the product indemnity as the liability cap",
     ),
-    "f1021dbc": (
-        "FFFPFF",
-        {},
+    "13c7347d": (
+        "PPFFPF",
+        {
+            0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
+            1: ([], HEAD + "; clause 1.1 word for word"),
+            3: (["other"], "the product indemnity (4.2) as the liability cap"),
+        },
         "r",
         ["other"],
-        "the same memo as daf1aea8 nearly word for word: chatter, prompt echo, mislabelled bullets",
+        f"{CHAT}; trademark goodwill as change of control, the indemnity as the liability cap",
     ),
-    "283a33d3": (
+    "b696d4e9": (
+        "PFFFPF",
+        {2: (["other"], "the governing-law clause as termination rights")},
+        "r",
+        ["other"],
+        f"{ECHO}; governing law as termination for convenience",
+    ),
+    "550c0861": (
         "PFFFPF",
         {
-            0: ([], "quotes clause (c) exactly, in the bullet's indented second paragraph"),
-            2: ([], "the 90-day notice sentence is cut out by the '...' of the sub-call output"),
+            1: (
+                ["other"],
+                "'The liability cap in this paragraph reflects the allocation of risk': no cap",
+            ),
+            2: (["other"], "the governing-law clause as termination for convenience"),
         },
-        "k",
-        [],
-        "no chatter; 2 of 9 bullets mislabelled (independent contractors as exclusivity, the "
-        "project manager as non-compete)",
-    ),
-    "05213522": (
-        "FFPPFF",
-        {1: ([], "the cap's carve-out is quoted under 'liability cap', not named as uncapped")},
         "r",
         ["other"],
-        "chatter and prompt echo as in daf1aea8; here the liability cap bullet is right",
+        f"{CHAT}; {ECHO}; governing law as termination for convenience",
+    ),
+    "ddc7d769": (
+        "FPPFFF",
+        {
+            0: (["other"], "the indemnity (12.A) quoted as the anti-assignment clause"),
+            3: (["wrong amount"], "'a minimum of 100 advertising impressions': 100 is invented"),
+        },
+        "r",
+        ["wrong amount"],
+        f"{CHAT}; {ECHO}; an invented minimum of 100 impressions",
+    ),
+    "8c24a4fa": (
+        "PPFFPF",
+        {
+            0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
+            1: ([], HEAD + "; clause 1.1 word for word"),
+            3: (["other"], "the product indemnity (4.2) as the liability cap"),
+        },
+        "r",
+        ["other"],
+        f"{CHAT}; the product indemnity as the liability cap",
+    ),
+    # r1-eval-tuned (the tuned root, plain prompt, held-out rooms)
+    "28c965a1": (
+        "FFFPFF",
+        {
+            1: (
+                ["invented clause"],
+                "a textbook definition of anti-assignment, not the contract's clause",
+            ),
+            2: (
+                ["other"],
+                "'All of the Transferred Patents are owned solely by SONY', not the assignment",
+            ),
+            5: (["other"], "the agreement's title and recitals as the exclusivity clause"),
+        },
+        "r",
+        ["invented clause"],
+        f"{CHAT}; {ECHO}; IP-ownership text quoted as anti-assignment",
+    ),
+    "cb54433b": (
+        "FFFFFF",
+        {
+            2: (["other"], "a 14-word fragment of the clause's opening, the cap itself not stated"),
+            3: (["other"], "'K, 12/6/2017' as the minimum commitment"),
+        },
+        "r",
+        ["other"],
+        "one excerpt (the insolvency termination) pasted as some 60 'Excerpt of contract' bullets; "
+        "governing law as anti-assignment",
+    ),
+    "7d928730": (
+        "PFFFFF",
+        {
+            0: ([], NEXT + "; section 22.11 named and quoted, its consent exception dropped"),
+        },
+        "r",
+        ["invented clause"],
+        f"{CHAT} ('Sure, here's the sentence with anti-assignment added'); one finding only",
+    ),
+    "296b5d38": (
+        "PFFFFF",
+        {
+            0: ([], NEXT + "; section 22.11 named and quoted"),
+            1: (["other"], "the no-hire sentence (20.1) of the Non-Competition section"),
+        },
+        "r",
+        ["other"],
+        "four bullets quote a clause other than the provision they name (no-hire, inventory "
+        "liability, purchase orders, stock reimbursement)",
+    ),
+    "7d4c8b56": (
+        "FFFPPF",
+        {
+            0: (["invented clause"], "an invented change of control to Intel Corporation"),
+            1: (
+                ["invented clause"],
+                "'allows Sony to assign its rights ... without any restrictions'",
+            ),
+        },
+        "r",
+        ["invented clause"],
+        f"{CHAT}; an invented Intel change of control; the definition of 'IP Agreement' as IP ownership",
+    ),
+    "4ea37101": (
+        "PFFFPP",
+        {
+            0: ([], "quote in the bullet's second paragraph, after a first line ending in '.'"),
+            1: (["other"], "a termination right as anti-assignment"),
+            5: ([], "word for word but 'Franchisee' for the contract's 'Franchisor' at the end"),
+        },
+        "r",
+        ["other"],
+        "every finding followed by the same Next steps, References and '# COPYRIGHT All rights "
+        "reserved.' block; 'the Franchisee hereby grants to Franchisee'",
     ),
 }
 
-# the first 16 of the Random queue (seed 0) of r1-train
-ORDER: list[str] = []
+ORDER = {
+    "eval-base": ["d9df293a"],
+    "r1-train": [
+        "e3ce9bd8", "c5e03d53", "c509b8d0", "f6773c3d", "f9462ac6", "42da9b52",
+        "34c1e2ca", "5be8f7f8", "13c7347d", "b696d4e9", "550c0861", "ddc7d769", "8c24a4fa",
+    ],
+    "r1-eval-tuned": ["28c965a1", "cb54433b", "7d928730", "296b5d38", "7d4c8b56", "4ea37101"],
+}  # fmt: skip
+"""run -> the labelled episodes, the first of its Random queue (seed 0)."""
 
-CARD = {"r1-train": (0, 0)}
-"""run -> (queue position, criterion index) of the card the driver screenshots."""
+CARD = {"r1-train": (4, 0)}
+"""run -> (queue position, criterion index) of the card the driver screenshots: a criterion
+the grader failed and the reviewer passed."""
 
-T = {"r1-train": [(p, *D[p]) for p in ORDER], "eval-base": []}
+T = {run: [(p, *D[p]) for p in eps] for run, eps in ORDER.items()}
 """run -> episodes in queue order: (prefix, letters, criterion tags, verdict, tags, note)."""
