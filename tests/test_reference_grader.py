@@ -174,77 +174,79 @@ def test_split_passages_inherits_headings() -> None:
     ]
 
 
-def test_an_indented_paragraph_under_a_bullet_is_read_with_the_bullet() -> None:
-    """Markdown: after a blank line, an indented block under a list item is the item's next
-    paragraph. Before ref-v4 the blank line ended the passage, so a bullet naming the
-    provision with its quote on an indented paragraph below it was never read whole."""
-    memo = (
+SPLIT_CASES = {
+    # Markdown: after a blank line, an indented block under a list item is the item's next
+    # paragraph. Before ref-v4 the blank line ended the passage, so a bullet naming the
+    # provision with its quote on an indented paragraph below it was never read whole.
+    "indented paragraph (ref-v4)": (
         "## Doc A\n\n- Anti-assignment: the licensee may not assign.\n\n"
         '    "Neither party may assign this Agreement without consent."\n\n'
-        "Closing remark, not indented.\n\n  indented text under prose stays apart\n"
-    )
-    texts = [p.text for p in split_passages(memo)]
-    assert texts == [
-        "## Doc A\n- Anti-assignment: the licensee may not assign.\n"
-        '    "Neither party may assign this Agreement without consent."',
-        "## Doc A\nClosing remark, not indented.",
-        "## Doc A\n  indented text under prose stays apart",
-    ]
-
-
-def test_a_quote_on_the_bullets_indented_paragraph_passes(room: DataRoom) -> None:
-    """A bullet names the provision and cites the document; its quote of the clause is the
-    bullet's indented second paragraph (as the quickstart's root writes): PASS from ref-v4
-    (ref-v3 read the quote as another passage without citation or category: FAIL)."""
-    crit = next(c for c in _task(room).criteria if len(_ev(c)[2][0].split()) >= 12)
-    doc_id, category, spans = _ev(crit)
-    quote = " ".join(spans[0].split()[:20])
-    memo = f'# Memo\n\n- **{category}** ({doc_id}): the clause reads:\n\n   "{quote}"\n'
-    verdict = next(v for v in _grade(room, memo) if v.criterion_id == crit.id)
-    assert verdict.verdict == "PASS", verdict.reason
-    assert "-word quote of the labelled clause" in verdict.reason
-    # the same quote as a separate paragraph after a bullet that does not lead into it
-    flat = memo.replace("reads:\n\n   ", "reads as follows.\n\nThe text: ")
-    verdict = next(v for v in _grade(room, flat) if v.criterion_id == crit.id)
-    assert verdict.verdict == "FAIL", verdict.reason
-
-
-def test_a_paragraph_after_a_bullets_lead_in_colon_is_read_with_the_bullet() -> None:
-    """A bullet ending in a colon introduces the next paragraph (the quickstart's root writes
-    "...: Sure, here is the sentence with anti-assignment:" then the quote, unindented): it is
-    read with the bullet since ref-v5. A list item or heading after the colon is not taken,
-    nor is a paragraph after a bullet without a colon, nor one after prose ending in a colon."""
-    memo = (
+        "Closing remark, not indented.\n\n  indented text under prose stays apart\n",
+        [
+            "## Doc A\n- Anti-assignment: the licensee may not assign.\n"
+            '    "Neither party may assign this Agreement without consent."',
+            "## Doc A\nClosing remark, not indented.",
+            "## Doc A\n  indented text under prose stays apart",
+        ],
+    ),
+    # A bullet ending in a colon introduces the next paragraph (the quickstart's root writes
+    # "...: Sure, here is the sentence with anti-assignment:" then the quote, unindented): read
+    # with the bullet since ref-v5. A list item or heading after the colon is not taken, nor
+    # is a paragraph after a bullet without a colon, nor one after prose ending in a colon.
+    "after a lead-in colon (ref-v5)": (
         "## Findings\n- Anti-assignment (doc-a): here is the sentence:\n\n"
         '"Neither party may assign this Agreement."\nwithout consent.\n\n'
         "Closing remark.\n\n- Next steps:\n\n- ask for the schedules\n\n"
-        "Intro prose:\n\nA paragraph.\n\n- Cap (doc-b): none found.\n\nAnother paragraph.\n"
-    )
-    texts = [p.text for p in split_passages(memo)]
-    assert texts == [
-        "## Findings\n- Anti-assignment (doc-a): here is the sentence:\n"
-        '"Neither party may assign this Agreement."\nwithout consent.',
-        "## Findings\nClosing remark.",
-        "## Findings\n- Next steps:",
-        "## Findings\n- ask for the schedules",
-        "## Findings\nIntro prose:",
-        "## Findings\nA paragraph.",
-        "## Findings\n- Cap (doc-b): none found.",
-        "## Findings\nAnother paragraph.",
-    ]
+        "Intro prose:\n\nA paragraph.\n\n- Cap (doc-b): none found.\n\nAnother paragraph.\n",
+        [
+            "## Findings\n- Anti-assignment (doc-a): here is the sentence:\n"
+            '"Neither party may assign this Agreement."\nwithout consent.',
+            "## Findings\nClosing remark.",
+            "## Findings\n- Next steps:",
+            "## Findings\n- ask for the schedules",
+            "## Findings\nIntro prose:",
+            "## Findings\nA paragraph.",
+            "## Findings\n- Cap (doc-b): none found.",
+            "## Findings\nAnother paragraph.",
+        ],
+    ),
+}
 
 
-def test_a_quote_after_the_bullets_lead_in_colon_passes(room: DataRoom) -> None:
-    """The quote of the clause in the unindented paragraph after a bullet that names the
-    provision, cites the document and ends in a colon: PASS from ref-v5 (ref-v4: FAIL, the
-    quote was a passage without citation or category)."""
+@pytest.mark.parametrize("case", list(SPLIT_CASES))
+def test_a_bullets_next_paragraph_is_read_with_the_bullet_when_it_continues_it(case: str) -> None:
+    """Which paragraphs after a list item :func:`split_passages` keeps in the item's passage."""
+    memo, expected = SPLIT_CASES[case]
+    assert [p.text for p in split_passages(memo)] == expected
+
+
+QUOTE_LAYOUTS = {
+    # the quote on the bullet's indented second paragraph: PASS from ref-v4 (ref-v3 read it
+    # as another passage without citation or category: FAIL)
+    "indented": '# Memo\n\n- **{category}** ({doc}): the clause reads:\n\n   "{quote}"\n',
+    # the quote unindented after the bullet's lead-in colon: PASS from ref-v5 (ref-v4: FAIL)
+    "after a colon": '# Memo\n\n- {category} ({doc}): Sure, here is the sentence:\n\n"{quote}"\n',
+    # the same quote after a bullet that does not lead into it: a passage of its own, FAIL
+    "apart": '# Memo\n\n- {category} ({doc}): the clause reads as follows.\n\nThe text: "{quote}"\n',
+}
+
+
+@pytest.mark.parametrize("layout", list(QUOTE_LAYOUTS))
+def test_a_quote_in_the_paragraph_after_the_bullet_counts_when_the_bullet_leads_into_it(
+    room: DataRoom, layout: str
+) -> None:
+    """A bullet names the provision and cites the document; its 20-word quote of the clause
+    sits in the paragraph after it, laid out as the quickstart's root writes it."""
     crit = next(c for c in _task(room).criteria if len(_ev(c)[2][0].split()) >= 12)
     doc_id, category, spans = _ev(crit)
     quote = " ".join(spans[0].split()[:20])
-    memo = f'# Memo\n\n- {category} ({doc_id}): Sure, here is the sentence:\n\n"{quote}"\n'
+    memo = QUOTE_LAYOUTS[layout].format(category=category, doc=doc_id, quote=quote)
     verdict = next(v for v in _grade(room, memo) if v.criterion_id == crit.id)
-    assert verdict.verdict == "PASS", verdict.reason
-    assert "-word quote of the labelled clause" in verdict.reason
+    if layout == "apart":
+        assert verdict.verdict == "FAIL", verdict.reason
+    else:
+        assert verdict.verdict == "PASS", verdict.reason
+        assert "-word quote of the labelled clause" in verdict.reason
 
 
 def test_pass_rates_arithmetic() -> None:

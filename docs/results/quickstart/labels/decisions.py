@@ -34,6 +34,17 @@ ECHO = "the prompt echoed ('copy word for word the sentence above')"
 NEXT = "quote in the paragraph after the bullet's first line (the grader reads the bullet alone)"
 HEAD = "quote in the paragraph after a section heading on the bullet's first line"
 
+# the criterion notes shared by memos of one room that quote the same passages
+BNL = {
+    0: (["other"], "the insolvency clause ('assignment for the benefit of ... creditors')"),
+    2: (["other"], "the indemnity (section 8) quoted as the liability cap"),
+}
+PIVX = {
+    0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
+    1: ([], HEAD + "; clause 1.1 word for word"),
+    3: (["other"], "the product indemnity (4.2) as the liability cap"),
+}
+
 # episode id prefix -> (verdict letters in criterion order, {index: (tags, note)},
 #                       episode verdict, episode tags, episode note)
 D = {
@@ -50,10 +61,7 @@ D = {
     # r1-train (the training collection, worked example on)
     "e3ce9bd8": (
         "FFFPFF",
-        {
-            0: (["other"], "the insolvency clause ('assignment for the benefit of ... creditors')"),
-            2: (["other"], "the indemnity (section 8) quoted as the liability cap"),
-        },
+        BNL,
         "r",
         ["other"],
         f"{CHAT}; {ECHO}; contract text pasted under change of control and termination",
@@ -80,31 +88,21 @@ D = {
     ),
     "f6773c3d": (
         "FFFPFF",
-        {
-            0: (["other"], "the insolvency clause ('assignment for the benefit of ... creditors')"),
-            2: (["other"], "the indemnity (section 8) quoted as the liability cap"),
-        },
+        BNL,
         "r",
         ["other"],
         f"{CHAT}; {ECHO}; the same memo as e3ce9bd8 (same room)",
     ),
     "f9462ac6": (
         "PPFFPF",
-        {
-            0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
-            1: ([], HEAD + "; clause 1.1 word for word"),
-            3: (["other"], "the product indemnity (4.2) as the liability cap"),
-        },
+        PIVX,
         "r",
         ["other"],
         f"{CHAT}; {ECHO}; the product indemnity as the liability cap",
     ),
     "42da9b52": (
         "FFFPFF",
-        {
-            0: (["other"], "the insolvency clause ('assignment for the benefit of ... creditors')"),
-            2: (["other"], "the indemnity (section 8) quoted as the liability cap"),
-        },
+        BNL,
         "r",
         ["other"],
         f"{CHAT}; {ECHO}; the insolvency clause as anti-assignment",
@@ -124,22 +122,14 @@ D = {
     ),
     "5be8f7f8": (
         "PPFFPF",
-        {
-            0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
-            1: ([], HEAD + "; clause 1.1 word for word"),
-            3: (["other"], "the product indemnity (4.2) as the liability cap"),
-        },
+        PIVX,
         "r",
         ["other"],
         f"{CHAT}; the product indemnity as the liability cap",
     ),
     "13c7347d": (
         "PPFFPF",
-        {
-            0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
-            1: ([], HEAD + "; clause 1.1 word for word"),
-            3: (["other"], "the product indemnity (4.2) as the liability cap"),
-        },
+        PIVX,
         "r",
         ["other"],
         f"{CHAT}; trademark goodwill as change of control, the indemnity as the liability cap",
@@ -176,11 +166,7 @@ D = {
     ),
     "8c24a4fa": (
         "PPFFPF",
-        {
-            0: ([], NEXT + "; 'shall not' for the contract's 'may not'"),
-            1: ([], HEAD + "; clause 1.1 word for word"),
-            3: (["other"], "the product indemnity (4.2) as the liability cap"),
-        },
+        PIVX,
         "r",
         ["other"],
         f"{CHAT}; the product indemnity as the liability cap",
