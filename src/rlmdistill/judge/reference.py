@@ -84,10 +84,11 @@ __all__ = [
 VERSION = "ref-v5"
 """Grader version written into every verdict. ``ref-v4`` (until 2026-12-06): a list item
 ending in a colon did not take the unindented paragraph after it. ``ref-v3`` (until
-2026-12-05): an indented paragraph under a list item was a passage of its own. ``ref-v2`` (until 2026-12-04): no copy rule (a
-memo pasting the documents passed quote criteria). ``ref-v1`` (until 2026-12): 25% word share
-counting party names and boilerplate, +-600 characters across findings; verdicts of any
-version keep loading, and ``rlmdistill judge`` grades a run again under a new version."""
+2026-12-05): an indented paragraph under a list item was a passage of its own. ``ref-v2``
+(until 2026-12-04): no copy rule (a memo pasting the documents passed quote criteria).
+``ref-v1`` (until 2026-12): 25% word share counting party names and boilerplate, +-600
+characters across findings; verdicts of any version keep loading, and ``rlmdistill judge``
+grades a run again under a new version."""
 WINDOW_CHARS = 600
 """Characters on each side of a category mention searched for clause substance."""
 MIN_QUOTE_WORDS = 8
