@@ -10,7 +10,7 @@ An episode is kept when its memo has no model chatter or prompt echo ("Certainly
 "Copy word for word the sentence above") and at most two of its bullets quote a clause other
 than the provision they name; rejected otherwise.
 
-The first 6 criteria of each episode are labelled (the rooms have 8 to 12).
+The first 6 criteria of each episode are labelled (the rooms have 7 to 15).
 
 The episodes: ``bash scripts/quickstart.sh --seed 1`` on a fresh clone of 5b14751
 (2026-12-06 17:35-18:35 UTC, workspace experiments/quickstart-seed1), in the Review page's
