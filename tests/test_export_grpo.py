@@ -158,6 +158,65 @@ def test_episode_row_mask_covers_exactly_what_the_root_generated(
     assert row["prompt_ids"] == qwen_tok(rendered, add_special_tokens=False)["input_ids"]
 
 
+def test_tail_row_starts_after_a_reply_the_template_retokenised(
+    tmp_path: Path, cuad_room3: Path, qwen_tok: Any
+) -> None:
+    """The root's first reply comes back with ``print`` sampled as ``pr`` + ``int`` (ids 649,
+    396; the tokenizer's own id is 1350). Turn 1's prompt re-encodes that reply as 1350, so
+    the episode is no single sequence: the episode row refuses it, the tail row is turn 1
+    alone (its exact prompt, its generated ids, all mask 1) and says 1 turn was left out. On
+    an episode with canonical ids the tail row is the whole episode row."""
+    from rlmdistill.export.grpo import episode_token_row, episode_token_tail
+    from rlmdistill.testing.fake_openai import FakeReply
+    from rlmdistill.traces.tokens import prompt_ids
+
+    canonical = [*qwen_tok.encode(ROOT[0]), qwen_tok.convert_tokens_to_ids("<|im_end|>")]
+    at = canonical.index(1350)
+    odd = [*canonical[:at], 649, 396, *canonical[at + 1 :]]
+    assert qwen_tok.decode(odd) == qwen_tok.decode(canonical)  # same text, other ids
+
+    def handler(req: dict[str, Any]) -> Any:
+        if not req["model"].startswith("root"):
+            return "No clause."
+        turn = conversation_turn(req)[1]
+        return FakeReply(text=ROOT[0], token_ids=odd) if turn == 0 else ROOT[1]
+
+    from rlmdistill.collect.config import CollectConfig, EpisodeLimits
+    from rlmdistill.collect.runner import collect
+
+    out = tmp_path / "odd"
+    with FakeOpenAIServer(handler, tokenizer=qwen_tok, models=["root-a", "sub"]) as server:
+        root = OpenAIChatClient(
+            "root-a", server.base_url, api_key="x", max_retries=0, token_ids=True
+        )
+        sub = OpenAIChatClient("sub", server.base_url, api_key="x", max_retries=0)
+        cfg = CollectConfig(
+            rooms=[str(cuad_room3)],
+            root=f"openai:root-a@{server.base_url}",
+            sub=f"openai:sub@{server.base_url}",
+            episodes=1,
+            limits=EpisodeLimits(max_turns=3),
+        )
+        collect(cfg, out, root, sub, progress=False)
+    (summary,) = load_summaries(out)
+    turns = load_trajectory(out, summary.episode_id).turns
+    assert turns[0].tokens.completion_ids == odd  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="turn 1: its prompt does not extend"):
+        episode_token_row(turns)
+    row, left_out = episode_token_tail(turns)
+    assert left_out == 1
+    p1 = prompt_ids(turns)[1]
+    c1 = list(turns[1].tokens.completion_ids)  # type: ignore[union-attr]
+    assert row["prompt_ids"] == p1 and 1350 in p1  # turn 0's reply as the template re-encoded it
+    assert row["completion_ids"] == c1 and row["loss_mask"] == [1] * len(c1)
+    assert row["logprobs"] == [-0.5] * len(c1)
+
+    a = _collect(cuad_room3, tmp_path / "plain", qwen_tok, "root-a", 1)
+    (summary,) = load_summaries(a)
+    turns = load_trajectory(a, summary.episode_id).turns
+    assert episode_token_tail(turns) == (episode_token_row(turns), 0)
+
+
 def test_turn_rows_share_the_episode_advantage(graded_runs: Any, tmp_path: Path) -> None:
     a, _, _, _ = graded_runs
     m = export_grpo([a], tmp_path / "ds", GrpoOptions(unit="turn"))

@@ -177,6 +177,7 @@ def test_served_rollouts_load_each_version_and_weight_by_server_logprobs(
     assert [r["staleness"] for r in lines] == [0.0, 1.0, 1.0]
     assert [r["stale_token_share"] for r in lines] == [0.0, 0.0, 0.0]
     assert [r["prefetch"] for r in lines] == ["none", "hit", "hit"]
+    assert [r["turns_out_of_loss"] for r in lines] == [0, 0, 0]  # canonical ids: whole episodes
     assert set(root_models) == {"grpo-v0", "grpo-v1"}  # v2 generated nothing (last step)
     for r, version in zip(lines, [0, 0, 1], strict=True):
         run_dir = Path(r["run_dir"])

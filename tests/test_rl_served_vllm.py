@@ -84,12 +84,14 @@ def test_served_grpo_against_real_vllm(tmp_path: Path, cuad_room3: Path, smollm2
             for t in load_trajectory(run_dir, s.episode_id).turns:
                 assert t.tokens is not None and t.tokens.logprobs is not None
                 assert len(t.tokens.logprobs) == len(t.tokens.completion_ids or [])
+        assert r["generated_tokens"] > 0 and 0 <= r["turns_out_of_loss"] <= 2  # K=2, 2 turns
         trl = r["trl"]
         ratio = trl["sampling/importance_sampling_ratio/mean"]
         assert math.isfinite(ratio) and 0 < ratio <= 2.0
         print(
             f"step {r['step']}: rollouts {r['rollout_wall_s']} s, generated tokens "
-            f"{r['generated_tokens']}, |trainer - server| logprob mean "
+            f"{r['generated_tokens']} ({r['turns_out_of_loss']} turns out of the loss: "
+            "re-tokenised by the chat template), |trainer - server| logprob mean "
             f"{trl['sampling/sampling_logp_difference/mean']:.4f} max "
             f"{trl['sampling/sampling_logp_difference/max']:.4f}, IS weight min "
             f"{trl['sampling/importance_sampling_ratio/min']:.4f} mean {ratio:.4f} max "

@@ -56,7 +56,11 @@ RAY_ENV = {
     "GLOO_SOCKET_IFNAME": "lo",  # gloo between the workers over loopback
     "OMP_NUM_THREADS": "1",
 }
-LOSS_RTOL = 1e-5
+# 2 workers vs 1 at the same global batch: the same maths in another summation order (a
+# half-batch forward each, gloo's all-reduce of the gradients). Measured: 1.8e-7 relative on a
+# 2-core Intel Xeon (AMX), 1.9e-5 on the CI machine (10.51820 vs 10.51800). A rank that trains
+# alone (no gradient all-reduce) is caught by the test's equal-weights check (rank_weights_sha256).
+LOSS_RTOL = 2e-4
 """Loss curves of 2 workers x batch 1 and 1 worker x batch 2 agree to this relative tolerance.
 
 Both compute the same thing: the same LoRA init (seed), the same sampler order (data_seed),

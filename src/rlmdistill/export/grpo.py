@@ -237,6 +237,42 @@ def episode_token_row(turns: Sequence[TurnRecord]) -> dict[str, Any]:
     return _episode_row(_turn_rows(turns))
 
 
+def _extends(prev: dict[str, Any], cur: dict[str, Any]) -> bool:
+    """``cur``'s prompt ids start with ``prev``'s prompt + completion ids."""
+    seq = list(prev["prompt_ids"]) + list(prev["completion_ids"])
+    return list(cur["prompt_ids"][: len(seq)]) == seq
+
+
+def episode_token_tail(turns: Sequence[TurnRecord]) -> tuple[dict[str, Any], int]:
+    """The longest run of root turns ending at the last one that forms one token sequence.
+
+    Online RL trains on this instead of :func:`episode_token_row`: when a served chat template
+    re-renders an earlier reply with other ids than were generated (the root sampled a
+    tokenisation the tokenizer would not produce: SmolLM2's ``"pr"`` + ``"int"``, re-encoded
+    as one ``"print"`` id), the turns before the break cannot share a sequence with the later
+    ones. The row starts at the first turn ``k`` after the last break: its
+    ``prompt_ids`` are turn ``k``'s exact prompt ids (the earlier turns as the model saw them
+    then, as context), so every id with mask 1 is scored in the context it was sampled in and
+    keeps its sampling logprob. Turns before ``k`` are left out of the loss (they still count
+    for the episode's reward).
+
+    Returns ``(row, k)``: ``row`` as :func:`episode_token_row` builds it from turns ``k..T``;
+    ``k`` = the number of turns left out (0 when the whole episode is one sequence, and then
+    ``row == episode_token_row(turns)``).
+
+    Raises:
+        LookupError: no root turn, or a turn has no recorded token ids.
+        ValueError: completion ids and logprobs of a turn differ in length.
+    """
+    rows = _turn_rows(turns)
+    if not rows:
+        raise LookupError("no root turns")
+    k = len(rows) - 1
+    while k > 0 and _extends(rows[k - 1], rows[k]):
+        k -= 1
+    return _episode_row(rows[k:]), k
+
+
 def _resolve_grader(runs: Sequence[Path], grader: str | None) -> str:
     try:
         chosen = resolve_grader(
@@ -502,6 +538,7 @@ __all__ = [
     "GrpoManifest",
     "GrpoOptions",
     "episode_token_row",
+    "episode_token_tail",
     "export_grpo",
     "group_id_of",
     "grpo_card",

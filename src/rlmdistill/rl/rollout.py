@@ -13,9 +13,12 @@ on this process (``prompts``: one room path per rollout; TRL's sampler repeats e
    dashboard read it); a step interrupted by a crash resumes there, reusing its finished
    episodes (they came from the same checkpoint's policy);
 3. turns each episode into one row with
-   :func:`rlmdistill.export.grpo.episode_token_row` (the ``export-grpo`` row builder):
+   :func:`rlmdistill.export.grpo.episode_token_tail` (the ``export-grpo`` row builder):
    ``completion_ids`` = generated ids interleaved with the REPL observations and template ids
-   the harness added, ``env_mask`` = ``loss_mask`` (1 only on generated ids);
+   the harness added, ``env_mask`` = ``loss_mask`` (1 only on generated ids). Turns before
+   the last point where a prompt does not extend the previous prompt + completion (a served
+   chat template re-tokenised an earlier reply) stay out of the loss, counted in the step's
+   ``turns_out_of_loss``;
 4. scores each episode (:func:`rlmdistill.rl.rewards.episode_rewards`) and returns the rewards
    as the ``rlm_reward`` column, which :func:`harness_reward` hands back to TRL.
 """
@@ -43,11 +46,13 @@ class RolloutError(RuntimeError):
 
 class Episode(NamedTuple):
     """One collected rollout: its summary, its GRPO row
-    (:func:`~rlmdistill.export.grpo.episode_token_row`) and its reward."""
+    (:func:`~rlmdistill.export.grpo.episode_token_tail`), its reward and the number of its
+    root turns left out of the row (0 when the episode is one token sequence)."""
 
     summary: Any
     row: dict[str, Any]
     reward: float
+    turns_left_out: int = 0
 
 
 class RolloutBatch(NamedTuple):
@@ -193,10 +198,9 @@ class HarnessRollout:
     ) -> RolloutBatch:
         """Collect the episodes of ``cc`` (the rooms named by ``paths``) into ``run_dir`` with ``client`` as the root, turn
         each into a row and score it (no trainer needed: served rollouts call it from a
-        background thread). Raises :class:`RolloutError` for an episode with no single
-        token sequence."""
+        background thread). Raises :class:`RolloutError` for an episode with no token ids."""
         from rlmdistill.collect.runner import collect
-        from rlmdistill.export.grpo import episode_token_row
+        from rlmdistill.export.grpo import episode_token_tail
         from rlmdistill.traces.runs import load_summaries, load_trajectory
 
         started = time.monotonic()
@@ -207,11 +211,11 @@ class HarnessRollout:
             (s for s in load_summaries(run_dir) if s.room.path in wanted),
             key=lambda s: (s.room.path, s.sample_index),
         )
-        trajectories, rows = [], []
+        trajectories, rows, left_out = [], [], []
         for s in summaries:
             traj = load_trajectory(run_dir, s.episode_id)
             try:
-                row = episode_token_row(traj.turns)
+                row, k = episode_token_tail(traj.turns)
             except (LookupError, ValueError) as exc:
                 raise RolloutError(
                     f"{run_dir}: episode {s.episode_id} (status {s.status}) gives no training "
@@ -219,10 +223,11 @@ class HarnessRollout:
                 ) from exc
             trajectories.append(traj)
             rows.append(row)
+            left_out.append(k)
         rewards = episode_rewards(self.config.reward, run_dir, summaries, trajectories)
         episodes = {
-            (s.room.path, s.sample_index): Episode(s, row, r)
-            for s, row, r in zip(summaries, rows, rewards, strict=True)
+            (s.room.path, s.sample_index): Episode(s, row, r, k)
+            for s, row, r, k in zip(summaries, rows, rewards, left_out, strict=True)
         }
         return RolloutBatch(step, run_dir, episodes, time.monotonic() - started)
 
@@ -265,6 +270,7 @@ class HarnessRollout:
             "statuses": dict(Counter(s.status for s in summaries)),
             "generated_tokens": sum(sum(r["loss_mask"]) for r in rows),
             "completion_tokens": sum(len(r["completion_ids"]) for r in rows),
+            "turns_out_of_loss": sum(e.turns_left_out for e in chosen),
             "rollout_wall_s": round(batch.wall_s, 3),
             "sub_calls_per_rollout": statistics.fmean(s.n_sub_calls for s in summaries),
             **extra,
