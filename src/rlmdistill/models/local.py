@@ -45,6 +45,15 @@ weights in the compute dtype."""
 INT8_DTYPES = ("auto", "float32")
 """The dtypes ``quantize="int8"`` combines with: its activations are float32."""
 
+LocalEngine = Literal["static", "continuous"]
+"""How the worker batches requests: ``static`` = up to ``max_batch`` queued requests per
+``generate`` call, the next call once every row is done; ``continuous`` = one running batch
+that requests join and leave between decode steps (:mod:`rlmdistill.models.continuous`)."""
+
+ENGINE_ENV = "RLMDISTILL_LOCAL_ENGINE"
+"""Environment variable choosing the engine of clients built without ``engine`` (``static``
+when unset). An operational setting: not part of a model spec, so episode ids do not change."""
+
 LocalDtype = Literal["auto", "float32", "bfloat16", "float16"]
 """Compute dtype; ``auto`` = bfloat16 where the CPU runs it natively, else float32
 (:func:`rlmdistill.hardware.choose_compute_dtype`)."""
@@ -233,6 +242,16 @@ def quantize_int8(model: Any) -> int:
     return len(names)
 
 
+def _engine_choice(engine: str | None) -> LocalEngine:
+    """``engine``, else ``$RLMDISTILL_LOCAL_ENGINE``, else ``static``; ``ValueError`` naming the
+    value (and where it came from) when it is not a :data:`LocalEngine`."""
+    value = engine if engine is not None else (os.environ.get(ENGINE_ENV) or "static")
+    if value not in ("static", "continuous"):
+        where = "engine" if engine is not None else f"${ENGINE_ENV}"
+        raise ValueError(f"{where} = {value!r}: must be static or continuous")
+    return value  # type: ignore[return-value]
+
+
 def bf16_supported() -> bool:
     """True when this CPU runs bfloat16 natively (AVX512-BF16, AMX, Arm BF16).
 
@@ -264,22 +283,34 @@ class LocalChatClient:
             rounding).
         quantize: ``int8``: dynamic int8 weights for generation (:func:`quantize_int8`;
             needs float32, so ``dtype`` ``auto`` means float32 then); ``none`` (default).
+        engine: :data:`LocalEngine`; default ``$RLMDISTILL_LOCAL_ENGINE``, else ``static``.
+            ``continuous`` falls back to ``static`` (with a warning) for a model it cannot run
+            exactly (:func:`rlmdistill.models.continuous.unsupported_reason`); ``engine``
+            then says ``static``.
 
     Raises:
-        ValueError: ``quantize="int8"`` with a ``dtype`` other than ``auto``/``float32``.
+        ValueError: ``quantize="int8"`` with a ``dtype`` other than ``auto``/``float32``, or
+            an unknown ``engine``.
         FatalModelError: the checkpoint or the adapter cannot be loaded.
 
     Determinism: greedy decoding (``temperature == 0``) of a given prompt is deterministic for
-    a given batch composition. Sampling seeds a generator from the *first* request's
-    ``seed`` per batch, so sampled outputs depend on which requests were batched together
-    (and left padding can shift logits slightly), i.e. sampling is not reproducible across
-    batch compositions.
+    a given batch composition. The static engine seeds one generator from the *first*
+    request's ``seed`` per batch, so sampled outputs depend on which requests were batched
+    together (and left padding can shift logits slightly), i.e. sampling is not reproducible
+    across batch compositions. The continuous engine samples each request with a generator of
+    its own seed: the same prompt and seed give the same reply up to the rounding of batched
+    matmuls.
 
     Attributes:
         generate_calls: number of ``model.generate`` calls made so far.
         requests_served: number of requests answered (success or error).
         batch_sizes: how many ``generate`` calls ran with each batch size.
-        generate_s: seconds spent inside ``generate``.
+        generate_s: seconds spent inside ``generate`` (continuous engine: in prefills and
+            decode steps).
+        engine: the engine the worker runs (:data:`LocalEngine`).
+        batcher: the continuous engine's
+            :class:`~rlmdistill.models.continuous.ContinuousBatcher` (its ``prefill_tokens``,
+            ``decode_steps`` and ``row_steps``); absent with the static engine.
     """
 
     def __init__(
@@ -295,6 +326,7 @@ class LocalChatClient:
         model_id: str | None = None,
         merge_adapter: bool = False,
         quantize: LocalQuant = "none",
+        engine: LocalEngine | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -305,6 +337,7 @@ class LocalChatClient:
         self.model_id = model_id or default_id
         self.max_batch = max(1, max_batch)
         self.batch_wait_s = batch_wait_s
+        self.engine: LocalEngine = _engine_choice(engine)
         threads = num_threads or int(os.environ.get("RLMDISTILL_NUM_THREADS") or 0)
         if threads > 0:
             torch.set_num_threads(threads)
@@ -404,7 +437,21 @@ class LocalChatClient:
         self.requests_served = 0
         self.batch_sizes: Counter[int] = Counter()
         self.generate_s = 0.0
-        self._worker = threading.Thread(target=self._run, name="rlmd-local-worker", daemon=True)
+        engine = getattr(self, "engine", None) or _engine_choice(None)
+        if engine == "continuous":
+            from rlmdistill.models.continuous import unsupported_reason
+
+            why = unsupported_reason(model)
+            if why is not None:
+                warnings.warn(
+                    f"{self.model_id}: the continuous engine cannot run this model exactly "
+                    f"({why}); using the static engine",
+                    stacklevel=3,
+                )
+                engine = "static"
+        self.engine = engine
+        run = self._run_continuous if engine == "continuous" else self._run
+        self._worker = threading.Thread(target=run, name="rlmd-local-worker", daemon=True)
         self._worker.start()
 
     def _eos_ids(self) -> list[int]:
@@ -547,6 +594,83 @@ class LocalChatClient:
             pending = [r for r in pending if r not in batch]
             self._generate(batch)
         self._fail_pending()
+
+    def _run_continuous(self) -> None:
+        """The continuous engine's loop (:mod:`rlmdistill.models.continuous`): between two
+        decode steps, take queued requests up to ``max_batch`` rows (waiting
+        ``batch_wait_s`` for company when the batch is empty) and hand back finished rows."""
+        from rlmdistill.models.continuous import ContinuousBatcher
+
+        batcher = ContinuousBatcher(
+            self.model, self.tokenizer, self.eos_ids, self.pad_id, self.turn_end_id
+        )
+        self.batcher = batcher
+        while True:
+            new: list[_Request] = []
+            stop = False
+            if not len(batcher):
+                item = self._queue.get()
+                if item is _STOP:
+                    stop = True
+                else:
+                    new.append(item)
+                    deadline = time.perf_counter() + self.batch_wait_s
+                    while len(new) < self.max_batch:
+                        timeout = deadline - time.perf_counter()
+                        try:
+                            item = (
+                                self._queue.get(timeout=timeout)
+                                if timeout > 0
+                                else self._queue.get_nowait()
+                            )
+                        except queue.Empty:
+                            break
+                        if item is _STOP:
+                            stop = True
+                            break
+                        new.append(item)
+            else:
+                while len(batcher) + len(new) < self.max_batch:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is _STOP:
+                        stop = True
+                        break
+                    new.append(item)
+            if stop or self._closed:
+                why = "client closed before the request ran"
+                batcher.fail_all("client closed during generation", self._fail)
+                for req in new + self._drain():
+                    self._fail(req, why)
+                return
+            t0 = time.perf_counter()
+            try:
+                finished = batcher.admit(new) if new else []
+                finished += batcher.step()
+            except Exception as exc:
+                why = f"generation failed: {type(exc).__name__}: {exc}"
+                for req in new:
+                    self._fail(req, why)
+                batcher.fail_all(why, self._fail)
+                continue
+            self.generate_s += time.perf_counter() - t0
+            self.generate_calls += 1
+            self.batch_sizes[len(batcher) + len(finished)] += 1
+            done_at = time.perf_counter()
+            for f in finished:
+                req = f.job
+                try:
+                    gen, lps = normalise_turn_end(
+                        f.ids, f.logprobs, self.eos_ids, self.turn_end_id, f.turn_end_logprobs
+                    )
+                    result = self._decode(gen, req, done_at, lps)
+                except Exception as exc:
+                    self._fail(req, f"decoding failed: {type(exc).__name__}: {exc}")
+                    continue
+                req.future.set_result(result)
+                self.requests_served += 1
 
     def _drain(self) -> list[_Request]:
         out: list[_Request] = []
@@ -717,7 +841,9 @@ class LocalChatClient:
 
 
 __all__ = [
+    "ENGINE_ENV",
     "LocalChatClient",
+    "LocalEngine",
     "ModelError",
     "bf16_supported",
     "declared_end_ids",

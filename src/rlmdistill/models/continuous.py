@@ -1,0 +1,352 @@
+"""Continuous batching for the in-process back end: requests join and leave the running batch
+between decode steps.
+
+:class:`~rlmdistill.models.local.LocalChatClient`'s default (``static``) engine hands up to
+``max_batch`` queued requests to one ``model.generate`` call and takes no new request until
+every row of it is done. In an RLM episode the rows finish far apart: a root turn that runs
+to ``max_tokens`` (half of the base root's turns on the main job hit 512) holds back every
+root turn and sub-call queued behind it, so episodes wait for a row that is not theirs.
+
+:class:`ContinuousBatcher` keeps one batch running instead, with its own KV cache
+(``transformers.DynamicCache``), and between two decode steps
+
+1. drops the rows that are done (EOS, ``max_tokens``, a stop string) and hands back their
+   results at once;
+2. prefills the requests that arrived, up to ``max_batch`` rows in all, and joins their caches
+   to the running one (left-padded to a common length: each row keeps its own positions and
+   its padding is masked, as ``generate`` does for a left-padded batch);
+3. runs one decode step for every row.
+
+This is the scheduling vLLM and TGI call continuous (iteration-level) batching (Yu et al.,
+"Orca", OSDI 2022). ``transformers``' own continuous batching (``generate_batch``) was
+measured on the 2-core CPU of docs/results/quickstart.md at 12.3 new tokens/s for 16 requests
+against ~25 for one static ``generate`` call, so it is not used here.
+
+Each row samples with its own ``torch.Generator`` seeded from its request's seed, so a
+sampled reply no longer depends on which requests shared its batch (beyond the rounding of
+batched matmuls). Temperature and top-p apply per row; the recorded logprob of a generated id
+is the model's own log-softmax at that id, before temperature and top-p, as the static
+engine's and vLLM's default. Models whose generation config asks for other logits processors
+(a repetition penalty, ``no_repeat_ngram_size``, ...) or whose cache has sliding-window layers
+are refused (:func:`unsupported_reason`); the client then runs the static engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+_NEUTRAL = {
+    "repetition_penalty": (None, 1.0),
+    "no_repeat_ngram_size": (None, 0),
+    "encoder_repetition_penalty": (None, 1.0),
+    "bad_words_ids": (None,),
+    "suppress_tokens": (None,),
+    "begin_suppress_tokens": (None,),
+    "forced_bos_token_id": (None,),
+    "forced_eos_token_id": (None,),
+    "min_new_tokens": (None, 0),
+    "min_length": (None, 0),
+    "sequence_bias": (None,),
+}
+"""Generation-config fields ``generate`` turns into logits processors, with their values that
+turn nothing on."""
+
+
+def unsupported_reason(model: Any) -> str | None:
+    """Why :class:`ContinuousBatcher` cannot run ``model`` exactly as ``generate`` would, or
+    ``None``: a generation-config field from :data:`_NEUTRAL` set to something else (the
+    static engine applies it), or a config with sliding-window attention layers."""
+    gen = getattr(model, "generation_config", None)
+    for name, neutral in _NEUTRAL.items():
+        value = getattr(gen, name, None)
+        if value not in neutral:
+            return f"generation_config.{name} = {value!r}"
+    config: Any = getattr(model, "config", None)
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    kinds = set(getattr(text, "layer_types", None) or [])
+    if kinds - {"full_attention"}:
+        return f"attention layer types {sorted(kinds)}"
+    return None
+
+
+class Job(Protocol):
+    """What the batcher reads of a request (``rlmdistill.models.local._Request``)."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+
+    @property
+    def sampling(self) -> Any: ...
+
+
+@dataclass
+class Finished:
+    """A row that is done: its job, the generated ids (up to and including the id that ended
+    it; at most ``max_tokens``), the logprob of each, and per step the logprob of
+    ``turn_end_id`` (``None`` when none was asked for)."""
+
+    job: Any
+    ids: list[int]
+    logprobs: list[float]
+    turn_end_logprobs: list[float] | None
+
+
+@dataclass
+class _Row:
+    job: Any
+    generator: Any
+    temperature: float
+    top_p: float
+    stops: list[str]
+    position: int
+    """Position id of the row's next input token, the id it chose last (= the real tokens in
+    its cache)."""
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_end_logprobs: list[float] = field(default_factory=list)
+
+
+class ContinuousBatcher:
+    """One running batch over ``model`` (a ``transformers`` causal LM in eval mode).
+
+    Args:
+        model: the model; called as ``model(input_ids=, attention_mask=, position_ids=,
+            cache=, use_cache=True, logits_to_keep=1)``.
+        tokenizer: decodes a row's tail for its stop strings.
+        eos_ids: ids that end a row (kept in its ids).
+        pad_id: id written into padded input positions (masked out).
+        turn_end_id: id whose logprob is recorded per step (see
+            :func:`rlmdistill.models.local.normalise_turn_end`), or ``None``.
+
+    :meth:`admit` adds requests, :meth:`step` runs one decode step and returns the rows that
+    finished. Not thread-safe: one worker thread drives it.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        eos_ids: Sequence[int],
+        pad_id: int,
+        turn_end_id: int | None = None,
+    ) -> None:
+        import torch
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.eos = set(int(i) for i in eos_ids)
+        self.pad_id = int(pad_id)
+        self.turn_end_id = turn_end_id
+        self.rows: list[_Row] = []
+        self.cache: Any = None
+        self.mask: Any = None  # [rows, cache length] long, 1 = a real token
+        self.next_ids: Any = None  # [rows] the id each row feeds next
+        self._device = next(model.parameters()).device
+        self._torch = torch
+        self.prefill_tokens = 0
+        """Prompt tokens prefilled so far (padding excluded)."""
+        self.decode_steps = 0
+        self.row_steps = 0
+        """Sum over decode steps of the rows in the batch (mean batch = row_steps / steps)."""
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    # -- joining ---------------------------------------------------------------------
+
+    def admit(self, jobs: Sequence[Any]) -> list[Finished]:
+        """Prefill ``jobs`` in one forward pass, sample each one's first id and join them to
+        the batch. Returns those already done after that id (EOS, ``max_tokens`` 1)."""
+        torch = self._torch
+        if not jobs:
+            return []
+        width = max(len(j.prompt_ids) for j in jobs)
+        ids = torch.full((len(jobs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(jobs), width), dtype=torch.long)
+        for i, j in enumerate(jobs):
+            n = len(j.prompt_ids)
+            ids[i, width - n :] = torch.tensor(j.prompt_ids, dtype=torch.long)
+            mask[i, width - n :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=ids.to(self._device),
+                attention_mask=mask.to(self._device),
+                position_ids=positions.to(self._device),
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        self.prefill_tokens += int(mask.sum())
+        rows = []
+        for j in jobs:
+            s = j.sampling
+            gen = torch.Generator(device="cpu")
+            seed = s.seed if s.seed is not None else int(torch.randint(0, 2**62, (1,)).item())
+            gen.manual_seed(int(seed))
+            rows.append(
+                _Row(
+                    job=j,
+                    generator=gen,
+                    temperature=float(s.temperature),
+                    top_p=float(s.top_p),
+                    stops=[x for x in s.stop if x],
+                    position=len(j.prompt_ids),
+                )
+            )
+        chosen = self._sample(out.logits[:, -1, :], rows)
+        self._join(out.cache, mask, rows, chosen)
+        return self._collect_done()
+
+    def _join(self, cache: Any, mask: Any, rows: list[_Row], chosen: Any) -> None:
+        torch = self._torch
+        from transformers import DynamicCache
+
+        if self.cache is None:
+            self.cache, self.mask, self.rows, self.next_ids = cache, mask, rows, chosen
+            return
+        old_len, new_len = self.mask.shape[1], mask.shape[1]
+        total = max(old_len, new_len)
+
+        def pad(t: Any, n: int) -> Any:  # left-pad the sequence axis (-2 of a K/V tensor)
+            if n == 0:
+                return t
+            shape = list(t.shape)
+            shape[-2] = n
+            return torch.cat([t.new_zeros(shape), t], dim=-2)
+
+        layers = []
+        for (k0, v0, *_), (k1, v1, *_) in zip(self.cache, cache, strict=True):
+            k = torch.cat([pad(k0, total - old_len), pad(k1, total - new_len)], dim=0)
+            v = torch.cat([pad(v0, total - old_len), pad(v1, total - new_len)], dim=0)
+            layers.append((k, v))
+        self.cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        self.mask = torch.cat(
+            [
+                torch.cat(
+                    [self.mask.new_zeros((self.mask.shape[0], total - old_len)), self.mask], 1
+                ),
+                torch.cat([mask.new_zeros((mask.shape[0], total - new_len)), mask], 1),
+            ],
+            dim=0,
+        )
+        self.rows = self.rows + rows
+        self.next_ids = torch.cat([self.next_ids, chosen])
+
+    # -- decoding --------------------------------------------------------------------
+
+    def step(self) -> list[Finished]:
+        """One decode step for every row; returns the rows it finished (removed)."""
+        torch = self._torch
+        if not self.rows:
+            return []
+        self.mask = torch.cat([self.mask, self.mask.new_ones((len(self.rows), 1))], dim=1)
+        positions = torch.tensor([[r.position] for r in self.rows], dtype=torch.long)
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=self.next_ids.view(-1, 1).to(self._device),
+                attention_mask=self.mask.to(self._device),
+                position_ids=positions.to(self._device),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        self.cache = out.cache
+        for r in self.rows:
+            r.position += 1
+        self.decode_steps += 1
+        self.row_steps += len(self.rows)
+        self.next_ids = self._sample(out.logits[:, -1, :], self.rows)
+        return self._collect_done()
+
+    def _sample(self, logits: Any, rows: list[_Row]) -> Any:
+        """Choose each row's next id; record its logprob (and the turn-end id's)."""
+        torch = self._torch
+        logits = logits.float()
+        logp = torch.log_softmax(logits, dim=-1)
+        chosen = torch.empty(len(rows), dtype=torch.long)
+        greedy = [i for i, r in enumerate(rows) if r.temperature == 0]
+        if greedy:
+            chosen[greedy] = logits[greedy].argmax(dim=-1)
+        sampled = [i for i, r in enumerate(rows) if r.temperature > 0]
+        if sampled:
+            temps = torch.tensor([[rows[i].temperature] for i in sampled])
+            probs = torch.softmax(logits[sampled] / temps, dim=-1)
+            top_p = torch.tensor([[rows[i].top_p] for i in sampled])
+            if bool((top_p < 1.0).any()):
+                # HF TopPLogitsWarper: drop the tail whose cumulative probability (ascending)
+                # is <= 1 - top_p, always keeping the most likely id
+                sorted_p, order = torch.sort(probs, dim=-1, descending=False)
+                cum = sorted_p.cumsum(dim=-1)
+                drop = cum <= (1 - top_p)
+                drop[:, -1] = False
+                sorted_p = sorted_p.masked_fill(drop, 0.0)
+                probs = torch.zeros_like(probs).scatter_(1, order, sorted_p)
+            for k, i in enumerate(sampled):
+                chosen[i] = torch.multinomial(probs[k], 1, generator=rows[i].generator)[0]
+        picked = logp.gather(1, chosen.view(-1, 1)).view(-1).tolist()
+        ends = logp[:, self.turn_end_id].tolist() if self.turn_end_id is not None else None
+        for i, r in enumerate(rows):
+            r.ids.append(int(chosen[i]))
+            r.logprobs.append(float(picked[i]))
+            if ends is not None:
+                r.turn_end_logprobs.append(float(ends[i]))
+        return chosen
+
+    def _done(self, r: _Row) -> bool:
+        if r.ids[-1] in self.eos or len(r.ids) >= r.job.max_tokens:
+            return True
+        if r.stops:
+            longest = max(len(s) for s in r.stops)
+            tail = self.tokenizer.decode(r.ids[-(longest + 8) :])
+            return any(s in tail for s in r.stops)
+        return False
+
+    def _collect_done(self) -> list[Finished]:
+        done = [i for i, r in enumerate(self.rows) if self._done(r)]
+        if not done:
+            return []
+        finished = [
+            Finished(
+                r.job,
+                r.ids,
+                r.logprobs,
+                r.turn_end_logprobs if self.turn_end_id is not None else None,
+            )
+            for r in (self.rows[i] for i in done)
+        ]
+        keep = [i for i in range(len(self.rows)) if i not in set(done)]
+        self._keep(keep)
+        return finished
+
+    def _keep(self, keep: list[int]) -> None:
+        """Keep only rows ``keep``; drop cache columns that are padding in every kept row."""
+        torch = self._torch
+        from transformers import DynamicCache
+
+        if not keep:
+            self.rows, self.cache, self.mask, self.next_ids = [], None, None, None
+            return
+        index = torch.tensor(keep, dtype=torch.long)
+        mask = self.mask[index]
+        used = mask.any(dim=0).nonzero()
+        start = int(used[0]) if len(used) else mask.shape[1]
+        layers = [(k[index][:, :, start:, :], v[index][:, :, start:, :]) for k, v, *_ in self.cache]
+        self.cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        self.mask = mask[:, start:]
+        self.rows = [self.rows[i] for i in keep]
+        self.next_ids = self.next_ids[index]
+
+    def fail_all(self, why: str, fail: Callable[[Any, str], None]) -> None:
+        """Fail every row (``fail(job, why)``) and empty the batch."""
+        for r in self.rows:
+            fail(r.job, why)
+        self.rows, self.cache, self.mask, self.next_ids = [], None, None, None
+
+
+__all__ = ["ContinuousBatcher", "Finished", "Job", "unsupported_reason"]
