@@ -266,6 +266,10 @@ class RLLogRecord(BaseModel):
     updated (0: on-policy, the in-process rollouts)."""
     stale_token_share: float | None = None
     """Share of the step's completion tokens masked for being too stale (0 in process)."""
+    turns_out_of_loss: int | None = None
+    """Root turns of the step's rollouts left out of the loss: those before the last point where
+    a turn's prompt ids do not extend the previous prompt + completion (a served chat template
+    re-tokenised an earlier reply; :func:`rlmdistill.export.grpo.episode_token_tail`)."""
 
 
 class RLLog(BaseModel):
