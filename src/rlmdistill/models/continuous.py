@@ -71,6 +71,20 @@ def unsupported_reason(model: Any) -> str | None:
     return None
 
 
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+    """``(ids, mask)``: long tensors of shape ``[len(prompts), longest]``, each prompt at the
+    right end of its row, ``pad_id`` before it; ``mask`` 1 on prompt ids, 0 on padding."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        mask[i, width - len(p) :] = 1
+    return ids, mask
+
+
 class Job(Protocol):
     """What the batcher reads of a request (``rlmdistill.models.local._Request``)."""
 
@@ -162,13 +176,7 @@ class ContinuousBatcher:
         torch = self._torch
         if not jobs:
             return []
-        width = max(len(j.prompt_ids) for j in jobs)
-        ids = torch.full((len(jobs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(jobs), width), dtype=torch.long)
-        for i, j in enumerate(jobs):
-            n = len(j.prompt_ids)
-            ids[i, width - n :] = torch.tensor(j.prompt_ids, dtype=torch.long)
-            mask[i, width - n :] = 1
+        ids, mask = left_pad([j.prompt_ids for j in jobs], self.pad_id)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         from transformers import DynamicCache
 
@@ -349,4 +357,4 @@ class ContinuousBatcher:
         self.rows, self.cache, self.mask, self.next_ids = [], None, None, None
 
 
-__all__ = ["ContinuousBatcher", "Finished", "Job", "unsupported_reason"]
+__all__ = ["ContinuousBatcher", "Finished", "Job", "left_pad", "unsupported_reason"]

@@ -36,6 +36,7 @@ from rlmdistill.models.base import (
     Sampling,
     Usage,
 )
+from rlmdistill.models.continuous import left_pad
 
 LocalQuant = Literal["none", "int8"]
 """Weight quantisation (``+quant=`` of a ``local:`` spec) of an in-process model for
@@ -560,6 +561,21 @@ class LocalChatClient:
 
     # -- worker side ------------------------------------------------------------------
 
+    def _gather(self, into: list[_Request], limit: int, wait_s: float) -> bool:
+        """Append queued requests to ``into`` until it holds ``limit`` or ``wait_s`` seconds
+        have passed (0: only those queued now). Returns True when the stop sentinel came."""
+        deadline = time.perf_counter() + wait_s
+        while len(into) < limit:
+            timeout = deadline - time.perf_counter()
+            try:
+                item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is _STOP:
+                return True
+            into.append(item)
+        return False
+
     def _run(self) -> None:
         pending: list[_Request] = []
         while True:
@@ -568,23 +584,7 @@ class LocalChatClient:
                 if item is _STOP:
                     break
                 pending.append(item)
-            deadline = time.perf_counter() + self.batch_wait_s
-            stop = False
-            while len(pending) < 4 * self.max_batch:
-                timeout = deadline - time.perf_counter()
-                try:
-                    item = (
-                        self._queue.get(timeout=timeout)
-                        if timeout > 0
-                        else self._queue.get_nowait()
-                    )
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stop = True
-                    break
-                pending.append(item)
-            if stop:
+            if self._gather(pending, 4 * self.max_batch, self.batch_wait_s):
                 pending.extend(self._drain())
                 for req in pending:
                     self._fail(req, "client closed before the request ran")
@@ -607,38 +607,14 @@ class LocalChatClient:
         self.batcher = batcher
         while True:
             new: list[_Request] = []
-            stop = False
             if not len(batcher):
                 item = self._queue.get()
-                if item is _STOP:
-                    stop = True
-                else:
+                stop = item is _STOP
+                if not stop:
                     new.append(item)
-                    deadline = time.perf_counter() + self.batch_wait_s
-                    while len(new) < self.max_batch:
-                        timeout = deadline - time.perf_counter()
-                        try:
-                            item = (
-                                self._queue.get(timeout=timeout)
-                                if timeout > 0
-                                else self._queue.get_nowait()
-                            )
-                        except queue.Empty:
-                            break
-                        if item is _STOP:
-                            stop = True
-                            break
-                        new.append(item)
+                    stop = self._gather(new, self.max_batch, self.batch_wait_s)
             else:
-                while len(batcher) + len(new) < self.max_batch:
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item is _STOP:
-                        stop = True
-                        break
-                    new.append(item)
+                stop = self._gather(new, self.max_batch - len(batcher), 0.0)
             if stop or self._closed:
                 why = "client closed before the request ran"
                 batcher.fail_all("client closed during generation", self._fail)
@@ -696,13 +672,8 @@ class LocalChatClient:
         from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
         try:
-            width = max(len(r.prompt_ids) for r in batch)
-            input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-            attention = torch.zeros((len(batch), width), dtype=torch.long)
-            for i, r in enumerate(batch):
-                n = len(r.prompt_ids)
-                input_ids[i, width - n :] = torch.tensor(r.prompt_ids, dtype=torch.long)
-                attention[i, width - n :] = 1
+            input_ids, attention = left_pad([r.prompt_ids for r in batch], self.pad_id)
+            width = input_ids.shape[1]
             limits = [r.max_tokens for r in batch]
             stops = [list(r.sampling.stop) for r in batch]
             tokenizer = self.tokenizer
