@@ -16,6 +16,11 @@ the engines; the figures are the wall time and the new tokens per second of each
 the same requests, one engine after the other in this process.
 
     python benchmarks/bench_engines.py [--runs r1-eval-tuned] [--episodes 8] [--max-batch 8]
+        [--workspace TARBALL_OR_DIR] [--adapter DIR]
+
+``--workspace`` may be a loop workspace folder (``experiments/quickstart-seed1``) and
+``--adapter`` the LoRA adapter its run's root used (e.g. a checkpoint of a check run), loaded
+unmerged as ``local:BASE+adapter=DIR`` does.
 """
 
 from __future__ import annotations
@@ -112,13 +117,17 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--engines", nargs="+", default=["static", "continuous"])
+    parser.add_argument("--adapter", type=Path, default=None, help="LoRA adapter of the root")
     args = parser.parse_args()
 
     print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(args.workspace) as tar:
-            tar.extractall(tmp, filter="data")
-        (top,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
+        if args.workspace.is_dir():
+            top = args.workspace
+        else:
+            with tarfile.open(args.workspace) as tar:
+                tar.extractall(tmp, filter="data")
+            (top,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
         model_dir = pull(args.model, progress=False)
         for name in args.runs:
             episodes, config = episodes_of(top / "runs" / name, args.episodes)
@@ -131,7 +140,9 @@ def main() -> None:
             )
             walls = {}
             for engine in args.engines:
-                with LocalChatClient(model_dir, max_batch=args.max_batch, engine=engine) as c:
+                with LocalChatClient(
+                    model_dir, adapter=args.adapter, max_batch=args.max_batch, engine=engine
+                ) as c:
                     load = os.getloadavg()[0]
                     r = replay(c, episodes, config, config["concurrency"])
                     steps = getattr(getattr(c, "batcher", None), "decode_steps", None)
