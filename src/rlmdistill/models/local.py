@@ -636,17 +636,7 @@ class LocalChatClient:
             self.batch_sizes[len(batcher) + len(finished)] += 1
             done_at = time.perf_counter()
             for f in finished:
-                req = f.job
-                try:
-                    gen, lps = normalise_turn_end(
-                        f.ids, f.logprobs, self.eos_ids, self.turn_end_id, f.turn_end_logprobs
-                    )
-                    result = self._decode(gen, req, done_at, lps)
-                except Exception as exc:
-                    self._fail(req, f"decoding failed: {type(exc).__name__}: {exc}")
-                    continue
-                req.future.set_result(result)
-                self.requests_served += 1
+                self._deliver(f.job, f.ids, f.logprobs, f.turn_end_logprobs, done_at)
 
     def _drain(self) -> list[_Request]:
         out: list[_Request] = []
@@ -735,20 +725,28 @@ class LocalChatClient:
         if recorder.turn_end_rows is not None:
             turn_end_lps = list(recorder.turn_end_rows)
         for i, r in enumerate(batch):
-            try:
-                gen, lps = normalise_turn_end(
-                    out[i, width:].tolist(),
-                    logprobs[i],
-                    self.eos_ids,
-                    self.turn_end_id,
-                    turn_end_lps[i],
-                )
-                result = self._decode(gen, r, done_at, lps)
-            except Exception as exc:
-                self._fail(r, f"decoding failed: {type(exc).__name__}: {exc}")
-                continue
-            r.future.set_result(result)
-            self.requests_served += 1
+            self._deliver(r, out[i, width:].tolist(), logprobs[i], turn_end_lps[i], done_at)
+
+    def _deliver(
+        self,
+        req: _Request,
+        ids: list[int],
+        logprobs: list[float] | None,
+        turn_end_logprobs: list[float] | None,
+        done_at: float,
+    ) -> None:
+        """Answer ``req`` with its generated ``ids`` (end id normalised,
+        :func:`normalise_turn_end`, then :meth:`_decode`), or fail it naming the error."""
+        try:
+            gen, lps = normalise_turn_end(
+                ids, logprobs, self.eos_ids, self.turn_end_id, turn_end_logprobs
+            )
+            result = self._decode(gen, req, done_at, lps)
+        except Exception as exc:
+            self._fail(req, f"decoding failed: {type(exc).__name__}: {exc}")
+            return
+        req.future.set_result(result)
+        self.requests_served += 1
 
     def _decode(
         self, gen: list[int], req: _Request, done_at: float, logprobs: list[float] | None = None
