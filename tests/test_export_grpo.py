@@ -39,11 +39,13 @@ def qwen_tok() -> Any:
     return AutoTokenizer.from_pretrained(qwen25_tokenizer_dir())
 
 
-def _collect(room: Path, out: Path, tok: Any, root_name: str, episodes: int) -> Path:
+def _collect(
+    room: Path, out: Path, tok: Any, root_name: str, episodes: int, handler: Any = _handler
+) -> Path:
     from rlmdistill.collect.config import CollectConfig, EpisodeLimits
     from rlmdistill.collect.runner import collect
 
-    with FakeOpenAIServer(_handler, tokenizer=tok, models=[root_name, "sub"]) as server:
+    with FakeOpenAIServer(handler, tokenizer=tok, models=[root_name, "sub"]) as server:
         root = OpenAIChatClient(
             root_name, server.base_url, api_key="x", max_retries=0, token_ids=True
         )
@@ -181,23 +183,7 @@ def test_tail_row_starts_after_a_reply_the_template_retokenised(
         turn = conversation_turn(req)[1]
         return FakeReply(text=ROOT[0], token_ids=odd) if turn == 0 else ROOT[1]
 
-    from rlmdistill.collect.config import CollectConfig, EpisodeLimits
-    from rlmdistill.collect.runner import collect
-
-    out = tmp_path / "odd"
-    with FakeOpenAIServer(handler, tokenizer=qwen_tok, models=["root-a", "sub"]) as server:
-        root = OpenAIChatClient(
-            "root-a", server.base_url, api_key="x", max_retries=0, token_ids=True
-        )
-        sub = OpenAIChatClient("sub", server.base_url, api_key="x", max_retries=0)
-        cfg = CollectConfig(
-            rooms=[str(cuad_room3)],
-            root=f"openai:root-a@{server.base_url}",
-            sub=f"openai:sub@{server.base_url}",
-            episodes=1,
-            limits=EpisodeLimits(max_turns=3),
-        )
-        collect(cfg, out, root, sub, progress=False)
+    out = _collect(cuad_room3, tmp_path / "odd", qwen_tok, "root-a", 1, handler)
     (summary,) = load_summaries(out)
     turns = load_trajectory(out, summary.episode_id).turns
     assert turns[0].tokens.completion_ids == odd  # type: ignore[union-attr]
