@@ -4,7 +4,7 @@ between decode steps.
 :class:`~rlmdistill.models.local.LocalChatClient`'s default (``static``) engine hands up to
 ``max_batch`` queued requests to one ``model.generate`` call and takes no new request until
 every row of it is done. In an RLM episode the rows finish far apart: a root turn that runs
-to ``max_tokens`` (half of the base root's turns on the main job hit 512) holds back every
+to ``max_tokens`` (10 of the base root's 22 turns in the main job's seed-1 run hit 512) holds back every
 root turn and sub-call queued behind it, so episodes wait for a row that is not theirs.
 
 :class:`ContinuousBatcher` keeps one batch running instead, with its own KV cache
