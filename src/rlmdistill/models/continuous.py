@@ -328,7 +328,8 @@ class ContinuousBatcher:
             )
             for r in (self.rows[i] for i in done)
         ]
-        keep = [i for i in range(len(self.rows)) if i not in set(done)]
+        gone = set(done)
+        keep = [i for i in range(len(self.rows)) if i not in gone]
         self._keep(keep)
         return finished
 
