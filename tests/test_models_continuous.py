@@ -84,15 +84,15 @@ def test_a_seeded_sample_does_not_depend_on_its_batch_company(smollm2_dir: Path)
 def test_engine_choice_and_fallback(tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from transformers import GenerationConfig
 
-    monkeypatch.setenv(ENGINE_ENV, "continuous")
+    monkeypatch.setenv(ENGINE_ENV, "static")
     with LocalChatClient(tiny_llama_dir) as c:
-        assert c.engine == "continuous"
+        assert c.engine == "static"
     monkeypatch.setenv(ENGINE_ENV, "paged")
     with pytest.raises(ValueError, match=r"\$RLMDISTILL_LOCAL_ENGINE = 'paged'"):
         LocalChatClient(tiny_llama_dir)
     monkeypatch.delenv(ENGINE_ENV)
-    with LocalChatClient(tiny_llama_dir) as c:
-        assert c.engine == "static"
+    with LocalChatClient(tiny_llama_dir) as c:  # the default
+        assert c.engine == "continuous"
     # a checkpoint whose generation config asks for a repetition penalty: generate applies
     # it, the continuous engine would not, so the client runs the static engine
     penalised = tiny_llama_dir.parent / "penalised"

@@ -165,9 +165,60 @@ def test_lora_adapter_loads_on_top(smollm2_dir: Path, tmp_path: Path) -> None:
         LocalChatClient(smollm2_dir, dtype="float32", adapter=tmp_path / "adapter") as tuned,
     ):
         assert "+adapter=" in tuned.model_id
-        assert isinstance(tuned.model, PeftModel)
+        assert tuned.adapter_merged and not isinstance(tuned.model, PeftModel)
         msgs = user("Name a fruit.")
         assert tuned.chat(msgs, GREEDY).text == plain.chat(msgs, GREEDY).text
+
+
+def test_a_merged_adapter_generates_what_the_unmerged_one_does(
+    smollm2_dir: Path, tmp_path: Path
+) -> None:
+    """An adapter that changes the model (B != 0): merged into the weights (the default) and
+    kept as a LoRA path give the same greedy reply and logprobs within float32 rounding, and
+    both differ from the base."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from rlmdistill.compat import library_warning_filter
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
+    with library_warning_filter():
+        peft_model = get_peft_model(
+            base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"])
+        )
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.2)
+    peft_model.save_pretrained(tmp_path / "adapter")
+    sampling = Sampling(temperature=0.0, max_tokens=16)
+    msgs = user("Name a fruit.")
+    with LocalChatClient(smollm2_dir, dtype="float32", engine="static") as plain:
+        base_reply = plain.chat(msgs, sampling)
+    replies = {}
+    for merge in (True, False):
+        with LocalChatClient(
+            smollm2_dir,
+            dtype="float32",
+            adapter=tmp_path / "adapter",
+            merge_adapter=merge,
+            engine="static",
+        ) as tuned:
+            assert tuned.adapter_merged is merge
+            assert isinstance(tuned.model, PeftModel) is not merge
+            replies[merge] = tuned.chat(msgs, sampling)
+    merged, unmerged = replies[True], replies[False]
+    assert merged.token_ids == unmerged.token_ids
+    assert merged.logprobs is not None and unmerged.logprobs is not None
+    assert base_reply.logprobs is not None
+    assert merged.logprobs == pytest.approx(unmerged.logprobs, abs=1e-3)
+    n = min(len(merged.logprobs), len(base_reply.logprobs))
+    shift = max(
+        abs(a - b) for a, b in zip(merged.logprobs[:n], base_reply.logprobs[:n], strict=True)
+    )
+    assert merged.token_ids != base_reply.token_ids or shift > 0.05
 
 
 def test_int8_quantises_every_linear_but_lora_and_keeps_an_adapter_exact(

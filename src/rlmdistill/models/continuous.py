@@ -1,7 +1,7 @@
 """Continuous batching for the in-process back end: requests join and leave the running batch
 between decode steps.
 
-:class:`~rlmdistill.models.local.LocalChatClient`'s default (``static``) engine hands up to
+:class:`~rlmdistill.models.local.LocalChatClient`'s ``static`` engine hands up to
 ``max_batch`` queued requests to one ``model.generate`` call and takes no new request until
 every row of it is done. In an RLM episode the rows finish far apart: a root turn that runs
 to ``max_tokens`` (10 of the base root's 22 turns in the main job's seed-1 run hit 512) holds back every
