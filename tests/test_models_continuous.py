@@ -107,3 +107,32 @@ def test_engine_choice_and_fallback(tiny_llama_dir: Path, monkeypatch: pytest.Mo
         assert c.engine == "static"
         r = c.chat([Message(role="user", content="hi")], Sampling(temperature=0.0, max_tokens=4))
         assert r.usage.completion_tokens == 4
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 12.0])
+@pytest.mark.parametrize("top_p", [0.5, 0.9, 0.95, 1.0])
+def test_nucleus_candidates_keep_the_ids_transformers_keeps(scale: float, top_p: float) -> None:
+    """The ids a row may draw are those ``TopPLogitsWarper`` leaves finite, for peaked rows
+    (the top-k path) and flat ones (the full-sort fallback), with each id's probability."""
+    import torch
+    from transformers import TopPLogitsWarper
+
+    from rlmdistill.models.continuous import nucleus_candidates
+
+    torch.manual_seed(0)
+    logits = torch.randn(4, 5000) * scale
+    probs = torch.softmax(logits, dim=-1)
+    cand_p, cand_ids = nucleus_candidates(probs, torch.full((4, 1), top_p), first_k=64)
+    warped = TopPLogitsWarper(top_p)(None, logits.clone())
+    for r in range(4):
+        expected = set(torch.nonzero(torch.isfinite(warped[r])).view(-1).tolist())
+        kept = cand_ids[r][cand_p[r] > 0].tolist()
+        assert set(kept) == expected
+        assert len(kept) == len(expected)
+        assert cand_p[r][cand_p[r] > 0].tolist() == probs[r, kept].tolist()
+    fits = bool((torch.topk(probs, 64).values.sum(dim=-1) >= top_p).all()) and top_p < 1.0
+    assert cand_ids.shape[1] == (64 if fits else 5000)
+    if (scale, top_p) == (12.0, 0.5):
+        assert fits  # a peaked row: the top-k path
+    if (scale, top_p) == (0.5, 0.95):
+        assert not fits  # a flat row: the whole vocabulary sorted

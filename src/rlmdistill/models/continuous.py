@@ -54,6 +54,47 @@ _NEUTRAL = {
 turn nothing on."""
 
 
+NUCLEUS_FIRST_K = 1024
+"""How many of the most likely ids :func:`nucleus_candidates` looks at before it falls back to
+sorting the whole vocabulary."""
+
+
+def nucleus_candidates(probs: Any, top_p: Any, first_k: int = NUCLEUS_FIRST_K) -> tuple[Any, Any]:
+    """Per row, the ids top-p (nucleus) sampling may draw and their probabilities.
+
+    Args:
+        probs: ``[rows, vocab]`` float probabilities (after temperature).
+        top_p: ``[rows, 1]`` nucleus mass per row, in (0, 1].
+        first_k: ids looked at first (:data:`NUCLEUS_FIRST_K`).
+
+    Returns:
+        ``(cand_p, cand_ids)``, both ``[rows, k]``: the candidates' probabilities, 0 for those
+        outside the nucleus (so ``torch.multinomial(cand_p[r], 1)`` draws from the nucleus
+        renormalised), and their vocabulary ids. ``k`` is ``first_k`` when every row's nucleus
+        lies within its ``first_k`` most likely ids, else the whole vocabulary.
+
+    The nucleus is Holtzman et al.'s (ICLR 2020) as ``transformers``' ``TopPLogitsWarper``
+    keeps it: an id stays when the ids more likely than it hold less than ``top_p`` of the
+    mass, so the most likely id always stays, and ``top_p == 1`` keeps every id. The same set
+    as sorting the whole vocabulary (up to float rounding at the boundary), from a
+    ``torch.topk`` of ``first_k`` ids instead of a sort of all of them: measured on a 2-core
+    Xeon (one thread, 6 rows of Qwen2.5's 151,936 ids), 2.6 ms against 77 ms for the sort,
+    and drawing among 1,024 ids instead of 151,936 saves ~20 ms more.
+    """
+    import torch
+
+    if bool((top_p >= 1.0).all()):  # no nucleus: every id, unsorted
+        return probs, torch.arange(probs.shape[-1]).expand_as(probs)
+    k = min(int(first_k), probs.shape[-1])
+    vals, ids = torch.topk(probs, k, dim=-1)  # descending
+    if k < probs.shape[-1] and bool((vals.sum(dim=-1, keepdim=True) < top_p).any()):
+        vals, ids = torch.sort(probs, dim=-1, descending=True)  # a flat row: all of them
+    above = vals.cumsum(dim=-1) - vals  # mass of the ids more likely than each
+    keep = above < top_p
+    keep[:, 0] = True
+    return vals.masked_fill(~keep, 0.0), ids
+
+
 def unsupported_reason(model: Any) -> str | None:
     """Why :class:`ContinuousBatcher` cannot run ``model`` exactly as ``generate`` would, or
     ``None``: a generation-config field from :data:`_NEUTRAL` set to something else (the
@@ -286,17 +327,10 @@ class ContinuousBatcher:
             temps = torch.tensor([[rows[i].temperature] for i in sampled])
             probs = torch.softmax(logits[sampled] / temps, dim=-1)
             top_p = torch.tensor([[rows[i].top_p] for i in sampled])
-            if bool((top_p < 1.0).any()):
-                # HF TopPLogitsWarper: drop the tail whose cumulative probability (ascending)
-                # is <= 1 - top_p, always keeping the most likely id
-                sorted_p, order = torch.sort(probs, dim=-1, descending=False)
-                cum = sorted_p.cumsum(dim=-1)
-                drop = cum <= (1 - top_p)
-                drop[:, -1] = False
-                sorted_p = sorted_p.masked_fill(drop, 0.0)
-                probs = torch.zeros_like(probs).scatter_(1, order, sorted_p)
+            cand_p, cand_ids = nucleus_candidates(probs, top_p)
             for k, i in enumerate(sampled):
-                chosen[i] = torch.multinomial(probs[k], 1, generator=rows[i].generator)[0]
+                pick = torch.multinomial(cand_p[k], 1, generator=rows[i].generator)[0]
+                chosen[i] = cand_ids[k, pick]
         picked = logp.gather(1, chosen.view(-1, 1)).view(-1).tolist()
         ends = logp[:, self.turn_end_id].tolist() if self.turn_end_id is not None else None
         for i, r in enumerate(rows):
@@ -358,4 +392,12 @@ class ContinuousBatcher:
         self.rows, self.cache, self.mask, self.next_ids = [], None, None, None
 
 
-__all__ = ["ContinuousBatcher", "Finished", "Job", "left_pad", "unsupported_reason"]
+__all__ = [
+    "NUCLEUS_FIRST_K",
+    "ContinuousBatcher",
+    "Finished",
+    "Job",
+    "left_pad",
+    "nucleus_candidates",
+    "unsupported_reason",
+]
