@@ -4,8 +4,9 @@ between decode steps.
 :class:`~rlmdistill.models.local.LocalChatClient`'s ``static`` engine hands up to
 ``max_batch`` queued requests to one ``model.generate`` call and takes no new request until
 every row of it is done. In an RLM episode the rows finish far apart: a root turn that runs
-to ``max_tokens`` (10 of the base root's 22 turns in the main job's seed-1 run hit 512) holds back every
-root turn and sub-call queued behind it, so episodes wait for a row that is not theirs.
+to ``max_tokens`` (10 of the base root's 22 turns in the main job's seed-1 run hit 512) holds
+back every root turn and sub-call queued behind it, so episodes wait for a row that is not
+theirs.
 
 :class:`ContinuousBatcher` keeps one batch running instead, with its own KV cache
 (``transformers.DynamicCache``), and between two decode steps

@@ -53,7 +53,8 @@ that requests join and leave between decode steps (:mod:`rlmdistill.models.conti
 
 ENGINE_ENV = "RLMDISTILL_LOCAL_ENGINE"
 """Environment variable choosing the engine of clients built without ``engine``
-(``continuous`` when unset; ``static`` until 2026-12-07). An operational setting: not part of a model spec, so episode ids do not change."""
+(``continuous`` when unset; ``static`` until 2026-12-07). An operational setting: not part of
+a model spec, so episode ids do not change."""
 
 LocalDtype = Literal["auto", "float32", "bfloat16", "float16"]
 """Compute dtype; ``auto`` = bfloat16 where the CPU runs it natively, else float32
@@ -244,8 +245,8 @@ def quantize_int8(model: Any) -> int:
 
 
 def _engine_choice(engine: str | None) -> LocalEngine:
-    """``engine``, else ``$RLMDISTILL_LOCAL_ENGINE``, else ``continuous``; ``ValueError`` naming the
-    value (and where it came from) when it is not a :data:`LocalEngine`."""
+    """``engine``, else ``$RLMDISTILL_LOCAL_ENGINE``, else ``continuous``; ``ValueError``
+    naming the value (and where it came from) when it is not a :data:`LocalEngine`."""
     value = engine if engine is not None else (os.environ.get(ENGINE_ENV) or "continuous")
     if value not in ("static", "continuous"):
         where = "engine" if engine is not None else f"${ENGINE_ENV}"
