@@ -371,8 +371,8 @@ def test_sft_vs_rl_example_loads_with_three_training_arms() -> None:
 
 
 def test_sub_distill_example_loads_and_trains_root_and_sub() -> None:
-    """examples/sub_distill.yaml validates every section (sft_sub as an SFTConfig of the sub)
-    and asks for the sub's arms at depth 1 and 2."""
+    """examples/sub_distill.yaml validates every section (sft_sub as an SFTConfig of the sub),
+    asks for the sub's arms at depth 1 and 2, and trains the root by the quickstart's recipe."""
     from rlmdistill.loop.config import check_stage_settings, load_experiment
 
     cfg = load_experiment(EXAMPLES / "sub_distill.yaml")
@@ -380,3 +380,6 @@ def test_sub_distill_example_loads_and_trains_root_and_sub() -> None:
     assert cfg.train == ["root", "sub"] and cfg.depth_arms == [2]
     assert cfg.sub_rules().where == ["not error", "used_in_memo"]
     assert cfg.sub_sft()["per_device_train_batch_size"] == 4
+    # the quickstart's root recipe: a checkpoint per epoch, chosen by behaviour on training rooms
+    assert cfg.sft["save_strategy"] == "epoch" and cfg.sft["eval_fraction"] == 0.15
+    assert cfg.checkpoint_check is not None and cfg.checkpoint_check.episodes == 1
