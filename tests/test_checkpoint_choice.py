@@ -55,6 +55,20 @@ def test_the_most_memos_win_before_pass_rate_and_ties_go_to_the_later_checkpoint
         choose_checkpoint([])
 
 
+def test_a_pass_rate_tie_in_all_but_the_last_bit_goes_to_coverage():
+    # the figures of a quickstart run (seed 1): the same 4-episode pass rate summed in two
+    # orders; coverage, the rule's next criterion, must decide, not the rounding
+    assert 0.2106331168831169 > 0.21063311688311687
+    early = _score(8, 0.75, 0.21063311688311687, 0.2300)
+    late = _score(12, 0.75, 0.2106331168831169, 0.1392)
+    assert choose_checkpoint([early, late]).chosen == "checkpoints/checkpoint-8"
+    same_coverage = [
+        _score(8, 0.75, 0.21063311688311687, 0.2),
+        _score(12, 0.75, 0.2106331168831169 - 1e-16, 0.2),
+    ]
+    assert choose_checkpoint(same_coverage).chosen == "checkpoints/checkpoint-12"
+
+
 def test_checkpoints_are_listed_by_step_and_only_those_holding_an_adapter(tmp_path):
     for step in (10, 2, 7):
         (tmp_path / "checkpoints" / f"checkpoint-{step}").mkdir(parents=True)

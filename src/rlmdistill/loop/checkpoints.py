@@ -37,6 +37,9 @@ __all__ = [
 SELECTED_FILE = "selected.json"
 """The choice, in the adapter folder (``adapters/r<r>/selected.json``)."""
 SELECTION_SCHEMA_VERSION = 1
+KEY_DECIMALS = 9
+"""Decimal places a rate is compared at (:meth:`CheckpointScore.key`): far below any real
+difference of rates over a few episodes (1 / (episodes x criteria)), far above rounding."""
 
 
 class CheckpointScore(BaseModel):
@@ -60,8 +63,18 @@ class CheckpointScore(BaseModel):
     """Mean coverage (share of the room's documents read) over those episodes, in [0, 1]."""
 
     def key(self) -> tuple[float, float, float, int]:
-        """The ranking key: memo rate, then pass rate, then coverage, then the later step."""
-        return (self.memo_rate, self.pass_rate, self.coverage, self.step)
+        """The ranking key: memo rate, then pass rate, then coverage, then the later step.
+
+        Each rate is rounded to :data:`KEY_DECIMALS` places first: the same pass rate summed in
+        another order differs in its last bit (0.2106331168831169 against
+        0.21063311688311687 in a quickstart run), and such noise must not decide what the
+        rule leaves to coverage and then to the step."""
+        return (
+            round(self.memo_rate, KEY_DECIMALS),
+            round(self.pass_rate, KEY_DECIMALS),
+            round(self.coverage, KEY_DECIMALS),
+            self.step,
+        )
 
 
 class CheckpointChoice(BaseModel):
