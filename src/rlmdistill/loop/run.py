@@ -746,8 +746,8 @@ class _Loop:
         Fingerprint: the RL settings with the rooms' workspace paths, the split and, for
         ``sft+grpo``, the SFT adapter's ``sft.json`` and its checkpoint choice."""
         from rlmdistill.rl.config import finish_config
+        from rlmdistill.rl.main import run as rl_train
         from rlmdistill.rl.train import read_rl_manifest
-        from rlmdistill.rl.train import run as rl_train
 
         out = self.ws / layout.ADAPTERS / rl_name(arm)
         merged = self.ws / layout.ADAPTERS / "sft-merged"

@@ -2,7 +2,7 @@
 
 ::
 
-    rlmdistill rl rl.yaml [--out adapters/NAME] [--max-steps N] [--resume]
+    rlmdistill rl rl.yaml [--out adapters/NAME] [--max-steps N] [--resume] [--workers N]
 
 :func:`rl_main` (a config file plus overrides) and :func:`train_main` (a validated
 :class:`~rlmdistill.rl.config.RLConfig`) are the plain functions behind the command;
@@ -52,15 +52,21 @@ def rl_main(
 def train_main(cfg: RLConfig, *, resume: bool = False, progress: bool = True) -> int:
     """Train per the validated ``cfg`` and print each step; returns the exit code (0, or 2
     with one clear line on stderr for an occupied output folder, nothing to resume, a
-    missing base model or a room without task)."""
+    missing base model or a room without task, or 1 when Ray Train workers failed past
+    ``max_failures``)."""
+    from rlmdistill.rl.main import run
+    from rlmdistill.rl.ray_train import RayTrainFailed
     from rlmdistill.rl.rollout import RolloutError
-    from rlmdistill.rl.train import RLError, run
+    from rlmdistill.rl.train import RLError
 
     try:
         res = run(cfg, resume=resume, progress=progress)
     except (RLError, RolloutError, FileNotFoundError) as exc:
         err.print(f"rl: {exc}", markup=False)
         return 2
+    except RayTrainFailed as exc:  # --workers N: Ray Train gave up after its restarts
+        err.print(f"rl: training failed: {exc}", markup=False)
+        return 1
     for r in res.steps:
         err.print(
             f"step {r['step']}: reward {r.get('reward_mean', float('nan')):.4f} "

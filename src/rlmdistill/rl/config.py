@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from rlmdistill import cliconfig
+from rlmdistill.cluster.options import RAY_FIELDS, workers_fields
 from rlmdistill.models.lora_server import ServingConfig
 
 BUILTIN_REWARDS = ("pass_rate", "weighted_pass_rate", "cited_documents", "coverage")
@@ -33,6 +34,12 @@ SERVED_FIELDS = (
 )
 """Fields of served rollouts, left out of a dump while at their defaults (so an in-process
 config dumps as before they existed: ``rl.json`` and the loop's RL fingerprints unchanged)."""
+
+
+_RAY = workers_fields(
+    "each rolling out and training rooms_per_step rollout groups of its own per step (different "
+    "rooms), so a step covers workers x rooms_per_step rooms."
+)
 
 
 class RLConfig(BaseModel):
@@ -125,14 +132,23 @@ class RLConfig(BaseModel):
         description="rollouts: served: cap of the importance weights (TRL "
         "vllm_importance_sampling_clip_max).",
     )
+    workers: int = _RAY["workers"]
+    ray_address: str | None = _RAY["ray_address"]
+    gpus_per_worker: float = _RAY["gpus_per_worker"]
+    max_failures: int = _RAY["max_failures"]
+
+    @property
+    def uses_ray(self) -> bool:
+        """Whether the run trains under Ray Train (``workers > 1`` or a ``ray_address``)."""
+        return self.workers > 1 or self.ray_address is not None
 
     @model_serializer(mode="wrap")
     def _drop_default_served_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave the served-rollout fields out of a dump while they are at their defaults, so
-        an in-process config dumps exactly as before they existed (``rl.json``'s ``config``
-        and the loop's RL fingerprint stay the same)."""
+        """Leave the served-rollout and Ray Train fields out of a dump while they are at their
+        defaults, so an in-process, one-process config dumps exactly as before they existed
+        (``rl.json``'s ``config`` and the loop's RL fingerprint stay the same)."""
         data: dict[str, Any] = handler(self)
-        for name in SERVED_FIELDS:
+        for name in (*SERVED_FIELDS, *RAY_FIELDS):
             if name in data and getattr(self, name) == type(self).model_fields[name].default:
                 del data[name]
         return data
@@ -149,10 +165,15 @@ class RLConfig(BaseModel):
 
     @model_validator(mode="after")
     def _fits(self) -> RLConfig:
-        if self.rooms_per_step > len(self.rooms):
+        if self.rooms_per_step * self.workers > len(self.rooms):
+            per_step = f"rooms_per_step {self.rooms_per_step}" + (
+                f" x workers {self.workers}" if self.workers > 1 else ""
+            )
             raise ValueError(
-                f"rooms_per_step {self.rooms_per_step} > {len(self.rooms)} room(s): TRL's sampler "
-                "would make no batch; lower rooms_per_step or add rooms"
+                f"{per_step} > {len(self.rooms)} room(s): TRL's sampler draws that many "
+                "different rooms per step and would make no batch; lower rooms_per_step"
+                + (" or workers" if self.workers > 1 else "")
+                + " or add rooms"
             )
         taken = {"rooms", "root", "sub", "episodes", "seed"} & set(self.collect)
         if taken:
@@ -161,6 +182,11 @@ class RLConfig(BaseModel):
                 "num_generations, seed); remove them from the collect section"
             )
         if self.rollouts == "served":
+            if self.uses_ray:
+                raise ValueError(
+                    "rollouts: served trains in one process (the server holds one adapter "
+                    "version at a time); remove workers / ray_address, or use in_process"
+                )
             if self.serving is None:
                 raise ValueError(
                     "rollouts: served needs serving: {base_url, model} (the vLLM server that "

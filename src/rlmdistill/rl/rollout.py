@@ -174,7 +174,15 @@ class HarnessRollout:
             client.close()
             model.train(was_training)
         # in process: the trainer's current weights generate every rollout (on-policy)
-        return self.output(prompts, batch, {"staleness": 0.0, "stale_token_share": 0.0})
+        result = self.output(prompts, batch, {"staleness": 0.0, "stale_token_share": 0.0})
+        if int(getattr(trainer.accelerator, "num_processes", 1)) > 1:  # rank 0 merges them
+            path = rank_record_path(
+                Path(self.config.out), step, int(trainer.accelerator.process_index)
+            )
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(dump_record(self.history[-1]), encoding="utf-8")
+            tmp.replace(path)
+        return result
 
     def check_prompts(self, prompts: list[str]) -> tuple[list[str], int]:
         """The distinct rooms of ``prompts`` (first-seen order) and episodes per room (the
@@ -292,17 +300,89 @@ class HarnessRollout:
         }
 
 
+RANK_RECORD = "step-{step:06d}-rank{rank}.record.json"
+"""Under several processes: each rank's rollout record of a step, beside its step folder in
+``OUT/rollouts/`` (:func:`rank_record_path`), merged by rank 0 for ``rl_log.jsonl``."""
+
+_SUMMED = (
+    "episodes",
+    "groups",
+    "zero_variance_groups",
+    "generated_tokens",
+    "completion_tokens",
+    "turns_out_of_loss",
+)
+_PER_EPISODE = ("sub_calls_per_rollout", "staleness", "stale_token_share")
+
+
+def rank_record_path(out: Path, step: int, rank: int) -> Path:
+    """Where rank ``rank`` keeps its rollout record of optimiser step ``step`` (:data:`RANK_RECORD`)."""
+    return Path(out) / "rollouts" / RANK_RECORD.format(step=step, rank=rank)
+
+
+def merge_rank_records(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One step's rollout record over every rank's (``records``, by rank; each as
+    :meth:`HarnessRollout.output` makes it): counts summed (:data:`_SUMMED`), statuses
+    summed, ``group_rewards`` joined and the reward mean and sample sd taken over all of
+    them, per-rollout means weighted by each rank's episodes, ``rollout_wall_s`` the slowest
+    rank's (the update waits for it); ``run_dir`` is rank 0's, ``run_dirs`` every rank's,
+    ``ranks`` their number; other keys as rank 0 has them.
+
+    Example: ranks with group rewards ``{"a": [0, 1]}`` and ``{"b": [1, 1]}`` -> reward mean
+    0.75, 2 groups, 1 of zero variance (if each rank counted its own).
+
+    Raises ``ValueError`` for an empty list or records of different steps.
+    """
+    if not records:
+        raise ValueError("no rank record to merge")
+    steps = {r.get("step") for r in records}
+    if len(steps) > 1:
+        raise ValueError(f"rank records of different steps: {sorted(map(str, steps))}")
+    merged = dict(records[0])
+    for key in _SUMMED:
+        if all(key in r for r in records):
+            merged[key] = sum(r[key] for r in records)
+    groups: dict[str, list[float]] = {}
+    for r in records:
+        for room, rewards in (r.get("group_rewards") or {}).items():
+            groups.setdefault(room, []).extend(float(x) for x in rewards)
+    rewards = [x for g in groups.values() for x in g]
+    if rewards:
+        merged["group_rewards"] = groups
+        merged["reward_mean"] = statistics.fmean(rewards)
+        merged["reward_std"] = statistics.stdev(rewards) if len(rewards) > 1 else 0.0
+    statuses: Counter[str] = Counter()
+    for r in records:
+        statuses.update(r.get("statuses") or {})
+    merged["statuses"] = dict(statuses)
+    episodes = [int(r.get("episodes") or 0) for r in records]
+    total = sum(episodes)
+    for key in _PER_EPISODE:
+        if total and all(r.get(key) is not None for r in records):
+            weighted = [float(r[key]) * n for r, n in zip(records, episodes, strict=True)]
+            merged[key] = sum(weighted) / total
+    walls = [r["rollout_wall_s"] for r in records if r.get("rollout_wall_s") is not None]
+    if walls:
+        merged["rollout_wall_s"] = max(walls)
+    merged["run_dirs"] = [r.get("run_dir") for r in records]
+    merged["ranks"] = len(records)
+    return merged
+
+
 def dump_record(record: dict[str, Any]) -> str:
     """One JSON line of ``rl_log.jsonl``."""
     return json.dumps(record, sort_keys=True)
 
 
 __all__ = [
+    "RANK_RECORD",
     "Episode",
     "HarnessRollout",
     "RolloutBatch",
     "RolloutError",
     "dump_record",
     "harness_reward",
+    "merge_rank_records",
+    "rank_record_path",
     "root_spec",
 ]

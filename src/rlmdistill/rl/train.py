@@ -18,7 +18,10 @@ Output folder (``config.out``), laid out like an SFT adapter so collect specs
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -26,7 +29,13 @@ from pydantic import ConfigDict, Field
 
 from rlmdistill.provenance import Provenance, current_provenance
 from rlmdistill.rl.config import RLConfig
-from rlmdistill.rl.rollout import HarnessRollout, dump_record, harness_reward
+from rlmdistill.rl.rollout import (
+    HarnessRollout,
+    dump_record,
+    harness_reward,
+    merge_rank_records,
+    rank_record_path,
+)
 from rlmdistill.traces.layout import RL_MANIFEST
 
 RL_SCHEMA_VERSION = 1
@@ -69,6 +78,32 @@ class RLResult(NamedTuple):
     resumed_from: str | None
 
 
+@dataclass(frozen=True)
+class RLHooks:
+    """How a caller that drives :func:`run` in worker processes (Ray Train:
+    :mod:`rlmdistill.rl.ray_train`) changes it; the defaults are the in-process run."""
+
+    resume_from: str | None = None
+    """Checkpoint folder to resume from (Ray Train's latest after a restart); implies
+    ``resume``."""
+    callbacks: Sequence[Any] = ()
+    """More ``transformers`` callbacks, after the RL-log callback."""
+    output_checked: bool = False
+    """The caller checked the output folder before the first attempt, so files found there now
+    are an earlier attempt's of the same run: they are replaced instead of refused."""
+
+
+def process_rank() -> tuple[int, int]:
+    """``(rank, world size)`` of this training process: the initialised ``torch.distributed``
+    group's (Ray Train sets it up before the worker function runs), else ``$RANK`` /
+    ``$WORLD_SIZE`` (``accelerate launch`` sets them before the Trainer does), else ``(0, 1)``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def _write_manifest(path: Path, manifest: RLManifest) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -93,6 +128,16 @@ def _log_callback(path: Path, rollout: HarnessRollout, trainer_ref: list[Any]) -
             roll: dict[str, Any] = next(
                 (r for r in reversed(rollout.history) if r["step"] == step), {}
             )
+            if int(getattr(args, "world_size", 1)) > 1 and roll:
+                # every rank rolled out its own groups and wrote its record before the
+                # backward pass; this step's update (DDP) waited for all of them
+                ranks = [
+                    json.loads(
+                        rank_record_path(Path(rollout.config.out), step, r).read_text("utf-8")
+                    )
+                    for r in range(int(args.world_size))
+                ]
+                roll = merge_rank_records(ranks)
             trainer = trainer_ref[0] if trainer_ref else None
             record = {
                 **roll,
@@ -168,14 +213,26 @@ def grpo_arguments(
     }
 
 
-def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLResult:
+def run(
+    config: RLConfig,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    hooks: RLHooks | None = None,
+) -> RLResult:
     """Train a LoRA adapter on the root with GRPO on harness rollouts (module doc).
+
+    Under several processes (Ray Train workers, :mod:`rlmdistill.rl.ray_train`, or
+    ``accelerate launch``) each process rolls out its own rollout groups into
+    ``rollouts/step-NNNNNN-rankR/``; rank 0 alone writes ``rl.json`` and ``rl_log.jsonl``, whose
+    per-step figures it merges from every rank's record (:func:`~rlmdistill.rl.rollout.merge_rank_records`).
 
     Args:
         config: :class:`~rlmdistill.rl.config.RLConfig`.
         resume: continue from the newest checkpoint in ``OUT/checkpoints`` (same config
             required for the rooms and base).
         progress: show TRL's progress bar.
+        hooks: what a caller driving this in worker processes changes (:class:`RLHooks`).
 
     Returns:
         :class:`RLResult` (the adapter is in ``config.out``).
@@ -195,18 +252,23 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
     from rlmdistill.models.spec import open_client, resolve_base
     from rlmdistill.rooms import DataRoom
 
+    hooks = hooks or RLHooks()
+    rank, _world = process_rank()
     out = Path(config.out)
     ckpt_dir = out / "checkpoints"
     manifest_path = out / RL_MANIFEST
-    resume_ckpt: str | None = None
+    resume_ckpt: str | None = hooks.resume_from
     previous: RLManifest | None = None
-    if resume:
-        resume_ckpt = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+    if resume or resume_ckpt is not None:
+        if resume_ckpt is None:
+            resume_ckpt = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
         if resume_ckpt is None:
             raise RLError(f"{out}: resume asked but there is no checkpoint in {ckpt_dir}")
         if manifest_path.is_file():
             previous = RLManifest.model_validate_json(manifest_path.read_text("utf-8"))
-    elif manifest_path.exists() or (ckpt_dir.is_dir() and any(ckpt_dir.iterdir())):
+    elif not hooks.output_checked and (
+        manifest_path.exists() or (ckpt_dir.is_dir() and any(ckpt_dir.iterdir()))
+    ):
         raise RLError(
             f"{out} already holds an RL run; pass --resume to continue or use a new --out"
         )
@@ -244,7 +306,8 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
         steps=previous.steps if previous else [],
         **current_provenance().model_dump(),
     )
-    _write_manifest(manifest_path, manifest)
+    if rank == 0:
+        _write_manifest(manifest_path, manifest)
 
     rollout: HarnessRollout
     if config.rollouts == "served":
@@ -292,7 +355,7 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
                 processing_class=tokenizer,
                 peft_config=lora,
                 rollout_func=rollout,
-                callbacks=[log_cb],
+                callbacks=[log_cb, *hooks.callbacks],
             )
             trainer_ref.append(trainer)
             if config.rollouts == "served":
@@ -331,7 +394,8 @@ def run(config: RLConfig, *, resume: bool = False, progress: bool = True) -> RLR
         manifest.status = status
         manifest.global_step = max([manifest.global_step, *(int(s["step"]) for s in steps)])
         manifest.updated_at = dt.datetime.now(dt.UTC)
-        _write_manifest(manifest_path, manifest)
+        if rank == 0:
+            _write_manifest(manifest_path, manifest)
     return RLResult(out, global_step, log_cb.records, resume_ckpt)
 
 
@@ -345,10 +409,12 @@ def read_rl_manifest(path: Path) -> RLManifest:
 
 __all__ = [
     "RLError",
+    "RLHooks",
     "RLManifest",
     "RLResult",
     "generation_budget",
     "grpo_arguments",
+    "process_rank",
     "read_rl_manifest",
     "run",
 ]

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from rlmdistill import cliconfig
+from rlmdistill.cluster.options import RAY_FIELDS, workers_fields
 
 SchedulerType = Literal[
     "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup"
@@ -47,9 +48,12 @@ DEFAULT_TARGET_MODULES = (
 """Attention and MLP projections of Llama/Qwen2-style models (all linear layers but the head)."""
 
 
-RAY_FIELDS = ("workers", "ray_address", "gpus_per_worker", "max_failures")
-"""The fields that decide training under Ray Train (:mod:`rlmdistill.sft.ray_train`); left out
-of a config's dump while at their defaults."""
+_RAY = workers_fields(
+    "each with per_device_train_batch_size examples per forward pass, so the global batch is "
+    "workers x per_device_train_batch_size x gradient_accumulation_steps."
+)
+"""The Ray Train fields (:data:`~rlmdistill.cluster.train_workers.RAY_FIELDS`, here for
+:mod:`rlmdistill.sft.ray_train`); left out of a config's dump while at their defaults."""
 
 
 class SFTConfig(BaseModel):
@@ -179,34 +183,10 @@ class SFTConfig(BaseModel):
     dataloader_num_workers: int = Field(0, ge=0, description="Data loader worker processes.")
 
     # -- workers (Ray Train) -------------------------------------------------------------
-    workers: int = Field(
-        1,
-        ge=1,
-        description="Training processes. 1 = train in this process (or per process under "
-        "accelerate launch); N > 1 = N Ray Train workers (TorchTrainer, DDP over gloo on CPU, "
-        "nccl on GPUs), each with per_device_train_batch_size examples per forward pass, so "
-        "the global batch is workers x per_device_train_batch_size x "
-        "gradient_accumulation_steps. out must be a folder every node sees (shared filesystem).",
-    )
-    ray_address: str | None = Field(
-        None,
-        description="Ray cluster for the workers: 'auto', 'HOST:6379' or 'ray://HOST:10001'. "
-        "None: $RAY_ADDRESS if set, else a Ray started on this machine for the run. Given "
-        "with workers 1, the one worker runs under Ray Train too.",
-    )
-    gpus_per_worker: float = Field(
-        0.0,
-        ge=0.0,
-        description="GPUs each Ray Train worker claims; > 0 trains on GPUs with nccl, 0 on "
-        "CPUs with gloo. Used only when training under Ray (workers > 1 or ray_address).",
-    )
-    max_failures: int = Field(
-        2,
-        ge=0,
-        description="Times Ray Train restarts the workers from the last checkpoint after a "
-        "worker or node died (FailureConfig.max_failures); 0 = fail at once. Used only when "
-        "training under Ray.",
-    )
+    workers: int = _RAY["workers"]
+    ray_address: str | None = _RAY["ray_address"]
+    gpus_per_worker: float = _RAY["gpus_per_worker"]
+    max_failures: int = _RAY["max_failures"]
 
     @property
     def uses_ray(self) -> bool:

@@ -30,16 +30,24 @@ level. The test hook :data:`KILL_HOOK_ENV` kills one worker once at a given step
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import signal
-import socket
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from rlmdistill.cluster.train_workers import (
+    FORWARDED_ENV,
+    RAY_EXTRA,
+    KillOnce,
+    ReportCheckpoints,
+    WeightDigests,
+    fit,
+    newest_checkpoint,
+    weights_sha256,
+    worker_error,
+)
 from rlmdistill.models.spec import BaseModelError, resolve_base
 from rlmdistill.sft.config import SFTConfig
 from rlmdistill.sft.data import DatasetError, load_export
@@ -55,6 +63,7 @@ from rlmdistill.sft.train import (
 __all__ = [
     "FORWARDED_ENV",
     "KILL_HOOK_ENV",
+    "RAY_EXTRA",
     "RAY_RUN_NAME",
     "RESULT_FILE",
     "RayTrainFailed",
@@ -62,9 +71,6 @@ __all__ = [
     "train_ray",
     "weights_sha256",
 ]
-
-RAY_EXTRA = "pip install 'rlmdistill[ray]'"
-"""How to install what ``--workers N`` needs."""
 
 RAY_RUN_NAME = "checkpoints"
 """Ray Train's run name: with ``storage_path`` = the adapter folder, its run folder is
@@ -80,104 +86,13 @@ KILL_HOOK_ENV = "RLMDISTILL_SFT_TEST_KILL"
 at the end of that optimiser step, once: only while the file ``MARKER`` does not exist (the
 worker creates it just before)."""
 
-FORWARDED_ENV = (
-    "RLMDISTILL_HOME",
-    "HF_HOME",
-    "GLOO_SOCKET_IFNAME",
-    "NCCL_SOCKET_IFNAME",
-    "OMP_NUM_THREADS",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
-)
-"""Environment variables of the driver that the workers get too (the model cache, the
-network interface for gloo/nccl, the loopback-only switch), when set."""
+USER_ERRORS = (SFTError, DatasetError, BaseModelError, FileNotFoundError)
+"""A worker's errors that are the user's to fix: raised as they are, not as Ray's."""
 
 
 class RayTrainFailed(RuntimeError):
     """Ray Train gave up: a worker failed more often than ``max_failures`` allows (the message
     has each failed rank's error)."""
-
-
-def weights_sha256(model: Any) -> str:
-    """sha256 (hex) of ``model``'s trainable parameters: names and float32 bytes, in name order.
-
-    Equal on every DDP rank after a step (DDP averages the gradients, so the ranks' updates are
-    the same); for LoRA these are the adapter matrices.
-    """
-    import torch
-
-    h = hashlib.sha256()
-    named = sorted((n, p) for n, p in model.named_parameters() if p.requires_grad)
-    for name, param in named:
-        h.update(name.encode())
-        h.update(param.detach().to(torch.float32).cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
-
-
-class _ReportCheckpoints(TrainerCallback):
-    """Reports each checkpoint the Trainer saved to Ray Train, from every rank (a report is a
-    barrier; rank 0 hands the folder, already in Ray Train's run folder: NO_UPLOAD)."""
-
-    def __init__(self, rank: int):
-        self.rank = rank
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        import ray.train
-        from ray.train import Checkpoint, CheckpointUploadMode
-
-        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        ckpt = Checkpoint.from_directory(str(path)) if self.rank == 0 else None
-        ray.train.report(
-            {"step": state.global_step},
-            checkpoint=ckpt,
-            checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
-        )
-
-
-class _WeightDigests(TrainerCallback):
-    """At the end of training, every rank's :func:`weights_sha256`, gathered by rank."""
-
-    def __init__(self) -> None:
-        self.digests: list[str] = []
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        import torch.distributed as dist
-
-        mine = weights_sha256(kwargs["model"])
-        if dist.is_available() and dist.is_initialized():
-            gathered: list[Any] = [None] * dist.get_world_size()
-            dist.all_gather_object(gathered, mine)
-            self.digests = [str(d) for d in gathered]
-        else:
-            self.digests = [mine]
-
-
-class _KillOnce(TrainerCallback):
-    """The :data:`KILL_HOOK_ENV` hook: SIGKILL this worker at the end of step ``step`` if it
-    has rank ``rank`` and ``marker`` does not exist yet."""
-
-    def __init__(self, spec: str, rank: int):
-        want_rank, step, marker = spec.split(":", 2)
-        self.active = int(want_rank) == rank
-        self.step, self.marker = int(step), Path(marker)
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.active and state.global_step == self.step and not self.marker.exists():
-            self.marker.write_text(f"killed rank at step {self.step}\n", encoding="utf-8")
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def newest_checkpoint(ckpt_dir: Path) -> str | None:
-    """The newest whole Trainer checkpoint in ``ckpt_dir``: the ``checkpoint-<step>`` folder
-    with the highest step that holds ``trainer_state.json`` (the Trainer writes it after the
-    weights and optimiser state, so a folder without it was cut off); None when there is none."""
-    if not ckpt_dir.is_dir():
-        return None
-    steps = []
-    for path in ckpt_dir.glob("checkpoint-*"):
-        step = path.name.removeprefix("checkpoint-")
-        if step.isdigit() and (path / "trainer_state.json").is_file():
-            steps.append((int(step), path))
-    return str(max(steps)[1]) if steps else None
 
 
 def _worker_loop(loop_config: dict[str, Any]) -> None:
@@ -196,10 +111,10 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     # Ray Train's latest checkpoint, else the newest whole one on disk: a checkpoint reported
     # just before a worker died may not have reached Ray Train's controller yet
     resume_from = latest.path if latest is not None else newest_checkpoint(out / "checkpoints")
-    digests = _WeightDigests()
-    callbacks: list[TrainerCallback] = [_ReportCheckpoints(rank), digests]
+    digests = WeightDigests()
+    callbacks: list[TrainerCallback] = [ReportCheckpoints(rank), digests]
     if loop_config.get("kill"):
-        callbacks.append(_KillOnce(loop_config["kill"], rank))
+        callbacks.append(KillOnce(loop_config["kill"], rank))
     hooks = TrainHooks(
         resume_from=resume_from,
         callbacks=callbacks,
@@ -219,40 +134,6 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(got, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, path)
-
-
-def _check_reachable(address: str, timeout_s: float = 3.0) -> None:
-    """One TCP connection to ``HOST:PORT`` or ``ray://HOST[:PORT]`` (other forms: Ray's
-    own lookup); raises :class:`SFTError` when nothing answers (``ray.init`` would retry for
-    about a minute)."""
-    text = address.removeprefix("ray://")
-    if text in ("auto", "local", "") or "://" in text:
-        return
-    host, sep, port = text.split("/", 1)[0].rpartition(":")
-    if not sep or not port.isdigit():
-        if not address.startswith("ray://"):
-            raise SFTError(f"ray_address {address!r} has no port: give HOST:PORT of the head")
-        host, port = text, "10001"
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        raise SFTError(
-            f"ray_address {address!r}: nothing answers at {host}:{port} ({exc}); start the "
-            "cluster or fix --ray-address / $RAY_ADDRESS. Nothing was written."
-        ) from None
-
-
-def _import_ray() -> Any:
-    try:
-        import ray
-        import ray.train.torch  # Ray Train (the `ray` extra)
-    except ImportError as exc:
-        raise SFTError(
-            f"--workers/--ray-address need Ray Train, which cannot be imported here ({exc}); "
-            f"install the extra: {RAY_EXTRA} (or train with --workers 1)"
-        ) from exc
-    return ray
 
 
 def _precheck(config: SFTConfig, resume: bool) -> None:
@@ -275,17 +156,8 @@ def _precheck(config: SFTConfig, resume: bool) -> None:
 
 def _user_error(exc: BaseException) -> BaseException | None:
     """The first worker error of ``exc`` (a Ray Train ``WorkerGroupError``) that is a user
-    error (:class:`SFTError`, ``DatasetError``, ``BaseModelError``, ``FileNotFoundError``),
-    unwrapped from Ray's task error; None when there is none."""
-    for failure in getattr(exc, "worker_failures", {}).values():
-        seen: set[int] = set()
-        err: BaseException | None = failure
-        while err is not None and id(err) not in seen:
-            seen.add(id(err))
-            if isinstance(err, (SFTError, DatasetError, BaseModelError, FileNotFoundError)):
-                return err
-            err = getattr(err, "cause", None) or err.__cause__
-    return None
+    error (:data:`USER_ERRORS`), unwrapped from Ray's task error; None when there is none."""
+    return worker_error(exc, USER_ERRORS)
 
 
 def train_ray(config: SFTConfig, *, resume: bool = False, progress: bool = True) -> SFTResult:
@@ -310,54 +182,21 @@ def train_ray(config: SFTConfig, *, resume: bool = False, progress: bool = True)
     """
     del progress
     _precheck(config, resume)
-    ray = _import_ray()
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
-
     out = Path(config.out).resolve()
-    started = False
-    if not ray.is_initialized():
-        address = config.ray_address or os.environ.get("RAY_ADDRESS")
-        if address:
-            _check_reachable(address)
-            ray.init(address=address)
-        else:
-            ray.init(include_dashboard=False)
-        started = True
-    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-    env["RAY_TRAIN_ENABLE_PRINT_PATCH"] = "0"  # else datasets/TRL flood the worker logs
-    gpus = config.gpus_per_worker
-    trainer = TorchTrainer(
+    fit(
         _worker_loop,
-        train_loop_config={
-            "config": config.model_dump(mode="json"),
-            "kill": os.environ.get(KILL_HOOK_ENV),
-        },
-        torch_config=TorchConfig(backend="nccl" if gpus > 0 else "gloo"),
-        scaling_config=ScalingConfig(
-            num_workers=config.workers,
-            use_gpu=gpus > 0,
-            resources_per_worker={"CPU": 1, **({"GPU": gpus} if gpus > 0 else {})},
-        ),
-        run_config=RunConfig(
-            name=RAY_RUN_NAME,
-            storage_path=str(out),
-            checkpoint_config=CheckpointConfig(num_to_keep=config.save_total_limit),
-            failure_config=FailureConfig(max_failures=config.max_failures),
-            worker_runtime_env={"env_vars": env},  # Train V2's RunConfig (mypy sees V1's)
-        ),  # type: ignore[call-arg]
+        {"config": config.model_dump(mode="json"), "kill": os.environ.get(KILL_HOOK_ENV)},
+        out=out,
+        run_name=RAY_RUN_NAME,
+        workers=config.workers,
+        gpus_per_worker=config.gpus_per_worker,
+        num_to_keep=config.save_total_limit,
+        max_failures=config.max_failures,
+        ray_address=config.ray_address,
+        error=SFTError,
+        user_errors=USER_ERRORS,
+        failed=RayTrainFailed,
     )
-    try:
-        result = trainer.fit()
-    except ray.train.TrainingFailedError as exc:
-        if (user := _user_error(exc)) is not None:
-            raise user from None
-        raise RayTrainFailed(f"{out}: Ray Train gave up: {exc}") from exc
-    finally:
-        if started:
-            ray.shutdown()
-    if result.error is not None:
-        raise RayTrainFailed(f"{out}: Ray Train gave up: {result.error}")
     result_path = out / "checkpoints" / RESULT_FILE
     if not result_path.is_file():
         raise RayTrainFailed(f"{out}: Ray Train finished but rank 0 wrote no {result_path}")
