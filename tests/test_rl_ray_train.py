@@ -6,34 +6,19 @@ workers end with equal weights and the adapter is saved.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+# the two-node loopback cluster of the SFT tests (a head and a node, 1 CPU each); importing
+# that module also sets Ray's loopback-only switch before Ray is imported
+from test_sft_ray_train import cluster, needs_ray  # noqa: F401
+
 from rlmdistill.rl.config import build_config
 from rlmdistill.rl.rollout import merge_rank_records, rank_record_path
 
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on loopback
-try:
-    import ray
-    from ray.cluster_utils import Cluster
-except ImportError:  # pragma: no cover - depends on the extra
-    if os.environ.get("RLMDISTILL_REQUIRE_RAY") == "1":
-        raise
-    ray = None
-
-OBJECT_STORE = 80 * 1024 * 1024
-RAY_ENV = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "GLOO_SOCKET_IFNAME": "lo",
-    "OMP_NUM_THREADS": "1",
-}
 TINY_COLLECT = {
     "limits": {"max_turns": 2},
     "root_sampling": {"max_tokens": 12},
@@ -133,49 +118,11 @@ def test_an_occupied_output_folder_is_refused_before_ray_starts(
         train_ray(cfg, resume=True)
 
 
-@contextlib.contextmanager
-def _env(**values: str) -> Iterator[None]:
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in old.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-@pytest.fixture()
-def two_nodes() -> Iterator[Any]:
-    """A head and a second node, 1 CPU each (one Ray Train worker per node), loopback only."""
-    if ray is None:
-        pytest.skip("needs the ray extra: pip install 'rlmdistill[ray]'")
-    with _env(**RAY_ENV):
-        c = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 1,
-                "object_store_memory": OBJECT_STORE,
-                "include_dashboard": False,
-            },
-        )
-        c.add_node(num_cpus=1, object_store_memory=OBJECT_STORE)
-        c.wait_for_nodes()
-        ray.init(address=c.address)
-        try:
-            nodes = [n for n in ray.nodes() if n["Alive"]]
-            assert {n["NodeManagerAddress"] for n in nodes} == {"127.0.0.1"}
-            yield c
-        finally:
-            ray.shutdown()
-            c.shutdown()
-
-
 @pytest.mark.slow
+@needs_ray
+@pytest.mark.usefixtures("cluster")  # Ray is initialised: train_ray joins that cluster
 def test_two_workers_roll_out_their_own_rooms_and_keep_equal_weights(
-    tmp_path: Path, tiny_llama_dir: Path, two_nodes: Any
+    tmp_path: Path, tiny_llama_dir: Path
 ) -> None:
     """2 Ray Train workers (gloo), 2 CUAD rooms, K = 2, 1 room per worker per step, 2 steps,
     a reward that varies within groups: each step has one step folder per rank, each holding

@@ -18,12 +18,13 @@ Nothing here imports Ray at module level.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from transformers import TrainerCallback
 
@@ -33,12 +34,14 @@ __all__ = [
     "KillOnce",
     "ReportCheckpoints",
     "WeightDigests",
+    "WorkerSettings",
     "check_reachable",
     "fit",
     "import_ray_train",
     "newest_checkpoint",
     "weights_sha256",
     "worker_error",
+    "write_result",
 ]
 
 RAY_EXTRA = "pip install 'rlmdistill[ray]'"
@@ -194,35 +197,51 @@ def worker_error(
     return None
 
 
+class WorkerSettings(Protocol):
+    """What :func:`fit` reads of a stage config (``SFTConfig``, ``RLConfig``): the fields of
+    :func:`rlmdistill.cluster.options.workers_fields` and the checkpoints to keep."""
+
+    workers: int
+    ray_address: str | None
+    gpus_per_worker: float
+    max_failures: int
+    save_total_limit: int | None
+
+
 def fit(
     loop: Callable[[dict[str, Any]], None],
     loop_config: dict[str, Any],
+    settings: WorkerSettings,
     *,
     out: Path,
     run_name: str,
-    workers: int,
-    gpus_per_worker: float,
-    num_to_keep: int | None,
-    max_failures: int,
-    ray_address: str | None,
     error: type[Exception],
     user_errors: tuple[type[BaseException], ...],
     failed: type[Exception],
-) -> None:
-    """Run ``loop(loop_config)`` in ``workers`` Ray Train workers until it finishes.
+    result_file: str,
+) -> dict[str, Any]:
+    """Run ``loop(loop_config)`` in ``workers`` Ray Train workers until it finishes; return
+    what rank 0 wrote to ``out/run_name/result_file`` (:func:`write_result`), whose
+    ``rank_weights_sha256`` (every rank's :func:`weights_sha256` at the end) must agree.
 
-    Joins ``ray_address`` (else ``$RAY_ADDRESS``, else starts a Ray on this machine and stops
-    it at the end) unless Ray is initialised in this process already. Each worker claims 1
-    CPU, and ``gpus_per_worker`` GPUs when > 0 (then ``nccl``, else ``gloo``). Ray Train's run
-    folder is ``out/run_name`` (``storage_path`` = ``out``); it keeps the newest
-    ``num_to_keep`` reported checkpoints and restarts the workers up to ``max_failures``
-    times. Workers get :data:`FORWARDED_ENV`.
+    ``settings`` gives ``workers``, ``ray_address``, ``gpus_per_worker``, ``max_failures`` and
+    ``save_total_limit``. Joins ``ray_address`` (else ``$RAY_ADDRESS``, else starts a Ray on
+    this machine and stops it at the end) unless Ray is initialised in this process already.
+    Each worker claims 1 CPU, and ``gpus_per_worker`` GPUs when > 0 (then ``nccl``, else
+    ``gloo``). Ray Train's run folder is ``out/run_name`` (``storage_path`` = ``out``); it
+    keeps the newest ``save_total_limit`` reported checkpoints and restarts the workers up to
+    ``max_failures`` times. Workers get :data:`FORWARDED_ENV`.
 
     Raises:
         error: Ray Train cannot be imported, or the cluster does not answer.
         user_errors: the first such error a worker raised, as is (after Ray's restarts).
-        failed: Ray Train gave up otherwise (the message has each failed rank's error).
+        failed: Ray Train gave up otherwise (the message has each failed rank's error), rank 0
+            wrote no result, or the ranks ended with different weights (their gradients were
+            not averaged).
     """
+    workers, gpus_per_worker = settings.workers, settings.gpus_per_worker
+    ray_address, max_failures = settings.ray_address, settings.max_failures
+    num_to_keep = settings.save_total_limit
     ray = import_ray_train(error)
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
@@ -269,3 +288,23 @@ def fit(
             ray.shutdown()
     if result.error is not None:
         raise failed(f"{out}: Ray Train gave up: {result.error}")
+    path = out / run_name / result_file
+    if not path.is_file():
+        raise failed(f"{out}: Ray Train finished but rank 0 wrote no {path}")
+    got: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    digests = got.get("rank_weights_sha256") or []
+    if len(set(digests)) > 1:  # DDP keeps the ranks' weights equal
+        raise failed(
+            f"{out}: the workers ended with different weights (sha256 by rank: "
+            f"{', '.join(d[:12] for d in digests)}): their gradients were not averaged, so the "
+            "adapter rank 0 saved is one rank's alone"
+        )
+    return got
+
+
+def write_result(path: Path, data: dict[str, Any]) -> None:
+    """Rank 0's result for the driver (:func:`fit` reads it back): JSON, written whole
+    (a temporary file, then renamed)."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -20,8 +20,6 @@ filesystem). Served rollouts run in one process only (the config refuses workers
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from rlmdistill.cluster.train_workers import (
     WeightDigests,
     fit,
     newest_checkpoint,
+    write_result,
 )
 from rlmdistill.rl.config import RLConfig
 from rlmdistill.rl.rollout import RolloutError
@@ -76,10 +75,7 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
             "resumed_from": result.resumed_from,
             "rank_weights_sha256": digests.digests,
         }
-        path = out / "checkpoints" / RESULT_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(got, indent=2, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_result(out / "checkpoints" / RESULT_FILE, got)
 
 
 def _precheck(config: RLConfig, resume: bool) -> None:
@@ -118,30 +114,17 @@ def train_ray(config: RLConfig, *, resume: bool = False) -> RLResult:
     """
     _precheck(config, resume)
     out = Path(config.out).resolve()
-    fit(
+    got = fit(
         _worker_loop,
         {"config": config.model_dump(mode="json")},
+        config,
         out=out,
         run_name="checkpoints",
-        workers=config.workers,
-        gpus_per_worker=config.gpus_per_worker,
-        num_to_keep=config.save_total_limit,
-        max_failures=config.max_failures,
-        ray_address=config.ray_address,
         error=RLError,
         user_errors=USER_ERRORS,
         failed=RayTrainFailed,
+        result_file=RESULT_FILE,
     )
-    path = out / "checkpoints" / RESULT_FILE
-    if not path.is_file():
-        raise RayTrainFailed(f"{out}: Ray Train finished but rank 0 wrote no {path}")
-    got = json.loads(path.read_text(encoding="utf-8"))
-    if len(set(got["rank_weights_sha256"])) > 1:
-        raise RayTrainFailed(
-            f"{out}: the workers ended with different weights (sha256 by rank: "
-            f"{', '.join(d[:12] for d in got['rank_weights_sha256'])}): their gradients were "
-            "not averaged, so the adapter rank 0 saved is one rank's alone"
-        )
     return RLResult(
         Path(got["out"]), int(got["global_step"]), list(got["steps"]), got["resumed_from"]
     )

@@ -30,7 +30,6 @@ level. The test hook :data:`KILL_HOOK_ENV` kills one worker once at a given step
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from rlmdistill.cluster.train_workers import (
     newest_checkpoint,
     weights_sha256,
     worker_error,
+    write_result,
 )
 from rlmdistill.models.spec import BaseModelError, resolve_base
 from rlmdistill.sft.config import SFTConfig
@@ -130,10 +130,7 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
             eval_losses=[r.model_dump(mode="json") for r in result.eval_losses],
             rank_weights_sha256=digests.digests,
         )
-        path = result.out_dir / "checkpoints" / RESULT_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(got, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_result(result.out_dir / "checkpoints" / RESULT_FILE, got)
 
 
 def _precheck(config: SFTConfig, resume: bool) -> None:
@@ -183,30 +180,17 @@ def train_ray(config: SFTConfig, *, resume: bool = False, progress: bool = True)
     del progress
     _precheck(config, resume)
     out = Path(config.out).resolve()
-    fit(
+    got = fit(
         _worker_loop,
         {"config": config.model_dump(mode="json"), "kill": os.environ.get(KILL_HOOK_ENV)},
+        config,
         out=out,
         run_name=RAY_RUN_NAME,
-        workers=config.workers,
-        gpus_per_worker=config.gpus_per_worker,
-        num_to_keep=config.save_total_limit,
-        max_failures=config.max_failures,
-        ray_address=config.ray_address,
         error=SFTError,
         user_errors=USER_ERRORS,
         failed=RayTrainFailed,
+        result_file=RESULT_FILE,
     )
-    result_path = out / "checkpoints" / RESULT_FILE
-    if not result_path.is_file():
-        raise RayTrainFailed(f"{out}: Ray Train finished but rank 0 wrote no {result_path}")
-    got = json.loads(result_path.read_text(encoding="utf-8"))
-    if len(set(got["rank_weights_sha256"])) > 1:  # DDP keeps the ranks' weights equal
-        raise RayTrainFailed(
-            f"{out}: the workers ended with different weights (sha256 by rank: "
-            f"{', '.join(d[:12] for d in got['rank_weights_sha256'])}): their gradients were "
-            "not averaged, so the adapter rank 0 saved is one rank's alone"
-        )
     return SFTResult(
         out_dir=Path(got["out_dir"]),
         global_step=int(got["global_step"]),
