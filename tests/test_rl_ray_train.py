@@ -14,18 +14,11 @@ import pytest
 
 # the two-node loopback cluster of the SFT tests (a head and a node, 1 CPU each); importing
 # that module also sets Ray's loopback-only switch before Ray is imported
+from test_rl import TINY_COLLECT
 from test_sft_ray_train import cluster, needs_ray  # noqa: F401
 
 from rlmdistill.rl.config import build_config
 from rlmdistill.rl.rollout import merge_rank_records, rank_record_path
-
-TINY_COLLECT = {
-    "limits": {"max_turns": 2},
-    "root_sampling": {"max_tokens": 12},
-    "sub_sampling": {"max_tokens": 8, "temperature": 0.0},
-    "few_shot": False,
-    "prefill": "```repl\n",
-}
 
 
 def _record(step: int, room: str, rewards: list[float], **kw: Any) -> dict[str, Any]:

@@ -41,6 +41,7 @@ __all__ = [
     "newest_checkpoint",
     "weights_sha256",
     "worker_error",
+    "worker_start",
     "write_result",
 ]
 
@@ -142,6 +143,20 @@ def newest_checkpoint(ckpt_dir: Path) -> str | None:
         if step.isdigit() and (path / "trainer_state.json").is_file():
             steps.append((int(step), path))
     return str(max(steps)[1]) if steps else None
+
+
+def worker_start(out: Path) -> tuple[int, str | None]:
+    """In a Ray Train worker: ``(rank, checkpoint to resume from)``. The checkpoint is Ray
+    Train's latest (after a restart), else the newest whole one in ``out/checkpoints`` (one
+    reported just before a worker died may not have reached Ray Train's controller yet), else
+    None (a fresh start)."""
+    import ray.train
+
+    rank = int(ray.train.get_context().get_world_rank())
+    latest = ray.train.get_checkpoint()
+    if latest is not None:
+        return rank, str(latest.path)
+    return rank, newest_checkpoint(Path(out).resolve() / "checkpoints")
 
 
 def check_reachable(address: str, error: type[Exception], timeout_s: float = 3.0) -> None:

@@ -28,6 +28,7 @@ from rlmdistill.cluster.train_workers import (
     WeightDigests,
     fit,
     newest_checkpoint,
+    worker_start,
     write_result,
 )
 from rlmdistill.rl.config import RLConfig
@@ -53,13 +54,9 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     """What every Ray Train worker runs: :func:`~rlmdistill.rl.train.run` with the checkpoint
     reporting callbacks, from Ray Train's latest checkpoint after a restart (else the newest
     whole one in ``OUT/checkpoints``, or a fresh start); rank 0 then writes :data:`RESULT_FILE`."""
-    import ray.train
-
     config = RLConfig.model_validate(loop_config["config"])
-    rank = ray.train.get_context().get_world_rank()
-    latest = ray.train.get_checkpoint()
     out = Path(config.out).resolve()
-    resume_from = latest.path if latest is not None else newest_checkpoint(out / "checkpoints")
+    rank, resume_from = worker_start(out)
     digests = WeightDigests()
     hooks = RLHooks(
         resume_from=resume_from,

@@ -46,6 +46,7 @@ from rlmdistill.cluster.train_workers import (
     newest_checkpoint,
     weights_sha256,
     worker_error,
+    worker_start,
     write_result,
 )
 from rlmdistill.models.spec import BaseModelError, resolve_base
@@ -102,15 +103,8 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     not reached Ray Train's controller when a worker died); then rank 0 writes its result to
     :data:`RESULT_FILE`. The driver checked the output folder (:func:`_precheck`), so files
     found there that no checkpoint covers are a dead attempt's and are replaced."""
-    import ray.train
-
     config = SFTConfig.model_validate(loop_config["config"])
-    rank = ray.train.get_context().get_world_rank()
-    latest = ray.train.get_checkpoint()
-    out = Path(config.out).resolve()
-    # Ray Train's latest checkpoint, else the newest whole one on disk: a checkpoint reported
-    # just before a worker died may not have reached Ray Train's controller yet
-    resume_from = latest.path if latest is not None else newest_checkpoint(out / "checkpoints")
+    rank, resume_from = worker_start(Path(config.out))
     digests = WeightDigests()
     callbacks: list[TrainerCallback] = [ReportCheckpoints(rank), digests]
     if loop_config.get("kill"):
