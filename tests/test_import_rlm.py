@@ -401,3 +401,59 @@ def test_failed_call_and_message_list_prompt_are_kept(tmp_path):
     assert c0.prompt == json.dumps(msgs, ensure_ascii=False) and c0.extra["prompt"] == msgs
     assert (c0.error, c0.response, c0.extra["new_field"]) == ("llm() call failed - boom", "", 7)
     assert first.n_sub_call_errors == 1
+
+
+def test_coverage_chunks_go_to_the_workers_while_the_source_is_parsed(tmp_path, monkeypatch):
+    """With worker processes, a chunk of parsed episodes is sent as soon as it is full, not
+    after the whole source is parsed; the results equal those computed here."""
+    from rlmdistill.importers import common
+    from rlmdistill.importers.rlm import parse_log
+
+    room = clause_room(tmp_path)
+    binding = common.bind_room(room)
+    episodes, _, _ = parse_log(D1, file_sha256(D1))
+    monkeypatch.setattr(common._Coverages, "CHUNK", 2)
+    there = common._Coverages(binding, jobs=2)
+    here = common._Coverages(binding, jobs=1)
+    try:
+        sent = []
+        for ep in episodes:
+            there.add(ep)
+            here.add(ep)
+            sent.append(len(there.futures))
+        assert len(episodes) == 2 and sent == [0, 1]  # the first chunk left at its 2nd episode
+        there.finish()
+        assert here.pool is None and len(there.futures) == 1
+        got = [there.get(i) for i in range(2)]
+        assert got == [here.get(i) for i in range(2)]
+        assert all(cov is not None and cov.overall > 0 and foreign == 0 for cov, foreign in got)
+    finally:
+        there.close()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cycle_collector_is_paused_during_an_import_and_restored(tmp_path, enabled):
+    import gc
+
+    room = clause_room(tmp_path)
+    seen: list[bool] = []
+    from rlmdistill.importers import common
+
+    real = common.write_run
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(common, "write_run", spy)
+            import_rlm([D1], room, tmp_path / "ok", command=["t"])
+            assert seen == [False] and gc.isenabled() is enabled
+            with pytest.raises(FileNotFoundError):
+                import_rlm([tmp_path / "missing.jsonl"], room, tmp_path / "bad", command=["t"])
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from rlmdistill.importers.common import (
     utc_from_local,
 )
 from rlmdistill.models.base import Message, Sampling, Usage
-from rlmdistill.traces.rebuild import messages_sha256
+from rlmdistill.traces.rebuild import MessagesHash
 from rlmdistill.traces.schema import (
     CodeBlockResult,
     EpisodeEnd,
@@ -344,7 +344,7 @@ def _agent(
     """A child RLM's iterations as subagent turns of sub-call ``call_id``."""
     its = [_object(path, line, it, "a child RLM's iteration") for it in iterations]
     initial, fields = _turns(path, line, its, ep)
-    history = list(initial)
+    history = MessagesHash(initial)
     for m in initial:
         ep.inputs.append(m.content)
     for t, it in enumerate(its):
@@ -364,7 +364,7 @@ def _agent(
                 call_id=call_id,
                 started_at=ended - dt.timedelta(seconds=elapsed),
                 n_messages_before=len(history),
-                prompt_sha256=messages_sha256(history),
+                prompt_sha256=history.hexdigest(),
                 completion=completion,
                 usage=Usage(cached_tokens=None),
                 latency_s=elapsed,
@@ -430,7 +430,7 @@ def _episode(
     root = _model_settings(root_model, backend, kwargs if isinstance(kwargs, dict) else {})
     others = meta.get("other_backends") or []
     turns: list[TurnRecord] = []
-    history = list(initial)
+    history = MessagesHash(initial)
     ep.inputs.extend(m.content for m in initial)
     wall = 0.0
     first_stamp: dt.datetime | None = None
@@ -459,7 +459,7 @@ def _episode(
                 turn=t,
                 started_at=started,
                 n_messages_before=len(history),
-                prompt_sha256=messages_sha256(history),
+                prompt_sha256=history.hexdigest(),
                 completion=completion,
                 usage=Usage(cached_tokens=None),
                 latency_s=elapsed,
@@ -535,7 +535,10 @@ def _episode(
 
 
 def parse_log(
-    path: Path, file_hash: str, first_sample_index: int = 0
+    path: Path,
+    file_hash: str,
+    first_sample_index: int = 0,
+    on_episode: Callable[[ImportedEpisode], None] | None = None,
 ) -> tuple[list[ImportedEpisode], str, list[str]]:
     """Parse one ``rlms`` log file into episodes.
 
@@ -543,6 +546,7 @@ def parse_log(
         path: the ``.jsonl`` log (``RLMLogger(log_dir=...)`` writes one per ``RLM`` object).
         file_hash: the file's sha256 (episode ids are made from it and the episode's index).
         first_sample_index: ``sample_index`` of the file's first episode.
+        on_episode: called with each episode as soon as it is parsed.
 
     Returns:
         ``(episodes, version, warnings)``: the format version read (a supported one), and
@@ -594,6 +598,8 @@ def parse_log(
     for i, group in enumerate(groups):
         ep, n_mis = _episode(path, file_hash, i, first_sample_index + i, meta, version, group)
         episodes.append(ep)
+        if on_episode is not None:
+            on_episode(ep)
         mismatched += n_mis
     if bad_times:
         notes.append(
@@ -636,9 +642,9 @@ def import_rlm(
     """
 
     def parse(
-        f: Path, digest: str, offset: int
+        f: Path, digest: str, offset: int, emit: Callable[[ImportedEpisode], None]
     ) -> tuple[list[ImportedEpisode], set[str], list[str]]:
-        episodes, version, warned = parse_log(f, digest, offset)
+        episodes, version, warned = parse_log(f, digest, offset, emit)
         return episodes, {version}, warned
 
     return import_files(

@@ -51,7 +51,7 @@ from rlmdistill.importers.common import (
     imported_episode_id,
 )
 from rlmdistill.models.base import Message, Sampling, Usage
-from rlmdistill.traces.rebuild import messages_sha256
+from rlmdistill.traces.rebuild import MessagesHash
 from rlmdistill.traces.schema import (
     CodeBlockResult,
     EpisodeEnd,
@@ -348,7 +348,7 @@ def _agent_turns(
     except ValueError as exc:
         raise _fail(g.source, g.line, f"agent {agent.index}'s prompt holds a {exc}") from exc
     inputs.extend(m.content for m in initial)
-    history = list(initial)
+    history = MessagesHash(initial)
     turns: list[_Turn] = []
     mismatch = False
     for t, r in enumerate(replies):
@@ -405,7 +405,7 @@ def _agent_turns(
             _Turn(
                 started_at=started,
                 n_messages_before=len(history),
-                prompt_sha256=messages_sha256(history),
+                prompt_sha256=history.hexdigest(),
                 completion=completion,
                 usage=_usage(call.get("usage")),
                 latency_s=max(0.0, float(end) - float(start)) if end else 0.0,
@@ -665,6 +665,7 @@ def parse_traces_file(
     first_sample_index: int = 0,
     *,
     validator: Validator | None = None,
+    on_episode: Callable[[ImportedEpisode], None] | None = None,
 ) -> tuple[list[ImportedEpisode], list[str]]:
     """Parse one verifiers rollout file (``traces.jsonl``) into episodes, one per trace.
 
@@ -676,6 +677,7 @@ def parse_traces_file(
         first_sample_index: ``sample_index`` of the file's first episode.
         validator: :func:`verifiers_validator` (verifiers' own models), or ``None`` to read
             the pinned field names directly.
+        on_episode: called with each episode as soon as it is parsed.
 
     Returns:
         ``(episodes, warnings)``; a torn last line (a crash mid-write) is left out and
@@ -736,6 +738,8 @@ def parse_traces_file(
             episode_id = imported_episode_id(FORMAT, file_hash, index)
             ep, warned = _episode(path, line, t, episode_id, first_sample_index + index, info)
             episodes.append(ep)
+            if on_episode is not None:
+                on_episode(ep)
             notes.extend(warned)
             index += 1
     return episodes, notes
@@ -773,9 +777,11 @@ def import_verifiers(
         )
 
     def parse(
-        f: Path, digest: str, offset: int
+        f: Path, digest: str, offset: int, emit: Callable[[ImportedEpisode], None]
     ) -> tuple[list[ImportedEpisode], set[str], list[str]]:
-        episodes, warned = parse_traces_file(f, digest, offset, validator=validator)
+        episodes, warned = parse_traces_file(
+            f, digest, offset, validator=validator, on_episode=emit
+        )
         for ep in episodes:
             assert ep.start.extra is not None
             ep.start.extra["parsed_with"] = (

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from rlmdistill.models.base import Message
 from rlmdistill.traces.schema import EpisodeStart, SubagentTurnRecord, TurnBase, TurnRecord
@@ -12,8 +12,43 @@ from rlmdistill.traces.schema import EpisodeStart, SubagentTurnRecord, TurnBase,
 
 def messages_sha256(messages: list[Message]) -> str:
     """sha256 (hex) of a message list, over its canonical JSON (role + content)."""
-    payload = json.dumps([m.model_dump() for m in messages], ensure_ascii=False, sort_keys=True)
-    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+    return MessagesHash(messages).hexdigest()
+
+
+def _message_json(m: Message) -> bytes:
+    # json.dumps([m.model_dump() for m in ...], ensure_ascii=False, sort_keys=True), one item,
+    # with the string encoder json.dumps uses: a Message has exactly these two fields, so the
+    # sorted keys are content, role
+    text = f'{{"content": {encode_basestring(m.content)}, "role": {encode_basestring(m.role)}}}'
+    return text.encode("utf-8", "surrogatepass")
+
+
+class MessagesHash:
+    """:func:`messages_sha256` of a message list that grows, fed one message at a time: a
+    prompt history hashed at every turn costs one pass over its messages, not one per turn.
+
+    The bytes hashed are those of ``json.dumps(list, ensure_ascii=False, sort_keys=True)``
+    over the messages' dumps: ``[`` + items joined by ``, `` + ``]``."""
+
+    def __init__(self, messages: Sequence[Message] = ()) -> None:
+        self._h = hashlib.sha256(b"[")
+        self._n = 0
+        for m in messages:
+            self.append(m)
+
+    def append(self, message: Message) -> None:
+        """Add one message at the end."""
+        self._h.update((b", " if self._n else b"") + _message_json(message))
+        self._n += 1
+
+    def __len__(self) -> int:
+        return self._n
+
+    def hexdigest(self) -> str:
+        """sha256 (hex) of the list so far (the list is left open for more)."""
+        h = self._h.copy()
+        h.update(b"]")
+        return h.hexdigest()
 
 
 def assistant_message(turn: TurnBase) -> Message:
