@@ -713,3 +713,36 @@ def test_normalise_whitespace_classes_agree() -> None:
         s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 10)))
         want = re.sub(r"\s+", " ", __import__("unicodedata").normalize("NFKC", s).lower())
         assert normalise(s) == want, repr(s)
+
+
+def test_window_cache_keeps_recurring_texts_and_gives_the_same_detail(
+    index3: CoverageIndex, room3: tuple[DataRoom, dict[str, str]]
+) -> None:
+    from rlmdistill.coverage.index import WindowCache
+
+    texts = room3[1]
+    system = "You are the root. " * 8  # recurs in every episode
+    episodes = [
+        [system, "read: " + texts["Alpha/a.txt"][:300]],
+        [system, "read: " + texts["Beta/c.txt"][100:500]],
+        [texts["Alpha/b.txt"][:200]],  # one text alone (the cached array is not handed out)
+        [texts["Alpha/b.txt"][:200]],
+        [texts["Alpha/b.txt"][:200], system],
+    ]
+    cache = WindowCache()
+    for inputs in episodes:
+        plain, cached = CoverageProbe(index3), CoverageProbe(index3, cache)
+        for t in inputs:
+            plain.observe(t)
+            cached.observe(t)
+        assert cached.detail() == plain.detail()
+    assert plain.detail().covered_chars > 0
+    # kept from the second sighting on: the system prompt and the repeated Alpha/b excerpt
+    assert len(cache._hashes) == 2
+    small = WindowCache(max_bytes=1)  # anything kept overflows it: starts again each time
+    for inputs in episodes:
+        probe = CoverageProbe(index3, small)
+        for t in inputs:
+            probe.observe(t)
+        probe.detail()
+        assert len(small._hashes) <= 1  # a kept text beyond max_bytes empties it first

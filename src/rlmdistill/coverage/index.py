@@ -141,6 +141,7 @@ __all__ = [
     "CoverageIndex",
     "CoverageProbe",
     "K",
+    "WindowCache",
     "normalise",
 ]
 
@@ -1608,6 +1609,38 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+class WindowCache:
+    """The distinct window hashes of input texts that recur across probes (a system prompt
+    every episode is sent), so that each is normalised and hashed once per process, not once
+    per episode. A text's hashes are kept from its second sighting on (a text seen once costs
+    its 16-byte digest), up to ``max_bytes`` of hashes, then the cache starts again. For one
+    thread (an importer's coverage worker); the result of a probe is the same with or without
+    it."""
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._seen: set[bytes] = set()
+        self._hashes: dict[bytes, U64] = {}
+        self._bytes = 0
+
+    def get(self, digest: bytes) -> U64 | None:
+        """The sorted distinct window hashes of the text with this digest, if kept."""
+        return self._hashes.get(digest)
+
+    def put(self, digest: bytes, hashes: U64) -> None:
+        """Offer a text's hashes (kept if the text was offered before; not copied)."""
+        if digest not in self._seen:
+            if len(self._seen) >= 1 << 20:
+                self._seen.clear()
+            self._seen.add(digest)
+            return
+        if self._bytes + hashes.nbytes > self.max_bytes:
+            self._hashes.clear()
+            self._bytes = 0
+        self._hashes[digest] = hashes
+        self._bytes += hashes.nbytes
+
+
 class CoverageProbe:
     """Coverage of one episode. Call :meth:`observe` with every model input; thread-safe.
 
@@ -1619,11 +1652,13 @@ class CoverageProbe:
     per character) is held: both are computed in :meth:`detail`, one episode at a time.
     """
 
-    def __init__(self, index: CoverageIndex) -> None:
+    def __init__(self, index: CoverageIndex, windows: WindowCache | None = None) -> None:
         self.index = index
+        self.windows = windows
         self._lock = threading.Lock()
         self._seen_texts: set[bytes] = set()
         self._texts: list[str] = []
+        self._digests: list[bytes] = []
 
     def observe(self, text: str) -> None:
         """Record one model input exactly as sent (a message's content, a sub-call prompt, or
@@ -1637,6 +1672,7 @@ class CoverageProbe:
                 return
             self._seen_texts.add(digest)
             self._texts.append(text)
+            self._digests.append(digest)
 
     @property
     def n_observed(self) -> int:
@@ -1648,15 +1684,22 @@ class CoverageProbe:
     def _observed(self) -> U64:
         """Sorted distinct hashes of every K-window of the observed texts (normalised here)."""
         with self._lock:
-            texts = list(self._texts)
+            texts = list(zip(self._texts, self._digests, strict=True))
         parts = []
-        for t in texts:
-            norm = normalise(t)
-            if len(norm) >= K:
-                parts.append(_unique(_window_hashes(_codepoints(norm)), overwrite=True))
+        cache = self.windows
+        for t, digest in texts:
+            hashes = cache.get(digest) if cache is not None else None
+            if hashes is None:
+                norm = normalise(t)
+                if len(norm) < K:
+                    continue
+                hashes = _unique(_window_hashes(_codepoints(norm)), overwrite=True)
+                if cache is not None:
+                    cache.put(digest, hashes)
+            parts.append(hashes)
         if len(parts) > 1:
             return _unique(np.concatenate(parts), overwrite=True)
-        return parts[0] if parts else np.empty(0, np.uint64)
+        return parts[0].copy() if parts else np.empty(0, np.uint64)
 
     def detail(self) -> CoverageDetail:
         """Coverage with the character counts behind it (see the module docstring).

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from rlmdistill.coverage.index import CoverageIndex, CoverageProbe
+from rlmdistill.coverage.index import CoverageIndex, CoverageProbe, WindowCache
 from rlmdistill.models.base import Usage
 from rlmdistill.paths import room_cache
 from rlmdistill.provenance import current_provenance
@@ -185,8 +185,10 @@ def _foreign(index: CoverageIndex, prompts: Iterable[str], cache: dict[str, bool
     return n
 
 
-def _coverage(index: CoverageIndex, inputs: list[str]) -> Coverage:
-    probe = CoverageProbe(index)
+def _coverage(
+    index: CoverageIndex, inputs: list[str], windows: WindowCache | None = None
+) -> Coverage:
+    probe = CoverageProbe(index, windows)
     for text in inputs:
         probe.observe(text)
     return probe.result()
@@ -198,6 +200,9 @@ sub-call prompts)."""
 
 _WORKER_INDEX: CoverageIndex | None = None
 _WORKER_SEEN: dict[str, bool] = {}
+_WORKER_WINDOWS = WindowCache()
+"""A worker's texts that recur across episodes (the system prompt of every rlms episode):
+hashed once per worker."""
 
 
 def _worker_start(room: str) -> None:
@@ -214,7 +219,7 @@ def _worker_chunk(chunk: list[_Item], coverage: bool) -> list[tuple[Coverage | N
     assert _WORKER_INDEX is not None, "coverage worker not started"
     return [
         (
-            _coverage(_WORKER_INDEX, inputs) if coverage else None,
+            _coverage(_WORKER_INDEX, inputs, _WORKER_WINDOWS) if coverage else None,
             _foreign(_WORKER_INDEX, prompts, _WORKER_SEEN),
         )
         for inputs, prompts in chunk
@@ -248,6 +253,7 @@ class _Coverages:
         self.pool: ProcessPoolExecutor | None = None
         self.futures: list[Future[list[tuple[Coverage | None, int]]]] = []
         self._seen: dict[str, bool] = {}
+        self._windows = WindowCache()
 
     def add(self, ep: ImportedEpisode) -> None:
         """Queue one parsed episode (in source order)."""
@@ -282,7 +288,7 @@ class _Coverages:
         if self.pool is None:
             inputs, prompts = self.items[i]
             index = self.binding.index
-            cov = _coverage(index, inputs) if self.coverage else None
+            cov = _coverage(index, inputs, self._windows) if self.coverage else None
             return cov, _foreign(index, prompts, self._seen)
         return self.futures[i // self.CHUNK].result()[i % self.CHUNK]
 
