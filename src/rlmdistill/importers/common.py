@@ -442,13 +442,8 @@ WRITE_CHUNK = 32
 
 def _write_files(files: list[tuple[Path, bytes]]) -> None:
     for path, data in files:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        with open(path, "xb") as fh:
+            fh.write(data)
 
 
 def write_run(
