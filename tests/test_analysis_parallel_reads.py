@@ -18,7 +18,7 @@ import pytest
 import rlmdistill.analysis.compare as compare_mod
 import rlmdistill.analysis.metrics as metrics_mod
 from rlmdistill.analysis.compare import build_report
-from rlmdistill.analysis.metrics import load_run_metrics
+from rlmdistill.analysis.metrics import load_run_metrics, load_runs_metrics
 from rlmdistill.traces.store import TraceFileError
 
 
@@ -181,3 +181,44 @@ def test_a_figure_failing_in_the_forked_process_raises_here(
     with pytest.raises(RuntimeError, match=r"cannot draw figures/"):
         build_report([collected_run], tmp_path / "r")
     assert not (tmp_path / "r" / "report.json").exists()
+
+
+def test_runs_read_together_share_one_pool_and_give_each_runs_own_rows(
+    collected_run: Path, tmp_path: Path, parallel: _Pools
+) -> None:
+    other = _copy(collected_run, tmp_path)
+    alone = [_rows(collected_run), _rows(other)]
+    assert parallel.started == 2
+    together = load_runs_metrics([collected_run, other], row_cache=False)
+    assert parallel.started == 3  # one pool for both runs
+    assert [[r.model_dump() for r in m.rows] for m in together] == alone
+    assert [m.rows[0].run_id for m in together] == [alone[0][0]["run_id"], alone[1][0]["run_id"]]
+    with pytest.raises(ValueError, match="1 trajectory caches for 2 runs"):
+        load_runs_metrics([collected_run, other], trajectory_caches=[None])
+
+
+def test_a_report_that_fails_after_the_drawer_started_leaves_no_figures_and_no_drawer(
+    collected_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    started: list[Any] = []
+    real = compare_mod._start_drawing
+
+    def spy(*args: Any) -> Any:
+        proc = real(*args)
+        started.append((proc, args[1]))
+        return proc
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("statistics failed")
+
+    monkeypatch.setattr(compare_mod, "_start_drawing", spy)
+    monkeypatch.setattr(compare_mod.arm_sections, "size_correlation_changes", failing)
+    with pytest.raises(RuntimeError, match="statistics failed"):
+        build_report([collected_run], tmp_path / "r")
+    proc, scratch = started[0]
+    assert proc is not None and not proc.is_alive()
+    assert not scratch.exists()
+    out = tmp_path / "r"  # holds only the trajectory cache written while the runs were read
+    assert not (out / "figures").exists() and not (out / "report.json").exists()

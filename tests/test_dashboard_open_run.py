@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import json
 import shutil
+import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -274,6 +275,37 @@ def test_gc_paused_restores_the_collector() -> None:
         assert not gc.isenabled()  # disabled by someone else: stays disabled
     finally:
         gc.enable()
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: _Node | None = None
+
+
+def test_gc_paused_moves_what_it_made_to_the_oldest_generation_and_keeps_other_freezes() -> None:
+    gc.collect()
+    with gc_paused():
+        made = _Node()
+        made.other = _Node()
+        made.other.other = made  # a cycle
+    assert gc.isenabled()
+    assert any(o is made for o in gc.get_objects(generation=2))
+    assert not any(o is made for o in gc.get_objects(generation=0))
+    ref = weakref.ref(made)
+    del made
+    assert ref() is not None  # a cycle: refcounting alone does not free it
+    gc.collect()
+    assert ref() is None  # the next full collection does
+    kept = _Node()
+    gc.freeze()  # frozen by someone else (e.g. a server before fork)
+    try:
+        n = gc.get_freeze_count()
+        with gc_paused():
+            _Node()
+        assert gc.get_freeze_count() == n and gc.isenabled()
+        assert not any(o is kept for o in gc.get_objects())  # still frozen
+    finally:
+        gc.unfreeze()
 
 
 def test_a_run_without_finished_episodes_opens_empty(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from importlib import metadata
@@ -39,7 +40,7 @@ from rlmdistill.analysis.metrics import (
     GIVE_UP_READ_SHARE,
     REACH_NGRAM,
     EpisodeMetrics,
-    load_run_metrics,
+    load_runs_metrics,
 )
 from rlmdistill.analysis.schema import (
     EMA_BETA,
@@ -174,80 +175,81 @@ def build_report(
         raise FileExistsError(f"{out} already holds a report; use --overwrite to replace it")
     arm_labels = _labels(run_dirs, labels)
     ctx = SectionContext(n_resamples, seed, confidence)
-    loaded = [
-        load_run_metrics(
-            Path(d),
-            grader,
-            prices=prices,
-            trajectories=trajectories,
-            trajectory_cache=cache_file(out / CACHE_DIR, Path(d)),
-        )
-        for d in run_dirs
-    ]
+    loaded = load_runs_metrics(  # one set of trajectory readers for every run
+        [Path(d) for d in run_dirs],
+        grader,
+        prices=prices,
+        trajectories=trajectories,
+        trajectory_caches=[cache_file(out / CACHE_DIR, Path(d)) for d in run_dirs],
+    )
     rows = {label: lm.rows for label, lm in zip(arm_labels, loaded, strict=True)}
     rooms = sections.room_labels(list(rows.values()))
     arms = [
         sections.arm_info(label, d, lm)
         for label, d, lm in zip(arm_labels, run_dirs, loaded, strict=True)
     ]
-    metrics = sections.report_metrics(rows)
-    per_arm = sections.per_arm_metrics(arms, rows, rooms, ctx, metrics)
     sizes = sections.size_correlations(arms, rows, rooms, ctx)
     shares = sections.token_shares(arms, rows)
     ablations = sections.depth_ablations(arms, rows, rooms, ctx)
-    flags = arm_sections.timeout_flags(arms, rows, ablations)
     grids = sections.grids(arms, rows, rooms, ctx)
     training = [read_training_curve(Path(d)) for d in sft_dirs]
     rl_training = [sections.read_rl_curve(Path(d)) for d in rl_dirs]
-    report = Report(
-        created_at=dt.datetime.now(dt.UTC),
-        settings={
-            "n_resamples": n_resamples,
-            "seed": seed,
-            "confidence": confidence,
-            "grader": grader,
-            "price_table": prices.version,
-            "give_up_read_share": GIVE_UP_READ_SHARE,
-            "reach_ngram": REACH_NGRAM,
-            "trajectories": trajectories,
-            "baseline": arms[0].label,
-        },
-        versions=_versions(),
-        git_commit=git_state()[0],
-        git_dirty=git_state()[1],
-        arms=arms,
-        rooms=sorted(rooms.values(), key=lambda r: r.label),
-        methods={**METHODS, **arm_sections.ARM_METHODS},
-        metric_descriptions={m.name: m.description for m in metrics},
-        per_arm=per_arm,
-        comparisons=sections.comparisons(arms, rows, rooms, ctx, per_arm),
-        size_correlations=sizes,
-        token_shares=shares,
-        depth_ablations=ablations,
-        grids=grids,
-        training=training,
-        figures=report_figures(
-            arms,
-            rows,
-            rooms,
-            sizes,
-            shares,
-            ablations,
-            grids,
-            training,
-            prices.version,
-            rl_training,
-        ),
-        notes=[*sections.report_notes(arms), *(f.note for f in flags)],
-        arm_table=arm_sections.arm_table(arms, rows, rooms, ctx),
-        size_correlation_changes=arm_sections.size_correlation_changes(arms, rows, rooms, ctx),
-        timeouts=arm_sections.timeouts(arms, rows),
-        timeout_flags=flags,
-        adapter_checks=list(adapter_checks),
-        rl_training=rl_training,
-        corrected_rates=sections.corrected_rates(arms, sections.read_calibrations(arms), ctx),
+    figures = report_figures(
+        arms, rows, rooms, sizes, shares, ablations, grids, training, prices.version, rl_training
     )
-    _write(report, rows, out, overwrite=overwrite, draw=draw)
+    # the figures are drawn by another core (when one is free) while this one computes the
+    # rest of the statistics and writes the report; into a scratch folder, so a report that
+    # fails before it is written leaves no figures in ``out``
+    scratch = Path(tempfile.mkdtemp(prefix="rlmdistill-figures-")) if draw else None
+    drawer = _start_drawing(figures, scratch) if scratch is not None else None
+    try:
+        metrics = sections.report_metrics(rows)
+        per_arm = sections.per_arm_metrics(arms, rows, rooms, ctx, metrics)
+        flags = arm_sections.timeout_flags(arms, rows, ablations)
+        report = Report(
+            created_at=dt.datetime.now(dt.UTC),
+            settings={
+                "n_resamples": n_resamples,
+                "seed": seed,
+                "confidence": confidence,
+                "grader": grader,
+                "price_table": prices.version,
+                "give_up_read_share": GIVE_UP_READ_SHARE,
+                "reach_ngram": REACH_NGRAM,
+                "trajectories": trajectories,
+                "baseline": arms[0].label,
+            },
+            versions=_versions(),
+            git_commit=git_state()[0],
+            git_dirty=git_state()[1],
+            arms=arms,
+            rooms=sorted(rooms.values(), key=lambda r: r.label),
+            methods={**METHODS, **arm_sections.ARM_METHODS},
+            metric_descriptions={m.name: m.description for m in metrics},
+            per_arm=per_arm,
+            comparisons=sections.comparisons(arms, rows, rooms, ctx, per_arm),
+            size_correlations=sizes,
+            token_shares=shares,
+            depth_ablations=ablations,
+            grids=grids,
+            training=training,
+            figures=figures,
+            notes=[*sections.report_notes(arms), *(f.note for f in flags)],
+            arm_table=arm_sections.arm_table(arms, rows, rooms, ctx),
+            size_correlation_changes=arm_sections.size_correlation_changes(arms, rows, rooms, ctx),
+            timeouts=arm_sections.timeouts(arms, rows),
+            timeout_flags=flags,
+            adapter_checks=list(adapter_checks),
+            rl_training=rl_training,
+            corrected_rates=sections.corrected_rates(arms, sections.read_calibrations(arms), ctx),
+        )
+        _write(report, rows, out, overwrite=overwrite, draw=draw, drawer=drawer, drawn=scratch)
+    finally:
+        if drawer is not None and drawer.is_alive():  # the report failed: stop drawing
+            drawer.terminate()
+            drawer.join()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return report
 
 
@@ -273,19 +275,20 @@ def _draw_all(figures: Sequence[FigureData], out: Path) -> None:
 
 
 def _start_drawing(figures: Sequence[FigureData], out: Path) -> BaseProcess | None:
-    """Draw the figures in a forked process, so another core draws them (Agg drawing and
-    PNG encoding, ~10% of a cold 10,000-episode report) while this one writes the report's
-    other files; ``None`` (the caller draws) with one usable CPU, off Linux, when the
-    process runs other Python threads (forking a threaded process can copy a held lock), or
-    when no CPU is free (1-minute load average above the CPUs less one: the forked drawer
-    then costs more than it saves, measured ~1.0 s of CPU for ~0.7 s drawn here)."""
+    """Draw the figures into ``out`` in a forked process, so another core draws them (Agg
+    drawing and PNG encoding, ~10% of a cold 10,000-episode report) while this one computes
+    the rest of the report and writes it; ``None`` (the caller draws) with one usable CPU,
+    off Linux, when the process runs other Python threads (forking a threaded process can
+    copy a held lock), or when no CPU is free: a 1-minute load average of at least the CPUs
+    less half of one (the average counts this process itself, ~1 while it runs; on a
+    saturated machine the forked drawer cost ~1.0 s of CPU for ~0.7 s drawn)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     if (
         not figures
         or cpus < 2
         or sys.platform != "linux"
         or threading.active_count() > 1
-        or os.getloadavg()[0] > cpus - 1
+        or os.getloadavg()[0] >= cpus - 0.5
     ):
         return None
     proc = multiprocessing.get_context("fork").Process(
@@ -296,14 +299,23 @@ def _start_drawing(figures: Sequence[FigureData], out: Path) -> BaseProcess | No
 
 
 def _write(
-    report: Report, rows: dict[str, list[EpisodeMetrics]], out: Path, *, overwrite: bool, draw: bool
+    report: Report,
+    rows: dict[str, list[EpisodeMetrics]],
+    out: Path,
+    *,
+    overwrite: bool,
+    draw: bool,
+    drawer: BaseProcess | None = None,
+    drawn: Path | None = None,
 ) -> None:
+    """Write the report folder. ``drawer``: a process drawing the figures into ``drawn``
+    (:func:`_start_drawing`): its figures are moved into ``out`` when it succeeded, else
+    they are drawn here (a figure that fails raises its error)."""
     out.mkdir(parents=True, exist_ok=True)
     if overwrite:
         for sub in ("figures", "metrics"):
             if (out / sub).is_dir():
                 shutil.rmtree(out / sub)
-    drawer = _start_drawing(report.figures, out) if draw else None
     (out / "metrics").mkdir(exist_ok=True)
     for label, arm_rows in rows.items():
         safe = "".join(ch if ch.isalnum() or ch in "-_.#" else "_" for ch in label)
@@ -320,7 +332,11 @@ def _write(
     if draw:
         if drawer is not None:
             drawer.join()
-        if drawer is None or drawer.exitcode != 0:
+        if drawer is not None and drawer.exitcode == 0 and drawn is not None:
+            for fig in report.figures:
+                (out / fig.file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(drawn / fig.file, out / fig.file)
+        else:
             for fig in report.figures:  # drawn here: a figure that fails raises its error
                 render_figure(fig, out)
     (out / layout.REPORT_JSON).write_text(text + "\n", encoding="utf-8")

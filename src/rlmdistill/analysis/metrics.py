@@ -59,6 +59,7 @@ import threading
 import types
 import typing
 import unicodedata
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -96,7 +97,7 @@ from rlmdistill.traces.schema import (
 )
 from rlmdistill.traces.scores import EpisodeScore, read_no_memo, resolve_grader, score_episodes
 from rlmdistill.traces.store import read_clean_jsonl, read_jsonl
-from rlmdistill.traces.sub_credit import criterion_documents, sub_call_credit
+from rlmdistill.traces.sub_credit import credit_parts, criterion_documents
 
 __all__ = [
     "GIVE_UP_READ_SHARE",
@@ -106,6 +107,7 @@ __all__ = [
     "RunMetrics",
     "answer_reaches_memo",
     "load_run_metrics",
+    "load_runs_metrics",
     "memo_first_turn",
     "metrics_table",
     "word_tokens",
@@ -552,25 +554,35 @@ class _TrajectoryReader:
     killed) costs only the speed-up."""
 
     def __init__(
-        self, run_dir: Path, items: list[_Item], reach_ngram: int, rooms: dict[str, _RoomRef]
+        self,
+        run_dir: Path,
+        items: list[_Item],
+        reach_ngram: int,
+        rooms: dict[str, _RoomRef],
+        pool: ProcessPoolExecutor | None = None,
+        chunk: int = 0,
     ) -> None:
+        """``pool``: workers shared with other readers (their owner shuts them down; the
+        chunks, of ``chunk`` items, are queued behind those submitted before); ``None``:
+        this reader starts its own, when :func:`_read_workers` gives any."""
         self.run_dir, self.items, self.reach_ngram = run_dir, items, reach_ngram
         self.rooms = rooms
-        self._pool: ProcessPoolExecutor | None = None
+        self._own = pool is None
         self._chunks: list[Future[tuple[list[dict[str, object]], bool]]] = []
         self._size = len(items) or 1
-        workers = _read_workers(len(items))
-        if workers:
-            self._size = max(_CHUNK_MIN, -(-len(items) // (4 * workers)))
-            self._pool = ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("fork")
-            )
-            self._chunks = []
+        if pool is None:
+            workers = _read_workers(len(items))
+            if workers:
+                pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+                chunk = _chunk_size(len(items), workers)
+        self._pool = pool
+        if pool is not None:
+            self._size = chunk
             for i in range(0, len(items), self._size):
-                chunk = items[i : i + self._size]
-                chunk_rooms = {it[3]: rooms[it[3]] for it in chunk if it[3] in rooms}
+                part = items[i : i + self._size]
+                part_rooms = {it[3]: rooms[it[3]] for it in part if it[3] in rooms}
                 self._chunks.append(
-                    self._pool.submit(_fields_chunk, str(run_dir), chunk, reach_ngram, chunk_rooms)
+                    pool.submit(_fields_chunk, str(run_dir), part, reach_ngram, part_rooms)
                 )
         self._done: dict[int, tuple[list[dict[str, object]], bool]] = {}
 
@@ -593,10 +605,20 @@ class _TrajectoryReader:
         )
 
     def close(self) -> None:
-        """Stop the workers (chunks not started are cancelled)."""
+        """Cancel the chunks not started; stop the workers if this reader started them."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            if self._own:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+            else:
+                for f in self._chunks:
+                    f.cancel()
             self._pool = None
+
+
+def _chunk_size(n_items: int, workers: int) -> int:
+    """Items a worker is handed at a time: about four chunks per worker, at least
+    :data:`_CHUNK_MIN`."""
+    return max(_CHUNK_MIN, -(-n_items // (4 * workers)))
 
 
 def _verdict_rows(run_dir: Path, grader: str) -> dict[str, list[VerdictRow]]:
@@ -637,7 +659,7 @@ def _sub_call_fields(
     # models, even made by model_construct, took 2/3 of the time of these fields)
     records = cast("list[SubCallRecord]", calls)
     verdicts = cast("list[Verdict] | None", every_pass)
-    credits = sub_call_credit(records, memo, verdicts, task) if calls else []
+    credits = credit_parts(records, memo, verdicts, task) if calls else []
     index = _room_index(room) if room is not None and answers else None
     return {
         "n_sub_answers": len(answers),
@@ -645,10 +667,8 @@ def _sub_call_fields(
         "sub_answer_quote_share": (
             sum(index.shares_text(a) for a in answers) / len(answers) if index is not None else None
         ),
-        "sub_used_share": (
-            sum(c.used_in_memo for c in credits) / len(credits) if credits else None
-        ),
-        "sub_supported_criteria": [list(c.supported_criteria) for c in credits],
+        "sub_used_share": (sum(c[2] for c in credits) / len(credits) if credits else None),
+        "sub_supported_criteria": [list(c[3]) for c in credits],
     }
 
 
@@ -979,105 +999,184 @@ def load_run_metrics(
             (the message names the episode).
         TraceFileError: a run file does not validate (names the file and line).
     """
-    run_dir = Path(run_dir)
+    return load_runs_metrics(
+        [run_dir],
+        grader,
+        prices=prices,
+        trajectories=trajectories,
+        give_up_read_share=give_up_read_share,
+        reach_ngram=reach_ngram,
+        trajectory_caches=[trajectory_cache],
+        row_cache=row_cache,
+    )[0]
+
+
+def load_runs_metrics(
+    run_dirs: Sequence[Path],
+    grader: str | None = None,
+    *,
+    prices: PriceTable = DEFAULT_PRICES,
+    trajectories: bool = True,
+    give_up_read_share: float = GIVE_UP_READ_SHARE,
+    reach_ngram: int = REACH_NGRAM,
+    trajectory_caches: Sequence[Path | None] | None = None,
+    row_cache: Path | bool = True,
+) -> list[RunMetrics]:
+    """:func:`load_run_metrics` of each of ``run_dirs``, in order, with the trajectories of
+    all of them read by one set of worker processes: the workers read the later runs'
+    files while this process builds the earlier runs' rows (a report compares several
+    runs). The rows, and the errors, are those of :func:`load_run_metrics` run by run; a
+    run whose summaries or rubric cannot be read raises before any run's rows are built.
+
+    Args:
+        trajectory_caches: one trajectory cache file (or ``None``) per run; ``None``: none.
+        The others: as :func:`load_run_metrics`.
+
+    Raises:
+        ValueError: ``trajectory_caches`` not one per run, bad settings; and what
+            :func:`load_run_metrics` raises.
+    """
+    run_dirs = [Path(d) for d in run_dirs]
+    caches = list(trajectory_caches) if trajectory_caches is not None else [None] * len(run_dirs)
+    if len(caches) != len(run_dirs):
+        raise ValueError(f"{len(caches)} trajectory caches for {len(run_dirs)} runs")
     if not 0.0 <= give_up_read_share <= 1.0:
         raise ValueError(f"give_up_read_share must be in [0, 1], got {give_up_read_share}")
     if reach_ngram < 1:
         raise ValueError(f"reach_ngram must be >= 1, got {reach_ngram}")
+    settings = (prices, trajectories, give_up_read_share, reach_ngram)
     with gc_paused():  # 10,000 summaries and rows (the collector cost ~1/3 of this read)
-        return _load_run_metrics(
-            run_dir,
-            grader,
-            prices,
-            trajectories,
-            give_up_read_share,
-            reach_ngram,
-            trajectory_cache,
-            row_cache,
+        reads = [
+            _RunRead(d, grader, *settings, cache, row_cache)
+            for d, cache in zip(run_dirs, caches, strict=True)
+        ]
+        n_items = sum(len(r.to_read) for r in reads)
+        workers = _read_workers(n_items)
+        pool = (
+            ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            if workers
+            else None
         )
+        chunk = _chunk_size(n_items, workers) if workers else 0
+        readers: list[_TrajectoryReader] = []
+        try:
+            for r in reads:  # every run's chunks queued now, in run order
+                readers.append(
+                    _TrajectoryReader(r.run_dir, r.to_read, reach_ngram, r.rooms, pool, chunk)
+                )
+            return [r.finish(reader) for r, reader in zip(reads, readers, strict=True)]
+        finally:
+            for reader in readers:
+                reader.close()
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _load_run_metrics(
-    run_dir: Path,
-    grader: str | None,
-    prices: PriceTable,
-    trajectories: bool,
-    give_up_read_share: float,
-    reach_ngram: int,
-    trajectory_cache: Path | None,
-    row_cache: Path | bool,
-) -> RunMetrics:
-    manifest = load_manifest(run_dir)
-    grader = resolve_grader({str(run_dir): grader_ids(run_dir)}, grader, hint="grader=")
-    cache_dir = metrics_cache_dir() if row_cache is True else row_cache or None
-    rows_cache = None
-    if cache_dir is not None:
-        rows_cache = RowCache(
-            Path(cache_dir),
-            run_dir,
-            _row_settings(grader, prices, trajectories, give_up_read_share, reach_ngram),
-        )
-        body = rows_cache.load(run_dir / layout.TRAJECTORIES if trajectories else None)
-        cached = None if body is None else _cached_rows(body)
-        if cached is not None:
-            return RunMetrics(
-                manifest=manifest, grader=grader, rows=cached.rows, tasks=cached.tasks
+class _RunRead:
+    """One run's metrics in two steps: made, it reads what tells which trajectories to read
+    (manifest, summaries, tasks, row cache; :attr:`to_read`); :meth:`finish` reads the
+    verdicts and builds the rows, taking the trajectory fields from a reader of
+    :attr:`to_read` (workers read them meanwhile)."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        grader: str | None,
+        prices: PriceTable,
+        trajectories: bool,
+        give_up_read_share: float,
+        reach_ngram: int,
+        trajectory_cache: Path | None,
+        row_cache: Path | bool,
+    ) -> None:
+        self.run_dir, self.prices, self.trajectories = run_dir, prices, trajectories
+        self.give_up_read_share = give_up_read_share
+        self.manifest = load_manifest(run_dir)
+        grader = resolve_grader({str(run_dir): grader_ids(run_dir)}, grader, hint="grader=")
+        self.grader = grader
+        self.to_read: list[_Item] = []
+        self.rooms: dict[str, _RoomRef] = {}
+        self.cached: RunMetrics | None = None
+        cache_dir = metrics_cache_dir() if row_cache is True else row_cache or None
+        self.rows_cache = None
+        if cache_dir is not None:
+            self.rows_cache = RowCache(
+                Path(cache_dir),
+                run_dir,
+                _row_settings(grader, prices, trajectories, give_up_read_share, reach_ngram),
             )
-    # the inputs' stats are taken before they are read (a file changed while being read
-    # then no longer matches its stored key)
-    inputs: dict[str, Stat] = {
-        str(run_dir / layout.RUN_MANIFEST): stat_key(run_dir / layout.RUN_MANIFEST),
-        str(run_dir / layout.EPISODES): stat_key(run_dir / layout.EPISODES),
-    }
-    if grader is not None:
-        inputs[str(verdicts_path(run_dir, grader))] = stat_key(verdicts_path(run_dir, grader))
-    summaries = load_summaries(run_dir)
-    cache = (
-        TrajectoryCache(trajectory_cache, run_dir, reach_ngram)
-        if trajectories and trajectory_cache is not None
-        else None
-    )
-    # every room's task.json as load_room_tasks looks for it first (manifest, then rooms
-    # only episodes name); a room whose file is elsewhere (a moved workspace) is found by
-    # a search no stat covers, so such a run's rows are not cached. The tasks are read
-    # before the trajectories: the sub-call credit needs each criterion's documents
-    room_paths = {r.room_hash: r.path for r in manifest.rooms}
-    for e in summaries:
-        room_paths.setdefault(e.room.room_hash, e.room.path)
-    task_stats = {
-        str(Path(p) / layout.TASK): stat_key(Path(p) / layout.TASK) for p in room_paths.values()
-    }
-    cacheable = all(s is not None for s in task_stats.values())
-    inputs.update(task_stats)
-    room_tasks = load_room_tasks(manifest, summaries, on_error="raise_invalid", run_dir=run_dir)
-    tasks = room_tasks.tasks
-    problems = {p.room_hash: p for p in room_tasks.problems}
-    rooms = (
-        {h: _RoomRef(h, _room_folder(p, h, run_dir), tasks.get(h)) for h, p in room_paths.items()}
-        if trajectories
-        else {}
-    )
-    digests = {h: r.digest() for h, r in rooms.items()}
-    # the trajectories to read are known from the summaries and tasks: workers start
-    # reading them now, while this process reads the verdicts and builds the rows
-    traj_stats: list[Stat] = []
-    keys: list[Any] = []
-    cached_fields: list[dict[str, object] | None] = []
-    to_read: list[_Item] = []
-    if trajectories:
+            body = self.rows_cache.load(run_dir / layout.TRAJECTORIES if trajectories else None)
+            cached = None if body is None else _cached_rows(body)
+            if cached is not None:
+                self.cached = RunMetrics(
+                    manifest=self.manifest, grader=grader, rows=cached.rows, tasks=cached.tasks
+                )
+                return
+        # the inputs' stats are taken before they are read (a file changed while being read
+        # then no longer matches its stored key)
+        inputs: dict[str, Stat] = {
+            str(run_dir / layout.RUN_MANIFEST): stat_key(run_dir / layout.RUN_MANIFEST),
+            str(run_dir / layout.EPISODES): stat_key(run_dir / layout.EPISODES),
+        }
+        if grader is not None:
+            inputs[str(verdicts_path(run_dir, grader))] = stat_key(verdicts_path(run_dir, grader))
+        self.summaries = summaries = load_summaries(run_dir)
+        self.cache = (
+            TrajectoryCache(trajectory_cache, run_dir, reach_ngram)
+            if trajectories and trajectory_cache is not None
+            else None
+        )
+        # every room's task.json as load_room_tasks looks for it first (manifest, then rooms
+        # only episodes name); a room whose file is elsewhere (a moved workspace) is found by
+        # a search no stat covers, so such a run's rows are not cached. The tasks are read
+        # before the trajectories: the sub-call credit needs each criterion's documents
+        room_paths = {r.room_hash: r.path for r in self.manifest.rooms}
         for e in summaries:
-            path = trajectory_path(run_dir, e.episode_id)
-            traj_stats.append(stat_key(path))
-            key = fields = None
-            if cache is not None:
-                key = cache.key(path, e.memo_sha256, e.n_turns, digests[e.room.room_hash])
-                fields = cache.get(e.episode_id, key)
-            keys.append(key)
-            cached_fields.append(fields)
-            if fields is None:
-                to_read.append((e.episode_id, e.memo, e.n_turns, e.room.room_hash))
-    reader = _TrajectoryReader(run_dir, to_read, reach_ngram, rooms)
-    try:
+            room_paths.setdefault(e.room.room_hash, e.room.path)
+        task_stats = {
+            str(Path(p) / layout.TASK): stat_key(Path(p) / layout.TASK) for p in room_paths.values()
+        }
+        self.cacheable = all(s is not None for s in task_stats.values())
+        inputs.update(task_stats)
+        self.inputs = inputs
+        room_tasks = load_room_tasks(
+            self.manifest, summaries, on_error="raise_invalid", run_dir=run_dir
+        )
+        self.tasks = room_tasks.tasks
+        self.problems = {p.room_hash: p for p in room_tasks.problems}
+        self.rooms = (
+            {
+                h: _RoomRef(h, _room_folder(p, h, run_dir), self.tasks.get(h))
+                for h, p in room_paths.items()
+            }
+            if trajectories
+            else {}
+        )
+        digests = {h: r.digest() for h, r in self.rooms.items()}
+        # the trajectories to read are known from the summaries and tasks: workers start
+        # reading them as soon as the caller has every run's list
+        self.traj_stats: list[Stat] = []
+        self.keys: list[Any] = []
+        self.cached_fields: list[dict[str, object] | None] = []
+        if trajectories:
+            for e in summaries:
+                path = trajectory_path(run_dir, e.episode_id)
+                self.traj_stats.append(stat_key(path))
+                key = fields = None
+                if self.cache is not None:
+                    key = self.cache.key(path, e.memo_sha256, e.n_turns, digests[e.room.room_hash])
+                    fields = self.cache.get(e.episode_id, key)
+                self.keys.append(key)
+                self.cached_fields.append(fields)
+                if fields is None:
+                    self.to_read.append((e.episode_id, e.memo, e.n_turns, e.room.room_hash))
+
+    def finish(self, reader: _TrajectoryReader) -> RunMetrics:
+        """The run's metrics, with the trajectory fields of :attr:`to_read` from ``reader``
+        (in order)."""
+        if self.cached is not None:
+            return self.cached
+        run_dir, grader, summaries, tasks = self.run_dir, self.grader, self.summaries, self.tasks
         verdicts = _verdict_rows(run_dir, grader) if grader is not None else {}
         graded = set(verdicts)
         scores = score_episodes(summaries, verdicts, tasks)
@@ -1090,39 +1189,37 @@ def _load_run_metrics(
                 e.episode_id in graded,
                 scores.get(e.episode_id),
                 tasks.get(e.room.room_hash),
-                problems.get(e.room.room_hash),
-                prices,
-                give_up_read_share,
+                self.problems.get(e.room.room_hash),
+                self.prices,
+                self.give_up_read_share,
             )
-            if trajectories:
-                fields = cached_fields[i]
+            if self.trajectories:
+                fields = self.cached_fields[i]
                 if fields is None:
                     fields = reader.get(n_read)
                     n_read += 1
-                    if cache is not None:
-                        cache.put(e.episode_id, keys[i], fields)
+                    if self.cache is not None:
+                        self.cache.put(e.episode_id, self.keys[i], fields)
                 fields = dict(fields)
                 supported = fields.pop("sub_supported_criteria")
                 fields["sub_supports_pass_share"] = _supports_pass_share(supported, row)  # type: ignore[arg-type]
                 row = row.model_copy(update=fields)
             rows.append(row)
-    finally:
-        reader.close()
-    if cache is not None:
-        cache.save()
-    if (
-        rows_cache is not None
-        and cacheable
-        and not rows_cache.racy(inputs.values())
-        and _round_trips(rows, tasks)
-    ):
-        rows_cache.save(
-            inputs,
-            [e.episode_id for e in summaries],
-            traj_stats if trajectories else None,
-            _CachedRows(rows=rows, tasks=tasks).model_dump_json().encode(),
-        )
-    return RunMetrics(manifest=manifest, grader=grader, rows=rows, tasks=tasks)
+        if self.cache is not None:
+            self.cache.save()
+        if (
+            self.rows_cache is not None
+            and self.cacheable
+            and not self.rows_cache.racy(self.inputs.values())
+            and _round_trips(rows, tasks)
+        ):
+            self.rows_cache.save(
+                self.inputs,
+                [e.episode_id for e in summaries],
+                self.traj_stats if self.trajectories else None,
+                _CachedRows(rows=rows, tasks=tasks).model_dump_json().encode(),
+            )
+        return RunMetrics(manifest=self.manifest, grader=grader, rows=rows, tasks=tasks)
 
 
 def metrics_table(

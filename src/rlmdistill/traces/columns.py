@@ -173,6 +173,14 @@ def gc_paused() -> Iterator[None]:
     without, on a busy 2-core Xeon). Reference counting still frees everything that is not
     in a cycle. Re-entrant and safe across threads: only the call that found the collector
     enabled enables it again.
+
+    On the way out the objects made meanwhile go to the oldest generation
+    (``gc.freeze()`` then ``gc.unfreeze()``, which "put them back into the oldest
+    generation", ``gc`` module docs) instead of being traversed by the young collection
+    that re-enabling would start at once: that one collection cost 0.33 s after reading two
+    5,000-episode runs (a third of the report's serial tail, 2-core AMD EPYC). Cycles among
+    them are found by the next full collection. Skipped when something else froze objects
+    (``gc.get_freeze_count()`` not 0: unfreezing would release theirs).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -180,6 +188,9 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "Finding",
     "SubCallCredit",
     "SubCallDecision",
+    "credit_parts",
     "criterion_documents",
     "memo_findings",
     "passed_documents",
@@ -92,8 +93,20 @@ Gram = tuple[str, ...]
 def word_runs(text: str, n: int = GRAM_WORDS) -> frozenset[Gram]:
     """The distinct runs of ``n`` consecutive normalised words of ``text``
     (:func:`rlmdistill.rooms.text.words`); empty for a text of fewer than ``n`` words."""
-    tokens = words(text)
-    return frozenset(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+    return _runs(words(text), n)
+
+
+def _runs(tokens: Sequence[str], n: int = GRAM_WORDS) -> frozenset[Gram]:
+    """The distinct runs of ``n`` consecutive ``tokens`` (``zip`` of ``n`` shifted views:
+    the same tuples as slicing at each position, ~1.5x faster)."""
+    return frozenset(zip(*(tokens[i:] for i in range(n)), strict=False))
+
+
+def _joined(tokens: Sequence[str]) -> str:
+    """``tokens`` joined by single spaces with a space at both ends: a word sequence ``a``
+    occurs contiguously in ``b`` exactly when ``_joined(a)`` is a substring of
+    ``_joined(b)`` (words hold no spaces)."""
+    return f" {' '.join(tokens)} "
 
 
 @dataclass(frozen=True)
@@ -204,14 +217,6 @@ class SubCallCredit:
         return 1.0 if self.used_in_memo else 0.0
 
 
-def _short_answer_used(answer: str, memo_words: Sequence[str]) -> bool:
-    aw = words(answer)
-    if not aw or not memo_words:
-        return False
-    n = len(aw)
-    return any(list(memo_words[i : i + n]) == aw for i in range(len(memo_words) - n + 1))
-
-
 def sub_call_credit(
     sub_calls: Sequence[SubCallRecord],
     memo: str | None,
@@ -225,47 +230,68 @@ def sub_call_credit(
     :func:`rlmdistill.traces.scores.current_memo_verdicts`); ``None`` or empty, or no
     ``task``: ``supports_pass`` is ``None``. Never raises on text content.
     """
+    graded = bool(verdicts) and task is not None
+    return [
+        SubCallCredit(
+            call_id=rec.call_id,
+            depth=rec.depth,
+            subagent=rec.subagent,
+            error=rec.error is not None,
+            answer_runs=n_runs,
+            runs_in_memo=n_hit,
+            used_in_memo=used,
+            supports_pass=bool(supported) if graded else None,
+            supported_criteria=supported,
+        )
+        for rec, (n_runs, n_hit, used, supported) in zip(
+            sub_calls, credit_parts(sub_calls, memo, verdicts, task), strict=True
+        )
+    ]
+
+
+def credit_parts(
+    sub_calls: Sequence[SubCallRecord],
+    memo: str | None,
+    verdicts: Sequence[Verdict] | None,
+    task: Task | None,
+) -> list[tuple[int, int, bool, tuple[str, ...]]]:
+    """The rules of :func:`sub_call_credit` without building its objects (the report reads
+    them for every sub-call of a run): per sub-call, in order, ``(answer_runs,
+    runs_in_memo, used_in_memo, supported_criteria)``. Same arguments; never raises on
+    text content."""
     memo = memo or ""
-    memo_runs = word_runs(memo)
     memo_words = words(memo)
+    memo_runs = _runs(memo_words)
+    memo_joined = _joined(memo_words)
     graded = bool(verdicts) and task is not None
     passed = passed_documents(verdicts or (), task) if graded and task is not None else {}
     findings = memo_findings(memo) if passed else []
-    finding_runs = [word_runs(f.text) for f in findings]
+    finding_words = [words(f.text) for f in findings]
+    finding_runs = [_runs(w) for w in finding_words]
+    finding_joined = [_joined(w) for w in finding_words]
     rubric_order = {c.id: i for i, c in enumerate(task.criteria)} if task is not None else {}
-    out = []
+    out: list[tuple[int, int, bool, tuple[str, ...]]] = []
     for rec in sub_calls:
         answer = rec.response if rec.error is None else None
-        runs = word_runs(answer) if answer else frozenset()
-        hit = runs & memo_runs
+        aw = words(answer) if answer else []
+        runs = _runs(aw)
         if runs:
-            used = len(hit) / len(runs) >= USED_SHARE
-        else:
-            used = bool(answer) and _short_answer_used(answer or "", memo_words)
+            # the whole answer in the memo: each of its runs is a run of the memo
+            n_hit = len(runs) if _joined(aw) in memo_joined else len(runs & memo_runs)
+            used = n_hit / len(runs) >= USED_SHARE
+        else:  # shorter than one run: used when its words occur in the memo as one run
+            n_hit = 0
+            used = bool(aw) and bool(memo_words) and _joined(aw) in memo_joined
         supported: set[str] = set()
         if used and passed:
-            for f, fr in zip(findings, finding_runs, strict=True):
-                reached = (
-                    bool(runs & fr) if runs else _short_answer_used(answer or "", words(f.text))
-                )
+            for f, fr, fj in zip(findings, finding_runs, finding_joined, strict=True):
+                reached = not runs.isdisjoint(fr) if runs else _joined(aw) in fj
                 if not reached:
                     continue
                 for doc, crits in passed.items():
                     if f.cites(doc):
                         supported.update(crits)
-        out.append(
-            SubCallCredit(
-                call_id=rec.call_id,
-                depth=rec.depth,
-                subagent=rec.subagent,
-                error=rec.error is not None,
-                answer_runs=len(runs),
-                runs_in_memo=len(hit),
-                used_in_memo=used,
-                supports_pass=bool(supported) if graded else None,
-                supported_criteria=tuple(sorted(supported, key=rubric_order.__getitem__)),
-            )
-        )
+        out.append((len(runs), n_hit, used, tuple(sorted(supported, key=rubric_order.__getitem__))))
     return out
 
 
