@@ -145,21 +145,23 @@ def test_figures_drawn_in_a_forked_process_equal_drawn_here(
 ) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
-    started: list[object] = []
-    real = compare_mod._start_drawing
+    started: list[Any] = []
+    real = compare_mod._fork
 
     def spy(*args: Any) -> Any:
         proc = real(*args)
         started.append(proc)
         return proc
 
-    monkeypatch.setattr(compare_mod, "_start_drawing", spy)
+    monkeypatch.setattr(compare_mod, "_fork", spy)
     build_report([collected_run], tmp_path / "forked")
-    assert started and started[0] is not None
+    assert len(started) == 1 and started[0] is not None and started[0].exitcode == 0
+    # the helper also wrote the (last and only) run's trajectory cache
+    assert any((tmp_path / "forked" / compare_mod.CACHE_DIR).iterdir())
     busy = float(len(os.sched_getaffinity(0)))  # every CPU busy: drawn here
     monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (busy, busy, busy))
     assert real([object()], tmp_path) is None
-    monkeypatch.setattr(compare_mod, "_start_drawing", lambda *a: None)
+    monkeypatch.setattr(compare_mod, "_fork", lambda *a: None)
     build_report([collected_run], tmp_path / "here")
     pngs = sorted(p.name for p in (tmp_path / "here" / "figures").glob("*.png"))
     assert pngs and pngs == sorted(p.name for p in (tmp_path / "forked" / "figures").glob("*.png"))
@@ -202,8 +204,8 @@ def test_a_report_that_fails_after_the_drawer_started_leaves_no_figures_and_no_d
 ) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
-    started: list[Any] = []
-    real = compare_mod._start_drawing
+    started: list[tuple[Any, Path]] = []
+    real = compare_mod._fork
 
     def spy(*args: Any) -> Any:
         proc = real(*args)
@@ -213,12 +215,13 @@ def test_a_report_that_fails_after_the_drawer_started_leaves_no_figures_and_no_d
     def failing(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("statistics failed")
 
-    monkeypatch.setattr(compare_mod, "_start_drawing", spy)
+    monkeypatch.setattr(compare_mod, "_fork", spy)
     monkeypatch.setattr(compare_mod.arm_sections, "size_correlation_changes", failing)
     with pytest.raises(RuntimeError, match="statistics failed"):
         build_report([collected_run], tmp_path / "r")
-    proc, scratch = started[0]
-    assert proc is not None and not proc.is_alive()
+    ((helper, scratch),) = started
+    assert helper is not None and not helper.is_alive()
     assert not scratch.exists()
     out = tmp_path / "r"  # holds only the trajectory cache written while the runs were read
     assert not (out / "figures").exists() and not (out / "report.json").exists()
+    assert any((out / compare_mod.CACHE_DIR).iterdir())  # the caches were still written

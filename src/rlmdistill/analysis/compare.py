@@ -18,6 +18,7 @@ metrics in :mod:`rlmdistill.analysis.metrics`; all are defined in ``docs/analysi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import multiprocessing
@@ -26,10 +27,11 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import cast
 
 from rlmdistill.analysis import arms as arm_sections
 from rlmdistill.analysis import sections
@@ -175,12 +177,14 @@ def build_report(
         raise FileExistsError(f"{out} already holds a report; use --overwrite to replace it")
     arm_labels = _labels(run_dirs, labels)
     ctx = SectionContext(n_resamples, seed, confidence)
+    cache_writes: list[Callable[[], None]] = []  # run by the forked helper, or here
     loaded = load_runs_metrics(  # one set of trajectory readers for every run
         [Path(d) for d in run_dirs],
         grader,
         prices=prices,
         trajectories=trajectories,
         trajectory_caches=[cache_file(out / CACHE_DIR, Path(d)) for d in run_dirs],
+        cache_writes=cache_writes,
     )
     rows = {label: lm.rows for label, lm in zip(arm_labels, loaded, strict=True)}
     rooms = sections.room_labels(list(rows.values()))
@@ -197,11 +201,16 @@ def build_report(
     figures = report_figures(
         arms, rows, rooms, sizes, shares, ablations, grids, training, prices.version, rl_training
     )
-    # the figures are drawn by another core (when one is free) while this one computes the
-    # rest of the statistics and writes the report; into a scratch folder, so a report that
-    # fails before it is written leaves no figures in ``out``
+    # the figures are drawn, then the last run's metrics caches written, by a forked
+    # helper (while a CPU is free) as this process computes the rest of the statistics and
+    # writes the report (one helper: a second one beside it was slower on 2 cores, 5.2-5.3
+    # vs 4.8-5.0 s); the figures into a scratch folder, so a report that fails before it is
+    # written leaves none in ``out``
     scratch = Path(tempfile.mkdtemp(prefix="rlmdistill-figures-")) if draw else None
-    drawer = _start_drawing(figures, scratch) if scratch is not None else None
+    to_draw = figures if scratch is not None else []
+    helper = _fork(to_draw, scratch, cache_writes) if to_draw or cache_writes else None
+    if helper is None:
+        _run_all(cache_writes)
     try:
         metrics = sections.report_metrics(rows)
         per_arm = sections.per_arm_metrics(arms, rows, rooms, ctx, metrics)
@@ -243,11 +252,27 @@ def build_report(
             rl_training=rl_training,
             corrected_rates=sections.corrected_rates(arms, sections.read_calibrations(arms), ctx),
         )
-        _write(report, rows, out, overwrite=overwrite, draw=draw, drawer=drawer, drawn=scratch)
+        _write(
+            report,
+            rows,
+            out,
+            overwrite=overwrite,
+            draw=draw,
+            helper=helper,
+            drawn=scratch,
+        )
+        if helper is not None and helper.exitcode != 0:
+            _run_all(cache_writes)  # written here (again): an error is raised
+    except BaseException:
+        if helper is not None:  # the report failed: stop the helper
+            if helper.is_alive():
+                helper.terminate()
+            helper.join()
+            if helper.exitcode != 0:  # the caches, as a failed report wrote them before
+                with contextlib.suppress(Exception):
+                    _run_all(cache_writes)
+        raise
     finally:
-        if drawer is not None and drawer.is_alive():  # the report failed: stop drawing
-            drawer.terminate()
-            drawer.join()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     return report
@@ -264,35 +289,58 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def _draw_all(figures: Sequence[FigureData], out: Path) -> None:
-    """Draw every figure (the forked drawer's task: any error exits 1 without a traceback,
-    and the parent draws again, raising it)."""
+HELPER_FIGURE_FAILED = 1
+"""Exit code of the forked helper when a figure failed (the caller draws them all again,
+and writes the caches)."""
+HELPER_CACHE_FAILED = 2
+"""Exit code of the forked helper when the figures were drawn but a cache write failed (the
+caller writes the caches again, raising the error)."""
+
+
+def _run_all(calls: Sequence[Callable[[], None]]) -> None:
+    """Call each of ``calls`` in order (the metrics caches' writes)."""
+    for call in calls:
+        call()
+
+
+def _help(
+    figures: Sequence[FigureData], out: Path | None, after: Sequence[Callable[[], None]]
+) -> None:
+    """The forked helper's task: draw ``figures`` into ``out``, then run ``after``; an error
+    exits with :data:`HELPER_FIGURE_FAILED` or :data:`HELPER_CACHE_FAILED`, without a
+    traceback, and the parent does that part again, raising it."""
     try:
         for fig in figures:
-            render_figure(fig, out)
+            render_figure(fig, cast(Path, out))
     except Exception:
-        sys.exit(1)
+        sys.exit(HELPER_FIGURE_FAILED)
+    try:
+        _run_all(after)
+    except Exception:
+        sys.exit(HELPER_CACHE_FAILED)
 
 
-def _start_drawing(figures: Sequence[FigureData], out: Path) -> BaseProcess | None:
-    """Draw the figures into ``out`` in a forked process, so another core draws them (Agg
-    drawing and PNG encoding, ~10% of a cold 10,000-episode report) while this one computes
-    the rest of the report and writes it; ``None`` (the caller draws) with one usable CPU,
-    off Linux, when the process runs other Python threads (forking a threaded process can
-    copy a held lock), or when no CPU is free: a 1-minute load average of at least the CPUs
-    less half of one (the average counts this process itself, ~1 while it runs; on a
-    saturated machine the forked drawer cost ~1.0 s of CPU for ~0.7 s drawn)."""
+def _fork(
+    figures: Sequence[FigureData], out: Path | None, after: Sequence[Callable[[], None]] = ()
+) -> BaseProcess | None:
+    """Start :func:`_help` in a forked process, so another core draws the figures (Agg
+    drawing and PNG encoding, ~0.6 s for 7 figures) and writes the last run's metrics
+    caches (their JSON, ~0.5 s for a 5,000-episode run; 2-core AMD EPYC) while this one
+    computes the rest of the report and writes it. ``None`` (the caller does both) with one
+    usable CPU, off Linux, when the process runs other Python threads (forking a threaded
+    process can copy a held lock), or when no CPU is free: a 1-minute load average of at
+    least the CPUs less half of one (the average counts this process itself, ~1 while it
+    runs; on a saturated machine the forked drawer cost ~1.0 s of CPU for ~0.7 s drawn)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     if (
-        not figures
-        or cpus < 2
+        cpus < 2
         or sys.platform != "linux"
         or threading.active_count() > 1
         or os.getloadavg()[0] >= cpus - 0.5
     ):
         return None
     proc = multiprocessing.get_context("fork").Process(
-        target=_draw_all, args=(figures, out), daemon=True
+        target=_help, args=(figures, out, after), daemon=True
     )
     proc.start()
     return proc
@@ -305,12 +353,12 @@ def _write(
     *,
     overwrite: bool,
     draw: bool,
-    drawer: BaseProcess | None = None,
+    helper: BaseProcess | None = None,
     drawn: Path | None = None,
 ) -> None:
-    """Write the report folder. ``drawer``: a process drawing the figures into ``drawn``
-    (:func:`_start_drawing`): its figures are moved into ``out`` when it succeeded, else
-    they are drawn here (a figure that fails raises its error)."""
+    """Write the report folder. ``helper``: the process drawing the figures into ``drawn``
+    (:func:`_fork`): its figures are moved into ``out`` when it drew them all, else they
+    are drawn here (a figure that fails raises its error)."""
     out.mkdir(parents=True, exist_ok=True)
     if overwrite:
         for sub in ("figures", "metrics"):
@@ -329,10 +377,11 @@ def _write(
     text = report.model_dump_json(indent=1, exclude=empty or None)
     json.loads(text)  # fails loudly rather than write an unreadable file
     markdown = render_markdown(report)
+    if helper is not None:
+        helper.join()
     if draw:
-        if drawer is not None:
-            drawer.join()
-        if drawer is not None and drawer.exitcode == 0 and drawn is not None:
+        drawn_there = helper is not None and helper.exitcode in (0, HELPER_CACHE_FAILED)
+        if drawn_there and drawn is not None:
             for fig in report.figures:
                 (out / fig.file).parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(drawn / fig.file, out / fig.file)

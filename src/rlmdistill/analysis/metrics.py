@@ -59,7 +59,7 @@ import threading
 import types
 import typing
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -1021,6 +1021,7 @@ def load_runs_metrics(
     reach_ngram: int = REACH_NGRAM,
     trajectory_caches: Sequence[Path | None] | None = None,
     row_cache: Path | bool = True,
+    cache_writes: list[Callable[[], None]] | None = None,
 ) -> list[RunMetrics]:
     """:func:`load_run_metrics` of each of ``run_dirs``, in order, with the trajectories of
     all of them read by one set of worker processes: the workers read the later runs'
@@ -1030,6 +1031,12 @@ def load_runs_metrics(
 
     Args:
         trajectory_caches: one trajectory cache file (or ``None``) per run; ``None``: none.
+        cache_writes: ``None``: the trajectory and row caches are written before this
+            returns. A list: the caches of the last run (those of the others are written
+            while the workers read the later runs) are written by a function appended
+            there instead, for the caller to run (or have a forked process run) when it
+            likes: the report runs it in its figure drawer, off its critical path. It
+            writes atomically; not running it only loses the speed-up of the next read.
         The others: as :func:`load_run_metrics`.
 
     Raises:
@@ -1064,7 +1071,13 @@ def load_runs_metrics(
                 readers.append(
                     _TrajectoryReader(r.run_dir, r.to_read, reach_ngram, r.rooms, pool, chunk)
                 )
-            return [r.finish(reader) for r, reader in zip(reads, readers, strict=True)]
+            # a run's caches are written while the workers still read the later runs; the
+            # last run's, after every read, go to the caller when it asked for them
+            last = len(reads) - 1
+            return [
+                r.finish(reader, cache_writes if i == last else None)
+                for i, (r, reader) in enumerate(zip(reads, readers, strict=True))
+            ]
         finally:
             for reader in readers:
                 reader.close()
@@ -1171,9 +1184,12 @@ class _RunRead:
                 if fields is None:
                     self.to_read.append((e.episode_id, e.memo, e.n_turns, e.room.room_hash))
 
-    def finish(self, reader: _TrajectoryReader) -> RunMetrics:
+    def finish(
+        self, reader: _TrajectoryReader, cache_writes: list[Callable[[], None]] | None = None
+    ) -> RunMetrics:
         """The run's metrics, with the trajectory fields of :attr:`to_read` from ``reader``
-        (in order)."""
+        (in order). The caches are written before it returns, or, with ``cache_writes``,
+        by the function it appends there (see :func:`load_runs_metrics`)."""
         if self.cached is not None:
             return self.cached
         run_dir, grader, summaries, tasks = self.run_dir, self.grader, self.summaries, self.tasks
@@ -1181,6 +1197,7 @@ class _RunRead:
         graded = set(verdicts)
         scores = score_episodes(summaries, verdicts, tasks)
         rows = []
+        read: list[tuple[str, Any, dict[str, object]]] = []
         n_read = 0
         for i, e in enumerate(summaries):
             row = _episode_row(
@@ -1198,27 +1215,35 @@ class _RunRead:
                 if fields is None:
                     fields = reader.get(n_read)
                     n_read += 1
-                    if self.cache is not None:
-                        self.cache.put(e.episode_id, self.keys[i], fields)
+                    read.append((e.episode_id, self.keys[i], fields))
                 fields = dict(fields)
                 supported = fields.pop("sub_supported_criteria")
                 fields["sub_supports_pass_share"] = _supports_pass_share(supported, row)  # type: ignore[arg-type]
                 row = row.model_copy(update=fields)
             rows.append(row)
-        if self.cache is not None:
-            self.cache.save()
-        if (
-            self.rows_cache is not None
-            and self.cacheable
-            and not self.rows_cache.racy(self.inputs.values())
-            and _round_trips(rows, tasks)
-        ):
-            self.rows_cache.save(
-                self.inputs,
-                [e.episode_id for e in summaries],
-                self.traj_stats if self.trajectories else None,
-                _CachedRows(rows=rows, tasks=tasks).model_dump_json().encode(),
-            )
+
+        def write_caches() -> None:
+            if self.cache is not None:
+                for episode_id, key, fields in read:
+                    self.cache.put(episode_id, key, fields)
+                self.cache.save()
+            if (
+                self.rows_cache is not None
+                and self.cacheable
+                and not self.rows_cache.racy(self.inputs.values())
+                and _round_trips(rows, tasks)
+            ):
+                self.rows_cache.save(
+                    self.inputs,
+                    [e.episode_id for e in summaries],
+                    self.traj_stats if self.trajectories else None,
+                    _CachedRows(rows=rows, tasks=tasks).model_dump_json().encode(),
+                )
+
+        if cache_writes is None:
+            write_caches()
+        else:
+            cache_writes.append(write_caches)
         return RunMetrics(manifest=self.manifest, grader=grader, rows=rows, tasks=tasks)
 
 
