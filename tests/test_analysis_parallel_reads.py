@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -144,7 +143,7 @@ def test_figures_drawn_in_a_forked_process_equal_drawn_here(
     collected_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(compare_mod, "_free_cpu", lambda cpus: True)
     started: list[Any] = []
     real = compare_mod._fork
 
@@ -158,8 +157,7 @@ def test_figures_drawn_in_a_forked_process_equal_drawn_here(
     assert len(started) == 1 and started[0] is not None and started[0].exitcode == 0
     # the helper also wrote the (last and only) run's trajectory cache
     assert any((tmp_path / "forked" / compare_mod.CACHE_DIR).iterdir())
-    busy = float(len(os.sched_getaffinity(0)))  # every CPU busy: drawn here
-    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (busy, busy, busy))
+    monkeypatch.setattr(compare_mod, "_free_cpu", lambda cpus: False)  # drawn here
     assert real([object()], tmp_path) is None
     monkeypatch.setattr(compare_mod, "_fork", lambda *a: None)
     build_report([collected_run], tmp_path / "here")
@@ -174,7 +172,7 @@ def test_a_figure_failing_in_the_forked_process_raises_here(
     collected_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(compare_mod, "_free_cpu", lambda cpus: True)
 
     def broken(fig: Any, out: Path) -> Path:
         raise RuntimeError(f"cannot draw {fig.file}")
@@ -203,7 +201,7 @@ def test_a_report_that_fails_after_the_drawer_started_leaves_no_figures_and_no_d
     collected_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(compare_mod, "_free_cpu", lambda cpus: True)
     started: list[tuple[Any, Path]] = []
     real = compare_mod._fork
 
@@ -225,3 +223,19 @@ def test_a_report_that_fails_after_the_drawer_started_leaves_no_figures_and_no_d
     out = tmp_path / "r"  # holds only the trajectory cache written while the runs were read
     assert not (out / "figures").exists() and not (out / "report.json").exists()
     assert any((out / compare_mod.CACHE_DIR).iterdir())  # the caches were still written
+
+
+def test_a_free_cpu_is_read_from_the_runnable_tasks_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/proc/loadavg``'s "running/total" counts this process: on 2 CPUs, 1 runnable task
+    leaves one free whatever the lagging 1-minute average says; 2 or more do not."""
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("1.62 1.10 0.70 1/412 98765\n", encoding="ascii")
+    assert compare_mod._free_cpu(2, loadavg)
+    loadavg.write_text("0.10 0.10 0.10 2/412 98765\n", encoding="ascii")
+    assert not compare_mod._free_cpu(2, loadavg)
+    assert compare_mod._free_cpu(4, loadavg)
+    monkeypatch.setattr(compare_mod.os, "getloadavg", lambda: (1.7, 1.0, 1.0))
+    missing = tmp_path / "none"  # no such file: the 1-minute average decides
+    assert compare_mod._free_cpu(2, missing) is False and compare_mod._free_cpu(3, missing)

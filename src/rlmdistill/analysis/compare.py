@@ -320,6 +320,20 @@ def _help(
         sys.exit(HELPER_CACHE_FAILED)
 
 
+def _free_cpu(cpus: int, loadavg: Path = Path("/proc/loadavg")) -> bool:
+    """Whether one of ``cpus`` is free now: fewer runnable tasks than CPUs, this process
+    among them (the fourth field of ``/proc/loadavg``, "running/total", ``proc(5)``). The
+    1-minute load average was used before, but it lags: it still counted the report's own
+    trajectory readers, so on an idle 2-core machine reports run back to back read 1.4-1.6
+    and drew in this process. Where the file cannot be read: a 1-minute load average below
+    the CPUs less half of one."""
+    try:
+        running = int(loadavg.read_text(encoding="ascii").split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0] < cpus - 0.5
+    return running < cpus
+
+
 def _fork(
     figures: Sequence[FigureData], out: Path | None, after: Sequence[Callable[[], None]] = ()
 ) -> BaseProcess | None:
@@ -328,16 +342,10 @@ def _fork(
     caches (their JSON, ~0.5 s for a 5,000-episode run; 2-core AMD EPYC) while this one
     computes the rest of the report and writes it. ``None`` (the caller does both) with one
     usable CPU, off Linux, when the process runs other Python threads (forking a threaded
-    process can copy a held lock), or when no CPU is free: a 1-minute load average of at
-    least the CPUs less half of one (the average counts this process itself, ~1 while it
-    runs; on a saturated machine the forked drawer cost ~1.0 s of CPU for ~0.7 s drawn)."""
+    process can copy a held lock), or when no CPU is free (:func:`_free_cpu`; on a
+    saturated machine the forked drawer cost ~1.0 s of CPU for ~0.7 s drawn)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    if (
-        cpus < 2
-        or sys.platform != "linux"
-        or threading.active_count() > 1
-        or os.getloadavg()[0] >= cpus - 0.5
-    ):
+    if cpus < 2 or sys.platform != "linux" or threading.active_count() > 1 or not _free_cpu(cpus):
         return None
     proc = multiprocessing.get_context("fork").Process(
         target=_help, args=(figures, out, after), daemon=True

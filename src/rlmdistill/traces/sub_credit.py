@@ -97,9 +97,13 @@ def word_runs(text: str, n: int = GRAM_WORDS) -> frozenset[Gram]:
 
 
 def _runs(tokens: Sequence[str], n: int = GRAM_WORDS) -> frozenset[Gram]:
-    """The distinct runs of ``n`` consecutive ``tokens`` (``zip`` of ``n`` shifted views:
-    the same tuples as slicing at each position, ~1.5x faster)."""
-    return frozenset(zip(*(tokens[i:] for i in range(n)), strict=False))
+    """The distinct runs of ``n`` consecutive ``tokens`` (``zip`` of ``n`` shifted copies:
+    the same tuples as slicing at each position; written out for the default ``n`` = 8,
+    ~2.5x faster than a tuple sliced per position on a 15-word answer)."""
+    t = tokens
+    if n == 8:
+        return frozenset(zip(t, t[1:], t[2:], t[3:], t[4:], t[5:], t[6:], t[7:], strict=False))
+    return frozenset(zip(*[t[i:] for i in range(n)], strict=False))
 
 
 def _joined(tokens: Sequence[str]) -> str:
