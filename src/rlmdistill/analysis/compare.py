@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from multiprocessing.process import BaseProcess
@@ -322,16 +323,21 @@ def _help(
 
 def _free_cpu(cpus: int, loadavg: Path = Path("/proc/loadavg")) -> bool:
     """Whether one of ``cpus`` is free now: fewer runnable tasks than CPUs, this process
-    among them (the fourth field of ``/proc/loadavg``, "running/total", ``proc(5)``). The
+    among them (the fourth field of ``/proc/loadavg``, "running/total", ``proc(5)``), in
+    the least of 3 reads 5 ms apart (one read caught a passing task now and then). The
     1-minute load average was used before, but it lags: it still counted the report's own
     trajectory readers, so on an idle 2-core machine reports run back to back read 1.4-1.6
     and drew in this process. Where the file cannot be read: a 1-minute load average below
     the CPUs less half of one."""
-    try:
-        running = int(loadavg.read_text(encoding="ascii").split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return os.getloadavg()[0] < cpus - 0.5
-    return running < cpus
+    counts = []
+    for i in range(3):
+        if i:
+            time.sleep(0.005)
+        try:
+            counts.append(int(loadavg.read_text(encoding="ascii").split()[3].split("/")[0]))
+        except (OSError, ValueError, IndexError):
+            return os.getloadavg()[0] < cpus - 0.5
+    return min(counts) < cpus
 
 
 def _fork(
