@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from rlmdistill.rooms.task import Criterion, Evidence, Task
 from rlmdistill.traces.schema import SubCallRecord, Verdict
 from rlmdistill.traces.sub_credit import (
     USED_SHARE,
     Finding,
+    credit_parts,
     criterion_documents,
     memo_findings,
     passed_documents,
@@ -221,3 +224,30 @@ def test_sub_call_credit_without_verdicts_or_memo() -> None:
     # nothing passed: graded, so False (not None)
     failed = [_verdict("C1", "FAIL")]
     assert [c.supports_pass for c in sub_call_credit(CALLS[:1], MEMO, failed, TASK)] == [False]
+
+
+def test_credit_parts_with_the_callers_words_equal_those_cut_here() -> None:
+    """The report hands over the words it has (an ASCII answer without "_" or "'" has the
+    same ``word_tokens`` as the grader's ``words``); the credit is the same either way."""
+    import random
+    import string
+
+    from rlmdistill.analysis.metrics import word_tokens
+    from rlmdistill.rooms.text import words
+
+    rng = random.Random(0)
+    alphabet = string.ascii_letters + string.digits + ' .,;:-()!?\n\t"/$%'
+    for _ in range(5_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        assert words(text) == word_tokens(text), text
+    assert words("don't x_y") != word_tokens("don't x_y")  # why the report checks for them
+    given = [words(c.response) if c.response and c.error is None else None for c in CALLS]
+    here = credit_parts(CALLS, MEMO, VERDICTS, TASK)
+    assert credit_parts(CALLS, MEMO, VERDICTS, TASK, given) == here
+    assert [
+        (c.answer_runs, c.runs_in_memo, c.used_in_memo, c.supported_criteria)
+        for c in sub_call_credit(CALLS, MEMO, VERDICTS, TASK)
+    ] == here
+    assert any(p[2] for p in here) and any(p[3] for p in here)  # not a vacuous comparison
+    with pytest.raises(ValueError, match="1 answer word lists for"):
+        credit_parts(CALLS, MEMO, VERDICTS, TASK, [None])

@@ -659,7 +659,13 @@ def _sub_call_fields(
     # models, even made by model_construct, took 2/3 of the time of these fields)
     records = cast("list[SubCallRecord]", calls)
     verdicts = cast("list[Verdict] | None", every_pass)
-    credits = credit_parts(records, memo, verdicts, task) if calls else []
+    # an ASCII answer without "_" or "'" has the same word_tokens as the grader's words
+    # (both: maximal runs of [a-z0-9] of the lowered text), so those are not cut again
+    same = [
+        t if t and (r := c.response) and r.isascii() and "_" not in r and "'" not in r else None
+        for c, t in zip(calls, tokens, strict=True)
+    ]
+    credits = credit_parts(records, memo, verdicts, task, same) if calls else []
     index = _room_index(room) if room is not None and answers else None
     return {
         "n_sub_answers": len(answers),

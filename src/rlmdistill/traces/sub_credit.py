@@ -258,11 +258,20 @@ def credit_parts(
     memo: str | None,
     verdicts: Sequence[Verdict] | None,
     task: Task | None,
+    answer_words: Sequence[Sequence[str] | None] | None = None,
 ) -> list[tuple[int, int, bool, tuple[str, ...]]]:
     """The rules of :func:`sub_call_credit` without building its objects (the report reads
     them for every sub-call of a run): per sub-call, in order, ``(answer_runs,
-    runs_in_memo, used_in_memo, supported_criteria)``. Same arguments; never raises on
-    text content."""
+    runs_in_memo, used_in_memo, supported_criteria)``. Same arguments, and
+    ``answer_words``: per sub-call, its answer's :func:`~rlmdistill.rooms.text.words` when
+    the caller has them already (``None`` for a call: computed here). Never raises on text
+    content.
+
+    Raises:
+        ValueError: ``answer_words`` not one entry per sub-call.
+    """
+    if answer_words is not None and len(answer_words) != len(sub_calls):
+        raise ValueError(f"{len(answer_words)} answer word lists for {len(sub_calls)} sub-calls")
     memo = memo or ""
     memo_words = words(memo)
     memo_runs = _runs(memo_words)
@@ -275,9 +284,10 @@ def credit_parts(
     finding_joined = [_joined(w) for w in finding_words]
     rubric_order = {c.id: i for i, c in enumerate(task.criteria)} if task is not None else {}
     out: list[tuple[int, int, bool, tuple[str, ...]]] = []
-    for rec in sub_calls:
+    for i, rec in enumerate(sub_calls):
         answer = rec.response if rec.error is None else None
-        aw = words(answer) if answer else []
+        given = answer_words[i] if answer_words is not None and answer else None
+        aw = given if given is not None else words(answer) if answer else []
         runs = _runs(aw)
         if runs:
             # the whole answer in the memo: each of its runs is a run of the memo
