@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import cast
 
 from rlmdistill.analysis import arms as arm_sections
 from rlmdistill.analysis import sections
@@ -208,8 +207,8 @@ def build_report(
     # vs 4.8-5.0 s); the figures into a scratch folder, so a report that fails before it is
     # written leaves none in ``out``
     scratch = Path(tempfile.mkdtemp(prefix="rlmdistill-figures-")) if draw else None
-    to_draw = figures if scratch is not None else []
-    helper = _fork(to_draw, scratch, cache_writes) if to_draw or cache_writes else None
+    to_draw = figures if scratch is not None else []  # with draw=False: the caches only
+    helper = _fork(to_draw, scratch or out, cache_writes) if to_draw or cache_writes else None
     if helper is None:
         _run_all(cache_writes)
     try:
@@ -304,15 +303,13 @@ def _run_all(calls: Sequence[Callable[[], None]]) -> None:
         call()
 
 
-def _help(
-    figures: Sequence[FigureData], out: Path | None, after: Sequence[Callable[[], None]]
-) -> None:
+def _help(figures: Sequence[FigureData], out: Path, after: Sequence[Callable[[], None]]) -> None:
     """The forked helper's task: draw ``figures`` into ``out``, then run ``after``; an error
     exits with :data:`HELPER_FIGURE_FAILED` or :data:`HELPER_CACHE_FAILED`, without a
     traceback, and the parent does that part again, raising it."""
     try:
         for fig in figures:
-            render_figure(fig, cast(Path, out))
+            render_figure(fig, out)
     except Exception:
         sys.exit(HELPER_FIGURE_FAILED)
     try:
@@ -341,7 +338,7 @@ def _free_cpu(cpus: int, loadavg: Path = Path("/proc/loadavg")) -> bool:
 
 
 def _fork(
-    figures: Sequence[FigureData], out: Path | None, after: Sequence[Callable[[], None]] = ()
+    figures: Sequence[FigureData], out: Path, after: Sequence[Callable[[], None]] = ()
 ) -> BaseProcess | None:
     """Start :func:`_help` in a forked process, so another core draws the figures (Agg
     drawing and PNG encoding, ~0.6 s for 7 figures) and writes the last run's metrics

@@ -545,9 +545,9 @@ def _read_workers(n_items: int) -> int:
 
 
 class _TrajectoryReader:
-    """The trajectory fields of a run's episodes, in order, read by worker processes (forked
-    when the reader is made, so they read while the caller builds the rows) or, with no
-    workers, in the calling process when asked for. Either way :meth:`get` returns what
+    """The trajectory fields of a run's episodes, in order, read by worker processes (given
+    their chunks when the reader is made, so they read while the caller builds the rows) or,
+    with no workers, in the calling process when asked for. Either way :meth:`get` returns what
     :func:`_read_trajectory_fields` + :func:`_trajectory_fields` give in the calling
     process, and raises the same errors at the same episode: a worker stops at an episode
     that fails, and that episode is computed again here. A pool that breaks (a worker
@@ -559,25 +559,18 @@ class _TrajectoryReader:
         items: list[_Item],
         reach_ngram: int,
         rooms: dict[str, _RoomRef],
-        pool: ProcessPoolExecutor | None = None,
-        chunk: int = 0,
+        pool: ProcessPoolExecutor | None,
+        chunk: int,
     ) -> None:
-        """``pool``: workers shared with other readers (their owner shuts them down; the
-        chunks, of ``chunk`` items, are queued behind those submitted before); ``None``:
-        this reader starts its own, when :func:`_read_workers` gives any."""
+        """``pool``: the workers (shared with the other runs' readers; their owner,
+        :func:`load_runs_metrics`, shuts them down), which get the items in chunks of
+        ``chunk``, queued behind those submitted before; ``None``: read here."""
         self.run_dir, self.items, self.reach_ngram = run_dir, items, reach_ngram
         self.rooms = rooms
-        self._own = pool is None
-        self._chunks: list[Future[tuple[list[dict[str, object]], bool]]] = []
-        self._size = len(items) or 1
-        if pool is None:
-            workers = _read_workers(len(items))
-            if workers:
-                pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
-                chunk = _chunk_size(len(items), workers)
         self._pool = pool
+        self._chunks: list[Future[tuple[list[dict[str, object]], bool]]] = []
+        self._size = chunk if pool is not None else len(items) or 1
         if pool is not None:
-            self._size = chunk
             for i in range(0, len(items), self._size):
                 part = items[i : i + self._size]
                 part_rooms = {it[3]: rooms[it[3]] for it in part if it[3] in rooms}
@@ -605,14 +598,10 @@ class _TrajectoryReader:
         )
 
     def close(self) -> None:
-        """Cancel the chunks not started; stop the workers if this reader started them."""
-        if self._pool is not None:
-            if self._own:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-            else:
-                for f in self._chunks:
-                    f.cancel()
-            self._pool = None
+        """Cancel this reader's chunks not started (the pool is its owner's to stop)."""
+        for f in self._chunks:
+            f.cancel()
+        self._pool = None
 
 
 def _chunk_size(n_items: int, workers: int) -> int:
@@ -673,8 +662,10 @@ def _sub_call_fields(
         "sub_answer_quote_share": (
             sum(index.shares_text(a) for a in answers) / len(answers) if index is not None else None
         ),
-        "sub_used_share": (sum(c[2] for c in credits) / len(credits) if credits else None),
-        "sub_supported_criteria": [list(c[3]) for c in credits],
+        "sub_used_share": (
+            sum(c.used_in_memo for c in credits) / len(credits) if credits else None
+        ),
+        "sub_supported_criteria": [list(c.supported_criteria) for c in credits],
     }
 
 

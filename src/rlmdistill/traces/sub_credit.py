@@ -36,6 +36,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -50,6 +51,7 @@ __all__ = [
     "METHOD",
     "SUB_DECISIONS",
     "USED_SHARE",
+    "CreditParts",
     "Finding",
     "SubCallCredit",
     "SubCallDecision",
@@ -253,16 +255,26 @@ def sub_call_credit(
     ]
 
 
+class CreditParts(NamedTuple):
+    """What :func:`credit_parts` gives per sub-call: the fields of :class:`SubCallCredit`
+    that its rules compute (a tuple: made for every sub-call of a run by the report)."""
+
+    answer_runs: int
+    runs_in_memo: int
+    used_in_memo: bool
+    supported_criteria: tuple[str, ...]
+
+
 def credit_parts(
     sub_calls: Sequence[SubCallRecord],
     memo: str | None,
     verdicts: Sequence[Verdict] | None,
     task: Task | None,
     answer_words: Sequence[Sequence[str] | None] | None = None,
-) -> list[tuple[int, int, bool, tuple[str, ...]]]:
+) -> list[CreditParts]:
     """The rules of :func:`sub_call_credit` without building its objects (the report reads
-    them for every sub-call of a run): per sub-call, in order, ``(answer_runs,
-    runs_in_memo, used_in_memo, supported_criteria)``. Same arguments, and
+    them for every sub-call of a run): per sub-call, in order, its :class:`CreditParts`.
+    Same arguments, and
     ``answer_words``: per sub-call, its answer's :func:`~rlmdistill.rooms.text.words` when
     the caller has them already (``None`` for a call: computed here). Never raises on text
     content.
@@ -283,7 +295,7 @@ def credit_parts(
     finding_runs = [_runs(w) for w in finding_words]
     finding_joined = [_joined(w) for w in finding_words]
     rubric_order = {c.id: i for i, c in enumerate(task.criteria)} if task is not None else {}
-    out: list[tuple[int, int, bool, tuple[str, ...]]] = []
+    out: list[CreditParts] = []
     for i, rec in enumerate(sub_calls):
         answer = rec.response if rec.error is None else None
         given = answer_words[i] if answer_words is not None and answer else None
@@ -305,7 +317,8 @@ def credit_parts(
                 for doc, crits in passed.items():
                     if f.cites(doc):
                         supported.update(crits)
-        out.append((len(runs), n_hit, used, tuple(sorted(supported, key=rubric_order.__getitem__))))
+        order = tuple(sorted(supported, key=rubric_order.__getitem__))
+        out.append(CreditParts(len(runs), n_hit, used, order))
     return out
 
 
