@@ -360,14 +360,15 @@ def test_synthetic_room_set_rooms_are_given_as_folders(tmp_path: Path) -> None:
 
 def test_sft_vs_rl_example_loads_with_three_training_arms() -> None:
     """examples/sft_vs_rl.yaml validates every stage section (its rl section as an RLConfig
-    over the two training rooms) and names the three training arms."""
+    over the four training rooms) and names the three training arms, with the quickstart's SFT."""
     from rlmdistill.loop.config import check_stage_settings, load_experiment
 
     cfg = load_experiment(EXAMPLES / "sft_vs_rl.yaml")
     check_stage_settings(cfg, "sft_vs_rl.yaml")
     assert cfg.arms == ["sft", "grpo", "sft+grpo"]
     assert cfg.rl["num_generations"] == 4 and cfg.rl["reward"] == "pass_rate"
-    assert cfg.rooms is not None and (cfg.rooms.train_rooms, cfg.rooms.holdout_rooms) == (2, 2)
+    assert cfg.rooms is not None and (cfg.rooms.train_rooms, cfg.rooms.holdout_rooms) == (4, 4)
+    assert cfg.checkpoint_check is not None and cfg.sft["save_strategy"] == "epoch"
 
 
 def test_sub_distill_example_loads_and_trains_root_and_sub() -> None:
