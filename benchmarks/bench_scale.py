@@ -7,7 +7,9 @@ table: the figure, its target and where the target comes from, the value in each
 whether it held in every repeat; then the machine line
 (:func:`rlmdistill.hardware.machine_line`), the 1-, 5- and 15-minute load averages before and
 after each repeat, and a last ``result:`` line: how many targets held in all repeats (and
-which repeats started at a load of :data:`IDLE_LOAD` or more: not idle). A
+which repeats started at a load of :data:`IDLE_LOAD` or more: not idle). Before each
+benchmark it waits for the machine to settle (:func:`settle`: the previous benchmark's files
+written back, nothing else runnable) and prints how long it waited. A
 figure a benchmark did not print (it failed, or its format changed) reads ``missing`` and
 fails its target. The exit status is 0 whatever the figures: this is a benchmark, not a test.
 
@@ -24,6 +26,7 @@ command works end to end. Its figures are not the targets' sizes: the table stil
 targets, but the ``result:`` line says ``quick sizes``.
 
     python benchmarks/bench_scale.py --all [--repeats 3] [--quick] [--room DIR] [--tmp DIR]
+        [--no-settle]
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ import os
 import re
 import subprocess
 import sys
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -55,6 +60,13 @@ QUICK_SCENARIOS = {"16x64": "4x8", "64x64": "8x8", "256x64": "16x8"}
 IDLE_LOAD = 1.0
 """A repeat that starts at a 1-minute load average at or above this is flagged ``not idle``
 (on the 2-core machines of the history, 1.0-1.3 read as not fully idle)."""
+SETTLE_MAX_S = 120.0
+"""The longest :func:`settle` waits before a benchmark runs anyway (and says so)."""
+SETTLE_WINDOW_S = 3.0
+"""The span over which the machine must read quiet (:func:`settle`)."""
+SETTLE_BUSY_SHARE = 0.1
+"""The share of reads in that span allowed to catch another runnable task (a kernel thread
+passing by); more than that is not quiet."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +243,9 @@ class Repeat:
     load_after: tuple[float, float, float]
     failed: list[str]
     """Benchmarks that exited non-zero (their name and exit status)."""
+    settled: list[tuple[str, float, bool]] = field(default_factory=list)
+    """Per benchmark run: its name, the seconds :func:`settle` waited before it, and whether
+    the machine read quiet then (``False``: it ran after :data:`SETTLE_MAX_S` anyway)."""
 
 
 def table(
@@ -286,6 +301,44 @@ def _run(name: str, argv: list[str], echo: Callable[[str], None]) -> tuple[str, 
     return "".join(lines), proc.wait()
 
 
+def settle(
+    max_wait_s: float = SETTLE_MAX_S,
+    window_s: float = SETTLE_WINDOW_S,
+    interval_s: float = 0.1,
+    *,
+    read: Callable[[], int | None] | None = None,
+    sync: Callable[[], None] = os.sync,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[float, bool]:
+    """Wait until the machine is quiet, so that a benchmark does not measure what the one
+    before it left behind. First ``sync`` (``os.sync``: ``bench_lab_room`` writes a 323 MiB
+    room and its index and deletes them; their write-back would otherwise run during the next
+    benchmark), then reads of the runnable tasks (``read``, default
+    :func:`rlmdistill.hardware.runnable_tasks`, this process among them) every
+    ``interval_s`` until, over the last ``window_s`` seconds, at most
+    :data:`SETTLE_BUSY_SHARE` of the reads saw another task runnable; at most ``max_wait_s``.
+
+    Returns ``(seconds waited, quiet)``; ``quiet`` is ``False`` when the wait ran out or the
+    count cannot be read (not Linux: no wait after the sync)."""
+    from rlmdistill.hardware import runnable_tasks
+
+    reader = read or runnable_tasks
+    start = clock()
+    sync()
+    window: deque[bool] = deque(maxlen=max(1, round(window_s / interval_s)))
+    while True:
+        n = reader()
+        if n is None:
+            return clock() - start, False
+        window.append(n > 1)
+        if len(window) == window.maxlen and sum(window) <= SETTLE_BUSY_SHARE * len(window):
+            return clock() - start, True
+        if clock() - start >= max_wait_s:
+            return clock() - start, False
+        sleep(interval_s)
+
+
 def _load() -> tuple[float, float, float]:
     return os.getloadavg()
 
@@ -303,6 +356,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--room", default=None, help="bench_lab_room's --room (built once)")
     ap.add_argument("--tmp", default=None, help="bench_lab_room's --tmp")
     ap.add_argument("--sandbox", choices=["bwrap", "audit", "none"], default="bwrap")
+    ap.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="run each benchmark right after the one before (no sync, no wait for quiet)",
+    )
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error("--repeats must be at least 1")
@@ -331,18 +389,27 @@ def main(argv: list[str] | None = None) -> None:
     for i in range(args.repeats):
         before = _load()
         print(f"repeat {i + 1} of {args.repeats}: load average {_fmt_load(before)}", flush=True)
-        conc_text = lab_text = ""
-        failed = []
-        if "concurrency" in suites:
-            conc_text, rc = _run("bench_concurrency", conc_argv, echo)
+        texts = {"concurrency": "", "lab_room": ""}
+        failed: list[str] = []
+        settled: list[tuple[str, float, bool]] = []
+        for suite, name, bench_argv in (
+            ("concurrency", "bench_concurrency", conc_argv),
+            ("lab_room", "bench_lab_room", lab_argv),
+        ):
+            if suite not in suites:
+                continue
+            if not args.no_settle:
+                waited, quiet = settle()
+                settled.append((name, waited, quiet))
+                state = "quiet" if quiet else "not quiet, ran anyway"
+                print(f"settle before {name}: {waited:.1f} s ({state})", flush=True)
+            texts[suite], rc = _run(name, bench_argv, echo)
             if rc:
-                failed.append(f"bench_concurrency exit {rc}")
-        if "lab_room" in suites:
-            lab_text, rc = _run("bench_lab_room", lab_argv, echo)
-            if rc:
-                failed.append(f"bench_lab_room exit {rc}")
-        values = figures(parse_concurrency(conc_text), parse_lab_room(lab_text), scenarios)
-        repeats.append(Repeat(values, before, _load(), failed))
+                failed.append(f"{name} exit {rc}")
+        values = figures(
+            parse_concurrency(texts["concurrency"]), parse_lab_room(texts["lab_room"]), scenarios
+        )
+        repeats.append(Repeat(values, before, _load(), failed, settled))
 
     lines, held, n = table(repeats, suites)
     print()
@@ -356,7 +423,11 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(machine)
     for i, r in enumerate(repeats):
-        extra = f"; failed: {', '.join(r.failed)}" if r.failed else ""
+        extra = "".join(
+            f"; settled {w:.1f} s before {name}{'' if q else ' (not quiet)'}"
+            for name, w, q in r.settled
+        )
+        extra += f"; failed: {', '.join(r.failed)}" if r.failed else ""
         print(
             f"repeat {i + 1}: load average before {_fmt_load(r.load_before)}, after "
             f"{_fmt_load(r.load_after)}{extra}"
@@ -365,6 +436,9 @@ def main(argv: list[str] | None = None) -> None:
     busy = [str(i + 1) for i, r in enumerate(repeats) if r.load_before[0] >= IDLE_LOAD]
     if busy:
         notes.append(f"not idle: load >= {IDLE_LOAD:g} before repeat {', '.join(busy)}")
+    unsettled = [str(i + 1) for i, r in enumerate(repeats) if any(not q for _, _, q in r.settled)]
+    if unsettled:
+        notes.append(f"not quiet before a benchmark of repeat {', '.join(unsettled)}")
     note = f" ({'; '.join(notes)})" if notes else ""
     print(f"result: {held} of {n} targets held in all {len(repeats)} repeats{note}", flush=True)
 

@@ -219,8 +219,11 @@ def test_main_runs_each_benchmark_per_repeat_and_prints_one_table(
 
     # 1-minute load before and after each repeat: only repeat 2 starts busy
     loads = iter([(x, 0.0, 0.0) for x in (0.2, 0.3, 3.0, 4.0, 0.4, 0.5)])
+    # the settle before each benchmark: repeat 3's lab room ran after the wait ran out
+    waits = iter([(0.5, True), (2.0, True), (0.5, True), (3.0, True), (1.0, True), (120.0, False)])
     monkeypatch.setattr(bs, "_run", fake_run)
     monkeypatch.setattr(bs, "_load", lambda: next(loads))
+    monkeypatch.setattr(bs, "settle", lambda: next(waits))
     bs.main(["--all", "--repeats", "3"])
     out = capsys.readouterr().out.splitlines()
     assert len(calls) == 6
@@ -237,10 +240,87 @@ def test_main_runs_each_benchmark_per_repeat_and_prints_one_table(
     assert header == [
         "| figure | target (source) | repeat 1 | repeat 2 | repeat 3 | met in every repeat |"
     ]
-    assert "repeat 2: load average before 3.00 0.00 0.00, after 4.00 0.00 0.00" in out
-    assert out[-1] == (
-        "result: 7 of 10 targets held in all 3 repeats (not idle: load >= 1 before repeat 2)"
+    assert out.count("settle before bench_concurrency: 0.5 s (quiet)") == 2
+    assert "settle before bench_lab_room: 120.0 s (not quiet, ran anyway)" in out
+    assert out.index("settle before bench_concurrency: 0.5 s (quiet)") < out.index(
+        "| figure | target (source) | repeat 1 | repeat 2 | repeat 3 | met in every repeat |"
     )
+    assert (
+        "repeat 2: load average before 3.00 0.00 0.00, after 4.00 0.00 0.00; settled 0.5 s "
+        "before bench_concurrency; settled 3.0 s before bench_lab_room"
+    ) in out
+    assert out[-1] == (
+        "result: 7 of 10 targets held in all 3 repeats (not idle: load >= 1 before repeat 2; "
+        "not quiet before a benchmark of repeat 3)"
+    )
+
+
+def test_no_settle_runs_the_benchmarks_back_to_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_wait() -> tuple[float, bool]:
+        raise AssertionError("settle called with --no-settle")
+
+    monkeypatch.setattr(bs, "_run", lambda name, argv, echo: (CONC_OLD, 0))
+    monkeypatch.setattr(bs, "_load", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.setattr(bs, "settle", no_wait)
+    bs.main(["--only", "concurrency", "--repeats", "1", "--no-settle"])
+    out = capsys.readouterr().out
+    assert "settle" not in out and "repeat 1: load average before 0.10 0.10 0.10, after" in out
+
+
+class _Clock:
+    """A fake monotonic clock that ``sleep`` moves forward."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def test_settle_syncs_then_waits_for_a_quiet_window() -> None:
+    """Busy for 2 s (3 runnable), then quiet but for one passing task: quiet once the last
+    3 s of reads (30) hold at most 10% busy ones (3)."""
+    clock = _Clock()
+    synced: list[float] = []
+    reads = [3] * 20 + [1] * 10 + [2] + [1] * 100
+    it = iter(reads)
+    waited, quiet = bs.settle(
+        read=lambda: next(it),
+        sync=lambda: synced.append(clock.t),
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert synced == [100.0]
+    assert quiet
+    # read k (0-based) at 0.1 k s; the window of reads 18..47 holds reads 18, 19 and 30 busy
+    assert waited == pytest.approx(4.7)
+    assert len(reads) - len(list(it)) == 48
+
+
+def test_settle_gives_up_after_its_limit_and_without_a_count() -> None:
+    clock = _Clock()
+    waited, quiet = bs.settle(
+        max_wait_s=5.0, read=lambda: 2, sync=lambda: None, clock=clock, sleep=clock.sleep
+    )
+    assert not quiet and waited == pytest.approx(5.0, abs=0.11)  # 0.1 s reads: 5.0 or 5.1
+    waited, quiet = bs.settle(read=lambda: None, sync=lambda: None, clock=clock, sleep=clock.sleep)
+    assert (waited, quiet) == (0.0, False)
+
+
+def test_runnable_tasks_reads_the_fourth_field_of_loadavg(tmp_path: Path) -> None:
+    from rlmdistill.hardware import runnable_tasks
+
+    f = tmp_path / "loadavg"
+    f.write_text("0.52 1.45 1.57 3/412 98765\n", encoding="ascii")
+    assert runnable_tasks(f) == 3
+    f.write_text("garbage\n", encoding="ascii")
+    assert runnable_tasks(f) is None
+    assert runnable_tasks(tmp_path / "absent") is None
 
 
 def test_quick_passes_tiny_sizes(
@@ -254,6 +334,7 @@ def test_quick_passes_tiny_sizes(
 
     monkeypatch.setattr(bs, "_run", fake_run)
     monkeypatch.setattr(bs, "_load", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.setattr(bs, "settle", lambda: (0.0, True))
     bs.main(["--quick", "--repeats", "1"])
     assert calls[0] == [
         "benchmarks/bench_concurrency.py",

@@ -23,6 +23,7 @@ import os
 import platform
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 ComputeDtype = Literal["float32", "bfloat16"]
@@ -184,6 +185,17 @@ def machine_info() -> dict[str, Any]:
         "auto_dtype": choice.dtype,
         "auto_dtype_reason": choice.reason,
     }
+
+
+def runnable_tasks(loadavg: Path = Path("/proc/loadavg")) -> int | None:
+    """Tasks runnable on the whole machine now, the reading process among them: the
+    "running" half of the fourth field of ``/proc/loadavg`` ("running/total", ``proc(5)``).
+    Unlike the load averages it does not lag. ``None`` where the file cannot be read or
+    parsed (not Linux)."""
+    try:
+        return int(loadavg.read_text(encoding="ascii").split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def machine_line() -> str:

@@ -71,6 +71,7 @@ from rlmdistill.analysis.sections import (
     read_training_curve,
 )
 from rlmdistill.analysis.trajectory_cache import cache_file
+from rlmdistill.hardware import runnable_tasks
 from rlmdistill.models.limits import DEFAULT_PRICES, PriceTable
 from rlmdistill.provenance import git_state, package_versions
 from rlmdistill.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
@@ -330,10 +331,10 @@ def _free_cpu(cpus: int, loadavg: Path = Path("/proc/loadavg")) -> bool:
     for i in range(3):
         if i:
             time.sleep(0.005)
-        try:
-            counts.append(int(loadavg.read_text(encoding="ascii").split()[3].split("/")[0]))
-        except (OSError, ValueError, IndexError):
+        n = runnable_tasks(loadavg)
+        if n is None:
             return os.getloadavg()[0] < cpus - 0.5
+        counts.append(n)
     return min(counts) < cpus
 
 
