@@ -66,7 +66,6 @@ from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlmdistill.analysis.prefetch import Prefetch
 from rlmdistill.analysis.row_cache import RowCache, Stat, metrics_cache_dir, stat_key
 from rlmdistill.analysis.trajectory_cache import TrajectoryCache
 from rlmdistill.analysis.trajectory_fields import Call, Turn, light_fields
@@ -1064,14 +1063,11 @@ def load_runs_metrics(
         )
         chunk = _chunk_size(n_items, workers) if workers else 0
         readers: list[_TrajectoryReader] = []
-        ahead: Prefetch | None = None
         try:
             for r in reads:  # every run's chunks queued now, in run order
                 readers.append(
                     _TrajectoryReader(r.run_dir, r.to_read, reach_ngram, r.rooms, pool, chunk)
                 )
-            if n_items >= _PARALLEL_MIN:  # after the fork: the workers are not threaded
-                ahead = Prefetch(_read_order(reads, chunk, workers))
             # a run's caches are written while the workers still read the later runs; the
             # last run's, after every read, go to the caller when it asked for them
             last = len(reads) - 1
@@ -1080,29 +1076,10 @@ def load_runs_metrics(
                 for i, (r, reader) in enumerate(zip(reads, readers, strict=True))
             ]
         finally:
-            if ahead is not None:  # joined before the report forks its figure drawer
-                ahead.stop()
             for reader in readers:
                 reader.close()
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _read_order(reads: Sequence[_RunRead], chunk: int, workers: int) -> list[Path]:
-    """The trajectory files of ``reads`` in the order the readers open them: with
-    ``workers`` processes taking chunks of ``chunk`` items in turn, the ``workers`` chunks
-    read at the same time interleaved, item by item; with none, in item order."""
-    if not workers or chunk <= 0:
-        return [trajectory_path(r.run_dir, it[0]) for r in reads for it in r.to_read]
-    keyed: list[tuple[tuple[int, int, int], Path]] = []
-    first = 0  # the pool's index of a run's first chunk (each run is chunked from its start)
-    for r in reads:
-        for i, it in enumerate(r.to_read):
-            c, k = divmod(i, chunk)
-            c += first
-            keyed.append(((c // workers, k, c % workers), trajectory_path(r.run_dir, it[0])))
-        first += -(-len(r.to_read) // chunk)
-    return [path for _, path in sorted(keyed, key=lambda kp: kp[0])]
 
 
 class _RunRead:
