@@ -232,15 +232,16 @@ def test_credit_parts_with_the_callers_words_equal_those_cut_here() -> None:
     import random
     import string
 
-    from rlmdistill.analysis.metrics import word_tokens
+    from rlmdistill.analysis.metrics import tokens_are_grader_words, word_tokens
     from rlmdistill.rooms.text import words
 
     rng = random.Random(0)
     alphabet = string.ascii_letters + string.digits + ' .,;:-()!?\n\t"/$%'
     for _ in range(5_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
-        assert words(text) == word_tokens(text), text
+        assert tokens_are_grader_words(text) and words(text) == word_tokens(text), text
     assert words("don't x_y") != word_tokens("don't x_y")  # why the report checks for them
+    assert not tokens_are_grader_words("don't x_y") and not tokens_are_grader_words("é")
     given = [words(c.response) if c.response and c.error is None else None for c in CALLS]
     here = credit_parts(CALLS, MEMO, VERDICTS, TASK)
     assert credit_parts(CALLS, MEMO, VERDICTS, TASK, given) == here

@@ -255,6 +255,14 @@ def word_tokens(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
+def tokens_are_grader_words(text: str) -> bool:
+    """Whether :func:`word_tokens` of ``text`` equal the grader's
+    :func:`~rlmdistill.rooms.text.words` of it, so one can stand for the other: for ASCII
+    without ``_`` or ``'`` both are the maximal runs of ``[a-z0-9]`` of the lowered text
+    (tested on random texts in tests/test_sub_credit.py)."""
+    return text.isascii() and "_" not in text and "'" not in text
+
+
 def answer_reaches_memo(
     answer_words: list[str], memo_ngrams: set[tuple[str, ...]], memo_joined: str, n: int
 ) -> bool:
@@ -648,10 +656,9 @@ def _sub_call_fields(
     # models, even made by model_construct, took 2/3 of the time of these fields)
     records = cast("list[SubCallRecord]", calls)
     verdicts = cast("list[Verdict] | None", every_pass)
-    # an ASCII answer without "_" or "'" has the same word_tokens as the grader's words
-    # (both: maximal runs of [a-z0-9] of the lowered text), so those are not cut again
+    # the answer's tokens, cut above, stand for the grader's words where they are the same
     same = [
-        t if t and (r := c.response) and r.isascii() and "_" not in r and "'" not in r else None
+        t if t and (r := c.response) and tokens_are_grader_words(r) else None
         for c, t in zip(calls, tokens, strict=True)
     ]
     credits = credit_parts(records, memo, verdicts, task, same) if calls else []
