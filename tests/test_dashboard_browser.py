@@ -1,6 +1,14 @@
 """Serve the dashboard (``streamlit run`` subprocess, headless, loopback) and load every page
-in headless Chromium: key elements render, no exception is shown, and a screenshot per page is
-saved under ``artifacts/dashboard/`` as a test artefact. Skipped when Chromium is absent."""
+in headless Chromium, driven by Playwright over the system ``chromium``: key elements render,
+no exception is shown, and a screenshot per page is saved under ``artifacts/dashboard/`` as a
+test artefact. Skipped when Chromium or Playwright is absent (a failure under CI's
+``RLMDISTILL_REQUIRE_BROWSER=1``).
+
+Each page is a new browser page (a new Streamlit session), and the test waits for the texts it
+wants in the live DOM before it reads or photographs it. Chromium's own ``--dump-dom`` /
+``--screenshot`` with ``--virtual-time-budget`` could not wait for them: Streamlit's content
+comes over a websocket, which does not hold virtual time, so a screenshot could be taken before
+the page had rendered (CI, stop 62: a blank 7.6 kB Compare page at every budget)."""
 
 from __future__ import annotations
 
@@ -16,11 +24,17 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rlmdistill.dashboard.cli import dashboard_command
 from rlmdistill.dashboard.data import ENV_WORKSPACE
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # the dev extra installs it
+    sync_playwright = None  # type: ignore[assignment]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
@@ -29,19 +43,22 @@ REQUIRE_BROWSER = os.environ.get("RLMDISTILL_REQUIRE_BROWSER") == "1"
 """Set by CI (``.ci/run``): a missing Chromium fails these tests instead of skipping them."""
 
 pytestmark = [
-    pytest.mark.slow,  # ~60 s on a 2-core CPU (a server, 12+ Chromium page loads)
+    pytest.mark.slow,  # ~60 s on a 2-core CPU (a server, 12+ page loads)
     pytest.mark.skipif(
-        CHROMIUM is None and not REQUIRE_BROWSER,
-        reason="chromium not installed (apt-get install chromium)",
+        (CHROMIUM is None or sync_playwright is None) and not REQUIRE_BROWSER,
+        reason="chromium or playwright not installed (apt-get install chromium)",
     ),
 ]
+
+WAIT_S = 180.0
+"""How long one page may take to show its texts on a busy machine (a bound, never a measure)."""
 
 
 @pytest.fixture(autouse=True)
 def _chromium_present() -> None:
-    """Under ``RLMDISTILL_REQUIRE_BROWSER=1`` a missing Chromium is a failure."""
-    if CHROMIUM is None:
-        pytest.fail("chromium not installed and RLMDISTILL_REQUIRE_BROWSER=1 (CI)")
+    """Under ``RLMDISTILL_REQUIRE_BROWSER=1`` a missing Chromium or Playwright is a failure."""
+    if CHROMIUM is None or sync_playwright is None:
+        pytest.fail("chromium or playwright missing and RLMDISTILL_REQUIRE_BROWSER=1 (CI)")
 
 
 PAGES = {
@@ -67,21 +84,47 @@ def _visible_text(dom: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
 
 
-def _chromium(*args: str) -> str:
-    out = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--window-size=1400,1000",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return out.stdout
+@contextlib.contextmanager
+def _browser() -> Iterator[Any]:
+    """One headless Chromium (the system's, no download) for the test's page loads."""
+    assert sync_playwright is not None and CHROMIUM is not None
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _load(browser: Any, url: str, wanted: list[str], shot: Path | None = None) -> tuple[str, str]:
+    """Open ``url`` in a new page (a new Streamlit session), wait until every ``wanted`` text
+    is in its visible text, Streamlit has stopped running the script and no widget is a
+    loading skeleton, photograph it to
+    ``shot`` (a blank page is a ~8 kB image, so a smaller file fails) and return its DOM and
+    visible text. Waits at most ``WAIT_S`` for the texts; returns what it has then."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(url, timeout=WAIT_S * 1000)
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            dom = page.content()
+            text = _visible_text(dom)
+            if all(w in text for w in wanted) or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        # the "Running..." widget (the script still runs) and the grey skeletons that stand in
+        # for widgets whose code has not loaded yet (the SFT page's form fields)
+        for busy in ("stStatusWidget", "stSkeleton"):
+            page.wait_for_selector(
+                f'[data-testid="{busy}"]', state="detached", timeout=WAIT_S * 1000
+            )
+        if shot is not None:
+            page.screenshot(path=str(shot))
+            assert shot.stat().st_size > 10_000, f"blank screenshot of {url}"
+        dom = page.content()
+        return dom, _visible_text(dom)
+    finally:
+        page.close()
 
 
 def _sft_json(status: str = "completed", **fields: object) -> str:
@@ -161,29 +204,6 @@ def server(tmp_path: Path, collected_run: Path) -> Iterator[str]:
         yield url
 
 
-def _render(url: str, wanted: list[str]) -> tuple[str, str, int]:
-    """The page's DOM and visible text once every ``wanted`` text shows (longer virtual-time
-    budgets on a slow first render), and the budget that sufficed."""
-    text, dom, budget = "", "", 0
-    for budget in (8000, 30000, 60000, 60000):
-        dom = _chromium(f"--virtual-time-budget={budget}", "--dump-dom", url)
-        text = _visible_text(dom)
-        if all(w in text for w in wanted):
-            break
-    return dom, text, budget
-
-
-def _screenshot(url: str, shot: Path, budget: int) -> None:
-    """A screenshot of ``url``; a new page load, so retried with longer budgets on a busy
-    machine (a blank first render is a ~9 kB image)."""
-    for shot_budget in sorted({budget, 30000, 60000}):
-        shot.unlink(missing_ok=True)
-        _chromium(f"--virtual-time-budget={shot_budget}", f"--screenshot={shot}", url)
-        if shot.exists() and shot.stat().st_size > 10_000:
-            return
-    pytest.fail(f"no screenshot of {url}")
-
-
 RS_TARBALL = Path(__file__).resolve().parents[1] / "docs/results/room_scaling/workspace.tar.xz"
 
 RS_PAGES = {
@@ -208,15 +228,11 @@ def test_compare_headline_card_on_room_scaling_and_every_page_in_chromium(
         tar.extractall(tmp_path, filter="data")
     ws = tmp_path / "room_scaling"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with _serve(ws) as url:
-        for _ in range(3):  # warm-up: the first session imports every page module
-            if "eval-base" in _visible_text(
-                _chromium("--virtual-time-budget=60000", "--dump-dom", f"{url}/?page=runs")
-            ):
-                break
+    with _serve(ws) as url, _browser() as browser:
         for page, wanted in RS_PAGES.items():
             extra = "&run=r2-eval-tuned" if page == "trace" else ""
-            dom, text, budget = _render(f"{url}/?page={page}{extra}", wanted)
+            shot = ARTIFACTS / f"room_scaling-{page}.png"
+            dom, text = _load(browser, f"{url}/?page={page}{extra}", wanted, shot)
             missing = [w for w in wanted if w not in text]
             assert not missing, f"page {page}: missing {missing}; text: {text[-2000:]}"
             assert 'data-testid="stException"' not in dom, f"page {page} shows an exception"
@@ -224,25 +240,15 @@ def test_compare_headline_card_on_room_scaling_and_every_page_in_chromium(
                 assert 'value="local:qwen2.5-coder-0.5b"' in dom
             assert "Deploy" not in text
             assert str(tmp_path) not in text  # the sidebar names the workspace, not its path
-            _screenshot(
-                f"{url}/?page={page}{extra}", ARTIFACTS / f"room_scaling-{page}.png", budget
-            )
 
 
 def test_every_page_renders_in_chromium_without_exception(server: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    # Warm-up: the first session imports every page module (numpy, pandas, filter, ...); on a
-    # busy 2-core machine that can outlast one page load.
-    for _ in range(3):
-        if "Episodes by status" in _visible_text(
-            _chromium("--virtual-time-budget=60000", "--dump-dom", f"{server}/?page=runs")
-        ):
-            break
-    for page, wanted in PAGES.items():
-        url = f"{server}/?page={page}"
-        dom, text, budget = _render(url, wanted)
-        missing = [w for w in wanted if w not in text]
-        assert not missing, f"page {page}: missing {missing}; text: {text[-2000:]}"
-        assert 'data-testid="stException"' not in dom, f"page {page} shows an exception"
-        assert "Traceback" not in text, f"page {page} shows a traceback"
-        _screenshot(url, ARTIFACTS / f"{page}.png", budget)
+    with _browser() as browser:
+        for page, wanted in PAGES.items():
+            url = f"{server}/?page={page}"
+            dom, text = _load(browser, url, wanted, ARTIFACTS / f"{page}.png")
+            missing = [w for w in wanted if w not in text]
+            assert not missing, f"page {page}: missing {missing}; text: {text[-2000:]}"
+            assert 'data-testid="stException"' not in dom, f"page {page} shows an exception"
+            assert "Traceback" not in text, f"page {page} shows a traceback"
