@@ -16,7 +16,14 @@ the engines; the figures are the wall time and the new tokens per second of each
 the same requests, one engine after the other in this process.
 
     python benchmarks/bench_engines.py [--runs r1-eval-tuned] [--episodes 8] [--max-batch 8]
-        [--workspace TARBALL_OR_DIR] [--adapter DIR]
+        [--workspace TARBALL_OR_DIR] [--adapter DIR] [--engines static continuous]
+        [--prefix-cache-mb 0 512]
+
+``--prefix-cache-mb`` runs the continuous engine once per size of its prefix cache
+(:class:`~rlmdistill.models.continuous.PrefixCache`; ``0``: off) and prints the prompt ids
+prefilled and those reused. In a replay the reuse is a lower bound of a real run's: a turn's
+recorded prompt continues the *recorded* reply, not the one sampled anew, so only their common
+start (and the earlier prompt) can come from the cache.
 
 ``--workspace`` may be a loop workspace folder (``experiments/quickstart-seed1``) and
 ``--adapter`` the LoRA adapter its run's root used (e.g. a checkpoint of a check run), loaded
@@ -37,7 +44,7 @@ from typing import Any
 
 from rlmdistill.hardware import machine_line
 from rlmdistill.models.base import Message, Sampling
-from rlmdistill.models.local import LocalChatClient
+from rlmdistill.models.local import PREFIX_CACHE_MB, LocalChatClient
 from rlmdistill.models.pull import pull
 from rlmdistill.traces.runs import load_manifest, load_summaries, load_trajectory
 from rlmdistill.traces.tokens import prompt_ids
@@ -118,6 +125,13 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--engines", nargs="+", default=["static", "continuous"])
     parser.add_argument("--adapter", type=Path, default=None, help="LoRA adapter of the root")
+    parser.add_argument(
+        "--prefix-cache-mb",
+        nargs="+",
+        type=float,
+        default=[PREFIX_CACHE_MB],
+        help="prefix cache sizes of the continuous engine, one replay each (0: off)",
+    )
     args = parser.parse_args()
 
     print(machine_line())
@@ -140,26 +154,47 @@ def main() -> None:
             )
             walls = {}
             for engine in args.engines:
-                with LocalChatClient(
-                    model_dir, adapter=args.adapter, max_batch=args.max_batch, engine=engine
-                ) as c:
-                    load = os.getloadavg()[0]
-                    r = replay(c, episodes, config, config["concurrency"])
-                    steps = getattr(getattr(c, "batcher", None), "decode_steps", None)
-                    rows = getattr(getattr(c, "batcher", None), "row_steps", None)
-                    mean = f", mean rows per decode step {rows / steps:.1f}" if steps else ""
-                    walls[engine] = r["wall"]
+                sizes = args.prefix_cache_mb if engine == "continuous" else [0.0]
+                for mb in sizes:
+                    label = engine + (f" prefix-cache {mb:g} MiB" if engine == "continuous" else "")
+                    with LocalChatClient(
+                        model_dir,
+                        adapter=args.adapter,
+                        max_batch=args.max_batch,
+                        engine=engine,
+                        prefix_cache_mb=mb,
+                    ) as c:
+                        load = os.getloadavg()[0]
+                        r = replay(c, episodes, config, config["concurrency"])
+                        b = getattr(c, "batcher", None)
+                        steps = getattr(b, "decode_steps", None)
+                        mean = (
+                            f", mean rows per decode step {b.row_steps / steps:.1f}"
+                            if steps
+                            else ""
+                        )
+                        prefill = (
+                            f", prefilled {b.prefill_tokens} prompt ids, {b.reused_tokens} reused"
+                            if b is not None
+                            else ""
+                        )
+                        walls[label] = r["wall"]
+                        print(
+                            f"{name} {label}: {r['wall']:.1f} s for {r['requests']:.0f} requests, "
+                            f"{r['prompt']:.0f} prompt + {r['new']:.0f} new tokens = "
+                            f"{r['new'] / r['wall']:.1f} new tokens/s{mean}{prefill} "
+                            f"(load {load:.2f})",
+                            flush=True,
+                        )
+            base = next(
+                (k for k in ("static", "continuous prefix-cache 0 MiB") if k in walls), None
+            )
+            for label, wall in walls.items():
+                if base is not None and label != base:
                     print(
-                        f"{name} {engine}: {r['wall']:.1f} s for {r['requests']:.0f} requests, "
-                        f"{r['prompt']:.0f} prompt + {r['new']:.0f} new tokens = "
-                        f"{r['new'] / r['wall']:.1f} new tokens/s{mean} (load {load:.2f})",
-                        flush=True,
+                        f"result: {name}: {label} {wall:.0f} s vs {base} {walls[base]:.0f} s "
+                        f"({walls[base] / wall:.2f}x)"
                     )
-            if {"static", "continuous"} <= walls.keys():
-                print(
-                    f"result: {name}: continuous {walls['continuous']:.0f} s vs static "
-                    f"{walls['static']:.0f} s ({walls['static'] / walls['continuous']:.2f}x)"
-                )
 
 
 if __name__ == "__main__":

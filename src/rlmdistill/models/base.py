@@ -62,8 +62,8 @@ class Usage(BaseModel):
     cached_tokens: int | None = 0
     """Input tokens served from a prefix cache (subset of ``prompt_tokens``). ``None`` when the
     server did not say (vLLM without ``--enable-prompt-tokens-details``, vllm#16162): unknown,
-    never 0. A sum with an unknown part is unknown. The in-process back end has no prefix
-    cache, so it reports 0."""
+    never 0. A sum with an unknown part is unknown. The in-process back end reports the ids its
+    continuous engine took from its prefix cache (0 with the static engine)."""
     completion_tokens: int = 0
     """Generated tokens."""
 

@@ -19,7 +19,15 @@ theirs.
 3. runs one decode step for every row.
 
 This is the scheduling vLLM and TGI call continuous (iteration-level) batching (Yu et al.,
-"Orca", OSDI 2022). ``transformers``' own continuous batching (``generate_batch``) was
+"Orca", OSDI 2022).
+
+A :class:`PrefixCache` keeps the KV of rows that finished (prompt + reply), and a request whose
+prompt starts with one of them prefills only the ids after that shared prefix. An RLM root
+re-sends its whole conversation every turn (the last prompt + reply + the REPL's output), and
+the first turns of a run share their system prompt, so most root prompt ids were computed
+before: 79-93% of them in the runs of ``docs/results/quickstart/workspace.tar.xz``. vLLM calls
+this automatic prefix caching (its hash of KV blocks); here it is a lookup of the longest
+common prefix over whole finished rows, bounded in bytes, least recently used first out. ``transformers``' own continuous batching (``generate_batch``) was
 measured on the 2-core CPU of docs/results/quickstart.md at 12.3 new tokens/s for 16 requests
 against ~25 for one static ``generate`` call, so it is not used here.
 
@@ -127,6 +135,114 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
     return ids, mask
 
 
+PREFIX_MIN_TOKENS = 64
+"""Shortest shared prefix :class:`PrefixCache` reuses: a hit is prefilled alone (one row),
+not in the batch of new requests, which only pays when it skips enough ids."""
+
+
+@dataclass(eq=False)  # rows are told apart by identity (tensor fields do not compare)
+class _Prefix:
+    ids: Any
+    """``[n]`` long tensor: the ids whose keys and values ``layers`` hold."""
+    layers: list[tuple[Any, Any]]
+    """Per layer ``(keys, values)``, each ``[1, kv_heads, n, head_dim]``."""
+    nbytes: int
+
+
+class PrefixCache:
+    """The keys and values of finished rows, found again by their ids' longest common prefix
+    with a new prompt.
+
+    Args:
+        max_bytes: most bytes of keys and values held (``0``: nothing is kept). A row larger
+            than this is not kept; the least recently used rows go first to make room.
+        min_tokens: shortest shared prefix :meth:`lookup` returns
+            (:data:`PREFIX_MIN_TOKENS`).
+
+    Raises:
+        ValueError: a negative ``max_bytes`` or a ``min_tokens`` below 1.
+
+    The keys and values are the model's own for those ids at those positions (each row's real
+    tokens start at position 0), so a prompt that continues a kept row attends to the same
+    numbers it would compute itself, up to the rounding of a different batch shape.
+    Not thread-safe: the batcher's worker thread owns it.
+    """
+
+    def __init__(self, max_bytes: int, min_tokens: int = PREFIX_MIN_TOKENS) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"prefix cache: max_bytes must be >= 0, got {max_bytes}")
+        if min_tokens < 1:
+            raise ValueError(f"prefix cache: min_tokens must be >= 1, got {min_tokens}")
+        self.max_bytes = int(max_bytes)
+        self.min_tokens = int(min_tokens)
+        self._rows: list[_Prefix] = []  # least recently used first
+        self.nbytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @staticmethod
+    def _shared(a: Any, b: Any) -> int:
+        n = min(len(a), len(b))
+        differ = (a[:n] != b[:n]).nonzero()
+        return int(differ[0]) if len(differ) else n
+
+    def lookup(self, prompt_ids: Sequence[int]) -> tuple[int, list[tuple[Any, Any]]] | None:
+        """The longest kept prefix of ``prompt_ids``, at most ``len(prompt_ids) - 1`` ids (the
+        last prompt id is always run, for its logits): ``(n, layers)`` with each layer's keys
+        and values cut to ``n`` positions (views, never written to), or ``None`` when no kept
+        row shares ``min_tokens`` ids with it. A hit becomes the most recently used row."""
+        import torch
+
+        best, best_n = None, 0
+        if self._rows:
+            ids = torch.tensor(list(prompt_ids), dtype=torch.long)
+            for row in self._rows:
+                n = self._shared(ids, row.ids)
+                if n > best_n:
+                    best, best_n = row, n
+        best_n = min(best_n, len(prompt_ids) - 1)
+        if best is None or best_n < self.min_tokens:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._rows.remove(best)
+        self._rows.append(best)
+        return best_n, [(k[:, :, :best_n, :], v[:, :, :best_n, :]) for k, v in best.layers]
+
+    def add(self, ids: Sequence[int], layers: list[tuple[Any, Any]]) -> None:
+        """Keep ``layers`` (per layer ``(keys, values)``, ``[1, kv_heads, len(ids),
+        head_dim]``, owned by the cache from now on) as the keys and values of ``ids``. Rows
+        whose ids are a prefix of ``ids`` go (this one holds all they hold); then the least
+        recently used go until it fits in ``max_bytes``. Raises ``ValueError`` when a layer's
+        length is not ``len(ids)``."""
+        import torch
+
+        n = len(ids)
+        for k, v in layers:
+            if k.shape[-2] != n or v.shape[-2] != n:
+                raise ValueError(
+                    f"prefix cache: {n} ids but keys/values of length {k.shape[-2]}/{v.shape[-2]}"
+                )
+        nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+        if n < self.min_tokens or nbytes > self.max_bytes:
+            return
+        tensor = torch.tensor(list(ids), dtype=torch.long)
+        kept = []
+        for row in self._rows:
+            if len(row.ids) <= n and self._shared(row.ids, tensor) == len(row.ids):
+                self.nbytes -= row.nbytes
+            else:
+                kept.append(row)
+        self._rows = kept
+        while self._rows and self.nbytes + nbytes > self.max_bytes:
+            self.nbytes -= self._rows.pop(0).nbytes
+        self._rows.append(_Prefix(tensor, layers, nbytes))
+        self.nbytes += nbytes
+
+
 class Job(Protocol):
     """What the batcher reads of a request (``rlmdistill.models.local._Request``)."""
 
@@ -147,6 +263,8 @@ class Finished:
     ids: list[int]
     logprobs: list[float]
     turn_end_logprobs: list[float] | None
+    reused: int = 0
+    """Leading prompt ids whose keys and values came from the :class:`PrefixCache`."""
 
 
 @dataclass
@@ -162,6 +280,7 @@ class _Row:
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     turn_end_logprobs: list[float] = field(default_factory=list)
+    reused: int = 0
 
 
 class ContinuousBatcher:
@@ -175,6 +294,9 @@ class ContinuousBatcher:
         pad_id: id written into padded input positions (masked out).
         turn_end_id: id whose logprob is recorded per step (see
             :func:`rlmdistill.models.local.normalise_turn_end`), or ``None``.
+        prefix_cache: where finished rows' keys and values are kept and new prompts look for
+            their longest kept prefix (:class:`PrefixCache`), or ``None``: every prompt is
+            prefilled whole.
 
     :meth:`admit` adds requests, :meth:`step` runs one decode step and returns the rows that
     finished. Not thread-safe: one worker thread drives it.
@@ -187,6 +309,7 @@ class ContinuousBatcher:
         eos_ids: Sequence[int],
         pad_id: int,
         turn_end_id: int | None = None,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         import torch
 
@@ -201,8 +324,11 @@ class ContinuousBatcher:
         self.next_ids: Any = None  # [rows] the id each row feeds next
         self._device = next(model.parameters()).device
         self._torch = torch
+        self.prefix_cache = prefix_cache
         self.prefill_tokens = 0
-        """Prompt tokens prefilled so far (padding excluded)."""
+        """Prompt tokens prefilled so far (padding and reused prefixes excluded)."""
+        self.reused_tokens = 0
+        """Prompt tokens whose keys and values came from the prefix cache instead."""
         self.decode_steps = 0
         self.row_steps = 0
         """Sum over decode steps of the rows in the batch (mean batch = row_steps / steps)."""
@@ -213,18 +339,42 @@ class ContinuousBatcher:
     # -- joining ---------------------------------------------------------------------
 
     def admit(self, jobs: Sequence[Any]) -> list[Finished]:
-        """Prefill ``jobs`` in one forward pass, sample each one's first id and join them to
-        the batch. Returns those already done after that id (EOS, ``max_tokens`` 1)."""
-        torch = self._torch
+        """Prefill ``jobs``, sample each one's first id and join them to the batch. Jobs whose
+        prompt continues a row of the prefix cache prefill only the ids after it, one job per
+        forward pass; the others share one forward pass. Returns those already done after
+        that id (EOS, ``max_tokens`` 1)."""
         if not jobs:
             return []
-        ids, mask = left_pad([j.prompt_ids for j in jobs], self.pad_id)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        from transformers import DynamicCache
+        fresh = []
+        for j in jobs:
+            hit = self.prefix_cache.lookup(j.prompt_ids) if self.prefix_cache else None
+            if hit is None:
+                fresh.append(j)
+            else:
+                self._prefill_after(j, *hit)
+        if fresh:
+            self._prefill(fresh)
+        return self._collect_done()
 
-        cache = DynamicCache(config=self.model.config)
-        with torch.inference_mode():
-            out = self.model(
+    def _new_row(self, j: Any, reused: int = 0) -> _Row:
+        torch = self._torch
+        s = j.sampling
+        gen = torch.Generator(device="cpu")
+        seed = s.seed if s.seed is not None else int(torch.randint(0, 2**62, (1,)).item())
+        gen.manual_seed(int(seed))
+        return _Row(
+            job=j,
+            generator=gen,
+            temperature=float(s.temperature),
+            top_p=float(s.top_p),
+            stops=[x for x in s.stop if x],
+            position=len(j.prompt_ids),
+            reused=reused,
+        )
+
+    def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
+        with self._torch.inference_mode():
+            return self.model(
                 input_ids=ids.to(self._device),
                 attention_mask=mask.to(self._device),
                 position_ids=positions.to(self._device),
@@ -232,26 +382,34 @@ class ContinuousBatcher:
                 use_cache=True,
                 logits_to_keep=1,
             )
+
+    def _prefill(self, jobs: Sequence[Any]) -> None:
+        """Whole prompts of ``jobs``, left-padded into one forward pass."""
+        from transformers import DynamicCache
+
+        ids, mask = left_pad([j.prompt_ids for j in jobs], self.pad_id)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self._forward(ids, mask, positions, DynamicCache(config=self.model.config))
         self.prefill_tokens += int(mask.sum())
-        rows = []
-        for j in jobs:
-            s = j.sampling
-            gen = torch.Generator(device="cpu")
-            seed = s.seed if s.seed is not None else int(torch.randint(0, 2**62, (1,)).item())
-            gen.manual_seed(int(seed))
-            rows.append(
-                _Row(
-                    job=j,
-                    generator=gen,
-                    temperature=float(s.temperature),
-                    top_p=float(s.top_p),
-                    stops=[x for x in s.stop if x],
-                    position=len(j.prompt_ids),
-                )
-            )
-        chosen = self._sample(out.logits[:, -1, :], rows)
-        self._join(out.cache, mask, rows, chosen)
-        return self._collect_done()
+        rows = [self._new_row(j) for j in jobs]
+        self._join(out.cache, mask, rows, self._sample(out.logits[:, -1, :], rows))
+
+    def _prefill_after(self, job: Any, n: int, layers: list[tuple[Any, Any]]) -> None:
+        """``job``'s prompt after its first ``n`` ids, on the cache's keys and values of
+        those ``n`` (positions ``n..``; no padding: one row)."""
+        torch = self._torch
+        from transformers import DynamicCache
+
+        prompt = job.prompt_ids
+        ids = torch.tensor([list(prompt[n:])], dtype=torch.long)
+        mask = torch.ones((1, len(prompt)), dtype=torch.long)
+        positions = torch.arange(n, len(prompt), dtype=torch.long).view(1, -1)
+        cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        out = self._forward(ids, mask, positions, cache)
+        self.prefill_tokens += len(prompt) - n
+        self.reused_tokens += n
+        rows = [self._new_row(job, reused=n)]
+        self._join(out.cache, mask, rows, self._sample(out.logits[:, -1, :], rows))
 
     def _join(self, cache: Any, mask: Any, rows: list[_Row], chosen: Any) -> None:
         torch = self._torch
@@ -360,13 +518,29 @@ class ContinuousBatcher:
                 r.ids,
                 r.logprobs,
                 r.turn_end_logprobs if self.turn_end_id is not None else None,
+                r.reused,
             )
             for r in (self.rows[i] for i in done)
         ]
+        if self.prefix_cache is not None and self.prefix_cache.max_bytes > 0:
+            for i in done:
+                self._remember(i)
         gone = set(done)
         keep = [i for i in range(len(self.rows)) if i not in gone]
         self._keep(keep)
         return finished
+
+    def _remember(self, i: int) -> None:
+        """Hand row ``i``'s keys and values (its prompt and every generated id but the last,
+        which was never fed) to the prefix cache, copied out of the batch's tensors."""
+        r = self.rows[i]
+        ids = list(r.job.prompt_ids) + r.ids[:-1]
+        n = len(ids)
+        if int(self.mask[i].sum()) != n:  # not the row this engine thinks it is: keep nothing
+            return
+        layers = [(k[i : i + 1, :, -n:, :].clone(), v[i : i + 1, :, -n:, :].clone())
+                  for k, v, *_ in self.cache]  # fmt: skip
+        self.prefix_cache.add(ids, layers)  # type: ignore[union-attr]
 
     def _keep(self, keep: list[int]) -> None:
         """Keep only rows ``keep``; drop cache columns that are padding in every kept row."""
@@ -395,9 +569,11 @@ class ContinuousBatcher:
 
 __all__ = [
     "NUCLEUS_FIRST_K",
+    "PREFIX_MIN_TOKENS",
     "ContinuousBatcher",
     "Finished",
     "Job",
+    "PrefixCache",
     "left_pad",
     "nucleus_candidates",
     "unsupported_reason",

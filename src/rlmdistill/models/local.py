@@ -56,6 +56,37 @@ ENGINE_ENV = "RLMDISTILL_LOCAL_ENGINE"
 (``continuous`` when unset; ``static`` until 2026-12-07). An operational setting: not part of
 a model spec, so episode ids do not change."""
 
+PREFIX_CACHE_ENV = "RLMDISTILL_PREFIX_CACHE_MB"
+"""Environment variable giving the continuous engine's prefix cache size in MiB for clients
+built without ``prefix_cache_mb`` (:data:`PREFIX_CACHE_MB` when unset; ``0`` turns it off). An
+operational setting: not part of a model spec, so episode ids do not change."""
+
+PREFIX_CACHE_MB = 512.0
+"""Default prefix cache size (MiB of keys and values). Qwen2.5-Coder-0.5B holds 12 KiB per
+token in bfloat16 (24 layers x 2 key/value heads x 64 x 2 x 2 bytes), 24 KiB in float32, so
+512 MiB keep ~43,000 / ~21,000 tokens: the conversations of 8 concurrent root episodes of the
+main job several times over."""
+
+
+def prefix_cache_bytes(prefix_cache_mb: float | None = None) -> int:
+    """Bytes of the continuous engine's prefix cache: ``prefix_cache_mb``, else
+    ``$RLMDISTILL_PREFIX_CACHE_MB``, else :data:`PREFIX_CACHE_MB` (MiB). ``ValueError``
+    naming the setting for a value that is not a number >= 0."""
+    where = "prefix_cache_mb"
+    value: object = prefix_cache_mb
+    if value is None:
+        where, value = f"${PREFIX_CACHE_ENV}", os.environ.get(PREFIX_CACHE_ENV) or PREFIX_CACHE_MB
+    try:
+        mb = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        mb = -1.0
+    if not mb >= 0 or mb == float("inf"):
+        raise ValueError(
+            f"{where}: expected MiB >= 0 (0 turns the prefix cache off), got {value!r}"
+        )
+    return int(mb * 2**20)
+
+
 LocalDtype = Literal["auto", "float32", "bfloat16", "float16"]
 """Compute dtype; ``auto`` = bfloat16 where the CPU runs it natively, else float32
 (:func:`rlmdistill.hardware.choose_compute_dtype`)."""
@@ -71,6 +102,8 @@ class _Request:
     sampling: Sampling
     enqueued_at: float
     future: Future[ChatResult] = field(default_factory=Future)
+    cached_tokens: int = 0
+    """Leading prompt ids the continuous engine took from its prefix cache."""
 
     @property
     def group_key(self) -> tuple[Any, ...]:
@@ -303,10 +336,15 @@ class LocalChatClient:
             ``continuous`` falls back to ``static`` (with a warning) for a model it cannot run
             exactly (:func:`rlmdistill.models.continuous.unsupported_reason`); ``engine``
             then says ``static``.
+        prefix_cache_mb: MiB of keys and values of finished requests the continuous engine
+            keeps, so that a prompt continuing one of them (a root's next turn) prefills only
+            its new ids (:class:`rlmdistill.models.continuous.PrefixCache`); default
+            :func:`prefix_cache_bytes` (``$RLMDISTILL_PREFIX_CACHE_MB``, else 512); ``0``
+            turns it off. Replies then report the reused ids as ``usage.cached_tokens``.
 
     Raises:
-        ValueError: ``quantize="int8"`` with a ``dtype`` other than ``auto``/``float32``, or
-            an unknown ``engine``.
+        ValueError: ``quantize="int8"`` with a ``dtype`` other than ``auto``/``float32``, an
+            unknown ``engine``, or a ``prefix_cache_mb`` that is not a number >= 0.
         FatalModelError: the checkpoint or the adapter cannot be loaded.
 
     Determinism: greedy decoding (``temperature == 0``) of a given prompt is deterministic for
@@ -315,7 +353,7 @@ class LocalChatClient:
     together (and left padding can shift logits slightly), i.e. sampling is not reproducible
     across batch compositions. The continuous engine samples each request with a generator of
     its own seed: the same prompt and seed give the same reply up to the rounding of batched
-    matmuls.
+    matmuls (a prefix taken from the prefix cache is one more such rounding).
 
     Attributes:
         generate_calls: number of ``model.generate`` calls made so far.
@@ -327,7 +365,9 @@ class LocalChatClient:
         adapter_merged: whether the adapter was merged into the base weights.
         batcher: the continuous engine's
             :class:`~rlmdistill.models.continuous.ContinuousBatcher` (its ``prefill_tokens``,
-            ``decode_steps`` and ``row_steps``); absent with the static engine.
+            ``reused_tokens``, ``decode_steps``, ``row_steps`` and ``prefix_cache``); absent
+            with the static engine.
+        prefix_cache_bytes: the prefix cache's size in bytes (0: off).
     """
 
     def __init__(
@@ -344,6 +384,7 @@ class LocalChatClient:
         merge_adapter: bool | None = None,
         quantize: LocalQuant = "none",
         engine: LocalEngine | None = None,
+        prefix_cache_mb: float | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -355,6 +396,7 @@ class LocalChatClient:
         self.max_batch = max(1, max_batch)
         self.batch_wait_s = batch_wait_s
         self.engine: LocalEngine = _engine_choice(engine)
+        self.prefix_cache_bytes = prefix_cache_bytes(prefix_cache_mb)
         threads = num_threads or int(os.environ.get("RLMDISTILL_NUM_THREADS") or 0)
         if threads > 0:
             torch.set_num_threads(threads)
@@ -410,6 +452,7 @@ class LocalChatClient:
         max_batch: int = 8,
         batch_wait_s: float = 0.02,
         context_window: int | None = None,
+        prefix_cache_mb: float | None = None,
     ) -> LocalChatClient:
         """A client around a model already in memory (no second copy is loaded).
 
@@ -417,7 +460,10 @@ class LocalChatClient:
         being trained, so every episode samples from the current policy. The caller keeps
         ownership of ``model`` (its train/eval mode, its device); :meth:`close` stops the
         worker and drops this client's reference only. ``dtype`` is read from the model's
-        first parameter. Raises ``FatalModelError`` when ``tokenizer`` has no chat template.
+        first parameter; ``prefix_cache_mb`` as in the constructor (the cache lives as long as
+        the client, so build a new client after the weights change). Raises
+        ``FatalModelError`` when ``tokenizer`` has no chat template, ``ValueError`` for a bad
+        ``prefix_cache_mb``.
         """
         self = cls.__new__(cls)
         self.model_dir = Path(str(getattr(model, "name_or_path", "") or "."))
@@ -426,6 +472,7 @@ class LocalChatClient:
         self.model_id = model_id
         self.max_batch = max(1, max_batch)
         self.batch_wait_s = batch_wait_s
+        self.prefix_cache_bytes = prefix_cache_bytes(prefix_cache_mb)
         param = next(iter(model.parameters()), None)
         self.dtype = str(param.dtype).removeprefix("torch.") if param is not None else "float32"
         self.dtype_reason = "the given model's dtype"
@@ -513,7 +560,9 @@ class LocalChatClient:
         ``max_tokens`` is clamped to the context window when at least
         :data:`MIN_NEW_TOKENS` new tokens fit. ``usage.prompt_tokens`` counts the rendered
         prompt including the prefill; ``completion_tokens`` counts generated tokens up to and
-        including EOS, or up to the token that completed a stop string; ``cached_tokens`` = 0.
+        including EOS, or up to the token that completed a stop string; ``cached_tokens``: the
+        leading prompt ids taken from the continuous engine's prefix cache (0 with the static
+        engine).
 
         Raises:
             ContextExceededError: prompt + ``MIN_NEW_TOKENS`` do not fit the context.
@@ -620,10 +669,16 @@ class LocalChatClient:
         """The continuous engine's loop (:mod:`rlmdistill.models.continuous`): between two
         decode steps, take queued requests up to ``max_batch`` rows (waiting
         ``batch_wait_s`` for company when the batch is empty) and hand back finished rows."""
-        from rlmdistill.models.continuous import ContinuousBatcher
+        from rlmdistill.models.continuous import ContinuousBatcher, PrefixCache
 
+        size = getattr(self, "prefix_cache_bytes", None)
         batcher = ContinuousBatcher(
-            self.model, self.tokenizer, self.eos_ids, self.pad_id, self.turn_end_id
+            self.model,
+            self.tokenizer,
+            self.eos_ids,
+            self.pad_id,
+            self.turn_end_id,
+            PrefixCache(size if size is not None else prefix_cache_bytes()) if size != 0 else None,
         )
         self.batcher = batcher
         while True:
@@ -657,6 +712,7 @@ class LocalChatClient:
             self.batch_sizes[len(batcher) + len(finished)] += 1
             done_at = time.perf_counter()
             for f in finished:
+                f.job.cached_tokens = f.reused
                 self._deliver(f.job, f.ids, f.logprobs, f.turn_end_logprobs, done_at)
 
     def _drain(self) -> list[_Request]:
@@ -796,7 +852,11 @@ class LocalChatClient:
                 gen = text_ids[:lo]
         return ChatResult(
             text=text,
-            usage=Usage(prompt_tokens=len(req.prompt_ids), completion_tokens=len(gen)),
+            usage=Usage(
+                prompt_tokens=len(req.prompt_ids),
+                cached_tokens=req.cached_tokens,
+                completion_tokens=len(gen),
+            ),
             latency_s=done_at - req.enqueued_at,
             finish_reason=finish,
             model=self.model_id,
