@@ -35,14 +35,14 @@ def test_lookup_takes_the_longest_shared_prefix_and_leaves_the_last_id_to_run() 
     cache.add(b, _layers(20, fill=1000.0))
     assert len(cache) == 2 and cache.nbytes == 40 * BYTES_PER_ID
 
-    n, layers = cache.lookup(b[:11] + [3])  # type: ignore[misc]  # the newer row first
+    n, layers = cache.lookup([*b[:11], 3])  # type: ignore[misc]  # the newer row first
     assert n == 11 and float(layers[0][0][0, 0, 10, 0]) == 1010.0
-    n, layers = cache.lookup(a[:15] + [7, 8])  # type: ignore[misc]
+    n, layers = cache.lookup([*a[:15], 7, 8])  # type: ignore[misc]
     assert n == 15
     assert [tuple(k.shape) for k, _ in layers] == [(1, 2, 15, 4)] * 2
     assert float(layers[0][0][0, 0, 14, 0]) == 14.0  # row a's numbers, not b's
 
-    n, layers = cache.lookup(b[:12] + [1])  # type: ignore[misc]
+    n, layers = cache.lookup([*b[:12], 1])  # type: ignore[misc]
     assert n == 12 and float(layers[1][1][0, 1, 11, 3]) == 1011.0
 
     # the whole kept row is the prompt: its last id still runs (for its logits)
@@ -64,12 +64,12 @@ def test_add_drops_the_rows_it_extends_and_evicts_the_least_recently_used() -> N
 
     other = list(range(200, 220))
     cache.add(other, _layers(20))
-    assert cache.lookup(turn2 + [1]) is not None  # turn 2 is now the most recently used
+    assert cache.lookup([*turn2, 1]) is not None  # turn 2 is now the most recently used
     third = list(range(300, 320))
     cache.add(third, _layers(20))  # 60 > 50 positions: the least recently used goes
     assert len(cache) == 2 and cache.nbytes == 40 * BYTES_PER_ID
-    assert cache.lookup(other + [1]) is None
-    assert cache.lookup(turn2 + [1]) is not None and cache.lookup(third + [1]) is not None
+    assert cache.lookup([*other, 1]) is None
+    assert cache.lookup([*turn2, 1]) is not None and cache.lookup([*third, 1]) is not None
 
     # a row larger than the whole cache, or shorter than min_tokens, is not kept
     cache.add(list(range(1000, 1060)), _layers(60))
@@ -100,11 +100,11 @@ def test_reused_keys_and_values_are_never_written() -> None:
     cache = PrefixCache(10**6, min_tokens=2)
     cache.add(list(range(8)), _layers(8))
     before = [(k.clone(), v.clone()) for k, v in _layers(8)]
-    n, layers = cache.lookup(list(range(6)) + [99])  # type: ignore[misc]
+    n, layers = cache.lookup([*list(range(6)), 99])  # type: ignore[misc]
     dc = DynamicCache(ddp_cache_data=layers)
     dc.update(torch.full((1, 2, 1, 4), -1.0), torch.full((1, 2, 1, 4), -1.0), 0)
     assert n == 6 and dc.get_seq_length() == 7
-    kept = cache.lookup(list(range(8)) + [1])
+    kept = cache.lookup([*list(range(8)), 1])
     assert kept is not None
     for (k, v), (k0, v0) in zip(kept[1], before, strict=True):
         assert torch.equal(k, k0[:, :, :8]) and torch.equal(v, v0[:, :, :8])
@@ -120,7 +120,7 @@ def test_the_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PREFIX_CACHE_ENV, "lots")
     with pytest.raises(ValueError, match=r"\$RLMDISTILL_PREFIX_CACHE_MB: .*got 'lots'"):
         prefix_cache_bytes()
-    with pytest.raises(ValueError, match="prefix_cache_mb: .*got -1"):
+    with pytest.raises(ValueError, match=r"prefix_cache_mb: .*got -1"):
         prefix_cache_bytes(-1)
 
 
