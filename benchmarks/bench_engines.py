@@ -17,7 +17,7 @@ the same requests, one engine after the other in this process.
 
     python benchmarks/bench_engines.py [--runs r1-eval-tuned] [--episodes 8] [--max-batch 8]
         [--workspace TARBALL_OR_DIR] [--adapter DIR] [--engines static continuous]
-        [--prefix-cache-mb 0 512]
+        [--prefix-cache-mb 0 512] [--dtype auto|float32|bfloat16]
 
 ``--prefix-cache-mb`` runs the continuous engine once per size of its prefix cache
 (:class:`~rlmdistill.models.continuous.PrefixCache`; ``0``: off) and prints the prompt ids
@@ -126,6 +126,13 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=["static", "continuous"])
     parser.add_argument("--adapter", type=Path, default=None, help="LoRA adapter of the root")
     parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="compute dtype (float32 with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2: "
+        "as on a CPU without native bfloat16)",
+    )
+    parser.add_argument(
         "--prefix-cache-mb",
         nargs="+",
         type=float,
@@ -163,6 +170,7 @@ def main() -> None:
                         max_batch=args.max_batch,
                         engine=engine,
                         prefix_cache_mb=mb,
+                        dtype=args.dtype,
                     ) as c:
                         load = os.getloadavg()[0]
                         r = replay(c, episodes, config, config["concurrency"])
