@@ -52,6 +52,21 @@ def test_avx2_reason_names_emulation() -> None:
     )
 
 
+def test_torch_limited_to_avx2_kernels_gets_float32_on_a_bf16_cpu() -> None:
+    """ATEN_CPU_CAPABILITY=avx2 on the AVX512-BF16 EPYC: torch still says BF16 is there (it
+    reads the CPU), but its kernels stop at AVX2, so bfloat16 would be emulated."""
+    limited = AVX512_BF16._replace(torch_capability="AVX2")
+    choice = choose_compute_dtype(limited)
+    assert choice == (
+        "float32",
+        "torch runs AVX2 kernels here (ATEN_CPU_CAPABILITY limits it below this CPU's "
+        "AVX-512): bfloat16 would be emulated, several times slower than float32",
+    )
+    # the same limit on an Arm CPU, or no torch to ask, changes nothing
+    assert choose_compute_dtype(ARM_BF16._replace(torch_capability="DEFAULT")).dtype == "bfloat16"
+    assert choose_compute_dtype(AVX512_BF16._replace(torch_capability=None)).dtype == "bfloat16"
+
+
 def test_machine_info_records_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hardware, "cpu_probe", lambda: AVX512_BF16)
     info = machine_info()
