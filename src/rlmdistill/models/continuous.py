@@ -27,9 +27,11 @@ re-sends its whole conversation every turn (the last prompt + reply + the REPL's
 the first turns of a run share their system prompt, so most root prompt ids were computed
 before: 79-93% of them in the runs of ``docs/results/quickstart/workspace.tar.xz``. vLLM calls
 this automatic prefix caching (its hash of KV blocks); here it is a lookup of the longest
-common prefix over whole finished rows, bounded in bytes, least recently used first out. ``transformers``' own continuous batching (``generate_batch``) was
-measured on the 2-core CPU of docs/results/quickstart.md at 12.3 new tokens/s for 16 requests
-against ~25 for one static ``generate`` call, so it is not used here.
+common prefix over whole finished rows, bounded in bytes, least recently used first out.
+
+``transformers``' own continuous batching (``generate_batch``) was measured on the 2-core CPU
+of docs/results/quickstart.md at 12.3 new tokens/s for 16 requests against ~25 for one static
+``generate`` call, so it is not used here.
 
 Each row samples with its own ``torch.Generator`` seeded from its request's seed, so a
 sampled reply no longer depends on which requests shared its batch (beyond the rounding of
