@@ -103,7 +103,7 @@ def _cold(room_dir: str, cache: str) -> dict[str, Any]:
     room = DataRoom.load(room_dir)
     load_s = time.perf_counter() - t
     t = time.perf_counter()
-    snap = ensure_snapshot(room, Path(cache) / f"{room.room_hash}.snapshot.json")
+    snap = ensure_snapshot(room, Path(cache) / f"{room.snapshot_key}.snapshot.json")
     snap_s = time.perf_counter() - t
     rss_snap = _peak_rss_mib()
     t = time.perf_counter()
@@ -276,7 +276,7 @@ def _text_mib(room_dir: Path, cache: Path) -> float:
     from rlmdistill.rooms import DataRoom
 
     room = DataRoom.load(room_dir)
-    blob = cache / f"{room.room_hash}.snapshot.bin"
+    blob = cache / f"{room.snapshot_key}.snapshot.bin"
     if blob.is_file():
         return blob.stat().st_size / 2**20
     return sum(len(d.read_text().encode("utf-8", "surrogatepass")) for d in room.documents) / 2**20

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     print(machine_line(), flush=True)  # the machine every figure below was measured on
     with tempfile.TemporaryDirectory() as tmp:
         room = DataRoom.load(write_clause_room(Path(tmp) / "room"))
-        snap = ensure_snapshot(room, Path(tmp) / "cache" / f"{room.room_hash}.snapshot.json")
+        snap = ensure_snapshot(room, Path(tmp) / "cache" / f"{room.snapshot_key}.snapshot.json")
         for mode in ("none", "audit", "bwrap"):
             times = []
             for k in range(args.repeats):

@@ -198,7 +198,7 @@ def _handler() -> ScriptedHandler:
 def test_episodes_spread_over_nodes_and_match_the_thread_executor(
     nodes: Nodes, cuad_room3: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    room_hash = DataRoom.load(cuad_room3).room_hash
+    key = DataRoom.load(cuad_room3).snapshot_key
     with FakeOpenAIServer(_handler(), latency_s=0.3) as server:
         cfg = _config(cuad_room3, server.base_url, episodes=6)
         res = _run(cfg, tmp_path / "ray", server.base_url)
@@ -212,8 +212,8 @@ def test_episodes_spread_over_nodes_and_match_the_thread_executor(
     assert set(placed) == set(ray_eps)
     assert set(placed.values()) == {"head", "b"}
     for name in set(placed.values()):
-        assert (nodes.caches[name] / f"{room_hash}.snapshot.json").is_file(), name
-        assert (nodes.caches[name] / f"{room_hash}.snapshot.bin").is_file(), name
+        assert (nodes.caches[name] / f"{key}.snapshot.json").is_file(), name
+        assert (nodes.caches[name] / f"{key}.snapshot.bin").is_file(), name
     # same episodes as the thread executor, field by field and turn by turn
     local_eps = {s.episode_id: s for s in _summaries(tmp_path / "local")}
     assert set(local_eps) == set(ray_eps)

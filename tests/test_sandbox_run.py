@@ -149,6 +149,33 @@ def test_tampered_snapshot_is_rebuilt_at_run_start(tmp_path):
     assert sorted(p.name for p in snap.parent.iterdir()) == sorted([snap.name, blob.name])
 
 
+def test_rooms_with_the_same_documents_under_other_names_keep_their_own_snapshots(
+    tmp_path, monkeypatch
+):
+    """Same documents, so the same room_hash; another folder name (room_id): each room gets a
+    cache file of its own, and neither run rewrites the other's with a "tampered" warning (CI
+    of stop 63: the quickstart's rooms/ci-cuad3 and a test's cuad3 thrashed one file)."""
+    import json
+    import warnings
+
+    from rlmdistill.collect.prepare import room_handle
+
+    monkeypatch.setenv("RLMDISTILL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RLMDISTILL_ROOM_CACHE", str(tmp_path / "room-cache"))
+    a = DataRoom.load(write_clause_room(tmp_path / "cuad3", n_documents=2, repeats=3))
+    b = DataRoom.load(write_clause_room(tmp_path / "ci-cuad3", n_documents=2, repeats=3))
+    assert a.room_hash == b.room_hash and a.snapshot_key != b.snapshot_key
+    assert a.snapshot_key.startswith(a.room_hash + "-") and len(a.snapshot_key) == 16 + 1 + 8
+    again = DataRoom.load(a.path)
+    assert again.snapshot_key == a.snapshot_key  # the same room shares its cache file
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        snaps = [room_handle(r).snapshot for r in (a, b, a, b)]
+    assert snaps[0] == snaps[2] != snaps[1] == snaps[3]
+    assert [json.loads(p.read_text())["room_id"] for p in snaps[:2]] == ["cuad3", "ci-cuad3"]
+    assert snaps[0].with_suffix(".bin").read_bytes() == snaps[1].with_suffix(".bin").read_bytes()
+
+
 def test_snapshot_of_an_earlier_format_is_rebuilt_without_a_warning(tmp_path):
     import json
     import warnings

@@ -49,7 +49,7 @@ def room_handle(room: DataRoom, root: ModelClient | None = None) -> RoomHandle:
         n_tokens=n_tokens,
         folders=room.folders,
     )
-    snap = ensure_snapshot(room, room_cache() / f"{room.room_hash}.snapshot.json")
+    snap = ensure_snapshot(room, room_cache() / f"{room.snapshot_key}.snapshot.json")
     return RoomHandle(
         info=info,
         snapshot=snap,

@@ -416,6 +416,16 @@ class DataRoom:
         return value
 
     # ----------------------------------------------------------------- export
+    @property
+    def snapshot_key(self) -> str:
+        """The name of this room's snapshot in a shared cache: ``room_hash`` + ``-`` + 8 hex
+        chars of a sha256 over what else :meth:`snapshot` writes (``room_id`` and the skipped
+        files). ``room_hash`` alone covers only the documents, so two rooms with the same
+        documents under other folder names would share one cache file, each run rewriting it
+        for its own room and warning that it was tampered with."""
+        extra = json.dumps([self.room_id, [list(x) for x in self.skipped]], ensure_ascii=False)
+        return f"{self.room_hash}-{hashlib.sha256(extra.encode('utf-8')).hexdigest()[:8]}"
+
     def snapshot(self, dest: str | Path) -> Path:
         """Write a shared, memory-mappable snapshot for REPL processes; returns the index path.
 
