@@ -143,15 +143,15 @@ def choose_compute_dtype(probe: CpuProbe | None = None) -> DtypeChoice:
         that has it) gets float32 whatever the flags say: its bfloat16 would be emulated.
     """
     p = probe or cpu_probe()
+    native = [f for f in NATIVE_BF16_FLAGS if f in p.flags]
     cap = p.torch_capability
     limited = p.arch in ("x86_64", "AMD64") and cap is not None and not cap.startswith("AVX512")
-    if limited and (p.torch_bf16 or any(f in p.flags for f in NATIVE_BF16_FLAGS)):
+    if limited and (p.torch_bf16 or native):
         return DtypeChoice(
             "float32",
             f"torch runs {cap} kernels here (ATEN_CPU_CAPABILITY limits it below this "
             "CPU's AVX-512): bfloat16 would be emulated, several times slower than float32",
         )
-    native = [f for f in NATIVE_BF16_FLAGS if f in p.flags]
     if p.torch_bf16 or native:
         how = ", ".join(native) or "torch reports AVX512-BF16/AMX"
         return DtypeChoice("bfloat16", f"native bfloat16 on this CPU ({how})")

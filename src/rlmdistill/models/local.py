@@ -671,14 +671,14 @@ class LocalChatClient:
         ``batch_wait_s`` for company when the batch is empty) and hand back finished rows."""
         from rlmdistill.models.continuous import ContinuousBatcher, PrefixCache
 
-        size = getattr(self, "prefix_cache_bytes", None)
+        size = self.prefix_cache_bytes  # set by __init__ and from_model
         batcher = ContinuousBatcher(
             self.model,
             self.tokenizer,
             self.eos_ids,
             self.pad_id,
             self.turn_end_id,
-            PrefixCache(size if size is not None else prefix_cache_bytes()) if size != 0 else None,
+            PrefixCache(size) if size else None,
         )
         self.batcher = batcher
         while True:
